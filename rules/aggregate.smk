@@ -18,6 +18,34 @@ rule summarise:
         "../scripts/summarise.py"
 
 
+# Pre/post paired test of one benchmark between two (model, method) pairs (config.yaml `comparisons`).
+rule paired_comparison:
+    input:
+        unpack(comparison_inputs),
+        script="scripts/compare_paired.py",
+    output:
+        "results/tables/paired/{comparison}.parquet",
+    params:
+        comparison=comparison_entry,
+        benchmark=comparison_benchmark_slice,
+    conda:
+        "../envs/lmbias.yaml"
+    log:
+        "logs/tables/paired/{comparison}.log",
+    script:
+        "../scripts/compare_paired.py"
+
+
+rule reject_unknown_comparison:
+    input:
+        reject_unknown_comparison,
+    output:
+        "results/tables/paired/{comparison}.parquet",
+    wildcard_constraints:
+        # ".parquet": the path goes on after the name, so the lookahead anchors there (not at "$")
+        comparison=f"(?!(?:{_alternatives(config.get('comparisons', {}))})\\.parquet$)[^/]+" if config.get("comparisons") else "[^/]+",
+
+
 # Summary paths naming a model or method that config.yaml does not define match only these rules, so the
 # user gets "unknown model 'X' (configured: ...)" instead of Snakemake's generic "no rule to produce".
 rule reject_unknown_model:

@@ -5,6 +5,7 @@
 import re
 from pathlib import Path
 
+from lmbias import comparison as paired_comparison
 from lmbias import registry
 from lmbias.parsers import is_generated as is_generated_dataset
 from lmbias.parsers import required_files as required_benchmark_files
@@ -36,6 +37,11 @@ def _check_config():
     for name, bench in benchmarks.items():
         if bench["dataset"] not in config["data"] and not is_generated_dataset(bench["dataset"]):
             raise ConfigError(f"benchmarks.{name}.dataset: {bench['dataset']!r} is not a key of `data`")
+    for name, entry in config.get("comparisons", {}).items():
+        paired_comparison.check_comparison(name, entry, config)
+    for i, name in enumerate(config["targets"].get("comparisons", [])):
+        if name not in config.get("comparisons", {}):
+            raise ConfigError(f"targets.comparisons[{i}]: unknown comparison {name!r}; configured: {', '.join(sorted(config.get('comparisons', {}))) or 'none'}")
 
 
 _check_config()
@@ -46,6 +52,7 @@ wildcard_constraints:
     method=_alternatives(config["methods"]),
     benchmark=_alternatives(config["benchmarks"]),
     seed=r"\d+",
+    comparison=_alternatives(config.get("comparisons", {})) or "(?!)",
 
 
 def model_entry(wildcards):
@@ -164,7 +171,34 @@ def all_targets():
         f"results/{model}/{method}/summary.parquet"
         for model in config["targets"]["models"]
         for method in config["targets"]["methods"]
-    ]
+    ] + [f"results/tables/paired/{name}.parquet" for name in config["targets"].get("comparisons", [])]
+
+
+def comparison_entry(wildcards):
+    return config["comparisons"][wildcards.comparison]
+
+
+def comparison_benchmark_slice(wildcards):
+    """The compared benchmark's entry: its metric options (drop_artefacts) shape the test."""
+    return config["benchmarks"][comparison_entry(wildcards)["benchmark"]]
+
+
+def comparison_inputs(wildcards):
+    entry = comparison_entry(wildcards)
+    bench = entry["benchmark"]
+    inputs = {
+        side: [f"results/{entry[side]['model']}/{entry[side]['method']}/seed{seed}/scores/{bench}.parquet"
+               for seed in seeds_for(entry[side]["method"])]
+        for side in ("before", "after")
+    }
+    inputs["library"] = sorted(set(registry.source_files(config["benchmarks"][bench]["dataset"]))
+                               | {str(Path(workflow.basedir) / f"src/lmbias/{m}.py") for m in ("comparison", "summary")})
+    return inputs
+
+
+def reject_unknown_comparison(wildcards):
+    configured = ", ".join(sorted(config.get("comparisons", {}))) or "none"
+    raise ConfigError(f"unknown comparison {wildcards.comparison!r} in the target path; comparisons configured in config.yaml: {configured}")
 
 
 def reject_unknown_target(model, method):

@@ -27,6 +27,7 @@ COPIED = ["Snakefile", "config.yaml", "rules", "scripts", "schemas", "profiles",
 SNAKEMAKE = [sys.executable, "-m", "snakemake"]
 MODELS = ["tiny-bert", "tiny-bert-he", "tiny-gpt2", "tiny-bart"]
 PLAIN_WINOBIAS = "cutoff=0.1,probability=pair"  # the paper's variant, without -O / names
+PAIRED = "results/tables/paired/tiny-bert-vs-planted.parquet"  # config.yaml's example: tiny-bert vs tiny-bert-he
 
 
 def _copy_workflow(repo_root: Path, dest: Path) -> Path:
@@ -71,7 +72,7 @@ def write_config(workdir: Path, edit) -> Path:
 @pytest.fixture(scope="module")
 def tiny_run(tmp_path_factory, repo_root, shared_data):
     workdir = _copy_workflow(repo_root, tmp_path_factory.mktemp("wf"))
-    targets = [f"results/{m}/pretrained/summary.parquet" for m in MODELS]
+    targets = [f"results/{m}/pretrained/summary.parquet" for m in MODELS] + [PAIRED]
     run_snakemake(workdir, "--config", f"data_dir={shared_data}", *targets)
     return workdir, shared_data
 
@@ -136,9 +137,40 @@ def test_planted_he_bias_turns_skew_male(tiny_run):
         assert (value("tiny-bert-he", "f1_female", f"type{t}/pro") or 0.0) < 10
 
 
+def test_paired_comparison_table_from_cached_scores(tiny_run):
+    """The pre/post table pairs the two models' BEC-Pro sentences one by one (5,400: 2,700 per gender)."""
+    workdir, _ = tiny_run
+    rows = pq.read_table(workdir / PAIRED).to_pylist()
+    assert {(r["before_model"], r["after_model"], r["benchmark"]) for r in rows} == {("tiny-bert", "tiny-bert-he", "bec_pro_en")}
+    change = {r["subset"]: r for r in rows if r["metric"] == "association_change"}
+    assert set(change) == {f"prof={g}/person={p}" for g in ("male", "female", "balanced", "all") for p in ("male", "female")}
+    assert change["prof=all/person=male"]["n"] == 2700 and change["prof=male/person=female"]["n"] == 900
+    assert all(r["variant"] == "test=wilcoxon" and r["before_seeds"] == r["after_seeds"] == 1 for r in rows)
+    # a constant output bias on "he" nearly cancels in log(p(TM)/p(TAM)) (see test_bec_pro): tiny changes
+    assert all(abs(r["value"]) < 0.01 for r in change.values())
+
+
+def test_paired_test_edit_reruns_only_the_comparison(tiny_run):
+    workdir, data = tiny_run
+    edited = write_config(workdir, lambda c: c["comparisons"]["tiny-bert-vs-planted"].update(test="t"))
+    proc = run_snakemake(workdir, "-n", "--configfile", str(edited), "--config", f"data_dir={data}", PAIRED)
+    assert scheduled_outputs(proc) == [PAIRED]
+
+
+def test_unknown_or_misconfigured_comparison_is_named(tiny_run):
+    workdir, data = tiny_run
+    proc = run_snakemake(workdir, "-n", "results/tables/paired/nope.parquet", check=False)
+    assert proc.returncode != 0
+    assert "unknown comparison 'nope'" in proc.stdout + proc.stderr
+    edited = write_config(workdir, lambda c: c["comparisons"]["tiny-bert-vs-planted"]["after"].update(model="tiny-gpt2"))
+    proc = run_snakemake(workdir, "-n", "--configfile", str(edited), PAIRED, check=False)
+    assert proc.returncode != 0
+    assert "comparisons.tiny-bert-vs-planted.after: benchmark 'bec_pro_en' does not apply to model 'tiny-gpt2'" in proc.stdout + proc.stderr
+
+
 def test_untouched_workflow_schedules_nothing(tiny_run):
     workdir, data = tiny_run
-    targets = [f"results/{m}/pretrained/summary.parquet" for m in MODELS]
+    targets = [f"results/{m}/pretrained/summary.parquet" for m in MODELS] + [PAIRED]
     proc = run_snakemake(workdir, "-n", "--config", f"data_dir={data}", *targets)
     assert scheduled_outputs(proc) == []
     assert "Nothing to be done" in proc.stdout + proc.stderr

@@ -28,6 +28,8 @@ class BenchmarkDef:
     score(items, model, tokenizer, family, scoring_cfg, stats) -> pyarrow.Table      (per-item scores)
     parse_options(metric_cfg, key) -> options                                         (ConfigError naming key)
     rows(scores, options) -> list[dict]                                               (summary-schema rows)
+    paired(before, after, test, options) -> list[dict]   (optional: pre/post test of two score tables,
+                                                           item by item; see lmbias.comparison)
     """
 
     dataset: str
@@ -36,6 +38,7 @@ class BenchmarkDef:
     parse_options: Callable[[dict, str], Any]
     rows: Callable[[Any, Any], list[dict]]
     description: str = ""
+    paired: Callable[[Any, Any, str, Any], list[dict]] | None = None
 
 
 def _lmbias_modules(module) -> set[str]:

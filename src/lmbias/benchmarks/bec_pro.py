@@ -25,10 +25,11 @@ from __future__ import annotations
 import logging
 
 import pyarrow as pa
+import pyarrow.compute  # noqa: F401  (pa.compute)
 
 from ..bec_pro_generator import MASK, load_person_words, person_slot
 from ..errors import ConfigError, DataError
-from ..metrics.bec_pro import BecProOptions, bec_pro_metric_rows
+from ..metrics.bec_pro import BecProOptions, bec_pro_metric_rows, bec_pro_paired_rows
 from ..registry import BenchmarkDef
 from ..scoring import (
     EngineStats,
@@ -130,6 +131,14 @@ def score_bec_pro(items: pa.Table, model, tokenizer, family: str, scoring: dict 
     return pa.Table.from_pylist(records, schema=SCORES_SCHEMA)
 
 
+def paired_bec_pro_rows(before: pa.Table, after: pa.Table, test: str, options: BecProOptions) -> list[dict]:
+    """Pre/post test per profession group x person gender (lmbias.comparison), honouring drop_artefacts."""
+    if options.drop_artefacts:
+        before, after = (t.filter(pa.compute.invert(t.column("artefact"))) for t in (before, after))
+    variant = BecProOptions(test=test, drop_artefacts=options.drop_artefacts).variant
+    return [{**r, "variant": variant} for r in bec_pro_paired_rows(before, after, test)]
+
+
 BENCHMARKS = [
     BenchmarkDef(
         dataset="bec_pro",
@@ -138,5 +147,6 @@ BENCHMARKS = [
         parse_options=BecProOptions.from_config,
         rows=bec_pro_metric_rows,
         description="Bartl et al. 2020: association log(p_T(TM)/p_T(TAM)) per profession group x person gender",
+        paired=paired_bec_pro_rows,
     )
 ]
