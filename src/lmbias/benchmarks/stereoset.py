@@ -2,8 +2,9 @@
 
 Each intrasentence example has three candidate sentences (stereotype, anti-stereotype, unrelated) that
 fill the context's BLANK with one word. The scored word is the candidate sentence's word at BLANK's word
-index with the context's own affixes removed ("BLANK." -> "quiet." -> "quiet"), i.e. the official
-loader's choice of word; it is located by character offsets and tokenised *in its sentence* (so
+index with the context's own affixes and any punctuation at its edges removed ("BLANK." -> "quiet." ->
+"quiet"), i.e. the official loader's choice of word (which also drops inner punctuation: "well-known"
+stays whole here); it is located by character offsets and tokenised *in its sentence* (so
 byte-level BPE pieces carry their leading space, unlike the official loader, which tokenises the bare word).
 
 * mlm: the word's pieces p_1..p_k are scored one at a time, p_j with p_1..p_{j-1} filled in and p_j..p_k
@@ -76,11 +77,12 @@ def word_span(context: str, sentence: str) -> tuple[int, int]:
     end = start + len(token)
     if token.startswith(before) and token.endswith(after) and len(token) > len(before) + len(after):
         start, end = start + len(before), end - len(after)
-    else:  # fall back to the official rule: strip punctuation around the word
-        while start < end and sentence[start] in _PUNCT:
-            start += 1
-        while end > start and sentence[end - 1] in _PUNCT:
-            end -= 1
+    # the official rule strips punctuation from the word: do so at its edges too when the sentence adds
+    # punctuation the context lacks ("He is BLANK" / "He is smart." -> "smart"); inner punctuation stays
+    while start < end and sentence[start] in _PUNCT:
+        start += 1
+    while end > start and sentence[end - 1] in _PUNCT:
+        end -= 1
     if start >= end:
         raise DataError(f"StereoSet sentence: empty word at BLANK's position in {sentence!r}")
     return start, end
