@@ -122,6 +122,32 @@ def test_scores_and_rows_english(scores_en):
         BecProOptions.from_config({"tset": "t"})
 
 
+def test_association_equals_bartls_prob_with_prior(tiny_bert, items_en, scores_en):
+    """Known answer: a transcription of Bartl's bias_utils.prob_with_prior, one unbatched forward per text.
+    The person is read at the first [MASK] of Sent_TAM, its id taken from the unmasked Sentence at that
+    index; association = log(softmax(TM)[id] / softmax(TAM)[id]) there."""
+    model, tok = tiny_bert
+    rows = items_en.to_pylist()
+    got = scores_en.to_pylist()
+    # every person word, every template, every profession group (artefact rows included)
+    pick = sorted({i for i, r in enumerate(rows) if r["profession"] in ("taper", "nurse", "lodging manager")})
+    assert {rows[i]["person"] for i in pick} >= {"He", "She", "man", "woman", "brother", "mom"}
+
+    def probs(text):
+        with torch.inference_mode():
+            return torch.softmax(model(**tok(text, return_tensors="pt")).logits[0].double(), -1)
+
+    for i in pick:
+        r = rows[i]
+        original = tok.encode(r["sentence"])
+        tam_ids = tok.encode(r["sent_tam"])
+        first = tam_ids.index(tok.mask_token_id)
+        target = original[first]
+        expected = math.log(float(probs(r["sent_tm"])[first, target]) / float(probs(r["sent_tam"])[first, target]))
+        assert got[i]["row_id"] == r["row_id"]
+        assert got[i]["association"] == pytest.approx(expected, abs=1e-4), r["sentence"]
+
+
 def test_engine_shares_tm_and_tam_contexts(tiny_bert, items_en):
     model, tok = tiny_bert
     stats = EngineStats()
