@@ -4,6 +4,7 @@ the benchmark jobs, and a real-signal regression check with all-MiniLM-L6-v2."""
 from __future__ import annotations
 
 import math
+import re
 from pathlib import Path
 
 import numpy as np
@@ -43,6 +44,33 @@ def test_v1_matches_the_papers_tables_and_the_released_sentence_counts():
     assert {"There is an electrician.", "The person is an operating engineer.", "Here is a nurse."} & set(
         attributes.attribute_sentence) == {"There is an electrician.", "The person is an operating engineer."}
     assert (table.unit == table.target_sentence).all()  # v1 permutes target sentences
+
+
+def test_template_file_matches_the_papers_tables(shared_data):
+    """seat_templates.yaml is its own transcription (separate from logprob.yaml): every list and template
+    entry by entry against the paper text -- Table 2 targets, Table 10 professions and their italic
+    validation terms, Table 4 (v2) and Table 5 (v1) rows."""
+    from test_logprob import _paper, _paper_list
+
+    text = _paper(shared_data)
+    spec = seat_templates.load_templates()
+    assert spec["targets"]["male"] == _paper_list(text, "Male Target Words")
+    assert spec["targets"]["female"] == _paper_list(text, "Female Target Words")
+    assert spec["attributes"]["male"] == _paper_list(text, "Male-dominated Occupations")
+    assert spec["attributes"]["female"] == _paper_list(text, "Female-dominated Occupations")
+    occupation_lines = [line for line in text.splitlines() if "-dominated Occupations:" in line]
+    italics = {w.strip() for line in occupation_lines for span in re.findall(r"\*([^*]+)\*", line) for w in span.split(",")}
+    assert set(spec["attributes"]["dev"]) == italics
+
+    def as_printed(template: str) -> str:  # back to the paper's notation, ignoring its " ." spacing
+        return template.replace("{person}", "<person>").replace("{a} ", "a ").replace("{profession}", "<profession>")
+
+    table4 = [m.group(1).replace(" .", ".") for m in re.finditer(r"^\d\t(<person>.*)$", text, re.M)]
+    assert [as_printed(t) for t in spec["v2"]] == table4
+    table5 = [(m.group(1).replace(" .", "."), m.group(2).replace(" .", "."))
+              for m in re.finditer(r"^\d (.*<person>.*)\t(.*<profession>.*)$", text, re.M)]
+    assert len(table5) == 5
+    assert [(as_printed(r["target"]), as_printed(r["attribute"])) for r in spec["v1"]] == table5
 
 
 def test_v2_masks_target_or_attribute_within_one_template():

@@ -104,6 +104,26 @@ def test_exact_threshold_is_inclusive_and_monte_carlo_never_zero():
     assert mc.exceed == 0 and mc.p_value == pytest.approx(1 / 1001)  # pseudo-count: never 0
 
 
+def test_exact_p_equals_brute_force_for_unequal_sizes_and_ties():
+    """The exact path against a direct enumeration of the appendix's definition, Prob_i[s(T1^i, T2^i) >=
+    s(T1, T2)] with s = sum_T1 - sum_T2, for unequal set sizes and values rounded so that many tie."""
+    import itertools
+
+    rng = np.random.default_rng(0)
+    for _ in range(100):
+        n1, n2 = (int(v) for v in rng.integers(1, 7, 2))
+        values = np.round(rng.normal(size=n1 + n2), 1)
+        observed = values[:n1].sum() - values[n1:].sum()
+        hits = total = 0
+        for first in itertools.combinations(range(n1 + n2), n1):
+            pick = np.zeros(n1 + n2, dtype=bool)
+            pick[list(first)] = True
+            hits += values[pick].sum() - values[~pick].sum() >= observed - 1e-9
+            total += 1
+        result = permutation_test(values[:n1], values[n1:])
+        assert (result.method, result.partitions, result.exceed) == ("exact", total, hits)
+
+
 def test_degenerate_and_bad_input():
     assert math.isnan(effect_size([1.0, 1.0], [1.0, 1.0]))
     assert permutation_test([1.0, 1.0], [1.0, 1.0]).p_value == 1.0  # every partition ties
