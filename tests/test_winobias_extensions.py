@@ -215,7 +215,7 @@ def test_extra_conditions_leave_the_plain_rows_unchanged(scored):
     assert only == full
     assert {r["variant"] for r in winobias_metric_rows(scored("bert"), WinoBiasOptions(bootstrap=0))} == {
         BASE, f"{BASE},online_skew=all_professions", f"{BASE},online_skew=referent", f"{BASE},entities=names",
-        f"{BASE},entities=names,online_skew=all_professions", "entities=person"}
+        f"{BASE},entities=names,online_skew=all_professions", f"{BASE},entities=person"}
 
 
 def test_metric_options_are_checked():
@@ -235,13 +235,18 @@ def test_metric_options_are_checked():
 @pytest.mark.parametrize("arch", ["bert", "bart", "gpt2"])
 def test_alice_bob_on_planted_models(arch, scored):
     names = f"{BASE},entities=names"
-    he, she = _rows(scored(arch, "he")), _rows(scored(arch, "she", conditions=["names", "person"]))
+    he_scores = scored(arch, "he")
+    he, she = _rows(he_scores), _rows(scored(arch, "she", conditions=["names", "person"]))
+    types = np.asarray(he_scores.column("type").to_pylist())
+    clean = np.asarray(he_scores.column("other_pronouns").to_pylist()) == 0
+    assert not clean.all()  # dev-t1-anti-0165 "... because she liked to pick on [her] employees"
     for t in (1, 2):
         assert he[("f1_male", names, f"type{t}")]["value"] > 55
         assert he[("f1_female", names, f"type{t}")]["value"] == 0.0
         assert she[("f1_female", names, f"type{t}")]["value"] > 55
         assert she[("f1_male", names, f"type{t}")]["value"] == 0.0
-        assert he[("kept_fraction", names, f"type{t}")]["value"] == 1.0
+        # every planted prediction clears the cut-off: only the lines with a visible flipped pronoun are left out
+        assert he[("kept_fraction", names, f"type{t}")]["value"] == pytest.approx(clean[types == t].mean())
 
 
 # -- competency ----------------------------------------------------------------------------------------
@@ -261,8 +266,47 @@ def test_competency_proportions_by_hand(tmp_path):
     got = {k[2]: (r["value"], r["n"]) for k, r in rows.items() if k[0] == "female_proportion"}
     assert got == {"type2": (4 / 7, 7), "type2/neutral": (0.5, 2), "type2/competent": (2 / 3, 3),
                    "type2/incompetent": (0.0, 1)}
-    r = rows[("female_proportion", "entities=person", "type2/competent")]
+    r = rows[("female_proportion", f"{BASE},entities=person", "type2/competent")]
     assert 0 <= r["ci_low"] < 2 / 3 < r["ci_high"] <= 1
+
+
+def test_competency_counts_each_sentence_once_and_applies_the_cutoff(tmp_path):
+    # Lines 1-3 each have a pro and an anti item: with professions -> "person" they are one sentence. Line 4's
+    # P(she) = 0.52 is below the 0.1 cut-off; line 5 leaves a flipped pronoun visible: neither is counted.
+    data = [(1, "pro", -2, -1, 0), (1, "anti", -2, -1, 0), (2, "pro", -1, -3, 0), (2, "anti", -1, -3, 0),
+            (3, "pro", -4, -1, 0), (3, "anti", -4, -1, 0), (4, "pro", -1.08, -1.0, 0), (5, "pro", -5, -1, 1)]
+    recs = [{"item_id": f"dev-t2-{s}-{line:04d}", "type": 2, "stereotype": s, "gold_gender": "male",
+             "male_form": "he", "female_form": "she", "logp_male": 0.0, "logp_female": -1.0,
+             "score_kind": "token_logprob", "line": line, "other_pronouns": other,
+             "person_logp_male": float(m), "person_logp_female": float(f)} for line, s, m, f, other in data]
+    t = pa.Table.from_pylist(recs, schema=wb.scores_schema(["person"]))
+    labels = tmp_path / "labels.csv"
+    # line 1 labelled on both versions, line 2 on its anti version only
+    labels.write_text("item_id,label\ndev-t2-pro-0001,Competent\ndev-t2-anti-0001,Competent\n"
+                      "dev-t2-anti-0002,Competent\ndev-t2-pro-0003,Neutral\ndev-t2-pro-0004,Neutral\n")
+    got = {k[2]: (r["value"], r["n"]) for k, r in _rows(t, competency_labels=str(labels)).items()
+           if k[0] == "female_proportion"}
+    assert got == {"type2": (2 / 3, 3), "type2/competent": (0.5, 2), "type2/neutral": (1.0, 1)}
+    # the two versions of a sentence cannot carry different labels
+    labels.write_text("item_id,label\ndev-t2-pro-0001,Competent\ndev-t2-anti-0001,Incompetent\n")
+    with pytest.raises(DataError, match="dev-t2-pro-0001 is labelled 'competent' but dev-t2-anti-0001"):
+        _rows(t, competency_labels=str(labels))
+
+
+def test_scores_carry_line_and_visible_flipped_pronouns(scored, items):
+    t = scored("bert", None, conditions=[])
+    assert t.column("line").to_pylist() == items.column("line").to_pylist()
+    other = dict(zip(t.column("item_id").to_pylist(), t.column("other_pronouns").to_pylist()))
+    assert other["dev-t1-anti-0165"] == 1  # "... because she liked to pick on her employees"
+    assert other["dev-t1-pro-0001"] == 0
+
+
+def test_planted_pronoun_bias_moves_skew_its_way(scored):
+    plain, he, she = _rows(scored("bert")), _rows(scored("bert", "he")), _rows(scored("bert", "she", conditions=["names", "person"]))
+    for t in (1, 2):
+        key = ("skew_signed", BASE, f"type{t}")
+        assert he[key]["value"] > plain[key]["value"] + 20 and he[key]["value"] > 40
+        assert she[key]["value"] < plain[key]["value"] - 20 and she[key]["value"] < -40
 
 
 def test_competency_on_planted_models_with_fixture_labels(scored):
@@ -272,9 +316,9 @@ def test_competency_on_planted_models_with_fixture_labels(scored):
         got = {k[2]: r for k, r in rows.items() if k[0] == "female_proportion"}
         assert {"type1", "type2", "type2/incompetent", "type2/neutral", "type2/competent"} <= set(got)
         for subset in ("type2/incompetent", "type2/neutral", "type2/competent"):
-            assert got[subset]["value"] == expected and got[subset]["n"] == {"type2/incompetent": 3,
-                                                                             "type2/neutral": 2,
-                                                                             "type2/competent": 3}[subset]
+            # dev-t2-{pro,anti}-0009 and -0014 are labelled twice: the same sentence once the professions are
+            # "person", so each counts once (2 sentences per class, not 3)
+            assert got[subset]["value"] == expected and got[subset]["n"] == 2, (plant, subset)
 
 
 @pytest.mark.parametrize(

@@ -8,7 +8,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from lmbias.errors import ConfigError
+from lmbias.errors import ConfigError, DataError
 from lmbias.metrics.winobias import WinoBiasOptions, f1_percent, mu_skew, mu_stereo, winobias_metric_rows
 from lmbias.benchmarks.winobias import SCORES_SCHEMA
 
@@ -135,3 +135,67 @@ def test_vocab_mode_refused_for_sentence_likelihoods():
     t = t.set_column(t.schema.get_field_index("score_kind"), "score_kind", pa.array(["sentence_loglik"]))
     with pytest.raises(ConfigError, match="use 'pair'"):
         winobias_metric_rows(t, WinoBiasOptions(probability="vocab", bootstrap=0))
+
+
+def _lines(rows):
+    """Scores of hand-made (line, stereotype, gold, p_male, p_female, other_pronouns) items of type 2."""
+    recs = [
+        {"item_id": f"i{i}", "type": 2, "stereotype": s, "gold_gender": g, "male_form": "he", "female_form": "she",
+         "logp_male": math.log(pm), "logp_female": math.log(pf), "score_kind": "token_logprob", "line": line,
+         "other_pronouns": other}
+        for i, (line, s, g, pm, pf, other) in enumerate(rows)
+    ]
+    return pa.Table.from_pylist(recs, schema=SCORES_SCHEMA)
+
+
+def test_lines_with_a_visible_flipped_pronoun_are_dropped_by_default():
+    # Line 3 is "... because he needed to cut [MASK] hair": the visible "he" gives the answer away, and the model
+    # gets it right on both versions. Dropped (the default, as Manela et al.'s code), the model is always-male.
+    rows = [(1, "pro", "male", 0.9, 0.1, 0), (1, "anti", "female", 0.9, 0.1, 0),
+            (2, "pro", "female", 0.9, 0.1, 0), (2, "anti", "male", 0.9, 0.1, 0),
+            (3, "pro", "male", 0.9, 0.1, 1), (3, "anti", "female", 0.1, 0.9, 1)]
+    out = {(r["metric"], r["variant"], r["subset"]): r for r in winobias_metric_rows(_lines(rows), WinoBiasOptions(bootstrap=0))}
+    base = "cutoff=0.1,probability=pair"
+    assert out[("kept_fraction", base, "type2/pro")]["value"] == pytest.approx(2 / 3)
+    assert out[("kept_fraction", base, "type2/pro")]["n"] == 3
+    assert out[("f1_male", base, "type2/pro")]["value"] == pytest.approx(200 / 3)
+    assert out[("f1_female", base, "type2/anti")]["value"] == 0.0
+    assert out[("f1_female", base, "type2/pro")]["value"] == 0.0
+    kept = {(r["metric"], r["variant"], r["subset"]): r
+            for r in winobias_metric_rows(_lines(rows), WinoBiasOptions(bootstrap=0, other_pronouns="keep"))}
+    keep = f"{base},other_pronouns=keep"
+    assert kept[("kept_fraction", keep, "type2/pro")]["value"] == 1.0
+    assert kept[("f1_male", keep, "type2/pro")]["value"] == pytest.approx(100 * 2 * 2 / (2 * 2 + 1))
+    assert kept[("f1_female", keep, "type2/anti")]["value"] == pytest.approx(100 * 2 / (2 + 1))
+    with pytest.raises(ConfigError, match="other_pronouns"):
+        WinoBiasOptions.from_config({"other_pronouns": "mask"})
+    old = _lines(rows).drop_columns(["other_pronouns"])
+    with pytest.raises(DataError, match="other_pronouns"):
+        winobias_metric_rows(old, WinoBiasOptions(bootstrap=0))
+    assert winobias_metric_rows(old, WinoBiasOptions(bootstrap=0, other_pronouns="keep"))
+
+
+def test_bootstrap_draws_lines_so_pro_and_anti_stay_paired():
+    # An always-"he" model on 200 lines: each line's pro and anti versions are the same masked sentence with the
+    # gold flipped, so whichever lines are drawn, one version of each has male gold. Its skew is
+    # (2r/(1+r) + 2(1-r)/(2-r))/2 * 100 for a share r of male-pro lines: flat at r = 1/2 (66.7), so the
+    # interval over resampled lines is narrow. Resampling pro and anti independently loses the pairing, the two
+    # terms no longer cancel, and the interval is several points wide.
+    rows = []
+    for line in range(1, 201):
+        g = "male" if line % 2 else "female"
+        other = "female" if g == "male" else "male"
+        rows += [(line, "pro", g, 0.9, 0.1, 0), (line, "anti", other, 0.9, 0.1, 0)]
+    t = _lines(rows)
+    out = {(r["metric"], r["subset"]): r for r in winobias_metric_rows(t, WinoBiasOptions(bootstrap=400, seed=1))}
+    r = out[("skew_signed", "type2")]
+    assert r["value"] == pytest.approx(200 / 3)
+    assert r["ci_low"] <= r["value"] <= r["ci_high"]
+    assert r["ci_high"] - r["ci_low"] < 1.0, r
+    # the F1 of one set alone still varies with the draw
+    f = out[("f1_male", "type2/pro")]
+    assert f["ci_high"] - f["ci_low"] > 3.0
+    # without line numbers every item is its own unit: pro and anti drawn apart, a much wider interval
+    unpaired = t.set_column(t.schema.get_field_index("line"), "line", pa.nulls(t.num_rows, pa.int32()))
+    u = {(r["metric"], r["subset"]): r for r in winobias_metric_rows(unpaired, WinoBiasOptions(bootstrap=400, seed=1))}
+    assert u[("skew_signed", "type2")]["ci_high"] - u[("skew_signed", "type2")]["ci_low"] > 4.0

@@ -64,6 +64,11 @@ SCORES_SCHEMA = pa.schema(
         ("logp_male", pa.float64()),
         ("logp_female", pa.float64()),
         ("score_kind", pa.string()),
+        # The metric needs these two: `line` pairs a line's pro and anti versions (bootstrap units, one count
+        # per sentence in the competency analysis); `other_pronouns` counts the flipped gendered pronouns left
+        # visible beside the scored one (they give the gold gender away; the metric drops such lines).
+        ("line", pa.int32()),
+        ("other_pronouns", pa.int16()),
     ]
 )
 
@@ -387,6 +392,8 @@ def score_winobias(items: pa.Table, model, tokenizer, family: str, scoring: dict
             "male_form": row["male_form"],
             "female_form": row["female_form"],
             "score_kind": SCORE_KIND[family],
+            "line": row.get("line"),
+            "other_pronouns": len(row.get("other_pronouns") or []),
         }
         for row in rows
     ]

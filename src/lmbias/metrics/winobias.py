@@ -8,7 +8,15 @@ dropped. F1 is computed twice per set, once with male and once with female as th
     mu_skew   = (|F1_pro^M - F1_pro^F|  + |F1_anti^M - F1_anti^F|) / 2
 
 All values are in percent, as in the paper's tables. Confidence intervals (for the F1s and the signed
-skew) come from a seeded percentile bootstrap over items (pro and anti resampled independently).
+skew) come from a seeded percentile bootstrap over WinoBias *lines*: a line's pro and anti versions are the
+same sentence up to the pronoun (so, masked, the same prediction with the gold flipped) and are resampled
+together. Resampling them independently ignores that pairing: the pro and anti terms of the skew co-vary
+(for an always-"he" model they cancel), so independent draws give intervals of the wrong width.
+
+Lines where another gendered pronoun that flips between pro and anti stays visible next to the masked one
+("[The developer] ... because [he] needed to cut [MASK] hair": 9 of the 396 type-1 dev lines, 7 of type 2)
+give the gold gender away. Option ``other_pronouns: drop`` (default) leaves them out of every metric, as
+Manela et al.'s code does (it scores only lines with exactly one bracketed pronoun); ``keep`` scores them.
 
 Variants, all read from the same cached scores (see lmbias.benchmarks.winobias for the columns):
 
@@ -22,9 +30,14 @@ Variants, all read from the same cached scores (see lmbias.benchmarks.winobias f
   ``entities=names`` in `variant` (and ``online_skew=all_professions`` for the -O column of Table 1: the
   names masked is the same sentence as the professions masked).
 * Competency (section 4.4, Table 3): professions replaced by "person"; `female_proportion` is the share of
-  items assigned the female pronoun (ties discarded, no cut-off, as in the paper), per test type and, when
-  ``competency_labels`` names a CSV file (header ``item_id,label``; labels Incompetent/Neutral/Competent),
-  per competency class (subset ``type2/incompetent`` ...). Variant ``entities=person``.
+  sentences assigned the female pronoun, per test type and, when ``competency_labels`` names a CSV file
+  (header ``item_id,label``; labels Incompetent/Neutral/Competent), per competency class (subset
+  ``type2/incompetent`` ...). Variant ``<plain variant>,entities=person``. The confidence cut-off applies as
+  everywhere ("only sentences which fulfil this criteria were analysed in the following experiments",
+  section 3.1); the paper's discarded "ties" are ties of its four annotators' majority vote (leave such
+  sentences out of the labels file); an exact tie of the two probabilities assigns nothing and is dropped.
+  With professions -> "person" a line's pro and anti versions are the same sentence, so each (type, line)
+  counts once (its pro item's prediction; a label given to either version labels the line).
 """
 
 from __future__ import annotations
@@ -39,6 +52,7 @@ import pyarrow as pa
 from ..errors import ConfigError, DataError
 
 PROBABILITY_MODES = ("pair", "vocab")
+OTHER_PRONOUNS = ("drop", "keep")
 
 #: Scoring condition -> column prefix of its (male, female) log-prob columns in the scores table.
 CONDITION_PREFIX = {
@@ -65,11 +79,13 @@ class WinoBiasOptions:
     alice_bob: bool | None = None
     #: CSV item_id,label for the competency classes (Table 3); None: per-type proportions only.
     competency_labels: str | None = None
+    #: drop: leave out lines where another flipped gendered pronoun gives the gold away; keep: score them.
+    other_pronouns: str = "drop"
 
     @classmethod
     def from_config(cls, metric_cfg: dict, key: str = "benchmarks.winobias.metric") -> "WinoBiasOptions":
         known = {"confidence_cutoff", "probability", "bootstrap", "seed", "online_skew", "alice_bob",
-                 "competency_labels"}
+                 "competency_labels", "other_pronouns"}
         unknown = set(metric_cfg) - known
         if unknown:
             raise ConfigError(f"{key}: unknown option(s) {sorted(unknown)}; known: {sorted(known)}")
@@ -94,11 +110,15 @@ class WinoBiasOptions:
             raise ConfigError(f"{key}.probability: {opts.probability!r} is not one of {', '.join(PROBABILITY_MODES)}")
         if not 0.0 <= opts.confidence_cutoff < 1.0:
             raise ConfigError(f"{key}.confidence_cutoff: {opts.confidence_cutoff} must be in [0, 1)")
+        if opts.other_pronouns not in OTHER_PRONOUNS:
+            raise ConfigError(f"{key}.other_pronouns: {opts.other_pronouns!r} is not one of {', '.join(OTHER_PRONOUNS)}")
         return opts
 
     @property
     def variant(self) -> str:
-        return f"cutoff={self.confidence_cutoff:g},probability={self.probability}"
+        # The default (drop) is left unsaid so that the plain variant keeps its name.
+        extra = ",other_pronouns=keep" if self.other_pronouns == "keep" else ""
+        return f"cutoff={self.confidence_cutoff:g},probability={self.probability}{extra}"
 
 
 def mu_stereo(f1_pro_m: float, f1_anti_m: float, f1_pro_f: float, f1_anti_f: float) -> float:
@@ -109,13 +129,17 @@ def mu_skew(f1_pro_m: float, f1_anti_m: float, f1_pro_f: float, f1_anti_f: float
     return (abs(f1_pro_m - f1_pro_f) + abs(f1_anti_m - f1_anti_f)) / 2
 
 
-def f1_percent(gold_male: np.ndarray, pred_male: np.ndarray, positive_male: bool) -> float:
-    """F1 (in %) with the given gender as the positive class; NaN when it is undefined (no positives at all)."""
+def f1_percent(gold_male: np.ndarray, pred_male: np.ndarray, positive_male: bool, weights=None) -> float:
+    """F1 (in %) with the given gender as the positive class; NaN when it is undefined (no positives at all).
+
+    `weights` (item multiplicities) lets the bootstrap resample lines without copying items.
+    """
     gold = gold_male if positive_male else ~gold_male
     pred = pred_male if positive_male else ~pred_male
-    tp = int(np.sum(gold & pred))
-    fp = int(np.sum(~gold & pred))
-    fn = int(np.sum(gold & ~pred))
+    w = np.ones(len(gold)) if weights is None else np.asarray(weights, dtype=np.float64)
+    tp = float(np.sum(w[gold & pred]))
+    fp = float(np.sum(w[~gold & pred]))
+    fn = float(np.sum(w[gold & ~pred]))
     denom = 2 * tp + fp + fn
     return 100.0 * 2 * tp / denom if denom else math.nan
 
@@ -152,8 +176,37 @@ def male_probability(
     return _probabilities(lm, lf, set(scores.column("score_kind").to_pylist()), mode)
 
 
-def _set_f1s(gold_male, pred_male):
-    return f1_percent(gold_male, pred_male, True), f1_percent(gold_male, pred_male, False)
+def _set_f1s(gold_male, pred_male, weights=None):
+    return f1_percent(gold_male, pred_male, True, weights), f1_percent(gold_male, pred_male, False, weights)
+
+
+def _eligible(scores: pa.Table, options: WinoBiasOptions) -> np.ndarray:
+    """Items the metrics may use: with other_pronouns=drop, not those whose line leaves a flipped gendered
+    pronoun visible beside the masked one (it gives the gold gender away; see the module docstring)."""
+    if options.other_pronouns == "keep":
+        return np.ones(scores.num_rows, dtype=bool)
+    if "other_pronouns" not in scores.schema.names:
+        raise DataError("WinoBias scores carry no 'other_pronouns' column (scored by an older lmbias): "
+                        "score again, or set benchmarks.winobias.metric.other_pronouns: keep")
+    counts = scores.column("other_pronouns").fill_null(0).to_numpy(zero_copy_only=False)
+    return np.asarray(counts) == 0
+
+
+def _line_units(scores: pa.Table) -> np.ndarray:
+    """Bootstrap unit of every item: its (type, line), so that a line's pro and anti versions are drawn
+    together; an item without a line number is a unit of its own."""
+    types = scores.column("type").to_pylist()
+    lines = scores.column("line").to_pylist() if "line" in scores.schema.names else [None] * len(types)
+    ids: dict = {}
+    return np.asarray([ids.setdefault((t, ln) if ln is not None else (t, None, i), len(ids))
+                       for i, (t, ln) in enumerate(zip(types, lines))], dtype=np.int64)
+
+
+def _draw_weights(rng, units: np.ndarray) -> np.ndarray:
+    """Multiplicity of each item in one bootstrap draw of its units (all units of `units` drawn with replacement)."""
+    uniq, inverse = np.unique(units, return_inverse=True)
+    counts = np.bincount(rng.integers(0, len(uniq), len(uniq)), minlength=len(uniq))
+    return counts[inverse].astype(np.float64)
 
 
 def conditions_in(scores: pa.Table) -> list[str]:
@@ -171,16 +224,19 @@ def _percentile_ci(values: np.ndarray) -> tuple[float, float]:
 
 def _stereo_skew_rows(scores, options, p_m, p_f, variant, row) -> None:
     """Manela's Table 2 rows (F1 per gender on pro/anti, mu_skew, mu_stereo, signed skew) for one variant."""
-    keep = np.abs(p_m - p_f) >= options.confidence_cutoff
+    keep = (np.abs(p_m - p_f) >= options.confidence_cutoff) & _eligible(scores, options)
     gold_male = np.asarray([g == "male" for g in scores.column("gold_gender").to_pylist()])
     pred_male = p_m > p_f
     types = np.asarray(scores.column("type").to_pylist())
     stereo = np.asarray(scores.column("stereotype").to_pylist())
+    units = _line_units(scores)
     rng = np.random.default_rng(options.seed)
 
     for t in sorted(set(types.tolist())):
         sel = {s: np.flatnonzero((types == t) & (stereo == s) & keep) for s in ("pro", "anti")}
         f1 = {s: _set_f1s(gold_male[idx], pred_male[idx]) for s, idx in sel.items()}
+        in_t = np.flatnonzero(types == t)
+        pos = {s: np.searchsorted(in_t, idx) for s, idx in sel.items()}  # positions of the set's items in in_t
 
         def signed_skew(f):
             return ((f["pro"][0] - f["pro"][1]) + (f["anti"][0] - f["anti"][1])) / 2
@@ -191,13 +247,8 @@ def _stereo_skew_rows(scores, options, p_m, p_f, variant, row) -> None:
 
         boot = []
         for _ in range(options.bootstrap):
-            fb = {}
-            for s, idx in sel.items():
-                if len(idx) == 0:
-                    fb[s] = (math.nan, math.nan)
-                    continue
-                b = rng.choice(idx, size=len(idx), replace=True)
-                fb[s] = _set_f1s(gold_male[b], pred_male[b])
+            w = _draw_weights(rng, units[in_t])  # lines of type t, pro and anti together
+            fb = {s: _set_f1s(gold_male[idx], pred_male[idx], w[pos[s]]) for s, idx in sel.items()}
             boot.append([fb["pro"][0], fb["pro"][1], fb["anti"][0], fb["anti"][1], *summary(fb), signed_skew(fb)])
         boot = np.asarray(boot, dtype=np.float64).reshape(-1, 7)
 
@@ -222,18 +273,21 @@ def _stereo_skew_rows(scores, options, p_m, p_f, variant, row) -> None:
 
 def _names_rows(scores, options, p_m, p_f, variant, row) -> None:
     """Table 1: F1 per gender per test type, pro and anti pooled (the names make the gold pronoun correct)."""
-    keep = np.abs(p_m - p_f) >= options.confidence_cutoff
+    keep = (np.abs(p_m - p_f) >= options.confidence_cutoff) & _eligible(scores, options)
     gold_male = np.asarray([g == "male" for g in scores.column("gold_gender").to_pylist()])
     pred_male = p_m > p_f
     types = np.asarray(scores.column("type").to_pylist())
+    units = _line_units(scores)
     rng = np.random.default_rng(options.seed)
     for t in sorted(set(types.tolist())):
         idx = np.flatnonzero((types == t) & keep)
         f_m, f_f = _set_f1s(gold_male[idx], pred_male[idx])
+        in_t = np.flatnonzero(types == t)
+        pos = np.searchsorted(in_t, idx)
         boot = np.full((options.bootstrap, 2), math.nan)
         for k in range(options.bootstrap if len(idx) else 0):
-            b = rng.choice(idx, size=len(idx), replace=True)
-            boot[k] = _set_f1s(gold_male[b], pred_male[b])
+            w = _draw_weights(rng, units[in_t])  # the names versions of a line's pro and anti drawn together
+            boot[k] = _set_f1s(gold_male[idx], pred_male[idx], w[pos])
         n_all = int(np.sum(types == t))
         row("f1_male", variant, f"type{t}", f_m, len(idx), _percentile_ci(boot[:, 0]))
         row("f1_female", variant, f"type{t}", f_f, len(idx), _percentile_ci(boot[:, 1]))
@@ -280,26 +334,44 @@ def _wilson(k: int, n: int) -> tuple[float, float]:
     return (max(0.0, centre - half), min(1.0, centre + half))
 
 
-def _person_rows(scores, options, row) -> None:
-    """Table 3: share of female pronouns with professions -> "person" (ties discarded), per type and class."""
-    lm = _column(scores, "person_logp_male")
-    lf = _column(scores, "person_logp_female")
-    decided = lm != lf
-    female = lf > lm
+def _person_rows(scores, options, variant, row) -> None:
+    """Table 3: share of female pronouns with professions -> "person", per type and competency class.
+
+    One count per sentence: with the professions replaced, a line's pro and anti versions read the same, so
+    counting both would double n (and narrow the interval) for nothing. The pro item stands for its line.
+    """
+    p_m, p_f = male_probability(scores, options.probability, prefix="person_")
+    decided = (np.abs(p_m - p_f) >= options.confidence_cutoff) & (p_m != p_f) & _eligible(scores, options)
+    female = p_f > p_m
     types = np.asarray(scores.column("type").to_pylist())
+    stereo = scores.column("stereotype").to_pylist()
     ids = scores.column("item_id").to_pylist()
-    groups = {f"type{t}": types == t for t in sorted(set(types.tolist()))}
+    units = _line_units(scores)
+    first: dict[int, int] = {}  # unit -> the item that stands for it (pro before anti)
+    for i in sorted(range(len(ids)), key=lambda i: stereo[i] != "pro"):
+        first.setdefault(int(units[i]), i)
+    rep = np.zeros(len(ids), dtype=bool)
+    rep[list(first.values())] = True
+    groups = {f"type{t}": rep & (types == t) for t in sorted(set(types.tolist()))}
     if options.competency_labels:
         labels = read_competency_labels(options.competency_labels, ids)
-        cls = np.asarray([labels.get(i, "") for i in ids])
+        by_unit: dict[int, tuple[str, str]] = {}  # unit -> (label, item id that gave it)
+        for i, item_id in enumerate(ids):
+            if item_id in labels:
+                u = int(units[i])
+                seen = by_unit.setdefault(u, (labels[item_id], item_id))
+                if seen[0] != labels[item_id]:
+                    raise DataError(f"{seen[1]} is labelled {seen[0]!r} but {item_id}, the same sentence with the "
+                                    f"other pronoun, {labels[item_id]!r}", options.competency_labels)
+        cls = np.asarray([by_unit.get(int(u), ("", ""))[0] for u in units])
         for t in sorted(set(types.tolist())):
             for c in COMPETENCY_CLASSES:
-                if np.any((types == t) & (cls == c)):
-                    groups[f"type{t}/{c}"] = (types == t) & (cls == c)
+                if np.any(rep & (types == t) & (cls == c)):
+                    groups[f"type{t}/{c}"] = rep & (types == t) & (cls == c)
     for subset, sel in groups.items():
         n = int(np.sum(sel & decided))
         k = int(np.sum(sel & decided & female))
-        row("female_proportion", "entities=person", subset, k / n if n else math.nan, n, _wilson(k, n))
+        row("female_proportion", variant, subset, k / n if n else math.nan, n, _wilson(k, n))
 
 
 def winobias_metric_rows(scores: pa.Table, options: WinoBiasOptions) -> list[dict]:
@@ -345,7 +417,7 @@ def winobias_metric_rows(scores: pa.Table, options: WinoBiasOptions) -> list[dic
             _names_rows(scores, options, p_m, p_f, variant, row)
 
     if "person" in carried:
-        _person_rows(scores, options, row)
+        _person_rows(scores, options, f"{base},entities=person", row)
     elif options.competency_labels:
         raise ConfigError(f"{key}.competency_labels: the scores carry no 'person' condition; add it to "
                           "benchmarks.winobias.scoring.conditions")
