@@ -21,8 +21,9 @@ rule build_tiny_model:
     output:
         directory("resources/models/{model}"),
     params:
-        # Only this model's entry: editing another model's entry does not rebuild this one.
-        entry=lambda wildcards: config["models"][wildcards.model],
+        # Only what building reads (the tiny block and the family): editing another model, or this model's
+        # scoring precision, does not rebuild it.
+        entry=lambda wildcards: {k: config["models"][wildcards.model][k] for k in ("tiny", "family")},
     conda:
         "../envs/lmbias.yaml"
     log:

@@ -90,10 +90,14 @@ def _run(cmd, cwd):
     return proc
 
 
-@pytest.mark.parametrize("model,n,conditions", [("tiny-bert", 301, None), ("tiny-gpt2", 101, ["names"])])
-def test_two_gloo_processes_equal_one_process(setup, model, n, conditions):
+@pytest.mark.parametrize("model,n,conditions,precision", [("tiny-bert", 301, None, None), ("tiny-gpt2", 101, ["names"], "bf16")])
+def test_two_gloo_processes_equal_one_process(setup, model, n, conditions, precision):
+    """Also: a model's `precision` reaches every process (bf16 autocast on CPU here: its numbers differ
+    from float32 ones, and the processes agree with the one-process job at bf16's resolution)."""
     root, items, models, bench = setup
     entry, items = models[model], items.slice(0, n)
+    if precision is not None:
+        entry = {**entry, "precision": precision}
     if conditions is not None:  # fewer rewrites per line: causal scoring is the slower path on CPU
         bench = {**bench, "scoring": {**bench["scoring"], "conditions": conditions}}
     args = lambda out: _cli_args(root, out, model, entry, bench, n=n)  # noqa: E731
@@ -109,7 +113,15 @@ def test_two_gloo_processes_equal_one_process(setup, model, n, conditions):
 
     got, single, reference = pq.read_table(two), pq.read_table(one), pq.read_table(job)
     assert_tables_equal(single, reference, tol=0.0)  # one process *is* score_benchmark_job
-    assert_tables_equal(got, reference)
+    if precision is None:
+        assert_tables_equal(got, reference)
+    else:  # bf16 sums over differently padded batches agree only to bf16's resolution
+        assert_tables_equal(got, reference, tol=0.05)
+        fp32 = root / f"{model}-fp32.parquet"
+        score_benchmark_job(args(one)[1], fp32, model, models[model], METHOD, "winobias", bench, threads=2)
+        for table in (got, reference):
+            diff = np.abs(np.array(table["logp_male"].to_pylist()) - np.array(pq.read_table(fp32)["logp_male"].to_pylist()))
+            assert diff.max() > 1e-4, "the bf16 setting did not reach the forward pass"
     # item order preserved: the shuffled input order, not a sorted or shard-interleaved one
     assert got["item_id"].to_pylist() == items["item_id"].to_pylist()
 

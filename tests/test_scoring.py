@@ -15,6 +15,7 @@ from lmbias.scoring import (
     naive_infill_logprobs,
     naive_masked_logprobs,
     naive_sentence_logprobs,
+    scoring_precision,
     sentence_logprobs,
     word_token_ids,
 )
@@ -71,6 +72,38 @@ def test_engine_equals_naive(tiny):
                                np.concatenate([np.atleast_1d(x) for x in slow]), atol=1e-5, rtol=0)
     # the duplicate sentence was run once
     assert stats.unique_inputs < stats.requests
+
+
+def _engine(family, model, tok):
+    if family == "mlm":
+        return np.concatenate(masked_logprobs(model, tok, _masked_requests(tok), batch_size=4))
+    if family == "seq2seq":
+        reqs = [InfillRequest(masked_text=r.text, prefix=s.split("{}")[0].rstrip(" "), candidates=r.candidates)
+                for r, s in zip(_masked_requests(tok), SENTENCES)]
+        return np.concatenate(infill_logprobs(model, tok, reqs, batch_size=4))
+    return sentence_logprobs(model, tok, [s.format(w) for s in SENTENCES for w in ("he", "she")], batch_size=3)
+
+
+def test_precision_setting_reaches_the_forward_pass(tiny):
+    """`auto` is float32 on CPU (bit-identical to fp32); bf16 autocast really runs (numbers move, slightly),
+    and the setting ends with its block."""
+    arch, family, model, tok = tiny
+    reference = _engine(family, model, tok)
+    with scoring_precision("auto"):
+        np.testing.assert_array_equal(_engine(family, model, tok), reference)
+    with scoring_precision("bf16"):
+        low = _engine(family, model, tok)
+    assert not np.array_equal(low, reference)
+    np.testing.assert_allclose(low, reference, atol=0.25)  # bfloat16 keeps about 3 significant digits
+    np.testing.assert_array_equal(_engine(family, model, tok), reference)
+
+
+def test_unknown_precision_names_the_key():
+    from lmbias.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"models.bert-large.precision: 'fp8' is not one of auto, fp32, bf16, fp16"):
+        with scoring_precision("fp8", "models.bert-large.precision"):
+            pass
 
 
 def test_mask_index_out_of_range_is_a_clear_error(tmp_path):

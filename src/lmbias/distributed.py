@@ -35,7 +35,7 @@ import torch
 
 from . import registry
 from .io import write_table_atomic
-from .scoring import EngineStats
+from .scoring import EngineStats, scoring_precision
 
 log = logging.getLogger(__name__)
 
@@ -117,8 +117,9 @@ def score_distributed_job(items_path, output_path, model_name, model_entry, meth
             loaded.append(_load_for_method(model_name, model_entry, method_entry, state.device))
         model, tokenizer = loaded[0]
         start = time.perf_counter()  # scoring only, as in score_benchmark_job's log line
-        scores = definition.score(part, model, tokenizer, model_entry["family"], benchmark_entry.get("scoring", {}),
-                                  stats)
+        with scoring_precision(model_entry.get("precision", "auto"), f"models.{model_name}.precision"):
+            scores = definition.score(part, model, tokenizer, model_entry["family"], benchmark_entry.get("scoring", {}),
+                                      stats)
         elapsed[0] = time.perf_counter() - start
         return scores
 

@@ -15,7 +15,7 @@ import torch
 from . import registry
 from .errors import ConfigError
 from .io import write_table_atomic
-from .scoring import EngineStats
+from .scoring import EngineStats, scoring_precision
 from .summary import METRIC_SCHEMA, SUMMARY_SCHEMA, aggregate_over_seeds, dataset_sha256, provenance, with_context
 from .workflow import pick_device
 
@@ -44,7 +44,8 @@ def score_benchmark_job(items_path, output_path, model_name, model_entry, method
     items = pq.read_table(items_path)
     stats = EngineStats()
     start = time.perf_counter()
-    scores = definition.score(items, model, tokenizer, model_entry["family"], benchmark_entry.get("scoring", {}), stats)
+    with scoring_precision(model_entry.get("precision", "auto"), f"models.{model_name}.precision"):
+        scores = definition.score(items, model, tokenizer, model_entry["family"], benchmark_entry.get("scoring", {}), stats)
     elapsed = time.perf_counter() - start
     log.info("scored %d items of %s with %s on %s in %.2f s: %d requests, %d unique inputs, %d forward passes",
              items.num_rows, benchmark_name, model_name, device, elapsed, stats.requests, stats.unique_inputs,

@@ -18,12 +18,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lmbias.errors import ConfigError
+from lmbias.scoring import PRECISIONS
 
 log = logging.getLogger(__name__)
 
 FAMILIES = ("mlm", "clm", "seq2seq")
 
-_KNOWN_KEYS = ("path", "hub_id", "family", "revision", "tiny")
+_KNOWN_KEYS = ("path", "hub_id", "family", "revision", "tiny", "precision")
 
 
 @dataclass(frozen=True)
@@ -68,6 +69,10 @@ def model_spec(name: str, entry: Mapping, root: str | os.PathLike | None = None)
         raise ConfigError(f"{key}.family: missing (one of {', '.join(FAMILIES)})")
     if family not in FAMILIES:
         raise ConfigError(f"{key}.family: {family!r} is not one of {', '.join(FAMILIES)}")
+
+    precision = entry.get("precision", "auto")
+    if precision not in PRECISIONS:
+        raise ConfigError(f"{key}.precision: {precision!r} is not one of {', '.join(PRECISIONS)}")
 
     revision = entry.get("revision")
     if revision is not None and not isinstance(revision, str):

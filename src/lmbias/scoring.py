@@ -5,7 +5,8 @@ Every such request goes through here, so speed and correctness live in one place
 
 * identical inputs are deduplicated (many benchmarks share contexts between items),
 * unique inputs are sorted by length and batched, so padding stays small,
-* the forward pass runs under ``torch.inference_mode()`` (autocast on GPU),
+* the forward pass runs under ``torch.inference_mode()`` and, by default, bfloat16 autocast on GPU
+  (``scoring_precision``: a model's ``precision`` in config.yaml; log-softmax always in float32),
 * for masked LMs the LM head is applied only at the positions asked for, not to every token,
 * results are scattered back to the caller's order.
 
@@ -16,6 +17,7 @@ tests assert the engine equals them to 1e-5, and ``benchmarks/`` measures the sp
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import logging
 from dataclasses import dataclass
 from typing import Callable, Sequence
@@ -23,7 +25,7 @@ from typing import Callable, Sequence
 import numpy as np
 import torch
 
-from .errors import DataError
+from .errors import ConfigError, DataError
 
 log = logging.getLogger(__name__)
 
@@ -61,10 +63,33 @@ def _is_bare_space_token(tokenizer, token_id: int) -> bool:
     return token in ("Ġ", "▁", " ")
 
 
+#: auto: bfloat16 autocast on CUDA, float32 elsewhere; fp32: never autocast; bf16 / fp16: autocast on any device.
+PRECISIONS = ("auto", "fp32", "bf16", "fp16")
+_AUTOCAST_DTYPE = {"bf16": torch.bfloat16, "fp16": torch.float16}
+_PRECISION: contextvars.ContextVar[str] = contextvars.ContextVar("lmbias_scoring_precision", default="auto")
+
+
+@contextlib.contextmanager
+def scoring_precision(precision: str, key: str = "precision"):
+    """Run the engine's forward passes at `precision` inside this block (the scoring jobs set a model's
+    `precision`). float32 reproduces published numbers most closely; bfloat16 is about twice as fast on a
+    GPU and can flip decisions that hinge on tiny probability differences (ties, cut-offs)."""
+    if precision not in PRECISIONS:
+        raise ConfigError(f"{key}: {precision!r} is not one of {', '.join(PRECISIONS)}")
+    token = _PRECISION.set(precision)
+    try:
+        yield
+    finally:
+        _PRECISION.reset(token)
+
+
 def _autocast(device: torch.device):
-    if device.type == "cuda":
-        return torch.autocast("cuda", dtype=torch.bfloat16)
-    return contextlib.nullcontext()
+    precision = _PRECISION.get()
+    if precision == "auto":
+        precision = "bf16" if device.type == "cuda" else "fp32"
+    if precision == "fp32":
+        return contextlib.nullcontext()
+    return torch.autocast(device.type, dtype=_AUTOCAST_DTYPE[precision])
 
 
 def _mlm_head(model) -> Callable[[torch.Tensor], torch.Tensor] | None:
