@@ -131,8 +131,9 @@ def test_planted_he_bias_turns_skew_male(tiny_run):
         return rows[0]["value"]
 
     for t in (1, 2):
-        assert value("tiny-bert-he", "skew_signed", f"type{t}") > 40, "male-planted model must be skewed male"
-        assert value("tiny-bert-he", "skew_signed", f"type{t}") > value("tiny-bert", "skew_signed", f"type{t}") + 20
+        # saying "he" everywhere is the ceiling: F1 male 66.7 (precision 1/2, recall 1), F1 female 0 -> 66.7
+        assert value("tiny-bert-he", "skew_signed", f"type{t}") == pytest.approx(200 / 3, abs=1.0), "male-planted model must be skewed male"
+        assert value("tiny-bert-he", "skew_signed", f"type{t}") > value("tiny-bert", "skew_signed", f"type{t}") + 10
         # it says "he" everywhere: female F1 collapses on both sets
         assert (value("tiny-bert-he", "f1_female", f"type{t}/pro") or 0.0) < 10
 
@@ -199,6 +200,16 @@ def test_model_edit_reruns_that_model_only(tiny_run):
     assert all("tiny-bert-he" in o for o in outputs), outputs
     assert "resources/models/tiny-bert-he" in outputs
     assert "results/tiny-bert-he/pretrained/seed0/scores/winobias.parquet" in outputs
+
+
+def test_precision_edit_rescores_that_model_without_rebuilding_it(tiny_run):
+    workdir, data = tiny_run
+    edited = write_config(workdir, lambda c: c["models"]["tiny-bert-he"].update(precision="fp32"))
+    targets = [f"results/{m}/pretrained/summary.parquet" for m in MODELS]
+    outputs = scheduled_outputs(run_snakemake(workdir, "-n", "--configfile", str(edited), "--config", f"data_dir={data}", *targets))
+    assert "results/tiny-bert-he/pretrained/seed0/scores/winobias.parquet" in outputs
+    assert all("tiny-bert-he" in o or o == PAIRED for o in outputs), outputs
+    assert "resources/models/tiny-bert-he" not in outputs
 
 
 def test_hub_model_dry_run_resolves_without_fetching(tiny_run):
