@@ -42,7 +42,7 @@ import numpy as np
 import torch
 
 from .errors import ConfigError, DataError
-from .scoring import EngineStats, _autocast, _batches, _model_device
+from .scoring import EngineStats, _autocast, _batches, _model_device, _pad
 
 log = logging.getLogger(__name__)
 
@@ -105,15 +105,6 @@ def _encode(tokenizer, texts: Sequence[str], special_tokens: bool, max_length: i
         if len(ids) > max_length:
             raise DataError(f"sentence embedding: input of {len(ids)} tokens exceeds max_length={max_length}: {text[:80]!r}")
     return encoded
-
-
-def _pad_batch(seqs: list[list[int]], pad_id: int, width: int, device) -> tuple[torch.Tensor, torch.Tensor]:
-    ids = torch.full((len(seqs), width), pad_id, dtype=torch.long)
-    mask = torch.zeros((len(seqs), width), dtype=torch.long)
-    for row, seq in enumerate(seqs):
-        ids[row, : len(seq)] = torch.tensor(seq, dtype=torch.long)
-        mask[row, : len(seq)] = 1
-    return ids.to(device), mask.to(device)
 
 
 def _hidden_states(model, ids, attn, stacks: set[str]) -> dict[str, torch.Tensor]:
@@ -193,7 +184,7 @@ def sentence_embeddings(
             for batch in _batches(order, lengths, batch_size, budget):
                 seqs = [encoded[i] for i in batch]
                 width = fixed_width or max(len(s) for s in seqs)
-                ids, attn = _pad_batch(seqs, pad_id, width, device)
+                ids, attn = _pad(seqs, pad_id, device, width)
                 hidden = _hidden_states(model, ids, attn, stacks)
                 for name, p in pools.items():
                     vecs = _pool(hidden[p.stack], attn, p.how).cpu().numpy().astype(np.float32)

@@ -135,8 +135,9 @@ def _batches(order: list[int], lengths: list[int], batch_size: int, max_tokens: 
         yield batch
 
 
-def _pad(seqs: list[list[int]], pad_id: int, device) -> tuple[torch.Tensor, torch.Tensor]:
-    width = max(len(s) for s in seqs)
+def _pad(seqs: list[list[int]], pad_id: int, device, width: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Right-padded ids and attention mask, `width` columns (default: the longest sequence)."""
+    width = max(len(s) for s in seqs) if width is None else width
     ids = torch.full((len(seqs), width), pad_id, dtype=torch.long)
     mask = torch.zeros((len(seqs), width), dtype=torch.long)
     for row, seq in enumerate(seqs):
