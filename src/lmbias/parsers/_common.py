@@ -17,6 +17,8 @@ import pyarrow as pa
 
 from ..errors import DataError
 
+MASK = "[MASK]"  # the generated datasets' mask; scorers swap in each tokenizer's own
+
 SPAN = pa.struct([("start", pa.int32()), ("end", pa.int32()), ("text", pa.string())])
 
 
@@ -150,3 +152,16 @@ def join_pieces(pieces, target_text: str, attr_text: str) -> tuple[str, dict]:
         out.append(s)
         length += len(s)
     return "".join(out), offsets
+
+
+def tm_tam_texts(pieces, attr: str) -> dict:
+    """A template's pieces (the first capitalised here) -> the sentence, Sent_TM (target masked) and
+    Sent_TAM (target masked and one mask per word of the attribute), with the slots' character offsets."""
+    role, first = pieces[0]
+    pieces = [(role, first[:1].upper() + first[1:])] + list(pieces[1:])
+    written = next(t for r, t in pieces if r == "target")
+    sentence, _ = join_pieces(pieces, written, attr)
+    tm, offsets = join_pieces(pieces, MASK, attr)
+    tam, _ = join_pieces(pieces, MASK, " ".join([MASK] * len(attr.split())))
+    return {"sentence": sentence, "word": written, "tm_sent": tm, "tam_sent": tam,
+            "target_start": offsets["target"][0], "attr_start": offsets["attr"][0], "attr_end": offsets["attr"][1]}

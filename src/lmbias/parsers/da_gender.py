@@ -32,13 +32,12 @@ from typing import Mapping, Sequence
 import pyarrow as pa
 
 from ..errors import ConfigError, DataError
-from ._common import join_pieces, line_of, load_yaml_mapping, table
+from ._common import MASK, line_of, load_yaml_mapping, table, tm_tam_texts
 
 GENERATED = True
 RESOURCE_FILES = ["resources/templates/da_gender.yaml"]
 TEMPLATES_PATH = Path(__file__).resolve().parents[3] / RESOURCE_FILES[0]
 
-MASK = "[MASK]"
 OPTIONS = ("dataset",)
 SLOTS = ("adjective", "singular", "plural", "possessive")
 GENDERS = ("female", "male")
@@ -159,22 +158,7 @@ def render(template: str, target: str, attr_prefix: str, attr: str) -> dict:
         pos = m.end()
     if pos < len(template):
         pieces.append(("lit", template[pos:]))
-    role, first = pieces[0]
-    pieces[0] = (role, first[:1].upper() + first[1:])
-    written_word = next(t for r, t in pieces if r == "target")
-
-    sentence, _ = join_pieces(pieces, written_word, attr)
-    tm, offsets = join_pieces(pieces, MASK, attr)
-    tam, _ = join_pieces(pieces, MASK, " ".join([MASK] * len(attr.split())))
-    return {
-        "sentence": sentence,
-        "word": written_word,
-        "tm_sent": tm,
-        "tam_sent": tam,
-        "target_start": offsets["target"][0],
-        "attr_start": offsets["attr"][0],
-        "attr_end": offsets["attr"][1],
-    }
+    return tm_tam_texts(pieces, attr)
 
 
 def generate_da_gender(path: str | os.PathLike = TEMPLATES_PATH) -> pa.Table:

@@ -33,13 +33,12 @@ import numpy as np
 import pyarrow as pa
 
 from ..errors import ConfigError, DataError
-from ._common import join_pieces, line_of, load_yaml_mapping, table
+from ._common import MASK, line_of, load_yaml_mapping, table, tm_tam_texts
 
 GENERATED = True
 RESOURCE_FILES = ["resources/templates/logprob.yaml"]
 TEMPLATES_PATH = Path(__file__).resolve().parents[3] / RESOURCE_FILES[0]
 
-MASK = "[MASK]"
 OPTIONS = ("dataset", "split", "split_seed")
 SPLITS = ("paper", "seeded")
 GENDERS = ("male", "female")
@@ -120,15 +119,7 @@ def render(template: str, person: str, profession: str) -> dict:
         pos = m.end()
     if pos < len(template):
         pieces.append(("lit", template[pos:]))
-    role, first = pieces[0]
-    pieces[0] = (role, first[:1].upper() + first[1:])
-    written = next(t for r, t in pieces if r == "target")
-
-    sentence, _ = join_pieces(pieces, written, profession)
-    tm, offsets = join_pieces(pieces, MASK, profession)
-    tam, _ = join_pieces(pieces, MASK, " ".join([MASK] * len(profession.split())))
-    return {"sentence": sentence, "word": written, "tm_sent": tm, "tam_sent": tam,
-            "target_start": offsets["target"][0], "attr_start": offsets["attr"][0], "attr_end": offsets["attr"][1]}
+    return tm_tam_texts(pieces, profession)
 
 
 def _dev_sets(data: dict, split: str, seed: int) -> tuple[set[str], set[str]]:
