@@ -1,6 +1,6 @@
 """The batched engine gives the naive loop's numbers (to 1e-5) on the request shapes BEC-Pro, StereoSet and
 CrowS-Pairs issue: TM/TAM texts with several masks, token-id requests with several masked pieces, and
-pseudo-log-likelihood requests -- on tiny models of every family. No timing here (benchmarks/scoring_engine.py)."""
+pseudo-log-likelihood requests -- on tiny models of every family. No timing here (bench/scoring_engine.py)."""
 
 from __future__ import annotations
 

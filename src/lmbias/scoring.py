@@ -11,7 +11,7 @@ Every such request goes through here, so speed and correctness live in one place
 * results are scattered back to the caller's order.
 
 ``naive_*`` functions do the same computation one sentence at a time with the model's full forward pass;
-tests assert the engine equals them to 1e-5, and ``benchmarks/`` measures the speed-up.
+tests assert the engine equals them to 1e-5, and ``bench/scoring_engine.py`` measures the speed-up.
 """
 
 from __future__ import annotations

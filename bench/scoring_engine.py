@@ -1,6 +1,6 @@
 """Speed of the scoring engine vs a naive one-sentence-at-a-time loop, on a bert-base-sized model.
 
-    .venv/bin/python benchmarks/scoring_engine.py [--limit 300] [--threads 2] [--data-dir ../shared/data]
+    .venv/bin/python bench/scoring_engine.py [--limit 300] [--threads 2] [--data-dir ../shared/data]
 
 Model: BertForMaskedLM with BertConfig() defaults (12 layers, hidden 768, 12 heads, vocabulary 30,522),
 randomly initialised (seed 0), with the tiny-bert WordPiece tokenizer (its ids are all < 30,522). Random

@@ -3,7 +3,7 @@
 The same library calls the workflow's jobs make (lmbias.sentences.gap_sentences, then
 lmbias.augment.cds_corpus with a lmbias.counterfactual.Swapper), on 2 cores. Target: under 60 s.
 
-    .venv/bin/python benchmarks/corpora_throughput.py [--data ../shared/data] [--splitter parser]
+    .venv/bin/python bench/corpora_throughput.py [--data ../shared/data] [--splitter parser]
         [--intervention grammatical] [--no-names] [--swap-rate 1.0] [--cores 2]
 
 Prints contexts/s, sentences/s and the total seconds (pipeline loading included and excluded), and
