@@ -1,7 +1,7 @@
 """Throughput of the GAP corpus path: split all 4,454 GAP contexts into sentences, then CDS them.
 
-The same library calls the workflow's jobs make (lmbias.sentences.gap_sentences, then
-lmbias.augment.cds_corpus with a lmbias.counterfactual.Swapper), on 2 cores. Target: under 60 s.
+The same library calls the workflow's jobs make (lmbias.corpora.sentences.gap_sentences, then
+lmbias.corpora.augment.cds_corpus with a lmbias.corpora.counterfactual.Swapper), on 2 cores. Target: under 60 s.
 
     .venv/bin/python bench/corpora_throughput.py [--data ../shared/data] [--splitter parser]
         [--intervention grammatical] [--no-names] [--swap-rate 1.0] [--cores 2]
@@ -48,10 +48,10 @@ def main(argv=None) -> int:
 
     cpus = _pin_cores(args.cores)
     sys.path.insert(0, str(REPO / "src"))
-    from lmbias import corpora
-    from lmbias.augment import cds_corpus
+    from lmbias.corpora import jobs as corpora
+    from lmbias.corpora.augment import cds_corpus
     from lmbias.parsers.gap import parse_gap
-    from lmbias.sentences import gap_sentences, load_splitter
+    from lmbias.corpora.sentences import gap_sentences, load_splitter
 
     data = Path(args.data)
     t0 = time.perf_counter()

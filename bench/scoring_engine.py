@@ -8,9 +8,9 @@ weights cost exactly what trained ones do.
 
 Workloads: each benchmark's real scorer is run once with a recording stub in place of the engine call,
 which yields exactly the masked requests it would send; those requests are then timed
-* engine: `lmbias.scoring.masked_logprobs` on all of them (dedup, length-sorted batches, LM head only at
+* engine: `lmbias.engine.scoring.masked_logprobs` on all of them (dedup, length-sorted batches, LM head only at
   the masked positions, inference mode);
-* naive:  `lmbias.scoring.naive_masked_logprobs` (one full forward pass per request, batch of one).
+* naive:  `lmbias.engine.scoring.naive_masked_logprobs` (one full forward pass per request, batch of one).
   With --limit N the naive side runs on N evenly spaced requests and its time is extrapolated to all
   requests (the output says so). Both sides' numbers are compared on those requests: max |difference|.
 
@@ -39,7 +39,7 @@ sys.path.insert(0, str(REPO / "src"))
 
 import torch  # noqa: E402
 
-from lmbias.scoring import EngineStats, masked_logprobs, naive_masked_logprobs  # noqa: E402
+from lmbias.engine.scoring import EngineStats, masked_logprobs, naive_masked_logprobs  # noqa: E402
 
 TOLERANCE = 1e-5
 
@@ -47,7 +47,7 @@ TOLERANCE = 1e-5
 def build_model(seed: int = 0):
     from transformers import BertConfig, BertForMaskedLM
 
-    from lmbias.tiny import build_tokenizer, load_word_list
+    from lmbias.engine.tiny import build_tokenizer, load_word_list
 
     tokenizer = build_tokenizer("bert", load_word_list())
     config = BertConfig()  # bert-base: 12 layers, 768 hidden, 12 heads, 30,522 vocabulary

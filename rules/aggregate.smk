@@ -5,7 +5,7 @@ rule summarise:
     input:
         metrics=summary_metric_files,
         script="scripts/summarise.py",
-        library="src/lmbias/summary.py",
+        library="src/lmbias/metrics/summary.py",
     output:
         "results/{model}/{method}/summary.parquet",
     params:

@@ -5,11 +5,11 @@
 import re
 from pathlib import Path
 
-from lmbias import comparison as paired_comparison
+from lmbias.metrics import comparison as paired_comparison
 from lmbias import registry
 from lmbias.parsers import is_generated as is_generated_dataset
 from lmbias.parsers import required_files as required_benchmark_files
-from lmbias.sources import resolve_source as resolve_data_source
+from lmbias.parsers.sources import resolve_source as resolve_data_source
 from snakemake.logging import logger
 from lmbias.errors import ConfigError
 
@@ -94,7 +94,7 @@ def scoring_inputs(wildcards):
     bench = checked_benchmark(wildcards)
     return {
         "benchmark_items": f"results/data/{wildcards.benchmark}.parquet",
-        "library": sorted(set(registry.source_files(bench["dataset"])) | {str(Path(workflow.basedir) / "src/lmbias/scoring.py")}),
+        "library": sorted(set(registry.source_files(bench["dataset"])) | {str(Path(workflow.basedir) / "src/lmbias/engine/scoring.py")}),
     }
 
 
@@ -192,7 +192,7 @@ def comparison_inputs(wildcards):
         for side in ("before", "after")
     }
     inputs["library"] = sorted(set(registry.source_files(config["benchmarks"][bench]["dataset"]))
-                               | {str(Path(workflow.basedir) / f"src/lmbias/{m}.py") for m in ("comparison", "summary")})
+                               | {str(Path(workflow.basedir) / f"src/lmbias/metrics/{m}.py") for m in ("comparison", "summary")})
     return inputs
 
 

@@ -1,4 +1,4 @@
-# Counterfactual corpora: model-independent, built once, reused by every model (lmbias.corpora).
+# Counterfactual corpora: model-independent, built once, reused by every model (lmbias.corpora.jobs).
 #
 #   results/corpora/gap/sentences.parquet           rule corpus_gap_sentences   (GAP contexts -> sentences)
 #   results/corpora/gap/{intervention}.parquet      rule corpus_intervention    (one per corpora.gap.interventions entry)
@@ -11,7 +11,7 @@
 import re as _corpora_re
 from pathlib import Path as _CorporaPath
 
-from lmbias import corpora as _corpora
+from lmbias.corpora import jobs as _corpora
 from lmbias.errors import ConfigError as _CorporaConfigError
 
 _CORPORA = config.get("corpora") or {}
@@ -20,7 +20,7 @@ _CORPORA_SCRIPT = "scripts/build_corpus.py"
 
 
 def _corpora_lib(*modules):
-    return [f"src/lmbias/{m}.py" for m in ("corpora", "io", "nlp", "errors") + modules]
+    return ["src/lmbias/corpora/jobs.py", "src/lmbias/corpora/nlp.py", "src/lmbias/io.py", "src/lmbias/errors.py"] + [f"src/lmbias/corpora/{m}.py" for m in modules]
 
 
 def _corpora_pattern(names):
@@ -143,7 +143,7 @@ rule corpus_intervention:
 rule corpus_ontonotes:
     input:
         conll=_corpora_conll_files,
-        library=_corpora_lib("conll", "anonymise", "parsers/_common"),
+        library=_corpora_lib("conll", "anonymise") + ["src/lmbias/parsers/_common.py"],
         script=_CORPORA_SCRIPT,
     output:
         "results/corpora/ontonotes/sentences.parquet",

@@ -7,7 +7,7 @@
 import re as _data_re
 
 from lmbias import parsers as _data_parsers
-from lmbias import sources as _data_sources
+from lmbias.parsers import sources as _data_sources
 
 
 def _data_alternatives(names):

@@ -1,5 +1,5 @@
 # Tiny models: built locally (random weights, fixed seed, tokenizer from resources/vocab/tiny_words.txt)
-# so the whole DAG runs without the model hub. Hub models need no rule: lmbias.models.load_model reads them.
+# so the whole DAG runs without the model hub. Hub models need no rule: lmbias.engine.models.load_model reads them.
 import re as _models_re
 
 
@@ -17,7 +17,7 @@ rule build_tiny_model:
     input:
         words="resources/vocab/tiny_words.txt",
         script="scripts/build_tiny_model.py",
-        lib="src/lmbias/tiny.py",
+        lib="src/lmbias/engine/tiny.py",
     output:
         directory("resources/models/{model}"),
     params:

@@ -13,7 +13,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))  # the libr
 sys.stderr = open(snakemake.log[0], "w")  # noqa: F821 (snakemake is injected)
 logging.basicConfig(stream=sys.stderr, level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
 
-from lmbias import corpora  # noqa: E402
+from lmbias.corpora import jobs as corpora  # noqa: E402
 
 sm = snakemake  # noqa: F821
 rule = sm.rule

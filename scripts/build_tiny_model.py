@@ -16,7 +16,7 @@ logging.basicConfig(
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
 
-from lmbias.tiny import build_from_config  # noqa: E402
+from lmbias.engine.tiny import build_from_config  # noqa: E402
 
 build_from_config(
     snakemake.wildcards.model,  # noqa: F821

@@ -9,7 +9,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))  # the libr
 sys.stderr = open(snakemake.log[0], "w")  # noqa: F821 (snakemake is injected)
 logging.basicConfig(stream=sys.stderr, level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
 
-from lmbias.sources import obtain  # noqa: E402
+from lmbias.parsers.sources import obtain  # noqa: E402
 
 params = snakemake.params.source  # noqa: F821
 logging.info("%s/%s from %s %s", params["dataset"], params["file"], params["source"], params["location"])

@@ -2,7 +2,7 @@
 
 resources.gpu <= 1: scored in this process. resources.gpu = N > 1 (profile set-resources): N data-parallel
 processes through `accelerate launch` (resources/accelerate/multi_gpu.yaml, a rendezvous port derived from
-the output path so concurrent jobs on one node do not collide); see lmbias.distributed.
+the output path so concurrent jobs on one node do not collide); see lmbias.engine.distributed.
 """
 
 import json
@@ -13,8 +13,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))  # the library of this checkout
 
-from lmbias.distributed import launch_command, launch_env, main_process_port
-from lmbias.evaluation import score_benchmark_job
+from lmbias.engine.distributed import launch_command, launch_env, main_process_port
+from lmbias.engine.evaluation import score_benchmark_job
 from lmbias.workflow import setup_job_logging
 
 setup_job_logging(snakemake.log[0])  # noqa: F821

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from lmbias.anonymise import (
+from lmbias.corpora.anonymise import (
     ANONYMISED_SCHEMA,
     anonymise_document,
     anonymise_documents,
@@ -13,9 +13,9 @@ from lmbias.anonymise import (
     sentences_from_table,
     sentences_table,
 )
-from lmbias.conll import read_conll
+from lmbias.corpora.conll import read_conll
 from lmbias.errors import ConfigError
-from lmbias.nlp import load_spacy
+from lmbias.corpora.nlp import load_spacy
 
 
 def conll_text(doc_id: str, sentences: list[list[tuple]], part: int = 0) -> str:

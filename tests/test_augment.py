@@ -1,4 +1,4 @@
-"""lmbias.augment: CDA doubles the corpus, CDS swaps a seeded fraction of whole documents."""
+"""lmbias.corpora.augment: CDA doubles the corpus, CDS swaps a seeded fraction of whole documents."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import logging
 import pyarrow as pa
 import pytest
 
-from lmbias.augment import cda_corpus, cds_corpus, check_swap_rate, choose_documents
-from lmbias.counterfactual import Swapper, load_lexicon
+from lmbias.corpora.augment import cda_corpus, cds_corpus, check_swap_rate, choose_documents
+from lmbias.corpora.counterfactual import Swapper, load_lexicon
 from lmbias.errors import ConfigError, DataError
 
 
@@ -30,7 +30,7 @@ def sentences(n_docs: int = 10, per_doc: int = 3) -> pa.Table:
 
 def test_cda_doubles_rows_and_pairs_each_original_with_its_counterfactual(naive, caplog):
     table = sentences(4, 3)
-    with caplog.at_level(logging.INFO, logger="lmbias.augment"):
+    with caplog.at_level(logging.INFO, logger="lmbias.corpora.augment"):
         out = cda_corpus(table, naive)
     assert out.num_rows == 2 * table.num_rows
     assert out.column_names == ["doc_id", "sentence_id", "text", "split", "is_counterfactual", "changed"]

@@ -9,14 +9,14 @@ import pyarrow as pa
 import pytest
 import torch
 
-from lmbias.bec_pro_generator import generate_from_dir, load_person_words, person_slot, to_tsv
+from lmbias.parsers.bec_pro_generator import generate_from_dir, load_person_words, person_slot, to_tsv
 from lmbias.benchmarks.bec_pro import score_bec_pro
 from lmbias.errors import ConfigError, DataError
 from lmbias.metrics.bec_pro import BecProOptions, bec_pro_metric_rows, bec_pro_paired_rows, paired_test, wilcoxon_z
-from lmbias.models import load_model, model_spec
+from lmbias.engine.models import load_model, model_spec
 from lmbias.parsers import parse_bec_pro
-from lmbias.scoring import EngineStats
-from lmbias.tiny import build_tiny_model
+from lmbias.engine.scoring import EngineStats
+from lmbias.engine.tiny import build_tiny_model
 
 MALE_WORDS = ["he", "man", "brother", "son", "husband", "boyfriend", "father", "uncle", "dad"]
 
@@ -88,7 +88,7 @@ def test_person_words_pair_up_and_are_found_at_sentence_start():
 
 
 def test_bad_pattern_file_names_file_and_line(tmp_path):
-    from lmbias.bec_pro_generator import load_patterns
+    from lmbias.parsers.bec_pro_generator import load_patterns
 
     bad = tmp_path / "sent_patterns_english.txt"
     bad.write_text("{} is a {}.\n{} works.\n", encoding="utf-8")
@@ -314,7 +314,7 @@ def test_paired_t_hand_computed():
 @pytest.mark.parametrize("arch", ["bert", "bart"])
 def test_multi_piece_person_is_summed_over_its_pieces(tmp_path, items_en, arch):
     """A person word the tokenizer splits gets one mask per piece; log p = sum over the pieces."""
-    from lmbias.scoring import (InfillIdsRequest, MaskedRequest, _decoder_prefix, naive_infill_logprobs_ids,
+    from lmbias.engine.scoring import (InfillIdsRequest, MaskedRequest, _decoder_prefix, naive_infill_logprobs_ids,
                                 naive_masked_logprobs, word_token_ids)
 
     family = {"bert": "mlm", "bart": "seq2seq"}[arch]

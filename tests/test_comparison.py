@@ -1,4 +1,4 @@
-"""Paired pre/post comparisons (lmbias.comparison): seed averaging, the BEC-Pro paired test, config checks."""
+"""Paired pre/post comparisons (lmbias.metrics.comparison): seed averaging, the BEC-Pro paired test, config checks."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
-from lmbias.comparison import PAIRED_SCHEMA, check_comparison, mean_over_seeds, paired_comparison_job, paired_rows
+from lmbias.metrics.comparison import PAIRED_SCHEMA, check_comparison, mean_over_seeds, paired_comparison_job, paired_rows
 from lmbias.errors import ConfigError, DataError
 
 BEC_PRO = {"dataset": "bec_pro", "language": "en", "metric": {"test": "wilcoxon", "per_profession": False, "drop_artefacts": False}}

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from lmbias.conll import Span, detokenize, find_conll_files, read_conll, read_conll_files
+from lmbias.corpora.conll import Span, detokenize, find_conll_files, read_conll, read_conll_files
 from lmbias.errors import ConfigError, DataError
 
 WINOBIAS_FILES = [

@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from lmbias.config import config_errors
-from lmbias.corpora import check_corpora_config
+from lmbias.corpora.jobs import check_corpora_config
 from lmbias.errors import ConfigError
 
 try:

@@ -1,4 +1,4 @@
-"""lmbias.counterfactual: the swap lexicon, the grammatical and naive interventions, names, the gold set.
+"""lmbias.corpora.counterfactual: the swap lexicon, the grammatical and naive interventions, names, the gold set.
 
 The gold set (tests/gold/counterfactual_gold.tsv) was written by hand: each expected output is what the
 documented grammatical intervention (names=False) should produce, whatever the system does. Run
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from lmbias.counterfactual import (
+from lmbias.corpora.counterfactual import (
     INTERVENTIONS,
     PRONOUNS,
     Swapper,
@@ -25,7 +25,7 @@ from lmbias.counterfactual import (
     match_case,
 )
 from lmbias.errors import ConfigError, DataError
-from lmbias.nlp import load_spacy
+from lmbias.corpora.nlp import load_spacy
 
 GOLD = Path(__file__).resolve().parent / "gold" / "counterfactual_gold.tsv"
 WORDLISTS = Path(__file__).resolve().parents[1] / "resources" / "wordlists"
@@ -112,7 +112,7 @@ def test_lexicon_has_both_directions_and_plurals(lexicon):
 
 
 def test_lexicon_conflicts_are_first_wins_deterministic_and_logged(shared_data, caplog):
-    with caplog.at_level(logging.DEBUG, logger="lmbias.counterfactual"):
+    with caplog.at_level(logging.DEBUG, logger="lmbias.corpora.counterfactual"):
         a = load_lexicon(cds_pairs=shared_data / "cds" / "cda_default_pairs.json",
                          winobias_dir=shared_data / "winobias")
     b = load_lexicon(cds_pairs=shared_data / "cds" / "cda_default_pairs.json", winobias_dir=shared_data / "winobias")

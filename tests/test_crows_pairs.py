@@ -14,10 +14,10 @@ import torch
 from lmbias.benchmarks.crows_pairs import SCORES_SCHEMA, align, score_crows_pairs
 from lmbias.errors import ConfigError
 from lmbias.metrics.crows_pairs import CrowsPairsOptions, crows_pairs_metric_rows
-from lmbias.models import load_model, model_spec
+from lmbias.engine.models import load_model, model_spec
 from lmbias.parsers import parse_crows_pairs
-from lmbias.pll import encode
-from lmbias.tiny import build_tiny_model
+from lmbias.engine.pll import encode
+from lmbias.engine.tiny import build_tiny_model
 
 FAMILY = {"bert": "mlm", "gpt2": "clm", "bart": "seq2seq"}
 

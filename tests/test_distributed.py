@@ -1,4 +1,4 @@
-"""Data-parallel scoring through Accelerate (lmbias.distributed): real 2-process gloo launches on CPU
+"""Data-parallel scoring through Accelerate (lmbias.engine.distributed): real 2-process gloo launches on CPU
 equal the one-process CLI and score_benchmark_job, item order included; the shard/reassembly logic
 in-process."""
 
@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from lmbias import registry
-from lmbias.distributed import (
+from lmbias.engine.distributed import (
     ROW_LOCAL_DATASETS,
     launch_command,
     launch_env,
@@ -26,12 +26,12 @@ from lmbias.distributed import (
     score_table_sharded,
     shard_bounds,
 )
-from lmbias.evaluation import score_benchmark_job
+from lmbias.engine.evaluation import score_benchmark_job
 from lmbias.io import write_table_atomic
-from lmbias.models import load_model, model_spec
+from lmbias.engine.models import load_model, model_spec
 from lmbias.parsers import parse_benchmark, required_files
-from lmbias.scoring import EngineStats
-from lmbias.tiny import build_tiny_model
+from lmbias.engine.scoring import EngineStats
+from lmbias.engine.tiny import build_tiny_model
 
 REPO = Path(__file__).resolve().parents[1]
 METHOD = {"kind": "pretrained"}

@@ -7,11 +7,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from lmbias.embeddings import POOLINGS, naive_sentence_embeddings, pooling_label, sentence_embeddings
+from lmbias.engine.embeddings import POOLINGS, naive_sentence_embeddings, pooling_label, sentence_embeddings
 from lmbias.errors import ConfigError, DataError
-from lmbias.models import load_model, model_spec
-from lmbias.scoring import EngineStats
-from lmbias.tiny import build_tiny_model
+from lmbias.engine.models import load_model, model_spec
+from lmbias.engine.scoring import EngineStats
+from lmbias.engine.tiny import build_tiny_model
 
 FAMILY = {"bert": "mlm", "roberta": "mlm", "gpt2": "clm", "bart": "seq2seq"}
 TEXTS = [
@@ -101,7 +101,7 @@ def test_first_piece_is_sent_bias_and_cls_is_position_zero(tmp_path):
 
 
 def test_minilm_mean_pooling_equals_sentence_transformers():
-    """Real signal: all-MiniLM-L6-v2 (BERT architecture, no MLM head) loaded through lmbias.models with
+    """Real signal: all-MiniLM-L6-v2 (BERT architecture, no MLM head) loaded through lmbias.engine.models with
     strict=False (family mlm refuses a headless checkpoint with strict=True: the random MLM head is never
     used for embeddings). Its own sentence-transformers pipeline is mean pooling over real tokens + L2
     normalisation, so our default `mean` pooling, normalised, must equal it."""

@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 import torch
 
-from lmbias.bec_pro_generator import generate
-from lmbias.models import load_model, model_spec
-from lmbias.pll import content_positions, encode, naive_token_logprobs, token_logprobs
-from lmbias.scoring import (
+from lmbias.parsers.bec_pro_generator import generate
+from lmbias.engine.models import load_model, model_spec
+from lmbias.engine.pll import content_positions, encode, naive_token_logprobs, token_logprobs
+from lmbias.engine.scoring import (
     EngineStats,
     InfillIdsRequest,
     InfillRequest,
@@ -29,7 +29,7 @@ from lmbias.scoring import (
     sentence_logprobs,
     word_token_ids,
 )
-from lmbias.tiny import build_tiny_model
+from lmbias.engine.tiny import build_tiny_model
 
 FAMILY = {"bert": "mlm", "roberta": "mlm", "gpt2": "clm", "bart": "seq2seq"}
 PATTERNS = ["{} is a {}.", "{}, the {}, had a good day at work.", "{} applied for the position of {}."]

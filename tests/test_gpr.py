@@ -7,12 +7,12 @@ import collections
 
 import pytest
 
-from lmbias.anonymise import AnonymisedSentence, anonymise_documents
-from lmbias.conll import read_conll_files
-from lmbias.counterfactual import Swapper, load_lexicon
+from lmbias.corpora.anonymise import AnonymisedSentence, anonymise_documents
+from lmbias.corpora.conll import read_conll_files
+from lmbias.corpora.counterfactual import Swapper, load_lexicon
 from lmbias.errors import ConfigError
-from lmbias.gpr import GPR_SCHEMA, PRONOUN_PLACEHOLDER, PRONOUNS, assign_splits, gpr_examples, spacy_tags
-from lmbias.nlp import load_spacy
+from lmbias.corpora.gpr import GPR_SCHEMA, PRONOUN_PLACEHOLDER, PRONOUNS, assign_splits, gpr_examples, spacy_tags
+from lmbias.corpora.nlp import load_spacy
 
 OPPOSITE = {("he", "she"), ("she", "he"), ("him", "her"), ("her", "him"), ("her", "his"), ("his", "her"),
             ("his", "hers"), ("hers", "his"), ("himself", "herself"), ("herself", "himself")}

@@ -30,10 +30,10 @@ from lmbias import registry
 from lmbias.benchmarks.logprob import AssociationItem, association_logprobs, build_masked, score_logprob
 from lmbias.errors import ConfigError, DataError
 from lmbias.metrics.logprob import LogprobOptions, logprob_metric_rows
-from lmbias.models import load_model, model_spec
+from lmbias.engine.models import load_model, model_spec
 from lmbias.parsers import logprob as logprob_parser
-from lmbias.scoring import word_token_ids
-from lmbias.tiny import build_tiny_model
+from lmbias.engine.scoring import word_token_ids
+from lmbias.engine.tiny import build_tiny_model
 
 FAMILY = {"bert": "mlm", "bart": "seq2seq", "gpt2": "clm"}
 MALE_WORDS = ["he", "He", "boy", "man", "brother", "son", "husband", "boyfriend", "father", "dad", "uncle"]

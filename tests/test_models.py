@@ -14,8 +14,8 @@ import torch
 import yaml
 
 from lmbias.errors import ConfigError
-from lmbias.models import FAMILIES, ModelSpec, load_model, load_tokenizer, mask_token, model_spec
-from lmbias.tiny import ARCHITECTURES, FAMILY_OF, build_tiny_model
+from lmbias.engine.models import FAMILIES, ModelSpec, load_model, load_tokenizer, mask_token, model_spec
+from lmbias.engine.tiny import ARCHITECTURES, FAMILY_OF, build_tiny_model
 
 SENTENCE = "The developer argued with the designer because he did not like the design."
 

@@ -5,7 +5,7 @@ import logging
 import pytest
 
 from lmbias.errors import ConfigError
-from lmbias.nlp import load_spacy
+from lmbias.corpora.nlp import load_spacy
 
 
 def test_fallback_is_used_and_logged(caplog):

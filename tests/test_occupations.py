@@ -27,10 +27,10 @@ import torch
 from lmbias.benchmarks.occupations import SCORES_SCHEMA, continuation_ids, score_occupations
 from lmbias.errors import ConfigError, DataError
 from lmbias.metrics.occupations import OccupationOptions, occupation_bias, occupation_metric_rows
-from lmbias.models import load_model, model_spec
+from lmbias.engine.models import load_model, model_spec
 from lmbias.parsers import occupations as occ_parser
-from lmbias.scoring import _decoder_prefix
-from lmbias.tiny import FAMILY_OF, build_tiny_model
+from lmbias.engine.scoring import _decoder_prefix
+from lmbias.engine.tiny import FAMILY_OF, build_tiny_model
 
 ARCHS = ["bert", "gpt2", "bart"]
 

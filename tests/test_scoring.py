@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from lmbias.models import load_model, model_spec
-from lmbias.scoring import (
+from lmbias.engine.models import load_model, model_spec
+from lmbias.engine.scoring import (
     EngineStats,
     InfillRequest,
     MaskedRequest,
@@ -19,7 +19,7 @@ from lmbias.scoring import (
     sentence_logprobs,
     word_token_ids,
 )
-from lmbias.tiny import build_tiny_model
+from lmbias.engine.tiny import build_tiny_model
 
 SENTENCES = [
     "The developer argued with the designer because {} did not like the design.",

@@ -12,16 +12,17 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
-from lmbias import parsers, registry
-from lmbias.embeddings import naive_sentence_embeddings
+from lmbias import parsers
+from lmbias import registry
+from lmbias.engine.embeddings import naive_sentence_embeddings
 from lmbias.errors import ConfigError, DataError
-from lmbias.evaluation import compute_metric_job, score_benchmark_job
+from lmbias.engine.evaluation import compute_metric_job, score_benchmark_job
 from lmbias.io import write_table_atomic
-from lmbias.models import load_model, model_spec
+from lmbias.engine.models import load_model, model_spec
 from lmbias.parsers import seat_templates
 from lmbias.parsers.seat import parse_seat
-from lmbias.seat import SeatOptions, SeatScoring, mask_placeholder, score_seat, seat_metric_rows
-from lmbias.tiny import build_tiny_model
+from lmbias.benchmarks.seat_core import SeatOptions, SeatScoring, mask_placeholder, score_seat, seat_metric_rows
+from lmbias.engine.tiny import build_tiny_model
 
 REPO = Path(__file__).resolve().parents[1]
 CONFIG = yaml.safe_load((REPO / "config.yaml").read_text())

@@ -6,7 +6,7 @@ import pytest
 
 from lmbias.errors import ConfigError, DataError
 from lmbias.parsers.gap import parse_gap
-from lmbias.sentences import SENTENCES_SCHEMA, SPLITTERS, gap_sentences, load_splitter, split_contexts
+from lmbias.corpora.sentences import SENTENCES_SCHEMA, SPLITTERS, gap_sentences, load_splitter, split_contexts
 
 
 @pytest.fixture(scope="module")

@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 from lmbias.errors import ConfigError, DataError
-from lmbias.sources import (
+from lmbias.parsers.sources import (
     copy_local,
     dataset_files,
     fetch_file,
@@ -324,7 +324,7 @@ def test_data_rule_reruns_only_for_its_own_slice(data_workflow, shared_data):
 def test_unpinned_file_is_accepted_with_a_warning_that_prints_its_hash(config, file_server, tmp_path, caplog):
     import logging
 
-    from lmbias.sources import UNPINNED, sha256_file
+    from lmbias.parsers.sources import UNPINNED, sha256_file
 
     url = f"{file_server}/winobias/male_occupations.txt"
     dest = tmp_path / "male_occupations.txt"

@@ -19,11 +19,11 @@ import yaml
 from lmbias.benchmarks.stereoset import score_stereoset, word_span
 from lmbias.config import validate_config
 from lmbias.errors import ConfigError
-from lmbias.evaluation import compute_metric_job, score_benchmark_job
+from lmbias.engine.evaluation import compute_metric_job, score_benchmark_job
 from lmbias.metrics.stereoset import StereoSetOptions, icat, ss_lms_icat, stereoset_metric_rows, term_counts
-from lmbias.models import load_model, model_spec
+from lmbias.engine.models import load_model, model_spec
 from lmbias.parsers import parse_benchmark, parse_stereoset
-from lmbias.tiny import build_tiny_model
+from lmbias.engine.tiny import build_tiny_model
 
 FAMILY = {"bert": "mlm", "roberta": "mlm", "gpt2": "clm", "bart": "seq2seq"}
 BENCHMARK = {"dataset": "stereoset", "tasks": ["intrasentence"]}

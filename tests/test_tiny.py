@@ -18,8 +18,8 @@ import torch
 from safetensors.torch import load_file
 
 from lmbias.errors import ConfigError, DataError
-from lmbias.models import load_model, model_spec
-from lmbias.tiny import (
+from lmbias.engine.models import load_model, model_spec
+from lmbias.engine.tiny import (
     ARCHITECTURES,
     DEFAULT_WORDS,
     FAMILY_OF,
@@ -70,7 +70,7 @@ def _winobias_masked(shared_data: Path) -> list[tuple[str, str]]:
 
 def test_rebuild_in_another_process_is_byte_identical(built, tmp_path):
     code = (
-        "import sys; from lmbias.tiny import build_tiny_model, ARCHITECTURES\n"
+        "import sys; from lmbias.engine.tiny import build_tiny_model, ARCHITECTURES\n"
         "for a in ARCHITECTURES:\n"
         "    build_tiny_model(a, sys.argv[1] + '/' + a, seed=0)\n"
         "build_tiny_model('gpt2', sys.argv[1] + '/gpt2-he', seed=0, planted_bias={'he': 8.0})\n"
@@ -273,7 +273,7 @@ def test_gpt2_bias_direction_with_trained_looking_layer_norm(ln_bias_mean):
     """
     from transformers import GPT2Config, GPT2LMHeadModel
 
-    from lmbias.tiny import build_tokenizer
+    from lmbias.engine.tiny import build_tokenizer
 
     tok = build_tokenizer("gpt2", ["he", "she", "the", "doctor"])
     torch.manual_seed(3)
@@ -350,7 +350,7 @@ def test_rule_builds_only_configured_tiny_models(repo_root, tmp_path):
         "  hub-b: {hub_id: bert-base-uncased, family: mlm, revision: main}\n",
         encoding="utf-8",
     )
-    for rel in ("resources/vocab/tiny_words.txt", "scripts/build_tiny_model.py", "src/lmbias/tiny.py"):
+    for rel in ("resources/vocab/tiny_words.txt", "scripts/build_tiny_model.py", "src/lmbias/engine/tiny.py"):
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / rel).write_bytes((repo_root / rel).read_bytes())
 

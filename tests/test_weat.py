@@ -1,4 +1,4 @@
-"""WEAT/SEAT statistics (lmbias.weat) on a hand-computed example, and the metric rows built from them."""
+"""WEAT/SEAT statistics (lmbias.metrics.weat) on a hand-computed example, and the metric rows built from them."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import pyarrow as pa
 import pytest
 
 from lmbias.errors import ConfigError, DataError
-from lmbias.seat import SCORES_SCHEMA, SeatOptions, seat_metric_rows, variant_name
-from lmbias.weat import associations, cosine_matrix, effect_size, partition_count, permutation_test, weat_statistic
+from lmbias.benchmarks.seat_core import SCORES_SCHEMA, SeatOptions, seat_metric_rows, variant_name
+from lmbias.metrics.weat import associations, cosine_matrix, effect_size, partition_count, permutation_test, weat_statistic
 
 # ---------------------------------------------------------------------------------------------------------
 # The hand-computed example: 2 + 2 targets, 2 + 2 attributes, 2-D embeddings.

@@ -32,9 +32,9 @@ from lmbias.metrics.winobias import (
     read_competency_labels,
     winobias_metric_rows,
 )
-from lmbias.models import load_model, model_spec
+from lmbias.engine.models import load_model, model_spec
 from lmbias.parsers.winobias import parse_winobias, winobias_files
-from lmbias.tiny import FAMILY_OF, build_tiny_model
+from lmbias.engine.tiny import FAMILY_OF, build_tiny_model
 
 FIXTURE_LABELS = Path(__file__).parent / "fixtures" / "winobias_competency_small.csv"
 PLANTS = {None: None, "he": {"he": 8.0, "him": 8.0, "his": 8.0}, "she": {"she": 8.0, "her": 8.0}}

@@ -19,7 +19,7 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
-from lmbias.summary import SUMMARY_SCHEMA
+from lmbias.metrics.summary import SUMMARY_SCHEMA
 
 pytestmark = pytest.mark.workflow
 

@@ -11,8 +11,8 @@ import argparse
 import logging
 import sys
 
-from . import __version__
-from .errors import LmbiasError
+from lmbias import __version__
+from lmbias.errors import LmbiasError
 
 log = logging.getLogger("lmbias.cli")
 
@@ -32,7 +32,7 @@ message naming the line.
 
 grammatical (Lu et al.): pronouns decided by spaCy tags (her -> him/his, his -> her/hers), verbs and
 gendered words inside proper names ("Queen Elizabeth", "Prince Street") kept. naive: the dictionary only
-(her -> his always; the paper's baseline, with its known error). See lmbias.counterfactual.
+(her -> his always; the paper's baseline, with its known error). See lmbias.corpora.counterfactual.
 """
 
 
@@ -58,7 +58,7 @@ def _read_lines(stream) -> tuple[list[str], list[str], bool]:
 
 
 def run_counterfactual(args) -> int:
-    from .counterfactual import Swapper, load_lexicon
+    from lmbias.corpora.counterfactual import Swapper, load_lexicon
 
     texts, endings, trailing = _read_lines(sys.stdin.buffer)
     lexicon = load_lexicon(cds_pairs=args.cds_pairs, winobias_dir=args.winobias_dir, names=args.names_file)
@@ -107,7 +107,7 @@ SCORE_HELP = """\
 Score one benchmark's items (results/data/<benchmark>.parquet) with one model and write the per-item
 scores parquet. Run plainly it is one process (the score_benchmark rule's job); run under
 `accelerate launch --num_processes N -m lmbias.cli score ...` each process scores a contiguous shard
-of the items and the main process writes the gathered table (see lmbias.distributed).
+of the items and the main process writes the gathered table (see lmbias.engine.distributed).
 """
 
 
@@ -124,7 +124,7 @@ def _json_arg(text: str):
 
 
 def run_score(args) -> int:
-    from .distributed import score_distributed_job
+    from lmbias.engine.distributed import score_distributed_job
 
     score_distributed_job(args.items, args.output, args.model, args.model_entry, args.method_entry, args.benchmark,
                           args.benchmark_entry, weights_dir=args.weights_dir, threads=args.threads)

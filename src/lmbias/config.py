@@ -7,7 +7,7 @@ from pathlib import Path
 import jsonschema
 import yaml
 
-from .errors import ConfigError
+from lmbias.errors import ConfigError
 
 
 def _key_path(path) -> str:

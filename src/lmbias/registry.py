@@ -15,7 +15,7 @@ from pathlib import Path
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from .errors import ConfigError
+from lmbias.errors import ConfigError
 
 #: Methods whose result does not depend on a random seed: they run once, in seed0/.
 DETERMINISTIC_METHOD_KINDS = frozenset({"pretrained"})
@@ -29,7 +29,7 @@ class BenchmarkDef:
     parse_options(metric_cfg, key) -> options                                         (ConfigError naming key)
     rows(scores, options) -> list[dict]                                               (summary-schema rows)
     paired(before, after, test, options) -> list[dict]   (optional: pre/post test of two score tables,
-                                                           item by item; see lmbias.comparison)
+                                                           item by item; see lmbias.metrics.comparison)
     """
 
     dataset: str
@@ -51,7 +51,7 @@ def _lmbias_modules(module) -> set[str]:
 
 
 def _discover():
-    from . import benchmarks
+    from lmbias import benchmarks
 
     defs: dict[str, BenchmarkDef] = {}
     sources: dict[str, list[str]] = {}

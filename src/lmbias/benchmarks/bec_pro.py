@@ -13,7 +13,7 @@ texts (every template opens with the person; checked per row).
 * A person word of several pieces (some German words under some tokenizers) gets one mask per piece in
   TM and TAM, and its log-probability is the sum over pieces (recorded in `person_pieces`).
 * `artefact` marks the 10 released rows whose TM carries a second, glued mask ("lodging [MASK]ager",
-  "[MASK]nährungsberater"; see lmbias.bec_pro_generator); they are scored as released.
+  "[MASK]nährungsberater"; see lmbias.parsers.bec_pro_generator); they are scored as released.
 
 German needs a German model (e.g. `bert-base-german`, dbmdz/bert-base-german-cased as in Bartl's code):
 the tiny models are English; tiny-bert only exercises the mechanics (its vocabulary holds the German
@@ -27,11 +27,11 @@ import logging
 import pyarrow as pa
 import pyarrow.compute  # noqa: F401  (pa.compute)
 
-from ..bec_pro_generator import MASK, load_person_words, person_slot
-from ..errors import ConfigError, DataError
-from ..metrics.bec_pro import BecProOptions, bec_pro_metric_rows, bec_pro_paired_rows
-from ..registry import BenchmarkDef
-from ..scoring import (
+from lmbias.parsers.bec_pro_generator import MASK, load_person_words, person_slot
+from lmbias.errors import ConfigError, DataError
+from lmbias.metrics.bec_pro import BecProOptions, bec_pro_metric_rows, bec_pro_paired_rows
+from lmbias.registry import BenchmarkDef
+from lmbias.engine.scoring import (
     EngineStats,
     InfillIdsRequest,
     MaskedRequest,
@@ -132,7 +132,7 @@ def score_bec_pro(items: pa.Table, model, tokenizer, family: str, scoring: dict 
 
 
 def paired_bec_pro_rows(before: pa.Table, after: pa.Table, test: str, options: BecProOptions) -> list[dict]:
-    """Pre/post test per profession group x person gender (lmbias.comparison), honouring drop_artefacts."""
+    """Pre/post test per profession group x person gender (lmbias.metrics.comparison), honouring drop_artefacts."""
     if options.drop_artefacts:
         before, after = (t.filter(pa.compute.invert(t.column("artefact"))) for t in (before, after))
     variant = BecProOptions(test=test, drop_artefacts=options.drop_artefacts).variant

@@ -5,7 +5,7 @@ token ids, with the pair in Nangia's order: stereo pairs as (sent_more, sent_les
 (sent_less, sent_more)); the "shared" tokens are those in equal blocks, the "modified" ones the rest.
 
 * mlm / seq2seq: every shared and every modified token is hidden in turn and its log-probability read
-  (pseudo-log-likelihood, `lmbias.pll`). Cached per pair: Nangia's score, the SUM over the shared tokens
+  (pseudo-log-likelihood, `lmbias.engine.pll`). Cached per pair: Nangia's score, the SUM over the shared tokens
   without the first and last shared one ([CLS]/[SEP], skipped exactly as Nangia's `range(1, N-1)`),
   and bias-bench's score, the MEAN over the modified tokens. Both come from one scoring pass, so the
   metric option that picks one never recomputes a forward pass.
@@ -21,11 +21,11 @@ import math
 
 import pyarrow as pa
 
-from ..errors import DataError
-from ..metrics.crows_pairs import CrowsPairsOptions, crows_pairs_metric_rows
-from ..pll import encode, token_logprobs
-from ..registry import BenchmarkDef
-from ..scoring import EngineStats, sentence_logprobs
+from lmbias.errors import DataError
+from lmbias.metrics.crows_pairs import CrowsPairsOptions, crows_pairs_metric_rows
+from lmbias.engine.pll import encode, token_logprobs
+from lmbias.registry import BenchmarkDef
+from lmbias.engine.scoring import EngineStats, sentence_logprobs
 
 log = logging.getLogger(__name__)
 

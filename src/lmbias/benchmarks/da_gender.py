@@ -19,11 +19,11 @@ import math
 
 import pyarrow as pa
 
-from ..errors import DataError
-from ..metrics.da_gender import DaGenderOptions, da_gender_metric_rows
-from ..registry import BenchmarkDef
-from ..scoring import EngineStats, sentence_logprobs
-from . import logprob as logprob_benchmark  # the module, not its names: importable in either order
+from lmbias.errors import DataError
+from lmbias.metrics.da_gender import DaGenderOptions, da_gender_metric_rows
+from lmbias.registry import BenchmarkDef
+from lmbias.engine.scoring import EngineStats, sentence_logprobs
+from lmbias.benchmarks import logprob as logprob_benchmark  # the module, not its names: importable in either order
 
 log = logging.getLogger(__name__)
 

@@ -24,7 +24,7 @@ Families:
   DAG-build time. (DA-Gender's causal variant compares sentence probabilities instead.)
 
 `association_logprobs` is shared with the DA-Gender benchmark. Every forward pass goes through
-`lmbias.scoring` (TAM contexts are shared by many items and deduplicated there).
+`lmbias.engine.scoring` (TAM contexts are shared by many items and deduplicated there).
 """
 
 from __future__ import annotations
@@ -36,11 +36,11 @@ from typing import Sequence
 import numpy as np
 import pyarrow as pa
 
-from .. import weat  # noqa: F401  (the metric's statistics: listed as a source file of this benchmark's jobs)
-from ..errors import ConfigError, DataError
-from ..metrics.logprob import LogprobOptions, logprob_metric_rows
-from ..registry import BenchmarkDef
-from ..scoring import EngineStats, InfillRequest, MaskedRequest, infill_logprobs, masked_logprobs, word_token_ids
+from lmbias.metrics import weat  # noqa: F401  (the metric's statistics: listed as a source file of this benchmark's jobs)
+from lmbias.errors import ConfigError, DataError
+from lmbias.metrics.logprob import LogprobOptions, logprob_metric_rows
+from lmbias.registry import BenchmarkDef
+from lmbias.engine.scoring import EngineStats, InfillRequest, MaskedRequest, infill_logprobs, masked_logprobs, word_token_ids
 
 log = logging.getLogger(__name__)
 

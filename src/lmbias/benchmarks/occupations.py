@@ -20,10 +20,10 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from ..errors import ConfigError, DataError
-from ..metrics.occupations import OccupationOptions, occupation_metric_rows
-from ..registry import BenchmarkDef
-from ..scoring import (
+from lmbias.errors import ConfigError, DataError
+from lmbias.metrics.occupations import OccupationOptions, occupation_metric_rows
+from lmbias.registry import BenchmarkDef
+from lmbias.engine.scoring import (
     EngineStats,
     InfillRequest,
     MaskedRequest,

@@ -1,12 +1,13 @@
 """SEAT (May et al. 2019): the classic sent-bias gender tests from the SEAT data, scored with sentence
-embeddings. The scorer and metric live in `lmbias.seat` (shared with SEAT-v1/v2); see there.
+embeddings. The scorer and metric live in `lmbias.benchmarks.seat_core` (shared with SEAT-v1/v2); see there.
 """
 
 from __future__ import annotations
 
-from .. import embeddings, weat  # noqa: F401  (imported so registry.source_files lists them as job inputs)
-from ..registry import BenchmarkDef
-from ..seat import SeatOptions, score_seat, seat_metric_rows
+from lmbias.engine import embeddings
+from lmbias.metrics import weat  # noqa: F401  (imported so registry.source_files lists them as job inputs)
+from lmbias.registry import BenchmarkDef
+from lmbias.benchmarks.seat_core import SeatOptions, score_seat, seat_metric_rows
 
 BENCHMARKS = [
     BenchmarkDef(

@@ -7,7 +7,7 @@ sentence once per pooling (v2's [MASK] becomes the model's mask token) and store
     s(t) = mean cos over its pairs with A1 (male-dominated professions) - mean cos over its pairs with A2,
 
 which for v1 (all pairs) is May et al.'s s(w, A1, A2) and for v2 (pairs within one template) is the
-DA-Gender code's per-target average. Metric rows as for the classic tests (`lmbias.seat`),
+DA-Gender code's per-target average. Metric rows as for the classic tests (`lmbias.benchmarks.seat_core`),
 with ``version=v1|v2`` in the variant and subset = ``occupations-<split>``. Positive = male targets sit
 closer to male-dominated professions (the stereotypical direction; the paper's Table 7 sign).
 """
@@ -17,11 +17,12 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from ..errors import DataError
-from ..registry import BenchmarkDef
-from ..scoring import EngineStats
-from .. import embeddings, weat  # noqa: F401  (imported so registry.source_files lists them as job inputs)
-from ..seat import SCORES_SCHEMA, SeatOptions, SeatScoring, embed_all, seat_metric_rows
+from lmbias.errors import DataError
+from lmbias.registry import BenchmarkDef
+from lmbias.engine.scoring import EngineStats
+from lmbias.engine import embeddings
+from lmbias.metrics import weat  # noqa: F401  (imported so registry.source_files lists them as job inputs)
+from lmbias.benchmarks.seat_core import SCORES_SCHEMA, SeatOptions, SeatScoring, embed_all, seat_metric_rows
 
 
 def score_seat_templates(items: pa.Table, model, tokenizer, family: str, scoring_cfg: dict | None = None,

@@ -27,10 +27,10 @@ import string
 import numpy as np
 import pyarrow as pa
 
-from ..errors import ConfigError, DataError
-from ..metrics.stereoset import StereoSetOptions, stereoset_metric_rows
-from ..registry import BenchmarkDef
-from ..scoring import (
+from lmbias.errors import ConfigError, DataError
+from lmbias.metrics.stereoset import StereoSetOptions, stereoset_metric_rows
+from lmbias.registry import BenchmarkDef
+from lmbias.engine.scoring import (
     EngineStats,
     InfillIdsRequest,
     MaskedIdsRequest,

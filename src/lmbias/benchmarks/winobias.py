@@ -38,10 +38,10 @@ from pathlib import Path
 import pyarrow as pa
 import yaml
 
-from ..errors import ConfigError, DataError
-from ..metrics.winobias import CONDITION_PREFIX, WinoBiasOptions, winobias_metric_rows
-from ..registry import BenchmarkDef
-from ..scoring import (
+from lmbias.errors import ConfigError, DataError
+from lmbias.metrics.winobias import CONDITION_PREFIX, WinoBiasOptions, winobias_metric_rows
+from lmbias.registry import BenchmarkDef
+from lmbias.engine.scoring import (
     EngineStats,
     InfillRequest,
     MaskedRequest,

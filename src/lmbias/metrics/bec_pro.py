@@ -27,7 +27,7 @@ import numpy as np
 import pyarrow as pa
 from scipy import stats as sps
 
-from ..errors import ConfigError, DataError
+from lmbias.errors import ConfigError, DataError
 
 TESTS = ("wilcoxon", "t")
 GROUPS = ("male", "female", "balanced")

@@ -26,7 +26,7 @@ import numpy as np
 import pyarrow as pa
 from scipy import stats as sps
 
-from ..errors import ConfigError
+from lmbias.errors import ConfigError
 
 VARIANTS = ("nangia", "bias_bench")
 

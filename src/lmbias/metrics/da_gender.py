@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
-from ..errors import ConfigError, DataError
+from lmbias.errors import ConfigError, DataError
 
 ASSOCIATIONS = ("ratio", "tm")
 Z95 = 1.959963984540054

@@ -6,7 +6,7 @@ the female targets and A1/A2 the male-/female-dominated professions,
     s(t) = mean_{a in A1} asso(t, a) - mean_{b in A2} asso(t, b)     (means over professions and templates)
     effect size = (mean_{T1} s - mean_{T2} s) / std_{T1 u T2} s
 
-and p is the one-sided permutation test over partitions of the targets (`lmbias.weat`). A positive effect
+and p is the one-sided permutation test over partitions of the targets (`lmbias.metrics.weat`). A positive effect
 size means male targets are more associated with male-dominated professions (the paper's Table 7 sign).
 The unit of the test is the target phrase ("my mom"), as in the authors' code, which groups by person.
 
@@ -26,8 +26,8 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
-from ..errors import ConfigError, DataError
-from ..weat import ALTERNATIVES, EXACT_MAX, N_SAMPLES, effect_size, permutation_test
+from lmbias.errors import ConfigError, DataError
+from lmbias.metrics.weat import ALTERNATIVES, EXACT_MAX, N_SAMPLES, effect_size, permutation_test
 
 SUBSETS = ("all", "dev", "test")
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
-from ..errors import ConfigError
+from lmbias.errors import ConfigError
 
 
 @dataclass(frozen=True)

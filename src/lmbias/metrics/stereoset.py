@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
-from ..errors import ConfigError, DataError
+from lmbias.errors import ConfigError, DataError
 
 MASKED_SCORES = ("mean_prob", "sum_logprob")
 CLM_SCORES = ("sum_logprob", "token_mean")

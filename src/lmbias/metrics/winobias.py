@@ -49,7 +49,7 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
-from ..errors import ConfigError, DataError
+from lmbias.errors import ConfigError, DataError
 
 PROBABILITY_MODES = ("pair", "vocab")
 OTHER_PRONOUNS = ("drop", "keep")
@@ -299,7 +299,7 @@ def read_competency_labels(path: str | os.PathLike, known_ids) -> dict[str, str]
 
     An empty or unknown item id, a repeated id or an unknown label is a DataError naming file and line.
     """
-    from ..parsers._common import read_delimited
+    from lmbias.parsers._common import read_delimited
 
     known = set(known_ids)
     labels: dict[str, str] = {}

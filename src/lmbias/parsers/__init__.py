@@ -18,15 +18,15 @@ from typing import Mapping
 
 import pyarrow as pa
 
-from ..errors import ConfigError
-from . import bec_pro, cds, crows_pairs, da_gender, gap, logprob, occupations, seat, seat_templates, stereoset, winobias
-from .bec_pro import parse_bec_pro
-from .cds import parse_cds
-from .crows_pairs import parse_crows_pairs
-from .gap import parse_gap
-from .seat import parse_seat
-from .stereoset import parse_stereoset
-from .winobias import parse_winobias
+from lmbias.errors import ConfigError
+from lmbias.parsers import bec_pro, cds, crows_pairs, da_gender, gap, logprob, occupations, seat, seat_templates, stereoset, winobias
+from lmbias.parsers.bec_pro import parse_bec_pro
+from lmbias.parsers.cds import parse_cds
+from lmbias.parsers.crows_pairs import parse_crows_pairs
+from lmbias.parsers.gap import parse_gap
+from lmbias.parsers.seat import parse_seat
+from lmbias.parsers.stereoset import parse_stereoset
+from lmbias.parsers.winobias import parse_winobias
 
 PARSERS: dict[str, ModuleType] = {
     "winobias": winobias,

@@ -15,7 +15,7 @@ from typing import Iterator
 
 import pyarrow as pa
 
-from ..errors import DataError
+from lmbias.errors import DataError
 
 MASK = "[MASK]"  # the generated datasets' mask; scorers swap in each tokenizer's own
 

@@ -9,8 +9,8 @@ from typing import Mapping, Sequence
 
 import pyarrow as pa
 
-from ..errors import ConfigError, DataError
-from ._common import read_json, table
+from lmbias.errors import ConfigError, DataError
+from lmbias.parsers._common import read_json, table
 
 FILES = {"words": "cda_default_pairs.json", "names": "names_pairs_1000_scaled.json"}
 

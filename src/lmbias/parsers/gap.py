@@ -11,8 +11,8 @@ from typing import Mapping, Sequence
 
 import pyarrow as pa
 
-from ..errors import ConfigError, DataError
-from ._common import check_choice, parse_int, read_delimited, table
+from lmbias.errors import ConfigError, DataError
+from lmbias.parsers._common import check_choice, parse_int, read_delimited, table
 
 SPLITS = ("development", "validation", "test")
 HEADER = ["ID", "Text", "Pronoun", "Pronoun-offset", "A", "A-offset", "A-coref", "B", "B-offset", "B-coref", "URL"]

@@ -22,8 +22,8 @@ from typing import Mapping, Sequence
 
 import pyarrow as pa
 
-from ..errors import ConfigError, DataError
-from ._common import line_of, load_yaml_mapping, table
+from lmbias.errors import ConfigError, DataError
+from lmbias.parsers._common import line_of, load_yaml_mapping, table
 
 GENERATED = True
 RESOURCE_FILES = ["resources/templates/lu2018_occupations.yaml"]

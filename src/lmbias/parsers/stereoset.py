@@ -16,8 +16,8 @@ from typing import Mapping, Sequence
 
 import pyarrow as pa
 
-from ..errors import ConfigError, DataError
-from ._common import read_json, table
+from lmbias.errors import ConfigError, DataError
+from lmbias.parsers._common import read_json, table
 
 FILE = "dev.json"
 TASKS = ("intrasentence", "intersentence")

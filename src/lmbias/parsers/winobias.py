@@ -27,8 +27,8 @@ from typing import Mapping, Sequence
 
 import pyarrow as pa
 
-from ..errors import ConfigError, DataError
-from ._common import SPAN, iter_lines, table
+from lmbias.errors import ConfigError, DataError
+from lmbias.parsers._common import SPAN, iter_lines, table
 
 SCHEMA = pa.schema(
     [

@@ -28,8 +28,8 @@ from typing import Iterable, Sequence
 
 import pyarrow as pa
 
-from .errors import ConfigError, DataError
-from .nlp import load_spacy
+from lmbias.errors import ConfigError, DataError
+from lmbias.corpora.nlp import load_spacy
 
 log = logging.getLogger(__name__)
 

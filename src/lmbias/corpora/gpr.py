@@ -1,5 +1,5 @@
 """The gendered-pronoun-resolution (GPR) fine-tuning task of Manela et al. (2021, section 3.3,
-after Zhao et al. 2019), built from anonymised CoNLL-2012 sentences (lmbias.anonymise).
+after Zhao et al. 2019), built from anonymised CoNLL-2012 sentences (lmbias.corpora.anonymise).
 
 One example per gendered pronoun occurrence (he, him, his, himself, she, her, hers, herself, any
 case): the sentence with that pronoun replaced by PRONOUN_PLACEHOLDER (the training stage swaps in
@@ -7,7 +7,7 @@ its tokenizer's mask token) and the pronoun kept as the label. Other pronouns of
 
 - `-U` (unaugmented): the original examples.
 - `-A` (augmented): -U plus, for every example, the gender-swapped copy of its sentence (every
-  gendered word swapped by lmbias.counterfactual, the gold POS tags deciding her -> him/his and the
+  gendered word swapped by lmbias.corpora.counterfactual, the gold POS tags deciding her -> him/his and the
   gold NER column protecting names of places and organisations where the corpus has them; spaCy's
   tags and entities otherwise), masked at the same token; its label is the swapped pronoun.
 
@@ -23,9 +23,9 @@ from typing import Sequence
 
 import pyarrow as pa
 
-from .anonymise import AnonymisedSentence
-from .conll import detokenize
-from .errors import ConfigError
+from lmbias.corpora.anonymise import AnonymisedSentence
+from lmbias.corpora.conll import detokenize
+from lmbias.errors import ConfigError
 
 log = logging.getLogger(__name__)
 
@@ -113,7 +113,7 @@ def gpr_examples(
     seed: int = 0,
     batch_size: int = 256,
 ) -> tuple[pa.Table, pa.Table, dict]:
-    """(U table, A table, counts). `swapper`: a lmbias.counterfactual.Swapper (its swap_tokens keeps
+    """(U table, A table, counts). `swapper`: a lmbias.corpora.counterfactual.Swapper (its swap_tokens keeps
     the token count); given gold tags it uses them, otherwise it tags with spaCy."""
     splits = assign_splits([s.document for s in sentences], validation_fraction, seed)
     original, swapped = [], []

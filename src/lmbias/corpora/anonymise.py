@@ -22,8 +22,8 @@ from typing import Sequence
 
 import pyarrow as pa
 
-from .conll import Document, Span, detokenize
-from .errors import ConfigError
+from lmbias.corpora.conll import Document, Span, detokenize
+from lmbias.errors import ConfigError
 
 log = logging.getLogger(__name__)
 

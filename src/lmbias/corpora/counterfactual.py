@@ -58,13 +58,13 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .errors import ConfigError, DataError
+from lmbias.errors import ConfigError, DataError
 
 log = logging.getLogger(__name__)
 
 INTERVENTIONS = ("grammatical", "naive")
 
-WORDLIST_DIR = Path(__file__).resolve().parents[2] / "resources" / "wordlists"
+WORDLIST_DIR = Path(__file__).resolve().parents[3] / "resources" / "wordlists"
 PRIMARY_WORDLIST = "lu2018_gender_pairs.tsv"
 WINOBIAS_FILES = ("generalized_swaps.txt", "extra_gendered_words.txt")
 
@@ -412,7 +412,7 @@ class _Pending:
 class Swapper:
     """Apply one intervention to texts, spaCy docs, or pre-tokenised (CoNLL) sentences.
 
-    nlp: a spaCy Language (lmbias.nlp.load_spacy()); loaded on demand when None (`spacy_model`; naive
+    nlp: a spaCy Language (lmbias.corpora.nlp.load_spacy()); loaded on demand when None (`spacy_model`; naive
     without names: a blank English tokenizer). The grammatical intervention uses the tagger, the parser on
     texts containing "her", and NER on texts holding a capitalised gendered word or name; naive needs only
     the tokenizer (plus NER for names=True). ``stats`` (SwapStats) counts what was swapped.
@@ -443,7 +443,7 @@ class Swapper:
     def nlp(self):
         if self._nlp is None:
             if self.grammatical or self.names:
-                from .nlp import load_spacy
+                from lmbias.corpora.nlp import load_spacy
                 self._nlp = load_spacy(self._spacy_model)
             else:
                 import spacy

@@ -19,8 +19,8 @@ from typing import Sequence
 
 import numpy as np
 
-from .errors import ConfigError, DataError
-from .scoring import (
+from lmbias.errors import ConfigError, DataError
+from lmbias.engine.scoring import (
     EngineStats,
     InfillIdsRequest,
     MaskedIdsRequest,

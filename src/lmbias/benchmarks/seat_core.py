@@ -1,20 +1,20 @@
 """SEAT core shared by the classic sent-bias tests and the generated SEAT-v1/v2 (one module per concept).
 
-Scoring embeds every distinct sentence once (`lmbias.embeddings`), for each configured pooling, and
+Scoring embeds every distinct sentence once (`lmbias.engine.embeddings`), for each configured pooling, and
 stores per *target* the association the effect size needs,
 
     s(w, A1, A2) = mean_{a in A1} cos(w, a) - mean_{b in A2} cos(w, b),
 
-so the metric job never touches a vector: effect size and permutation test (`lmbias.weat`) run on the
+so the metric job never touches a vector: effect size and permutation test (`lmbias.metrics.weat`) run on the
 cached s(w). Rows: metric ``effect_size`` with ``p_value`` and ``n`` (targets), subset = test name,
 variant = ``[version=v1|v2,]pooling=<pooling>,ddof=<0|1>`` (plus ``,alternative=two-sided`` when asked).
 
 Options (config.yaml, ``benchmarks.<name>``):
   scoring.poolings  {mlm: [...], clm: [...], seq2seq: [...]}; a family left out gets its default
-                    (mlm mean, clm last, seq2seq decoder_mean; see `lmbias.embeddings`)
+                    (mlm mean, clm last, seq2seq decoder_mean; see `lmbias.engine.embeddings`)
   scoring.pad_to    padding length of the ``*mean_padded`` poolings (128, as the DA-Gender code)
   metric.ddof       list of std ddofs, default [1] (sample std); 0 is the DA-Gender code's
-  metric.exact_max, n_samples, seed, alternative   the permutation test (`lmbias.weat.permutation_test`)
+  metric.exact_max, n_samples, seed, alternative   the permutation test (`lmbias.metrics.weat.permutation_test`)
 
 Kept out of `lmbias.benchmarks` (which only declares the BenchmarkDefs) so the two benchmark modules can
 share it without importing each other during registry discovery.
@@ -28,10 +28,10 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
-from .embeddings import DA_GENDER_PAD_TO, DEFAULT_POOLING, POOLINGS, check_poolings, pooling_label, sentence_embeddings
-from .errors import ConfigError, DataError
-from .scoring import EngineStats
-from .weat import ALTERNATIVES, EXACT_MAX, N_SAMPLES, cosine_matrix, effect_size, permutation_test
+from lmbias.engine.embeddings import DA_GENDER_PAD_TO, DEFAULT_POOLING, POOLINGS, check_poolings, pooling_label, sentence_embeddings
+from lmbias.errors import ConfigError, DataError
+from lmbias.engine.scoring import EngineStats
+from lmbias.metrics.weat import ALTERNATIVES, EXACT_MAX, N_SAMPLES, cosine_matrix, effect_size, permutation_test
 
 TARGET_ROLES = ("targ1", "targ2")
 ATTRIBUTE_ROLES = ("attr1", "attr2")

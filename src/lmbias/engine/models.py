@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lmbias.errors import ConfigError
-from lmbias.scoring import PRECISIONS
+from lmbias.engine.scoring import PRECISIONS
 
 log = logging.getLogger(__name__)
 

@@ -41,8 +41,8 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from .errors import ConfigError, DataError
-from .scoring import EngineStats, _autocast, _batches, _model_device, _pad
+from lmbias.errors import ConfigError, DataError
+from lmbias.engine.scoring import EngineStats, _autocast, _batches, _model_device, _pad
 
 log = logging.getLogger(__name__)
 

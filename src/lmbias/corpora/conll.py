@@ -29,8 +29,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Iterator, Sequence
 
-from .errors import ConfigError, DataError
-from .parsers._common import read_text
+from lmbias.errors import ConfigError, DataError
+from lmbias.parsers._common import read_text
 
 MIN_COLUMNS = 12  # 11 fixed columns + coreference (no predicate-argument column when no predicate)
 WORD, POS, SPEAKER, NER = 3, 4, 9, 10

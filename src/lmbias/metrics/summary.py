@@ -16,7 +16,7 @@ import numpy as np
 import pyarrow as pa
 from scipy import stats as sps
 
-from . import __version__
+from lmbias import __version__
 
 METRIC_COLUMNS = [
     ("benchmark", pa.string()),

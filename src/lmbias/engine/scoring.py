@@ -25,7 +25,7 @@ from typing import Callable, Sequence
 import numpy as np
 import torch
 
-from .errors import ConfigError, DataError
+from lmbias.errors import ConfigError, DataError
 
 log = logging.getLogger(__name__)
 

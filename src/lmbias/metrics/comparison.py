@@ -27,10 +27,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from . import registry
-from .errors import ConfigError, DataError
-from .io import write_table_atomic
-from .summary import METRIC_COLUMNS, with_context
+from lmbias import registry
+from lmbias.errors import ConfigError, DataError
+from lmbias.io import write_table_atomic
+from lmbias.metrics.summary import METRIC_COLUMNS, with_context
 
 log = logging.getLogger(__name__)
 

@@ -1,7 +1,7 @@
 """Counterfactual corpora: augmentation (CDA, Lu et al.) and substitution (CDS, Hall Maudslay et al.).
 
 Both take a sentence table (columns doc_id, sentence_id, text; any further columns are carried along) and
-a ``lmbias.counterfactual.Swapper``. Names are swapped consistently within a document (rows sharing a
+a ``lmbias.corpora.counterfactual.Swapper``. Names are swapped consistently within a document (rows sharing a
 doc_id). Nothing is dropped: a sentence with nothing to swap keeps its row, flagged ``changed=False``.
 
 - CDA: every original row followed by its counterfactual (2x rows). ``is_counterfactual`` marks the copy;
@@ -20,7 +20,7 @@ import random
 
 import pyarrow as pa
 
-from .errors import ConfigError, DataError
+from lmbias.errors import ConfigError, DataError
 
 log = logging.getLogger(__name__)
 

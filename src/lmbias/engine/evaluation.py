@@ -12,18 +12,18 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import torch
 
-from . import registry
-from .errors import ConfigError
-from .io import write_table_atomic
-from .scoring import EngineStats, scoring_precision
-from .summary import METRIC_SCHEMA, SUMMARY_SCHEMA, aggregate_over_seeds, dataset_sha256, provenance, with_context
-from .workflow import pick_device
+from lmbias import registry
+from lmbias.errors import ConfigError
+from lmbias.io import write_table_atomic
+from lmbias.engine.scoring import EngineStats, scoring_precision
+from lmbias.metrics.summary import METRIC_SCHEMA, SUMMARY_SCHEMA, aggregate_over_seeds, dataset_sha256, provenance, with_context
+from lmbias.workflow import pick_device
 
 log = logging.getLogger(__name__)
 
 
 def _load_for_method(model_name: str, model_entry: dict, method_entry: dict, device):
-    from .models import load_model, model_spec
+    from lmbias.engine.models import load_model, model_spec
 
     kind = method_entry["kind"]
     if kind != "pretrained":

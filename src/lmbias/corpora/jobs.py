@@ -1,6 +1,6 @@
 """Jobs behind rules/corpora.smk: model-independent corpora under results/corpora/, built once.
 
-    results/corpora/gap/sentences.parquet          GAP contexts split into sentences (lmbias.sentences)
+    results/corpora/gap/sentences.parquet          GAP contexts split into sentences (lmbias.corpora.sentences)
     results/corpora/gap/{intervention}.parquet     one counterfactual variant per `corpora.gap.interventions`
                                                    entry (CDA: originals + swapped copies; CDS: in-place)
     results/corpora/ontonotes/sentences.parquet    CoNLL-2012 sentences, person names -> [E1], [E2], ...
@@ -20,8 +20,8 @@ from typing import Mapping, Sequence
 
 import pyarrow as pa
 
-from .errors import ConfigError
-from .io import read_table, write_table_atomic
+from lmbias.errors import ConfigError
+from lmbias.io import read_table, write_table_atomic
 
 log = logging.getLogger(__name__)
 
@@ -34,7 +34,7 @@ RESERVED_INTERVENTIONS = ("sentences", "gpr-U", "gpr-A")
 
 def build_gap_sentences(contexts: str | os.PathLike, out: str | os.PathLike, options: Mapping, spacy_model: str) -> dict:
     """results/data/gap.parquet -> results/corpora/gap/sentences.parquet."""
-    from .sentences import SENTENCES_SCHEMA, gap_sentences, load_splitter
+    from lmbias.corpora.sentences import SENTENCES_SCHEMA, gap_sentences, load_splitter
 
     opts = {**GAP_DEFAULTS, **{k: v for k, v in options.items() if k in GAP_DEFAULTS}}
     nlp = load_splitter(spacy_model, opts["splitter"])
@@ -84,8 +84,8 @@ def lexicon_kwargs(files: Mapping[str, str]) -> dict:
 
 def check_intervention(entry: Mapping, key: str) -> dict:
     """One `corpora.<corpus>.interventions.<name>` entry with defaults filled in; ConfigError naming the key."""
-    from .augment import check_swap_rate
-    from .counterfactual import INTERVENTIONS
+    from lmbias.corpora.augment import check_swap_rate
+    from lmbias.corpora.counterfactual import INTERVENTIONS
 
     method = entry.get("method")
     if method not in METHODS:
@@ -128,8 +128,8 @@ def build_counterfactual(
     spacy_model: str,
     key: str = "corpora.gap.interventions",
 ) -> dict:
-    """sentences.parquet -> one CDA or CDS variant (lmbias.augment) with COUNTERFACTUAL_SCHEMA."""
-    from .augment import cda_corpus, cds_corpus
+    """sentences.parquet -> one CDA or CDS variant (lmbias.corpora.augment) with COUNTERFACTUAL_SCHEMA."""
+    from lmbias.corpora.augment import cda_corpus, cds_corpus
 
     opts = check_intervention(entry, key)
     table = read_table(sentences).select(["doc_id", "sentence_id", "split", "text"])
@@ -152,7 +152,7 @@ def build_counterfactual(
 
 def ontonotes_files(options: Mapping, key: str = "corpora.ontonotes") -> list[Path]:
     """The CoNLL-2012 files the GPR corpus reads; ConfigError naming the key when `path` is unset."""
-    from .conll import find_conll_files
+    from lmbias.corpora.conll import find_conll_files
 
     path = options.get("path")
     if not path:
@@ -168,13 +168,13 @@ def build_ontonotes_sentences(
     conll_files: Sequence[str | os.PathLike], out: str | os.PathLike, options: Mapping, spacy_model: str
 ) -> dict:
     """CoNLL-2012 files -> anonymised sentences (results/corpora/ontonotes/sentences.parquet)."""
-    from .anonymise import ANONYMISED_SCHEMA, anonymise_documents, resolve_ner_source, sentences_table
-    from .conll import read_conll_files
+    from lmbias.corpora.anonymise import ANONYMISED_SCHEMA, anonymise_documents, resolve_ner_source, sentences_table
+    from lmbias.corpora.conll import read_conll_files
 
     docs = read_conll_files(conll_files)
     nlp = None
     if resolve_ner_source(docs, options.get("ner", ONTONOTES_DEFAULTS["ner"])) == "spacy":
-        from .nlp import load_spacy
+        from lmbias.corpora.nlp import load_spacy
 
         nlp = load_spacy(spacy_model, exclude=["tagger", "parser", "attribute_ruler", "lemmatizer", "senter"])
     sentences, counts = anonymise_documents(docs, options.get("ner", ONTONOTES_DEFAULTS["ner"]), nlp=nlp)
@@ -190,9 +190,9 @@ def build_gpr(
     options: Mapping,
     spacy_model: str,
 ) -> dict:
-    """Anonymised sentences -> GPR -U and -A tables (lmbias.gpr)."""
-    from .anonymise import sentences_from_table
-    from .gpr import GPR_SCHEMA, gpr_examples
+    """Anonymised sentences -> GPR -U and -A tables (lmbias.corpora.gpr)."""
+    from lmbias.corpora.anonymise import sentences_from_table
+    from lmbias.corpora.gpr import GPR_SCHEMA, gpr_examples
 
     opts = {**GPR_DEFAULTS, **options}
     swapper = make_swapper(lexicon_files, opts["intervention"], names=False, spacy_model=spacy_model)
@@ -206,13 +206,13 @@ def build_gpr(
 
 
 def make_swapper(lexicon_files: Mapping[str, str], intervention: str, names: bool, spacy_model: str):
-    """A lmbias.counterfactual.Swapper over the word lists (rule inputs named as in lexicon_inputs)."""
-    from .counterfactual import Swapper, load_lexicon
+    """A lmbias.corpora.counterfactual.Swapper over the word lists (rule inputs named as in lexicon_inputs)."""
+    from lmbias.corpora.counterfactual import Swapper, load_lexicon
 
     lexicon = load_lexicon(**lexicon_kwargs(lexicon_files))
     nlp = None
     if intervention == "grammatical" or names:
-        from .nlp import load_spacy
+        from lmbias.corpora.nlp import load_spacy
 
         # the swapper runs the tagger (and NER where a capitalised gendered word or a name needs it)
         nlp = load_spacy(spacy_model, exclude=["parser", "lemmatizer", "senter"])

@@ -35,7 +35,7 @@ from typing import Mapping, Sequence
 
 import yaml
 
-from .errors import ConfigError, DataError
+from lmbias.errors import ConfigError, DataError
 
 MASK = "[MASK]"
 LANGUAGES = ("en", "de")
@@ -43,7 +43,7 @@ GROUPS = ("male", "female", "balanced")
 GENDERS = ("male", "female")
 PATTERN_FILES = {"en": "sent_patterns_english.txt", "de": "sent_patterns_german.txt"}
 PROFESSION_FILES = {"en": "professions_english.json", "de": "professions_german.json"}
-_REPO = Path(__file__).resolve().parents[2]
+_REPO = Path(__file__).resolve().parents[3]
 PERSON_WORDS_FILE = _REPO / "resources" / "templates" / "bec_pro_person_words.yaml"
 COLUMNS = ["Sentence", "Sent_TM", "Sent_AM", "Sent_TAM", "Template", "Person", "Gender", "Profession", "Prof_Gender"]
 HEADERS = {"en": COLUMNS, "de": COLUMNS + ["Profession_EN"]}
@@ -233,8 +233,8 @@ def person_slot(sentence: str, language: str, person_words: Mapping[str, Sequenc
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m lmbias.bec_pro_generator --data-dir DIR --language en --out FILE [--whole-words]``."""
-    parser = argparse.ArgumentParser(prog="python -m lmbias.bec_pro_generator", description=__doc__.splitlines()[0])
+    """``python -m lmbias.parsers.bec_pro_generator --data-dir DIR --language en --out FILE [--whole-words]``."""
+    parser = argparse.ArgumentParser(prog="python -m lmbias.parsers.bec_pro_generator", description=__doc__.splitlines()[0])
     parser.add_argument("--data-dir", required=True, help="folder with sent_patterns_*.txt and professions_*.json")
     parser.add_argument("--language", choices=LANGUAGES, required=True)
     parser.add_argument("--out", required=True)

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .errors import DataError
+from lmbias.errors import DataError
 
 EXACT_MAX = 100_000
 N_SAMPLES = 100_000

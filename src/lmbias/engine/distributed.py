@@ -33,13 +33,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import torch
 
-from . import registry
-from .io import write_table_atomic
-from .scoring import EngineStats, scoring_precision
+from lmbias import registry
+from lmbias.io import write_table_atomic
+from lmbias.engine.scoring import EngineStats, scoring_precision
 
 log = logging.getLogger(__name__)
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[3]
 ACCELERATE_CONFIGS = REPO_ROOT / "resources" / "accelerate"
 
 #: Datasets whose scorer maps each item to one score row, in item order, from that item alone.
@@ -91,7 +91,7 @@ def score_distributed_job(items_path, output_path, model_name, model_entry, meth
     from accelerate import PartialState
     from accelerate.utils import gather_object, parse_flag_from_env
 
-    from .evaluation import _load_for_method, score_benchmark_job
+    from lmbias.engine.evaluation import _load_for_method, score_benchmark_job
 
     # PartialState (unlike AcceleratorState) ignores ACCELERATE_USE_CPU: pass it on, and use CPU/gloo on a
     # host without CUDA, so `accelerate launch` of the cpu.yaml config really runs N gloo processes.

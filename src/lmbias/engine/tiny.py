@@ -35,7 +35,7 @@ ARCHITECTURES = ("bert", "roberta", "gpt2", "bart")
 FAMILY_OF = {"bert": "mlm", "roberta": "mlm", "gpt2": "clm", "bart": "seq2seq"}
 
 #: Default word list: resources/vocab/tiny_words.txt of this repository (the package is installed editable).
-DEFAULT_WORDS = Path(__file__).resolve().parents[2] / "resources" / "vocab" / "tiny_words.txt"
+DEFAULT_WORDS = Path(__file__).resolve().parents[3] / "resources" / "vocab" / "tiny_words.txt"
 
 #: Size of every tiny model: enough to run, small enough for a 2-core CI machine.
 TINY_SIZE = {
@@ -205,8 +205,8 @@ def write_word_list(words: list[str], path: str | os.PathLike, header: list[str]
 
 WORD_LIST_HEADER = (
     "lmbias tiny-model vocabulary: one word form per line, sorted by code point; lines starting with # are ignored.",
-    "Project-authored. Made by `python -m lmbias.tiny derive-words --data-dir ../shared/data --out <this file>`",
-    "(lmbias.tiny.derive_word_list): lmbias.tiny.CORE_WORDS (pronouns, gendered word pairs, names, professions;",
+    "Project-authored. Made by `python -m lmbias.engine.tiny derive-words --data-dir ../shared/data --out <this file>`",
+    "(lmbias.engine.tiny.derive_word_list): lmbias.engine.tiny.CORE_WORDS (pronouns, gendered word pairs, names, professions;",
     "lower-case and Capitalised) plus every word (regex [^\\W\\d_]+, frequency >= 1) of the WinoBias dev sentences",
     "and occupation/swap lists, BEC-Pro EN/DE sentences and professions, SEAT examples and CrowS-Pairs gender rows,",
     "then the most frequent GAP words, up to 6000 forms; each word as seen and lower-cased. No data file is copied.",
@@ -284,7 +284,7 @@ def build_bpe_tokenizer(words: list[str], architecture: str):
     if architecture == "gpt2":
         tokens = trained + [GPT2_EOS]
         vocab = {tok: i for i, tok in enumerate(tokens)}
-        # Like the hub's gpt2: no pad token is saved; lmbias.models.load_model sets pad = eos.
+        # Like the hub's gpt2: no pad token is saved; lmbias.engine.models.load_model sets pad = eos.
         return GPT2Tokenizer(
             vocab=vocab, merges=merges, unk_token=GPT2_EOS, bos_token=GPT2_EOS, eos_token=GPT2_EOS,
             add_prefix_space=False, model_max_length=max_len,
@@ -596,10 +596,10 @@ def build_from_config(name: str, entry: dict, out_dir: str | os.PathLike, words:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m lmbias.tiny derive-words --data-dir DIR --out FILE`` | ``build ARCH OUT [--seed N]``."""
+    """``python -m lmbias.engine.tiny derive-words --data-dir DIR --out FILE`` | ``build ARCH OUT [--seed N]``."""
     import argparse
 
-    parser = argparse.ArgumentParser(prog="python -m lmbias.tiny", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m lmbias.engine.tiny", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
     derive = sub.add_parser("derive-words", help="derive the tiny word list from the benchmark data")
     derive.add_argument("--data-dir", required=True)

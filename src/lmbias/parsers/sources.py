@@ -22,8 +22,8 @@ import urllib.request
 from pathlib import Path
 from typing import BinaryIO, Callable, Mapping
 
-from . import __version__
-from .errors import ConfigError, DataError
+from lmbias import __version__
+from lmbias.errors import ConfigError, DataError
 
 log = logging.getLogger(__name__)
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import importlib
 import logging
 
-from .errors import ConfigError
+from lmbias.errors import ConfigError
 
 log = logging.getLogger(__name__)
 
