@@ -215,7 +215,7 @@ def test_seat_benchmarks_apply_to_every_family():
     for family in ("mlm", "clm", "seq2seq"):
         assert {"seat", "seat_v1", "seat_v2"} <= set(registry.benchmarks_for(family, CONFIG["benchmarks"]))
     sources = registry.source_files("seat_templates")
-    assert any(s.endswith("lmbias/embeddings.py") for s in sources) and any(s.endswith("lmbias/weat.py") for s in sources)
+    assert any(s.endswith("lmbias/engine/embeddings.py") for s in sources) and any(s.endswith("lmbias/metrics/weat.py") for s in sources)
 
 
 # ------------------------------------------------------------------- real signal: all-MiniLM-L6-v2
