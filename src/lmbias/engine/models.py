@@ -1,8 +1,9 @@
-"""Model specs from config.yaml and loading them (hub id or local folder) for one of three families.
+"""Model specs from config.yaml and loading them (hub id or local folder) for one of four families.
 
 Why a family: every metric reads a model the same way within a family -- `mlm` fills a [MASK],
-`clm` scores a sentence left to right, `seq2seq` (BART) fills a <mask> by generating the sentence --
-so the config says which one, and loading fails early, naming the model, when the checkpoint does
+`clm` scores a sentence left to right, `seq2seq` (BART) fills a <mask> by generating the sentence,
+`encoder` is a headless encoder (a sentence-transformers BERT such as all-MiniLM-L6-v2: no LM head,
+so only the embedding benchmarks apply) -- so the config says which one, and loading fails early, naming the model, when the checkpoint does
 not fit the family (a GPT-2 folder configured as mlm would otherwise come back with a random head).
 
 Loading never runs hub code (`trust_remote_code=False`), reads local folders as safetensors only and
@@ -22,7 +23,7 @@ from lmbias.engine.scoring import PRECISIONS
 
 log = logging.getLogger(__name__)
 
-FAMILIES = ("mlm", "clm", "seq2seq")
+FAMILIES = ("mlm", "clm", "seq2seq", "encoder")
 
 _KNOWN_KEYS = ("path", "hub_id", "family", "revision", "tiny", "precision")
 
@@ -101,9 +102,10 @@ def model_spec(name: str, entry: Mapping, root: str | os.PathLike | None = None)
 
 
 def _auto_class(family: str):
-    from transformers import AutoModelForCausalLM, AutoModelForMaskedLM, AutoModelForSeq2SeqLM
+    from transformers import AutoModel, AutoModelForCausalLM, AutoModelForMaskedLM, AutoModelForSeq2SeqLM
 
-    return {"mlm": AutoModelForMaskedLM, "clm": AutoModelForCausalLM, "seq2seq": AutoModelForSeq2SeqLM}[family]
+    return {"mlm": AutoModelForMaskedLM, "clm": AutoModelForCausalLM, "seq2seq": AutoModelForSeq2SeqLM,
+            "encoder": AutoModel}[family]
 
 
 def _source_kwargs(spec: ModelSpec) -> dict:
@@ -132,7 +134,7 @@ def _check_family(spec: ModelSpec, config) -> None:
     enc_dec = bool(getattr(config, "is_encoder_decoder", False))
     if spec.family == "seq2seq" and not enc_dec:
         raise ConfigError(f"{where}: {spec.source} is a {model_type} model, not an encoder-decoder; family seq2seq does not fit")
-    if spec.family in ("mlm", "clm") and enc_dec:
+    if spec.family in ("mlm", "clm", "encoder") and enc_dec:
         raise ConfigError(
             f"{where}: {spec.source} is an encoder-decoder ({model_type}) model; use family seq2seq, not {spec.family}"
         )
