@@ -1,0 +1,1 @@
+"""Mitigation stage: fine-tuning debiased models (the trainer) and fitting SentenceDebias."""
