@@ -34,13 +34,23 @@ def test_headless_folder_loads_as_encoder_and_is_refused_as_mlm(minilm_path):
         load_model(model_spec("minilm", _entry(minilm_path, "mlm")))
 
 
-def test_encoder_family_refuses_an_encoder_decoder(tmp_path):
+def test_encoder_family_takes_an_mlm_folder_and_refuses_decoders(tmp_path):
+    """An MLM checkpoint (no pooler weights: the embedding poolings never read the pooler) loads as a headless
+    encoder with the same hidden states; a causal LM or an encoder-decoder is refused, naming the key."""
     from lmbias.engine.tiny import build_tiny_model
 
-    folder = tmp_path / "bart"
-    build_tiny_model("bart", folder, seed=0)
+    bert = build_tiny_model("bert", tmp_path / "bert", seed=0)
+    encoder, tok = load_model(model_spec("e", _entry(str(bert))))
+    mlm, _ = load_model(model_spec("m", _entry(str(bert), "mlm")))
+    texts = ["he is a nurse .", "she is here ."]
+    assert embeddings.sentence_embeddings(encoder, tok, texts, ["mean"], "encoder")["mean"] == pytest.approx(
+        embeddings.sentence_embeddings(mlm, tok, texts, ["mean"], "mlm")["mean"], abs=1e-6)
+    build_tiny_model("bart", tmp_path / "bart", seed=0)
     with pytest.raises(ConfigError, match=r"models.b.family: .*encoder-decoder.*use family seq2seq"):
-        load_model(model_spec("b", _entry(str(folder))))
+        load_model(model_spec("b", _entry(str(tmp_path / "bart"))))
+    build_tiny_model("gpt2", tmp_path / "gpt2", seed=0)
+    with pytest.raises(ConfigError, match=r"models.g.family: .*causal LM.*family encoder .*use clm"):
+        load_model(model_spec("g", _entry(str(tmp_path / "gpt2"))))
 
 
 def test_encoder_embeddings_equal_the_naive_loop_and_the_mlm_encoder(minilm_path):

@@ -288,8 +288,8 @@ def test_cli_fit_sd(planted, gap_sentences, tmp_path, repo_root):
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
     assert proc.returncode == 0, proc.stderr
     assert json.loads((out / sd.INFO_FILE).read_text())["pooling"] == "last"
-    bad = subprocess.run(cmd[:-1] + [json.dumps({"k": 0})], capture_output=True, text=True, env=env)
-    assert bad.returncode == 2 and "sd.k: 0 is not an integer >= 1" in bad.stderr
+    bad = subprocess.run(cmd[:-1] + [json.dumps({"k": 0}), "--settings-key", "methods.sd"], capture_output=True, text=True, env=env)
+    assert bad.returncode == 2 and "methods.sd.k: 0 is not an integer >= 1" in bad.stderr
 
 
 def test_scoring_engine_sees_the_debiased_model(fitted, planted):

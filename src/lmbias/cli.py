@@ -161,7 +161,7 @@ def run_fit_sd(args) -> int:
     from lmbias.engine.models import model_spec
     from lmbias.training.sentence_debias import fit_job
 
-    fit_job(model_spec(args.model_name, args.model_entry), args.sentences, args.out, args.settings)
+    fit_job(model_spec(args.model_name, args.model_entry), args.sentences, args.out, args.settings, key=args.settings_key)
     return 0
 
 
@@ -173,6 +173,8 @@ def register_fit_sd(subparsers) -> None:
     p.add_argument("--sentences", required=True, metavar="PATH", help="sentences parquet (column text)")
     p.add_argument("--out", required=True, metavar="DIR", help="folder to write (replaced atomically)")
     p.add_argument("--settings", type=_json_arg, default={}, metavar="JSON", help="SentenceDebias settings")
+    p.add_argument("--settings-key", default="sd", metavar="KEY",
+                   help="config key the settings came from, named in errors (e.g. methods.sd)")
     p.set_defaults(func=run_fit_sd, _parser=p)
 
 

@@ -144,10 +144,21 @@ def _check_family(spec: ModelSpec, config) -> None:
             f"{where}: {spec.source} is a {model_type} checkpoint for {', '.join(archs)}, not a causal LM; "
             "family clm does not fit"
         )
+    if spec.family == "encoder" and archs and all(a.endswith(_CAUSAL_SUFFIXES) for a in archs):
+        raise ConfigError(
+            f"{where}: {spec.source} is a {model_type} causal LM ({', '.join(archs)}); family encoder is for "
+            "bidirectional encoders (use clm)"
+        )
     if spec.family == "mlm" and archs and all(a.endswith(_CAUSAL_SUFFIXES) for a in archs):
         raise ConfigError(
             f"{where}: {spec.source} is a {model_type} causal LM ({', '.join(archs)}); family mlm does not fit (use clm)"
         )
+
+
+def _unused_by_family(family: str, parameter: str) -> bool:
+    """Weights no computation of the family reads: a headless encoder's pooler (BERT's [CLS] dense layer,
+    absent from MLM checkpoints) is never used by the embedding poolings."""
+    return family == "encoder" and parameter.startswith("pooler.")
 
 
 def _dtype(torch_dtype):
@@ -219,7 +230,7 @@ def load_model(spec: ModelSpec, device: str = "cpu", torch_dtype=None, strict: b
     except OSError as exc:
         raise ConfigError(f"models.{spec.name}: cannot load the weights of {spec.source}: {exc}") from exc
 
-    missing = sorted(info.get("missing_keys") or [])
+    missing = sorted(k for k in info.get("missing_keys") or [] if not _unused_by_family(spec.family, k))
     if missing:
         message = (
             f"models.{spec.name}: {spec.source} has no weights for {len(missing)} parameter(s) of the "

@@ -349,14 +349,16 @@ def _read_texts(path, settings: SDSettings) -> list[str]:
     return texts
 
 
-def fit_job(model_spec, sentences_path, out_dir, settings: dict, log: logging.Logger | None = None) -> None:
+def fit_job(model_spec, sentences_path, out_dir, settings: dict, log: logging.Logger | None = None,
+            key: str = "sd") -> None:
     """Fit SentenceDebias for `model_spec` (a lmbias.engine.models.ModelSpec) on the GAP sentences parquet and
-    write `out_dir` (sentence_debias.safetensors + sentence_debias.json) atomically."""
+    write `out_dir` (sentence_debias.safetensors + sentence_debias.json) atomically. `key` prefixes the
+    config key in errors about `settings` (e.g. ``methods.sd``)."""
     from lmbias.engine.models import load_model
     from lmbias.workflow import pick_device
 
     logger = log or globals()["log"]
-    resolved = SDSettings.from_dict(settings, "sd")
+    resolved = SDSettings.from_dict(settings, key)
     started = time.perf_counter()
     texts = _read_texts(sentences_path, resolved)
     model, tokenizer = load_model(model_spec, device=pick_device())
