@@ -36,6 +36,7 @@ class Corpus:
     val_texts: list[str] = field(default_factory=list)
     val_labels: list[str] = field(default_factory=list)
     sha256: str = ""
+    path: str = ""
 
 
 def file_sha256(path) -> str:
@@ -100,6 +101,7 @@ def load_corpus(path, settings) -> Corpus:
         if settings.limit_examples:
             texts = texts[: settings.limit_examples]
         corpus = Corpus(texts, sha256=digest)
+    corpus.path = str(path)
     bad = [i for i, t in enumerate(corpus.texts) if not isinstance(t, str) or not t.strip()]
     if bad:
         raise DataError(f"row {bad[0]}: empty or null {col!r}", path)
@@ -122,13 +124,20 @@ def encode_gpr(tokenizer, texts: list[str], labels: list[str], max_length: int, 
     mask = tokenizer.mask_token
     masked = encode(tokenizer, [t.replace(PRONOUN_PLACEHOLDER, mask) for t in texts], max_length)
     filled = encode(tokenizer, [t.replace(PRONOUN_PLACEHOLDER, lab) for t, lab in zip(texts, labels)], max_length)
+    kept, cut = [], 0
     for k, (m, f) in enumerate(zip(masked, filled)):
         pos = [i for i, t in enumerate(m.ids) if t == tokenizer.mask_token_id]
+        if not pos and len(m.ids) >= max_length:
+            cut += 1  # the pronoun lies beyond max_length: no target left
+            continue
         if len(pos) != 1 or len(m.ids) != len(f.ids):
-            raise DataError(f"gpr example {k} ({labels[k]!r}): the pronoun is not one token at the mask position "
-                            f"(or the sentence was cut at max_length)", where)
+            raise DataError(f"gpr example {k} ({labels[k]!r}): the pronoun is not one token of this tokenizer at "
+                            "the mask position", where)
         m.target_pos, m.target = pos[0], f.ids[pos[0]]
-    return masked
+        kept.append(m)
+    if cut:
+        log.warning("%s: %d gpr example(s) dropped: the pronoun lies beyond max_length=%d", where, cut, max_length)
+    return kept
 
 
 def global_batches(lengths: list[int], global_batch: int, seed: int, epoch: int, group_by_length: bool,

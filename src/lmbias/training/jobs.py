@@ -16,6 +16,7 @@ import tempfile
 from pathlib import Path
 
 import pyarrow as pa
+import torch
 
 from lmbias.errors import ConfigError
 from lmbias.io import write_table_atomic
@@ -51,6 +52,17 @@ def _versions() -> dict:
             "accelerate": accelerate.__version__, "lmbias": lmbias.__version__}
 
 
+def weights_sha256(model) -> str:
+    """sha256 over every parameter and buffer (name, bytes): equal on every rank of a data-parallel run."""
+    import hashlib
+
+    h = hashlib.sha256()
+    for name, t in sorted(model.state_dict().items()):
+        h.update(name.encode())
+        h.update(t.detach().cpu().contiguous().view(-1).view(torch.uint8).numpy().tobytes())
+    return h.hexdigest()
+
+
 def train_job(model_entry: dict, model_name: str, corpus: str, out_dir: str, seed: int, settings: dict,
               checkpoint_dir: str | None = None, log=None) -> None:
     from lmbias.engine.models import load_model, model_spec
@@ -77,6 +89,9 @@ def train_job(model_entry: dict, model_name: str, corpus: str, out_dir: str, see
                                 model=spec.source, revision=spec.revision)
     trainer = Trainer(model, tokenizer, spec.family, data, s, seed, ckpt, fingerprint, accelerator, probe)
     result = trainer.run()
+    from accelerate.utils import gather_object
+
+    rank_sums = gather_object([weights_sha256(accelerator.unwrap_model(trainer.model))])
     if accelerator.is_main_process:
         final = accelerator.unwrap_model(trainer.model)
         out.parent.mkdir(parents=True, exist_ok=True)
@@ -90,7 +105,8 @@ def train_job(model_entry: dict, model_name: str, corpus: str, out_dir: str, see
                     "family": spec.family, "corpus": str(corpus), "corpus_sha256": data.sha256, "seed": seed,
                     "world_size": accelerator.num_processes, "settings": s.to_dict(), "steps": result.steps,
                     "selected_epoch": result.selected_epoch, "resumed_from_step": result.resumed_from,
-                    "examples": len(data.texts), "versions": _versions()}
+                    "examples": len(data.texts), "versions": _versions(),
+                    "rank_weights_sha256": rank_sums}
             (tmp / "training.json").write_text(json.dumps(info, indent=2, sort_keys=True) + "\n")
             for p in tmp.iterdir():
                 p.chmod(0o644)

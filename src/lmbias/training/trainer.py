@@ -91,8 +91,9 @@ class Trainer:
             model = set_dropout(model, s.dropout)
         self.decoder_start = getattr(model.config, "decoder_start_token_id", None)
         if s.objective == "gpr":
-            self.examples = encode_gpr(tokenizer, corpus.texts, corpus.labels, s.max_length, "training corpus")
-            self.val = encode_gpr(tokenizer, corpus.val_texts, corpus.val_labels, s.max_length, "validation rows") \
+            self.examples = encode_gpr(tokenizer, corpus.texts, corpus.labels, s.max_length, corpus.path)
+            self.val = encode_gpr(tokenizer, corpus.val_texts, corpus.val_labels, s.max_length,
+                                  f"{corpus.path} (validation rows)") \
                 if corpus.val_texts else []
         else:
             words = s.objective == "mlm" and s.whole_word_masking
