@@ -214,11 +214,31 @@ def test_er_term_zero_for_identical_sentences_and_gradient_through_both(tiny, ar
     zero = er_terms(model, enc(s), enc(s), FAMILY_OF[arch])
     assert abs(float(zero.detach())) < 1e-6
     term = er_terms(model, enc(s), enc(c), FAMILY_OF[arch]).sum()
-    assert float(term) > 1e-6
+    assert float(term.detach()) > 1e-6
     term.backward()
     grad = model.get_input_embeddings().weight.grad
     he, she = (tok(w if arch == "bert" else " " + w, add_special_tokens=False)["input_ids"][0] for w in ("he", "she"))
     assert grad[he].abs().sum() > 0 and grad[she].abs().sum() > 0  # both sentences get gradients
+
+
+@pytest.mark.parametrize("arch", ["bert", "roberta"])
+def test_lm_head_at_target_positions_only_equals_the_full_model_loss(tiny, arch):
+    from lmbias.training.objectives import lm_loss_sum
+    from lmbias.training.trainer import TrainModule
+
+    model, tok = load_model(model_spec(f"tiny-{arch}", entry(tiny, arch)))
+    ex = encode(tok, ["The nurse said he was late for the meeting .", "She is a doctor ."], 32)
+    batch = collate("mlm", ex, [0, 1], 0, 0, tok, TrainingSettings.from_dict({"objective": "mlm",
+                                                                               "mlm_probability": 0.5}))
+    wrapped = TrainModule(model, "mlm")
+    assert wrapped.head_name in ("cls", "lm_head")
+    inputs = {"input_ids": batch["input_ids"], "attention_mask": batch["attention_mask"]}
+    full, n = lm_loss_sum(wrapped(**inputs).logits, batch["labels"], "mlm")
+    logits, _ = wrapped(**inputs, targets=batch["labels"] != IGNORE)
+    labels = batch["labels"][batch["labels"] != IGNORE]
+    assert logits.shape[0] == n > 0
+    part = torch.nn.functional.cross_entropy(logits, labels, reduction="sum")
+    assert abs(float(part) - float(full)) < 1e-4 * max(1.0, abs(float(full)))
 
 
 # --------------------------------------------------------------------------------- training end to end

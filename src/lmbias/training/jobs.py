@@ -27,7 +27,7 @@ log = logging.getLogger(__name__)
 LOG_SCHEMA = pa.schema([
     ("step", pa.int64()), ("epoch", pa.int64()), ("loss", pa.float64()), ("learning_rate", pa.float64()),
     ("validation_metric", pa.float64()), ("tokens_per_second", pa.float64()), ("bias_metric", pa.float64()),
-    ("er_loss", pa.float64()),
+    ("er_loss", pa.float64()), ("tokens", pa.int64()),  # tokens: real (non-pad) tokens of the step, all processes
 ])
 
 
@@ -91,9 +91,9 @@ def train_job(model_entry: dict, model_name: str, corpus: str, out_dir: str, see
     result = trainer.run()
     from accelerate.utils import gather_object
 
-    rank_sums = gather_object([weights_sha256(accelerator.unwrap_model(trainer.model))])
+    rank_sums = gather_object([weights_sha256(trainer.hf_model)])
     if accelerator.is_main_process:
-        final = accelerator.unwrap_model(trainer.model)
+        final = trainer.hf_model
         out.parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
         try:

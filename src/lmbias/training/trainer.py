@@ -52,6 +52,28 @@ def set_dropout(model, p: float):
     return new
 
 
+_MLM_HEADS = ("cls", "lm_head", "predictions")  # BERT, RoBERTa, ALBERT
+
+
+class TrainModule(torch.nn.Module):
+    """The model as the loop calls it (and DDP wraps it). For mlm/gpr the LM head runs only at the target
+    positions (`targets`, a [batch, length] bool mask): the vocabulary projection of the other ~85 % of
+    tokens feeds no loss. Without a known head, or without `targets`, the whole model runs as usual."""
+
+    def __init__(self, model, objective: str):
+        super().__init__()
+        self.model = model
+        self.head_name = None
+        if objective in ("mlm", "gpr") and hasattr(model, getattr(model, "base_model_prefix", "")):
+            self.head_name = next((h for h in _MLM_HEADS if isinstance(getattr(model, h, None), torch.nn.Module)), None)
+
+    def forward(self, targets=None, **inputs):
+        if self.head_name is None or targets is None:
+            return self.model(**inputs)
+        out = getattr(self.model, self.model.base_model_prefix)(**inputs, return_dict=True)
+        return getattr(self.model, self.head_name)(out.last_hidden_state[targets]), out
+
+
 def mixed_precision(precision: str) -> str:
     if precision == "auto":
         return "bf16" if torch.cuda.is_available() else "no"
@@ -72,7 +94,9 @@ def _optimizer(model, s: TrainingSettings):
     for name, p in model.named_parameters():
         (rest if any(k in name for k in no_decay) else decay).append(p)
     groups = [{"params": decay, "weight_decay": s.weight_decay}, {"params": rest, "weight_decay": 0.0}]
-    return torch.optim.AdamW(groups, lr=s.learning_rate, betas=(s.adam_beta1, s.adam_beta2), eps=s.adam_epsilon)
+    # fused: one kernel over all tensors (on CPU ~5x faster than the per-tensor loop for bert-base)
+    return torch.optim.AdamW(groups, lr=s.learning_rate, betas=(s.adam_beta1, s.adam_beta2), eps=s.adam_epsilon,
+                             fused=True)
 
 
 def _cat_rows(batches: list[dict], key: str, value: int) -> torch.Tensor:
@@ -120,7 +144,8 @@ class Trainer:
         optimizer = _optimizer(model, s)
         self.scheduler = get_linear_schedule_with_warmup(optimizer, math.ceil(s.warmup_ratio * self.total_steps),
                                                          self.total_steps)
-        self.model, self.optimizer = accelerator.prepare(model, optimizer)
+        self.hf_model = model
+        self.model, self.optimizer = accelerator.prepare(TrainModule(model, s.objective), optimizer)
 
     # ------------------------------------------------------------------------------------------ one step
 
@@ -156,20 +181,28 @@ class Trainer:
                 stacked["decoder_input_ids"] = pad([r for d in dec for r in d], self.tok.pad_token_id)
             inputs = stacked
         inputs = {k: v.to(dev) for k, v in inputs.items()}
+        labels = batch["labels"]
+        selective = self.acc.unwrap_model(self.model).head_name is not None
+        if selective:
+            targets = torch.zeros(inputs["input_ids"].shape, dtype=torch.bool)
+            targets[:b, : labels.size(1)] = labels != IGNORE
+            inputs["targets"] = targets.to(dev)
         with self.acc.autocast():
             out = model(**inputs, output_hidden_states=er is not None)
-        logits = out.logits[:b]
-        labels = batch["labels"]
-        if logits.size(1) > labels.size(1):  # stacked with longer clean rows
-            logits = logits[:, : labels.size(1)]
-        lm_sum, _ = lm_loss_sum(logits, labels, self.s.objective)
+        if selective:
+            logits, out = out
+            flat = labels[labels != IGNORE].to(logits.device)
+            lm_sum = torch.nn.functional.cross_entropy(logits.float(), flat, reduction="sum")
+        else:
+            logits = out.logits[:b]
+            if logits.size(1) > labels.size(1):  # stacked with longer clean rows
+                logits = logits[:, : labels.size(1)]
+            lm_sum, _ = lm_loss_sum(logits, labels, self.s.objective)
         loss = lm_sum / max(n_tokens, 1) * self.world
         er_sum = 0.0
         if er is not None:
-            mask = inputs["attention_mask"]
-            if self.family == "seq2seq":  # decoder positions: the shifted sentence, same number of real tokens
-                pass
-            e = embeddings_from(out, mask, self.family).float()
+            # seq2seq: the decoder input is the shifted sentence, as many real positions as the encoder's mask
+            e = embeddings_from(out, inputs["attention_mask"], self.family).float()
             e_s, e_c = e[b:2 * b], e[2 * b:]
             terms = (1.0 - torch.nn.functional.cosine_similarity(e_s, e_c, dim=-1)) * has.to(dev)
             er_total = terms.sum()
@@ -213,7 +246,8 @@ class Trainer:
         self.optimizer.zero_grad(set_to_none=True)
         lm_total, er_total = self._reduce([lm_total, er_total])
         elapsed = time.perf_counter() - started
-        row = {"loss": lm_total / max(n_tokens, 1), "learning_rate": lr, "tokens_per_second": n_real / elapsed}
+        row = {"loss": lm_total / max(n_tokens, 1), "learning_rate": lr, "tokens": int(n_real),
+               "tokens_per_second": n_real / elapsed}
         if self.s.er_lambda is not None:
             row["er_loss"] = er_total / max(n_pairs, 1)
         return row
@@ -222,7 +256,7 @@ class Trainer:
 
     def validation_accuracy(self) -> float:
         """GPR: share of validation examples whose argmax at the mask is the pronoun's token."""
-        model = self.acc.unwrap_model(self.model)
+        model = self.hf_model
         model.eval()
         correct = 0
         with torch.no_grad():
@@ -304,7 +338,7 @@ class Trainer:
     def _probe(self) -> float | None:
         value = None
         if self.acc.is_main_process:
-            value = float(self.probe(self.acc.unwrap_model(self.model), self.tok))
+            value = float(self.probe(self.hf_model, self.tok))
         self.acc.wait_for_everyone()
         return value
 
