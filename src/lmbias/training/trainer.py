@@ -296,6 +296,7 @@ class Trainer:
                 mine.append(b[lo: lo + base + (1 if self.rank < extra else 0)])
             first = state["next_batch"] if epoch == state["epoch"] else 0
             accum = s.gradient_accumulation_steps
+            cut_short = False  # max_steps reached before the epoch's last batch
             for k in range(first, len(mine), accum):
                 row = self._step(mine[k:k + accum], epoch)
                 step += 1
@@ -313,8 +314,9 @@ class Trainer:
                     log.warning("%s=%d: exiting abruptly after step %d", EXIT_ENV, exit_after, step)
                     os._exit(75)
                 if done:
+                    cut_short = k + accum < len(mine)
                     break
-            if step >= self.total_steps and (k + accum < len(mine)):
+            if cut_short:
                 break  # stopped by max_steps inside the epoch: no end-of-epoch evaluation
             if self.val:
                 accuracy = self.validation_accuracy()
