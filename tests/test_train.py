@@ -237,8 +237,9 @@ def test_lm_head_at_target_positions_only_equals_the_full_model_loss(tiny, arch)
     logits, _ = wrapped(**inputs, targets=batch["labels"] != IGNORE)
     labels = batch["labels"][batch["labels"] != IGNORE]
     assert logits.shape[0] == n > 0
-    part = torch.nn.functional.cross_entropy(logits, labels, reduction="sum")
-    assert abs(float(part) - float(full)) < 1e-4 * max(1.0, abs(float(full)))
+    part = torch.nn.functional.cross_entropy(logits.detach(), labels, reduction="sum")
+    full = float(full.detach())
+    assert abs(float(part) - full) < 1e-4 * max(1.0, abs(full))
 
 
 # --------------------------------------------------------------------------------- training end to end
@@ -403,6 +404,19 @@ def test_two_gloo_processes_match_one_process(tiny, corpora, tmp_path, repo_root
     assert moved > 100 * TWO_PROCESS_ATOL  # training moved the weights far more than the tolerance
     l1, l2 = _log(one), _log(two)
     np.testing.assert_allclose([r["loss"] for r in l2], [r["loss"] for r in l1], rtol=1e-4)
+
+
+def test_gradient_accumulation_equals_the_larger_batch(tiny, corpora, tmp_path):
+    """batch 2 x 2 accumulation steps = batch 4 (same step batches, loss normalised over the whole step)."""
+    settings = _settings("mlm", max_steps=3, dropout=0.0)
+    a, b = tmp_path / "accum", tmp_path / "big"
+    train_job(entry(tiny, "bert"), "tiny-bert", str(corpora["cda"]), str(a), 0,
+              dict(settings, batch_size=2, gradient_accumulation_steps=2))
+    train_job(entry(tiny, "bert"), "tiny-bert", str(corpora["cda"]), str(b), 0, dict(settings, batch_size=4))
+    wa, wb = weights(a), weights(b)
+    for k in wa:
+        np.testing.assert_allclose(wa[k].numpy(), wb[k].numpy(), atol=TWO_PROCESS_ATOL, rtol=0, err_msg=k)
+    np.testing.assert_allclose([r["loss"] for r in _log(a)], [r["loss"] for r in _log(b)], rtol=1e-5)
 
 
 # ------------------------------------------------------------------------------------------- bad input

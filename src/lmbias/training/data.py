@@ -1,8 +1,8 @@
 """Corpus loading and tokenising, and the (seed, epoch)-seeded length-grouped batch order.
 
-Batches are built GLOBALLY (every process computes the same list of global batches of
-batch_size x world examples) and each process takes its contiguous slice, so a run on N processes
-sees the same global batches as one process with N times the batch size.
+Batches are built GLOBALLY: every process computes the same list of step batches (batch_size x world x
+gradient accumulation examples) and takes its contiguous slices of them (trainer.Trainer._epoch_steps), so a
+run on N processes, or with accumulation, sees the same step batches as one process with the whole batch.
 """
 
 from __future__ import annotations

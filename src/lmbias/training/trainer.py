@@ -132,10 +132,10 @@ class Trainer:
         self.lengths = [len(e.ids) for e in self.examples]
         self.world, self.rank = accelerator.num_processes, accelerator.process_index
         self.global_batch = s.batch_size * self.world
-        n_batches = len(global_batches(self.lengths, self.global_batch, seed, 0, s.group_by_length, self.world))
-        if n_batches == 0:
+        self.steps_per_epoch = len(global_batches(self.lengths, self.global_batch * s.gradient_accumulation_steps,
+                                                  seed, 0, s.group_by_length, self.world))
+        if self.steps_per_epoch == 0:
             raise ValueError(f"{len(self.examples)} examples give no batch on {self.world} processes")
-        self.steps_per_epoch = math.ceil(n_batches / s.gradient_accumulation_steps)
         self.total_steps = self.steps_per_epoch * s.epochs
         if s.max_steps is not None:
             self.total_steps = min(self.total_steps, s.max_steps)
@@ -288,17 +288,11 @@ class Trainer:
         for epoch in range(state["epoch"], s.epochs):
             if step >= self.total_steps:
                 break
-            batches = global_batches(self.lengths, self.global_batch, self.seed, epoch, s.group_by_length, self.world)
-            mine = []
-            for b in batches:  # this process's contiguous slice of each global batch
-                base, extra = divmod(len(b), self.world)
-                lo = self.rank * base + min(self.rank, extra)
-                mine.append(b[lo: lo + base + (1 if self.rank < extra else 0)])
+            steps = self._epoch_steps(epoch)
             first = state["next_batch"] if epoch == state["epoch"] else 0
-            accum = s.gradient_accumulation_steps
             cut_short = False  # max_steps reached before the epoch's last batch
-            for k in range(first, len(mine), accum):
-                row = self._step(mine[k:k + accum], epoch)
+            for k in range(first, len(steps)):
+                row = self._step(steps[k], epoch)
                 step += 1
                 row.update(step=step, epoch=epoch + 1, validation_metric=None)
                 if self.probe is not None and s.eval_bias_every_steps and step % s.eval_bias_every_steps == 0:
@@ -306,15 +300,15 @@ class Trainer:
                 state["log"].append(row)
                 done = step >= self.total_steps
                 if s.checkpoint_every_steps and step % s.checkpoint_every_steps == 0 and not done \
-                        and k + accum < len(mine):
-                    state.update(step=step, epoch=epoch, next_batch=k + accum)
+                        and k + 1 < len(steps):
+                    state.update(step=step, epoch=epoch, next_batch=k + 1)
                     checkpoints.save(self.checkpoint_dir, step, self.fingerprint, acc, self.model, self.optimizer,
                                      self.scheduler, state, best_state)
                 if exit_after and step == exit_after:
                     log.warning("%s=%d: exiting abruptly after step %d", EXIT_ENV, exit_after, step)
                     os._exit(75)
                 if done:
-                    cut_short = k + accum < len(mine)
+                    cut_short = k + 1 < len(steps)
                     break
             if cut_short:
                 break  # stopped by max_steps inside the epoch: no end-of-epoch evaluation
@@ -336,6 +330,25 @@ class Trainer:
             acc.unwrap_model(self.model).load_state_dict(best_state)
             selected = state["best_epoch"]
         return TrainResult(state["log"], selected, step, resumed)
+
+    def _epoch_steps(self, epoch: int) -> list[list[list[int]]]:
+        """This process's micro-batches of every optimizer step of `epoch`: the step batches (batch_size x
+        world x accumulation examples, `global_batches`) cut into `accumulation` micro-batches of batch_size x
+        world, each cut into contiguous per-process slices. So the examples of a step, and the order of the
+        steps, do not depend on how the step is split over processes and accumulation."""
+        micro = self.global_batch
+        out = []
+        for batch in global_batches(self.lengths, micro * self.s.gradient_accumulation_steps, self.seed, epoch,
+                                    self.s.group_by_length, self.world):
+            parts = []
+            for chunk in (batch[i:i + micro] for i in range(0, len(batch), micro)):
+                if len(chunk) < self.world:
+                    continue
+                base, extra = divmod(len(chunk), self.world)
+                lo = self.rank * base + min(self.rank, extra)
+                parts.append(chunk[lo: lo + base + (1 if self.rank < extra else 0)])
+            out.append(parts)
+        return out
 
     def _probe(self) -> float | None:
         value = None
