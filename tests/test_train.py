@@ -267,11 +267,14 @@ def test_loss_falls_on_a_repeated_small_batch(tiny, corpora, tmp_path, arch, obj
     assert not Path(str(out) + ".checkpoints").exists()
 
 
-def test_er_training_logs_the_regulariser(tiny, corpora, tmp_path):
+@pytest.mark.parametrize("arch", ["bert", "gpt2", "bart"])
+def test_er_training_logs_the_regulariser_and_lowers_it(tiny, corpora, tmp_path, arch):
     out = tmp_path / "er"
-    train_job(entry(tiny, "gpt2"), "tiny-gpt2", str(corpora["cda"]), str(out), 0, _settings("clm", er_lambda=1.0))
-    rows = _log(out)
-    assert all(r["er_loss"] is not None and r["er_loss"] >= 0 for r in rows)
+    train_job(entry(tiny, arch), f"tiny-{arch}", str(corpora["cda"]), str(out), 0,
+              _settings(ARCH_OBJECTIVE[arch], er_lambda=50.0, max_steps=8, limit_examples=8, dropout=0.0))
+    er = [r["er_loss"] for r in _log(out)]
+    assert all(v is not None and v >= 0 for v in er)
+    assert np.mean(er[-2:]) < np.mean(er[:2]), er  # a heavy lambda pulls the pairs' embeddings together
 
 
 def test_gpr_selects_the_epoch_with_best_validation_accuracy(tiny, corpora, tmp_path):
