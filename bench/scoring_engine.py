@@ -231,9 +231,9 @@ def main(argv=None) -> int:
         results.append(r)
         note = (f" (naive timed on {r['naive_requests_run']} of {r['requests']} requests, extrapolated)"
                 if r["extrapolated"] else "")
-        print(f"  naive : {r['naive_s']:9.1f} s  {r['naive_sps']:8.1f} {unit}/s  {r['naive_passes']:6d} forward passes"
+        print(f"  naive : {r['naive_s']:9.1f} s  {r['naive_sps']:8.2f} {unit}/s  {r['naive_passes']:6d} forward passes"
               f" (one per request){note}")
-        print(f"  engine: {r['engine_s']:9.1f} s  {r['engine_sps']:8.1f} {unit}/s  {r['engine_passes']:6d} forward passes"
+        print(f"  engine: {r['engine_s']:9.1f} s  {r['engine_sps']:8.2f} {unit}/s  {r['engine_passes']:6d} forward passes"
               f" (batches), {r['unique_inputs']} unique inputs")
         print(f"  speed-up {r['speedup']:.1f}x; max |engine - naive| = {r['max_abs_diff']:.2e} over "
               f"{r['naive_requests_run']} requests")
@@ -243,7 +243,7 @@ def main(argv=None) -> int:
     print(header + "   (items: sentences; CrowS: pairs, per second likewise)")
     for r in results:
         print(f"{r['workload']:16} {r['sentences']:9d} {r['requests']:8d} {r['unique_inputs']:6d} {r['naive_passes']:12d} "
-              f"{r['engine_passes']:13d} {r['naive_sps']:9.1f} {r['engine_sps']:10.1f} {r['speedup']:7.1f}x "
+              f"{r['engine_passes']:13d} {r['naive_sps']:9.2f} {r['engine_sps']:10.2f} {r['speedup']:7.1f}x "
               f"{r['max_abs_diff']:9.1e}")
     if any(r["extrapolated"] for r in results):
         print(f"(naive times extrapolated from --limit {args.limit} requests per workload)")
