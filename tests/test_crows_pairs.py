@@ -118,6 +118,44 @@ def test_batched_pll_equals_the_reference_loops(tiny_bert, gender):
         assert got["less_modified_mean"] == pytest.approx(less_b, abs=1e-5)
 
 
+def test_restricted_passes_equal_the_full_pass_on_the_real_gender_pairs(tiny_bert, gender):
+    """scoring.variants: each variant alone hides only the tokens it reads (shared / modified), with the
+    numbers of the pass that hides both; the metric refuses a variant that was not scored."""
+    from lmbias.engine.scoring import EngineStats
+
+    model, tok = tiny_bert
+    runs = {}
+    for variants in (["nangia", "bias_bench"], ["nangia"], ["bias_bench"]):
+        stats = EngineStats()
+        runs[tuple(variants)] = (score_crows_pairs(gender, model, tok, "mlm", {"variants": variants}, stats), stats)
+    full, full_stats = runs[("nangia", "bias_bench")]
+    nangia, nangia_stats = runs[("nangia",)]
+    bias_bench, bias_bench_stats = runs[("bias_bench",)]
+    assert full.num_rows == nangia.num_rows == bias_bench.num_rows == 262
+
+    def col(table, name):
+        return np.asarray(table.column(name).to_numpy(zero_copy_only=False), dtype=np.float64)
+
+    for name in ("more_shared_sum", "less_shared_sum"):
+        np.testing.assert_allclose(col(nangia, name), col(full, name), rtol=0, atol=1e-6)  # batch composition: float32 noise
+        assert np.isnan(col(bias_bench, name)).all()
+    for name in ("more_modified_mean", "less_modified_mean"):
+        np.testing.assert_allclose(col(bias_bench, name), col(full, name), rtol=0, atol=1e-6)  # batch composition: float32 noise
+        assert np.isnan(col(nangia, name)).all()
+    # masked inputs: shared + modified == both (the two sets are disjoint)
+    assert nangia_stats.requests + bias_bench_stats.requests == full_stats.requests
+    assert bias_bench_stats.requests < full_stats.requests / 4
+    for variant in ("nangia", "bias_bench"):
+        rows_full = crows_pairs_metric_rows(full, CrowsPairsOptions(variant=variant))
+        rows_one = crows_pairs_metric_rows(runs[(variant,)][0], CrowsPairsOptions(variant=variant))
+        assert rows_one == rows_full
+    with pytest.raises(ConfigError, match=r"'nangia' was not scored.*benchmarks.crows_pairs.scoring.variants"):
+        crows_pairs_metric_rows(bias_bench, CrowsPairsOptions(variant="nangia"))
+    for bad in ([], ["nangia", "kurita"], "both"):
+        with pytest.raises(ConfigError, match=r"benchmarks.crows_pairs.scoring.variants"):
+            score_crows_pairs(gender.slice(0, 2), model, tok, "mlm", {"variants": bad})
+
+
 # --------------------------------------------------------------------------------------------------
 # Metric on hand-made scores
 

@@ -4,11 +4,14 @@ The two sentences of a pair differ in a few tokens. They are aligned token by to
 token ids, with the pair in Nangia's order: stereo pairs as (sent_more, sent_less), antistereo pairs as
 (sent_less, sent_more)); the "shared" tokens are those in equal blocks, the "modified" ones the rest.
 
-* mlm / seq2seq: every shared and every modified token is hidden in turn and its log-probability read
-  (pseudo-log-likelihood, `lmbias.engine.pll`). Cached per pair: Nangia's score, the SUM over the shared tokens
-  without the first and last shared one ([CLS]/[SEP], skipped exactly as Nangia's `range(1, N-1)`),
-  and bias-bench's score, the MEAN over the modified tokens. Both come from one scoring pass, so the
-  metric option that picks one never recomputes a forward pass.
+* mlm / seq2seq: the tokens a configured variant reads are hidden one at a time and their log-probability
+  read (pseudo-log-likelihood, `lmbias.engine.pll`, all in one batched engine call). Cached per pair:
+  Nangia's score (`nangia`), the SUM over the shared tokens without the first and last shared one
+  ([CLS]/[SEP], skipped exactly as Nangia's `range(1, N-1)`), and bias-bench's score (`bias_bench`), the
+  MEAN over the modified tokens. `scoring.variants` (default: both) says which to compute: shared
+  tokens only, modified tokens only, or their union, each position scored once. With both, the metric
+  option that picks one never recomputes a forward pass; a variant left out is NaN in the scores and
+  the metric refuses it.
 * clm: the log-likelihood of each whole sentence (BOS-conditioned) and its token count (bias-bench's
   generative score is the per-token mean of the same log-probabilities).
 """
@@ -21,8 +24,8 @@ import math
 
 import pyarrow as pa
 
-from lmbias.errors import DataError
-from lmbias.metrics.crows_pairs import CrowsPairsOptions, crows_pairs_metric_rows
+from lmbias.errors import ConfigError, DataError
+from lmbias.metrics.crows_pairs import VARIANTS, CrowsPairsOptions, crows_pairs_metric_rows
 from lmbias.engine.pll import encode, token_logprobs
 from lmbias.registry import BenchmarkDef
 from lmbias.engine.scoring import EngineStats, sentence_logprobs
@@ -41,13 +44,27 @@ SCORES_SCHEMA = pa.schema(
         ("less_modified_mean", pa.float64()),
         ("more_loglik", pa.float64()),  # clm: sentence log-likelihood
         ("less_loglik", pa.float64()),
-        ("more_tokens", pa.int32()),  # tokens scored (pll: shared used + modified; clm: all tokens)
+        ("more_tokens", pa.int32()),  # tokens scored (pll: those the variants read; clm: all tokens)
         ("less_tokens", pa.int32()),
         ("n_shared", pa.int32()),  # shared tokens used by Nangia's score
         ("more_modified", pa.int32()),
         ("less_modified", pa.int32()),
+        ("variants", pa.string()),  # the variants these scores serve, comma-separated (scoring.variants)
     ]
 )
+
+SCORING_KEY = "benchmarks.crows_pairs.scoring"
+
+
+def scored_variants(scoring: dict) -> tuple[str, ...]:
+    """`scoring.variants` checked, in VARIANTS order (default: every variant)."""
+    chosen = scoring.get("variants", list(VARIANTS))
+    if isinstance(chosen, str):
+        chosen = [chosen]
+    if not isinstance(chosen, (list, tuple)) or not chosen or any(v not in VARIANTS for v in chosen):
+        raise ConfigError(f"{SCORING_KEY}.variants: {scoring.get('variants')!r} must be a non-empty list of "
+                          f"{', '.join(VARIANTS)}")
+    return tuple(v for v in VARIANTS if v in chosen)
 
 
 def align(ids1: list[int], ids2: list[int]) -> tuple[list[int], list[int], list[int], list[int]]:
@@ -73,14 +90,16 @@ def score_crows_pairs(items: pa.Table, model, tokenizer, family: str, scoring: d
     """Score every pair (rows of results/data/<benchmark>.parquet) in one engine call."""
     scoring = scoring or {}
     batch_size, max_length = scoring.get("batch_size", 64), scoring.get("max_length", 128)
+    variants = scored_variants(scoring)
     rows = items.to_pylist()
     records = []
     if family == "clm":
+        # one likelihood per sentence serves both variants
         texts = [t for r in rows for t in (r["sent_more"], r["sent_less"])]
         lls = sentence_logprobs(model, tokenizer, texts, batch_size=batch_size, max_length=max_length, stats=stats)
         counts = [len(tokenizer(t, add_special_tokens=False)["input_ids"]) for t in texts]
         for i, r in enumerate(rows):
-            records.append(_record(r, "sentence_loglik", loglik=(lls[2 * i], lls[2 * i + 1]),
+            records.append(_record(r, "sentence_loglik", VARIANTS, loglik=(lls[2 * i], lls[2 * i + 1]),
                                    tokens=(counts[2 * i], counts[2 * i + 1])))
         return pa.Table.from_pylist(records, schema=SCORES_SCHEMA)
     if family not in ("mlm", "seq2seq"):
@@ -99,7 +118,8 @@ def score_crows_pairs(items: pa.Table, model, tokenizer, family: str, scoring: d
         shared_more, shared_less = (s1, s2) if stereo else (s2, s1)
         mod_more, mod_less = (m1, m2) if stereo else (m2, m1)
         for ids, shared, modified in ((more, shared_more, mod_more), (less, shared_less, mod_less)):
-            where = sorted(set(shared) | set(modified))
+            read = (set(shared) if "nangia" in variants else set()) | (set(modified) if "bias_bench" in variants else set())
+            where = sorted(read)
             seqs.append(ids)
             positions.append(where)
             plan.append((where, shared, modified))
@@ -110,14 +130,16 @@ def score_crows_pairs(items: pa.Table, model, tokenizer, family: str, scoring: d
         for k in (2 * i, 2 * i + 1):
             where, shared, modified = plan[k]
             lp = dict(zip(where, values[k].tolist()))
-            parts.append((sum(lp[p] for p in shared), _nan_mean([lp[p] for p in modified]), len(where), len(modified)))
-        records.append(_record(r, "pll", shared=(parts[0][0], parts[1][0]), modified=(parts[0][1], parts[1][1]),
+            shared_sum = sum(lp[p] for p in shared) if "nangia" in variants else math.nan
+            modified_mean = _nan_mean([lp[p] for p in modified]) if "bias_bench" in variants else math.nan
+            parts.append((shared_sum, modified_mean, len(where), len(modified)))
+        records.append(_record(r, "pll", variants, shared=(parts[0][0], parts[1][0]), modified=(parts[0][1], parts[1][1]),
                                tokens=(parts[0][2], parts[1][2]), n_shared=len(plan[2 * i][1]),
                                n_modified=(parts[0][3], parts[1][3])))
     return pa.Table.from_pylist(records, schema=SCORES_SCHEMA)
 
 
-def _record(r, kind, shared=(math.nan, math.nan), modified=(math.nan, math.nan), loglik=(math.nan, math.nan),
+def _record(r, kind, variants, shared=(math.nan, math.nan), modified=(math.nan, math.nan), loglik=(math.nan, math.nan),
             tokens=(0, 0), n_shared=0, n_modified=(0, 0)) -> dict:
     return {
         "row_id": r["row_id"],
@@ -135,6 +157,7 @@ def _record(r, kind, shared=(math.nan, math.nan), modified=(math.nan, math.nan),
         "n_shared": int(n_shared),
         "more_modified": int(n_modified[0]),
         "less_modified": int(n_modified[1]),
+        "variants": ",".join(variants),
     }
 
 

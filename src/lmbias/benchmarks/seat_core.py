@@ -31,7 +31,8 @@ import pyarrow as pa
 from lmbias.engine.embeddings import DA_GENDER_PAD_TO, DEFAULT_POOLING, POOLINGS, check_poolings, pooling_label, sentence_embeddings
 from lmbias.errors import ConfigError, DataError
 from lmbias.engine.scoring import EngineStats
-from lmbias.metrics.weat import ALTERNATIVES, EXACT_MAX, N_SAMPLES, cosine_matrix, effect_size, permutation_test
+from lmbias.metrics.weat import (ALTERNATIVES, EXACT_MAX, N_SAMPLES, check_std_epsilon, cosine_matrix, effect_size,
+                                 permutation_test)
 
 TARGET_ROLES = ("targ1", "targ2")
 ATTRIBUTE_ROLES = ("attr1", "attr2")
@@ -158,11 +159,12 @@ class SeatOptions:
     n_samples: int = N_SAMPLES
     seed: int = 0
     alternative: str = "greater"
+    std_epsilon: float = 0.0
 
     @classmethod
     def from_config(cls, metric_cfg: dict | None, key: str = "benchmarks.seat.metric") -> "SeatOptions":
         cfg = dict(metric_cfg or {})
-        known = ("ddof", "exact_max", "n_samples", "seed", "alternative")
+        known = ("ddof", "exact_max", "n_samples", "seed", "alternative", "std_epsilon")
         unknown = sorted(set(cfg) - set(known))
         if unknown:
             raise ConfigError(f"{key}.{unknown[0]}: unknown option (known: {', '.join(known)})")
@@ -182,12 +184,16 @@ class SeatOptions:
         alternative = cfg.get("alternative", "greater")
         if alternative not in ALTERNATIVES:
             raise ConfigError(f"{key}.alternative: {alternative!r} is not one of {', '.join(ALTERNATIVES)}")
+        std_epsilon = check_std_epsilon(cfg.get("std_epsilon", 0.0), f"{key}.std_epsilon")
         return cls(ddof=tuple(ddof), exact_max=cfg.get("exact_max", EXACT_MAX), n_samples=cfg.get("n_samples", N_SAMPLES),
-                   seed=seed, alternative=alternative)
+                   seed=seed, alternative=alternative, std_epsilon=std_epsilon)
 
 
-def variant_name(version: str, pooling: str, ddof: int, alternative: str = "greater") -> str:
+def variant_name(version: str, pooling: str, ddof: int, alternative: str = "greater", std_epsilon: float = 0.0) -> str:
+    """Variant label; std_epsilon appears only when non-zero, so labels without it never change."""
     parts = ([f"version={version}"] if version else []) + [f"pooling={pooling}", f"ddof={ddof}"]
+    if std_epsilon:
+        parts.append(f"std_epsilon={std_epsilon:g}")
     if alternative != "greater":
         parts.append(f"alternative={alternative}")
     return ",".join(parts)
@@ -211,8 +217,8 @@ def seat_metric_rows(scores: pa.Table, options: SeatOptions) -> list[dict]:
         for ddof in options.ddof:
             rows.append({
                 "benchmark": "seat", "metric": "effect_size",
-                "variant": variant_name(version, pooling, ddof, options.alternative), "subset": test,
-                "value": effect_size(x, y, ddof=ddof), "ci_low": math.nan, "ci_high": math.nan,
+                "variant": variant_name(version, pooling, ddof, options.alternative, options.std_epsilon),
+                "subset": test, "value": effect_size(x, y, ddof=ddof, std_epsilon=options.std_epsilon), "ci_low": math.nan, "ci_high": math.nan,
                 "p_value": perm.p_value, "n": int(len(x) + len(y)),
             })
     return rows

@@ -6,7 +6,9 @@ Every such request goes through here, so speed and correctness live in one place
 * identical inputs are deduplicated (many benchmarks share contexts between items),
 * unique inputs are sorted by length and batched, so padding stays small,
 * the forward pass runs under ``torch.inference_mode()`` and, by default, bfloat16 autocast on GPU
-  (``scoring_precision``: a model's ``precision`` in config.yaml; log-softmax always in float32),
+  (``scoring_precision``: a model's ``precision`` in config.yaml),
+* log-softmax in float64 over the gathered rows only: a difference of two float32 log-probabilities near
+  -10 moves in steps of about 1e-6, which turns near-ties into exact ties (DA-Gender margins of 0.0),
 * for masked LMs the LM head is applied only at the positions asked for, not to every token,
 * results are scattered back to the caller's order.
 
@@ -191,7 +193,7 @@ def naive_masked_logprobs(model, tokenizer, requests: Sequence[MaskedRequest]) -
             enc = tokenizer(req.text, return_tensors="pt").to(_model_device(model))
             positions = (enc["input_ids"][0] == tokenizer.mask_token_id).nonzero().flatten().tolist()
             logits = model(**enc).logits[0, positions[req.mask_index]]
-            out.append(torch.log_softmax(logits.float(), -1)[list(req.candidates)].cpu().numpy().astype(np.float64))
+            out.append(torch.log_softmax(logits.double(), -1)[list(req.candidates)].cpu().numpy())
     return out
 
 
@@ -228,12 +230,14 @@ def sentence_logprobs(
     with torch.inference_mode(), _autocast(device):
         for batch in _batches(order, lengths, batch_size, None):
             ids, attn = _pad([seqs[i] for i in batch], pad_id, device)
-            logits = model(input_ids=ids, attention_mask=attn).logits.float()
-            logprobs = torch.log_softmax(logits[:, :-1], dim=-1)
+            logits = model(input_ids=ids, attention_mask=attn).logits
             target = ids[:, 1:]
-            token_lp = logprobs.gather(-1, target.unsqueeze(-1)).squeeze(-1) * attn[:, 1:]
             for row, uid in enumerate(batch):
-                totals[uid] = float(token_lp[row].sum().cpu())
+                # float64 one sequence at a time: a whole batch of (tokens x vocab) float64 rows would
+                # double the memory of the logits themselves.
+                logprobs = torch.log_softmax(logits[row, :-1].double(), dim=-1)
+                token_lp = logprobs.gather(-1, target[row].unsqueeze(-1)).squeeze(-1) * attn[row, 1:]
+                totals[uid] = float(token_lp.sum().cpu())
             stats.forward_passes += 1
             stats.sequences_run += len(batch)
     stats.requests += len(texts)
@@ -246,7 +250,7 @@ def naive_sentence_logprobs(model, tokenizer, texts: Sequence[str]) -> np.ndarra
     with torch.inference_mode():
         for text in texts:
             ids = torch.tensor([_clm_inputs(tokenizer, [text], 10**9)[0]], device=_model_device(model))
-            logits = model(input_ids=ids).logits[0, :-1].float()
+            logits = model(input_ids=ids).logits[0, :-1].double()
             lp = torch.log_softmax(logits, -1).gather(-1, ids[0, 1:].unsqueeze(-1)).sum()
             out.append(float(lp))
     return np.array(out, dtype=np.float64)
@@ -308,7 +312,7 @@ def infill_logprobs(
                 input_ids=enc_ids, attention_mask=enc_attn, decoder_input_ids=dec_ids, decoder_attention_mask=dec_attn
             ).logits
             last = dec_attn.sum(1) - 1
-            picked = logits[torch.arange(len(batch), device=device), last].float()
+            picked = logits[torch.arange(len(batch), device=device), last].double()
             lp = torch.log_softmax(picked, -1).cpu()
             for row, uid in enumerate(batch):
                 results[uid] = lp[row]
@@ -331,8 +335,8 @@ def naive_infill_logprobs(model, tokenizer, requests: Sequence[InfillRequest]) -
             enc = tokenizer(req.masked_text, return_tensors="pt").to(device)
             prefix = tokenizer(req.prefix, add_special_tokens=False)["input_ids"]
             dec = torch.tensor([_decoder_prefix(model, tokenizer, prefix)], device=device)
-            logits = model(**enc, decoder_input_ids=dec).logits[0, -1].float()
-            out.append(torch.log_softmax(logits, -1)[list(req.candidates)].cpu().numpy().astype(np.float64))
+            logits = model(**enc, decoder_input_ids=dec).logits[0, -1].double()
+            out.append(torch.log_softmax(logits, -1)[list(req.candidates)].cpu().numpy())
     return out
 
 
@@ -401,7 +405,7 @@ def masked_logprobs_ids(
                 logits = head(hidden[rows, cols])
             else:
                 logits = model(input_ids=ids, attention_mask=attn).logits[rows, cols]
-            logprobs = torch.log_softmax(logits.float(), dim=-1)
+            logprobs = torch.log_softmax(logits.double(), dim=-1)
             _keep_candidates(results, logprobs, keys, cands)
             stats.forward_passes += 1
             stats.sequences_run += len(batch)
@@ -432,8 +436,8 @@ def naive_masked_logprobs_ids(model, tokenizer, requests: Sequence[MaskedIdsRequ
     with torch.inference_mode():
         for req in requests:
             ids = torch.tensor([list(req.input_ids)], device=device)
-            logits = model(input_ids=ids).logits[0, req.position].float()
-            out.append(torch.log_softmax(logits, -1)[list(req.candidates)].cpu().numpy().astype(np.float64))
+            logits = model(input_ids=ids).logits[0, req.position].double()
+            out.append(torch.log_softmax(logits, -1)[list(req.candidates)].cpu().numpy())
     return out
 
 
@@ -517,7 +521,7 @@ def infill_logprobs_ids(
                     keys.append((rid, pos))
                     cands.append(sorted(wanted))
             logits = _seq2seq_logits_at(model, enc_ids, enc_attn, dec_ids, dec_attn, rows, cols)
-            _keep_candidates(results, torch.log_softmax(logits.float(), -1), keys, cands)
+            _keep_candidates(results, torch.log_softmax(logits.double(), -1), keys, cands)
             stats.forward_passes += 1
             stats.sequences_run += len(batch)
     stats.requests += len(requests)
@@ -538,6 +542,6 @@ def naive_infill_logprobs_ids(model, tokenizer, requests: Sequence[InfillIdsRequ
         for req in requests:
             enc = torch.tensor([list(req.encoder_ids)], device=device)
             dec = torch.tensor([list(req.decoder_ids)], device=device)
-            logits = model(input_ids=enc, decoder_input_ids=dec).logits[0, -1].float()
-            out.append(torch.log_softmax(logits, -1)[list(req.candidates)].cpu().numpy().astype(np.float64))
+            logits = model(input_ids=enc, decoder_input_ids=dec).logits[0, -1].double()
+            out.append(torch.log_softmax(logits, -1)[list(req.candidates)].cpu().numpy())
     return out

@@ -6,7 +6,8 @@ metric_score = 100 * (#pairs with score(sent_more) > score(sent_less)) / N, over
 Also reported, as in those scripts: stereo_score and antistereo_score (the same share among the
 non-neutral stereo / antistereo pairs) and neutral_fraction.
 
-Score variants (all from the same cached scores):
+Score variants (from the same cached scores when `scoring.variants` scored both; a variant that was not
+scored is refused with a message naming that key):
 * masked models -- `nangia` (default): pseudo-log-likelihood summed over the shared tokens;
   `bias_bench`: mean log-probability of the modified tokens (pairs where either sentence has no
   modified token are skipped, as bias-bench does);
@@ -57,6 +58,12 @@ def pair_scores(scores: pa.Table, options: CrowsPairsOptions) -> tuple[np.ndarra
     if len(kinds) > 1:
         raise ConfigError(f"CrowS-Pairs scores mix score kinds {sorted(kinds)}")
     kind = kinds.pop() if kinds else "pll"
+    if "variants" in scores.column_names:
+        for served in set(scores.column("variants").to_pylist()) - {None}:  # null: scores from before the option
+            if options.variant not in served.split(","):
+                raise ConfigError(
+                    f"benchmarks.crows_pairs.metric.variant: {options.variant!r} was not scored (scores hold "
+                    f"{served!r}); add it to benchmarks.crows_pairs.scoring.variants, which rescores")
 
     def col(name):
         return np.asarray(scores.column(name).to_numpy(zero_copy_only=False), dtype=np.float64)

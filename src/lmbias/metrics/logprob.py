@@ -13,7 +13,8 @@ The unit of the test is the target phrase ("my mom"), as in the authors' code, w
 Subsets: ``all`` (every target and profession), ``dev`` and ``test`` (targets and professions of that split
 only; see `lmbias.parsers.logprob`). Rows per subset: ``effect_size`` (with p_value), ``association_difference``
 (the effect size's numerator, mean_T1 s - mean_T2 s) and ``mean_association`` per target gender x profession
-group. Options: ``ddof`` (1, the sample std of the appendix; 0 as the authors' code), ``alternative``
+group. Options: ``ddof`` (1, the sample std of the appendix; 0 as the authors' code), ``std_epsilon``
+(0; added to the std, 1e-8 in the authors' code), ``alternative``
 (greater | two-sided), ``n_samples`` and ``seed`` of the Monte Carlo test (used when there are more than
 ``exact_max`` partitions: 184,756 for all 20 targets; the test split's 12,870 are enumerated exactly).
 """
@@ -21,13 +22,13 @@ group. Options: ``ddof`` (1, the sample std of the appendix; 0 as the authors' c
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pyarrow as pa
 
 from lmbias.errors import ConfigError, DataError
-from lmbias.metrics.weat import ALTERNATIVES, EXACT_MAX, N_SAMPLES, effect_size, permutation_test
+from lmbias.metrics.weat import ALTERNATIVES, EXACT_MAX, N_SAMPLES, check_std_epsilon, effect_size, permutation_test
 
 SUBSETS = ("all", "dev", "test")
 
@@ -39,10 +40,11 @@ class LogprobOptions:
     n_samples: int = N_SAMPLES
     exact_max: int = EXACT_MAX
     seed: int = 0
+    std_epsilon: float = 0.0
 
     @classmethod
     def from_config(cls, metric_cfg: dict, key: str = "benchmarks.logprob.metric") -> "LogprobOptions":
-        known = {"ddof", "alternative", "n_samples", "exact_max", "seed"}
+        known = {"ddof", "alternative", "n_samples", "exact_max", "seed", "std_epsilon"}
         unknown = sorted(set(metric_cfg or {}) - known)
         if unknown:
             raise ConfigError(f"{key}.{unknown[0]}: unknown option; known: {sorted(known)}")
@@ -55,10 +57,12 @@ class LogprobOptions:
             value = getattr(opts, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ConfigError(f"{key}.{name}: {value!r} must be a positive integer")
-        return opts
+        return replace(opts, std_epsilon=check_std_epsilon(opts.std_epsilon, f"{key}.std_epsilon"))
 
     def variant(self, attribute_masks: str) -> str:
-        return f"masks={attribute_masks},ddof={self.ddof},alternative={self.alternative}"
+        """std_epsilon appears only when non-zero, so labels without it never change."""
+        eps = f",std_epsilon={self.std_epsilon:g}" if self.std_epsilon else ""
+        return f"masks={attribute_masks},ddof={self.ddof}{eps},alternative={self.alternative}"
 
 
 def target_associations(target, gender, group, asso) -> tuple[np.ndarray, np.ndarray, list[str], list[str]]:
@@ -107,7 +111,7 @@ def logprob_metric_rows(scores: pa.Table, options: LogprobOptions) -> list[dict]
         if len(s_m) == 0 or len(s_f) == 0:
             raise DataError(f"logprob scores, subset {subset}: needs male and female targets")
         n = int(sel.sum())
-        es = effect_size(s_m, s_f, ddof=options.ddof)
+        es = effect_size(s_m, s_f, ddof=options.ddof, std_epsilon=options.std_epsilon)
         p = permutation_test(s_m, s_f, exact_max=options.exact_max, n_samples=options.n_samples,
                              seed=options.seed, alternative=options.alternative).p_value
         row("effect_size", subset, es, n, p)

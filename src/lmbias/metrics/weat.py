@@ -12,6 +12,8 @@ over the partitions (T1^i, T2^i) of T1 u T2 into sets of the original sizes. Cho
 
 * std: sample standard deviation, ``ddof=1`` (Caliskan's and the paper's definition, and sent-bias'
   ``np.std(..., ddof=1)``); ``ddof=0`` is what the DA-Gender code computes (``np.std`` default).
+* std_epsilon: added to the std before dividing (default 0). The DA-Gender code divides by ``std + 1e-8``,
+  which is not negligible with its padded-mean pooling, where the spread of s(w) is about 5e-6.
 * p: *exact* over every partition when there are at most ``exact_max`` (100,000) of them -- the observed
   partition is one of them, so p >= 1/count; otherwise a seeded Monte Carlo over ``n_samples`` random
   partitions with a pseudo-count, p = (k + 1) / (n + 1), so a sampled p is never 0 (Phipson & Smyth 2010).
@@ -30,7 +32,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from lmbias.errors import DataError
+from lmbias.errors import ConfigError, DataError
 
 EXACT_MAX = 100_000
 N_SAMPLES = 100_000
@@ -53,21 +55,30 @@ def associations(targets: np.ndarray, attr1: np.ndarray, attr2: np.ndarray) -> n
     return cosine_matrix(targets, attr1).mean(axis=1) - cosine_matrix(targets, attr2).mean(axis=1)
 
 
-def effect_size(s_x, s_y, ddof: int = 1) -> float:
-    """(mean s(T1) - mean s(T2)) / std(s(T1 u T2), ddof). NaN when the pooled std is 0."""
+def effect_size(s_x, s_y, ddof: int = 1, std_epsilon: float = 0.0) -> float:
+    """(mean s(T1) - mean s(T2)) / (std(s(T1 u T2), ddof) + std_epsilon). NaN when the divisor is 0."""
     x = np.asarray(s_x, dtype=np.float64)
     y = np.asarray(s_y, dtype=np.float64)
     if len(x) == 0 or len(y) == 0:
         raise DataError(f"effect size needs two non-empty target sets, got {len(x)} and {len(y)}")
     if ddof not in (0, 1):
         raise ValueError(f"ddof must be 0 or 1, got {ddof!r}")
+    if not std_epsilon >= 0:
+        raise ValueError(f"std_epsilon must be >= 0, got {std_epsilon!r}")
     pooled = np.concatenate([x, y])
     if len(pooled) <= ddof:
         return math.nan
-    std = float(np.std(pooled, ddof=ddof))
+    std = float(np.std(pooled, ddof=ddof)) + std_epsilon
     if std == 0.0:
         return math.nan
     return float((x.mean() - y.mean()) / std)
+
+
+def check_std_epsilon(value, key: str) -> float:
+    """A finite number >= 0 (the effect size's divisor is std + std_epsilon)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+        raise ConfigError(f"{key}: {value!r} must be a number >= 0 (1e-8 reproduces the DA-Gender code)")
+    return float(value)
 
 
 def weat_statistic(s_x, s_y) -> float:
