@@ -207,3 +207,116 @@ def reject_unknown_target(model, method):
     if method not in config["methods"]:
         raise ConfigError(f"unknown method {method!r} in the target path; methods configured in config.yaml: {', '.join(sorted(config['methods']))}")
     raise ConfigError(f"results/{model}/{method}/summary.parquet: no rule can build it")
+
+
+# --- Data layer helpers (rules/data.smk) ---
+import re as _data_re
+
+from lmbias import parsers as _data_parsers
+from lmbias.parsers import sources as _data_sources
+
+
+def _data_alternatives(names):
+    """A regex matching exactly the given names (never matches when there are none)."""
+    names = list(names)
+    return "|".join(_data_re.escape(n) for n in names) if names else "(?!x)x"
+
+
+def _data_file_params(dataset):
+    def params(wildcards):
+        return _data_sources.fetch_params(dataset, wildcards.file, config["data"], config.get("data_dir"))
+
+    return params
+
+
+def _data_benchmark_cfg(wildcards):
+    return config["benchmarks"][wildcards.benchmark]
+
+
+def _data_benchmark_files(wildcards):
+    """Raw file names (keys of data.<dataset>.files) the benchmark needs, in parser order."""
+    return _data_parsers.required_files(_data_benchmark_cfg(wildcards), config["data"], wildcards.benchmark)
+
+
+def _data_benchmark_inputs(wildcards):
+    dataset = _data_benchmark_cfg(wildcards)["dataset"]
+    return {
+        "raw": [f"resources/data/{dataset}/{f}" for f in _data_benchmark_files(wildcards)],
+        # Snakemake does not track imported modules: the parser's source is an input, so editing it re-parses.
+        "code": _data_parsers.module_files(dataset),
+    }
+
+
+# --- Tiny-model helpers (rules/models.smk) ---
+import re as _models_re
+
+
+def _tiny_model_names():
+    """Configured models with a `tiny` block: the only values the {model} wildcard may take here."""
+    return sorted(name for name, entry in config.get("models", {}).items() if isinstance(entry, dict) and "tiny" in entry)
+
+
+def _tiny_model_pattern():
+    names = _tiny_model_names()
+    return "|".join(_models_re.escape(n) for n in names) if names else "(?!)"
+
+
+# --- Corpus helpers (rules/corpora.smk); the _CORPORA* constants are set there ---
+import re as _corpora_re
+
+from lmbias.corpora import jobs as _corpora
+from lmbias.errors import ConfigError as _CorporaConfigError
+
+
+def _corpora_lib(*modules):
+    return ["src/lmbias/corpora/jobs.py", "src/lmbias/corpora/nlp.py", "src/lmbias/io.py", "src/lmbias/errors.py"] + [f"src/lmbias/corpora/{m}.py" for m in modules]
+
+
+def _corpora_pattern(names):
+    names = sorted(names)
+    return "|".join(_corpora_re.escape(n) for n in names) if names else "(?!x)x"
+
+
+def _corpora_gap():
+    return _CORPORA.get("gap") or {}
+
+
+def _corpora_intervention_entry(wildcards):
+    entries = (_CORPORA.get(wildcards.corpus) or {}).get("interventions") or {}
+    if wildcards.intervention not in entries:
+        raise _CorporaConfigError(
+            f"corpora.{wildcards.corpus}.interventions: no entry {wildcards.intervention!r}; configured: "
+            f"{', '.join(sorted(entries))}"
+        )
+    return entries[wildcards.intervention]
+
+
+def _corpora_intervention_inputs(wildcards):
+    entry = _corpora_intervention_entry(wildcards)
+    return {
+        "sentences": f"results/corpora/{wildcards.corpus}/sentences.parquet",
+        **_corpora.lexicon_inputs(bool(entry.get("names", False))),
+        "wordlists": _CORPORA_WORDLISTS,
+        "library": _corpora_lib("augment", "counterfactual"),
+    }
+
+
+def _corpora_ontonotes():
+    return _CORPORA.get("ontonotes") or {}
+
+
+def _corpora_conll_files(wildcards):
+    # Raises a ConfigError naming corpora.ontonotes.path when it is unset: only when a GPR file is asked for.
+    return [str(p) for p in _corpora.ontonotes_files(_corpora_ontonotes())]
+
+
+def corpora_targets():
+    """Every corpus file the config defines (GPR only when corpora.ontonotes.path is set)."""
+    out = []
+    if _corpora_gap():
+        out.append("results/corpora/gap/sentences.parquet")
+    for corpus in _CORPORA_WITH_INTERVENTIONS:
+        out += [f"results/corpora/{corpus}/{name}.parquet" for name in _CORPORA[corpus]["interventions"]]
+    if _corpora_ontonotes().get("path"):
+        out += [f"results/corpora/ontonotes/gpr-{v}.parquet" for v in ("U", "A")]
+    return out
