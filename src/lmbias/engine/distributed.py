@@ -155,8 +155,8 @@ def main_process_port(key: str, low: int = 20000, span: int = 20000) -> int:
 
 
 def launch_command(num_processes: int, port: int, score_args: list[str], config: str = "multi_gpu.yaml",
-                   cpu: bool = False) -> list[str]:
-    """`accelerate launch ... -m lmbias.cli score <score_args>` with this interpreter.
+                   cpu: bool = False, subcommand: str = "score") -> list[str]:
+    """`accelerate launch ... -m lmbias.cli <subcommand> <score_args>` with this interpreter (score, train).
 
     cpu: the cpu.yaml config (use_cpu: true -> ACCELERATE_USE_CPU=true) started by the torchrun launcher
     (`--multi_gpu`). Accelerate 1.15's `--cpu` flag / MULTI_CPU config alone go to its simple launcher,
@@ -168,7 +168,7 @@ def launch_command(num_processes: int, port: int, score_args: list[str], config:
            "--num_processes", str(num_processes), "--main_process_port", str(port)]
     if cpu:
         cmd.append("--multi_gpu")
-    return cmd + ["-m", "lmbias.cli", "-v", "score", *score_args]
+    return cmd + ["-m", "lmbias.cli", "-v", subcommand, *score_args]
 
 
 def launch_env() -> dict[str, str]:
