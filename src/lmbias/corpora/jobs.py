@@ -84,7 +84,7 @@ def lexicon_kwargs(files: Mapping[str, str]) -> dict:
 
 def check_intervention(entry: Mapping, key: str) -> dict:
     """One `corpora.<corpus>.interventions.<name>` entry with defaults filled in; ConfigError naming the key."""
-    from lmbias.corpora.augment import check_swap_rate
+    from lmbias.corpora.augment import SWAP_UNITS, check_swap_rate
     from lmbias.corpora.counterfactual import INTERVENTIONS
 
     method = entry.get("method")
@@ -98,8 +98,11 @@ def check_intervention(entry: Mapping, key: str) -> dict:
             raise ConfigError(f"{key}.swap_rate: a cds intervention needs a swap_rate in (0, 1]")
         check_swap_rate(entry["swap_rate"], f"{key}.swap_rate")
         out.setdefault("seed", 0)
+        out.setdefault("swap_unit", "sentence")  # the over-debiasing paper's definition (section 7.3)
+        if out["swap_unit"] not in SWAP_UNITS:
+            raise ConfigError(f"{key}.swap_unit: must be one of {list(SWAP_UNITS)}, got {out['swap_unit']!r}")
     else:
-        for extra in ("swap_rate", "seed"):
+        for extra in ("swap_rate", "seed", "swap_unit"):
             if extra in entry:
                 raise ConfigError(f"{key}.{extra}: only cds interventions take a {extra} (CDA keeps every sentence)")
     return out
@@ -137,7 +140,8 @@ def build_counterfactual(
     if opts["method"] == "cda":
         result = cda_corpus(table, swapper, batch_size=opts["batch_size"])
     else:
-        result = cds_corpus(table, swapper, opts["swap_rate"], opts["seed"], batch_size=opts["batch_size"])
+        result = cds_corpus(table, swapper, opts["swap_rate"], opts["seed"], batch_size=opts["batch_size"],
+                            unit=opts["swap_unit"])
     write_table_atomic(result, out, COUNTERFACTUAL_SCHEMA)
     flags = result.column("is_counterfactual").to_pylist()
     counts = {
@@ -214,6 +218,7 @@ def make_swapper(lexicon_files: Mapping[str, str], intervention: str, names: boo
     if intervention == "grammatical" or names:
         from lmbias.corpora.nlp import load_spacy
 
-        # the swapper runs the tagger (and NER where a capitalised gendered word or a name needs it)
-        nlp = load_spacy(spacy_model, exclude=["parser", "lemmatizer", "senter"])
+        # The same components as the tested swapper: the tagger, NER (a capitalised gendered word or a
+        # name) and the parser, whose dependency arcs decide possessive "her" ("HER answer" -> "HIS answer").
+        nlp = load_spacy(spacy_model)
     return Swapper(lexicon, intervention=intervention, names=names, nlp=nlp)
