@@ -147,9 +147,40 @@ def register_score(subparsers) -> None:
     p.set_defaults(func=run_score, _parser=p)
 
 
+# ------------------------------------------------------------------------------------------- train
+
+TRAIN_HELP = """\
+Fine-tune one model on one corpus (lmbias.training.jobs.train_job): writes the model folder atomically
+(safetensors, tokenizer, train_log.parquet, training.json); checkpoints beside it resume a killed run.
+Run plainly it is one process; under `accelerate launch --num_processes N -m lmbias.cli train ...` it is
+data-parallel with the same global batches as one process with N times the batch size.
+"""
+
+
+def run_train(args) -> int:
+    from lmbias.training.jobs import train_job
+
+    train_job(args.model_entry, args.model_name, args.corpus, args.out, args.seed, args.settings,
+              checkpoint_dir=args.checkpoint_dir)
+    return 0
+
+
+def register_train(subparsers) -> None:
+    p = subparsers.add_parser("train", help="fine-tune a model (multi-process under accelerate)",
+                              description=TRAIN_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--model-name", required=True, metavar="NAME", help="model name (config models.<name>)")
+    p.add_argument("--model-entry", required=True, type=_json_arg, metavar="JSON", help="config models.<name>")
+    p.add_argument("--corpus", required=True, metavar="PATH", help="training corpus (parquet)")
+    p.add_argument("--out", required=True, metavar="DIR", help="model folder to write")
+    p.add_argument("--seed", required=True, type=int, metavar="N", help="training seed")
+    p.add_argument("--settings", required=True, type=_json_arg, metavar="JSON", help="training settings")
+    p.add_argument("--checkpoint-dir", metavar="DIR", help="checkpoint folder (default <out>.checkpoints)")
+    p.set_defaults(func=run_train, _parser=p)
+
+
 # ------------------------------------------------------------------------------------------- main
 
-COMMANDS = [register_counterfactual, register_score]
+COMMANDS = [register_counterfactual, register_score, register_train]
 VALIDATORS = {"counterfactual": _validate_counterfactual}
 
 

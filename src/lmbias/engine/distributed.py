@@ -156,7 +156,7 @@ def main_process_port(key: str, low: int = 20000, span: int = 20000) -> int:
 
 def launch_command(num_processes: int, port: int, score_args: list[str], config: str = "multi_gpu.yaml",
                    cpu: bool = False, subcommand: str = "score") -> list[str]:
-    """`accelerate launch ... -m lmbias.cli <subcommand> <score_args>` with this interpreter (score, train).
+    """`accelerate launch ... -m lmbias.cli <subcommand> <score_args>` with this interpreter (score or train).
 
     cpu: the cpu.yaml config (use_cpu: true -> ACCELERATE_USE_CPU=true) started by the torchrun launcher
     (`--multi_gpu`). Accelerate 1.15's `--cpu` flag / MULTI_CPU config alone go to its simple launcher,

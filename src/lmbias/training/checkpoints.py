@@ -1,0 +1,124 @@
+"""Training checkpoints: complete only when their marker is written, refused when they belong to another
+configuration or fail their checksums.
+
+Layout: <checkpoint_dir>/step-<global step>/ with model.pt, optimizer.pt, scheduler.pt, trainer.json
+(counters, log rows, best-epoch bookkeeping), rng-<rank>.pt per process, optional best.pt, and last
+COMPLETE.json: the run's fingerprint and the sha256 of every other file. A new checkpoint is written
+into a temp folder, renamed, then marked; older checkpoints are deleted only after that.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+from pathlib import Path
+
+import torch
+
+from lmbias.errors import DataError
+from lmbias.training.data import file_sha256
+
+log = logging.getLogger(__name__)
+
+MARKER = "COMPLETE.json"
+PREFIX = "step-"
+
+
+def _step_of(path: Path) -> int:
+    try:
+        return int(path.name[len(PREFIX):])
+    except ValueError:
+        return -1
+
+
+def candidates(checkpoint_dir) -> list[Path]:
+    """Checkpoint folders, newest first (marked or not)."""
+    root = Path(checkpoint_dir)
+    if not root.is_dir():
+        return []
+    found = [p for p in root.iterdir() if p.is_dir() and p.name.startswith(PREFIX) and _step_of(p) >= 0]
+    return sorted(found, key=_step_of, reverse=True)
+
+
+def verify(path: Path, fingerprint: str) -> None:
+    """DataError naming the folder when the checkpoint is incomplete, of another run, or corrupt."""
+    marker = path / MARKER
+    if not marker.is_file():
+        raise DataError("checkpoint is incomplete (no marker file; the job was stopped while writing it)", path)
+    try:
+        info = json.loads(marker.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise DataError(f"checkpoint marker is unreadable ({exc})", marker) from None
+    if info.get("fingerprint") != fingerprint:
+        raise DataError("checkpoint belongs to another configuration (settings, seed, world size, corpus or model "
+                        "differ)", path)
+    for name, digest in info.get("files", {}).items():
+        f = path / name
+        if not f.is_file() or file_sha256(f) != digest:
+            raise DataError(f"checkpoint file {name} is missing or corrupt (checksum mismatch)", path)
+
+
+def latest_good(checkpoint_dir, fingerprint: str) -> Path | None:
+    """The newest checkpoint that passes `verify`; each refused one is logged with its reason."""
+    for path in candidates(checkpoint_dir):
+        try:
+            verify(path, fingerprint)
+            return path
+        except DataError as exc:
+            log.warning("refusing checkpoint: %s", exc)
+    return None
+
+
+def save(checkpoint_dir, step: int, fingerprint: str, accelerator, model, optimizer, scheduler, trainer_state: dict,
+         best_state: dict | None = None) -> Path:
+    """Write the checkpoint of `step` from every process (RNG per rank; the rest on the main process)."""
+    root = Path(checkpoint_dir)
+    final = root / f"{PREFIX}{step:08d}"
+    tmp = root / f".{final.name}.tmp"
+    if accelerator.is_main_process:
+        root.mkdir(parents=True, exist_ok=True)
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir()
+    accelerator.wait_for_everyone()
+    rng = {"torch": torch.get_rng_state()}
+    if torch.cuda.is_available():
+        rng["cuda"] = torch.cuda.get_rng_state()
+    torch.save(rng, tmp / f"rng-{accelerator.process_index}.pt")
+    accelerator.wait_for_everyone()
+    if accelerator.is_main_process:
+        state = {k: v.detach().cpu().clone() for k, v in accelerator.unwrap_model(model).state_dict().items()}
+        torch.save(state, tmp / "model.pt")
+        torch.save(optimizer.state_dict(), tmp / "optimizer.pt")
+        torch.save(scheduler.state_dict(), tmp / "scheduler.pt")
+        if best_state is not None:
+            torch.save(best_state, tmp / "best.pt")
+        (tmp / "trainer.json").write_text(json.dumps(trainer_state, sort_keys=True))
+        files = {p.name: file_sha256(p) for p in sorted(tmp.iterdir())}
+        if final.exists():
+            shutil.rmtree(final)
+        os.replace(tmp, final)
+        marker_tmp = final / f".{MARKER}.tmp"
+        marker_tmp.write_text(json.dumps({"fingerprint": fingerprint, "step": step, "files": files}, indent=1))
+        os.replace(marker_tmp, final / MARKER)
+        for old in candidates(root):
+            if old != final:
+                shutil.rmtree(old, ignore_errors=True)
+        log.info("checkpoint %s written", final)
+    accelerator.wait_for_everyone()
+    return final
+
+
+def load(path: Path, accelerator, model, optimizer, scheduler) -> tuple[dict, dict | None]:
+    """Restore model, optimizer, scheduler and this process's RNG; (trainer state, best state or None)."""
+    accelerator.unwrap_model(model).load_state_dict(torch.load(path / "model.pt", map_location="cpu"))
+    optimizer.load_state_dict(torch.load(path / "optimizer.pt", map_location="cpu"))
+    scheduler.load_state_dict(torch.load(path / "scheduler.pt"))
+    rng_file = path / f"rng-{accelerator.process_index}.pt"
+    rng = torch.load(rng_file)
+    torch.set_rng_state(rng["torch"])
+    if "cuda" in rng and torch.cuda.is_available():
+        torch.cuda.set_rng_state(rng["cuda"])
+    best = torch.load(path / "best.pt", map_location="cpu") if (path / "best.pt").is_file() else None
+    return json.loads((path / "trainer.json").read_text()), best

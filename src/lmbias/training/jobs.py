@@ -1,0 +1,107 @@
+"""The fine-tuning job: model entry + corpus + settings -> an atomically written model folder.
+
+out_dir holds model.safetensors, config.json, tokenizer files, train_log.parquet and training.json;
+it is written to a temp folder beside it and renamed, so a failed job leaves nothing. Checkpoints go to
+`checkpoint_dir` (default `<out_dir>.checkpoints`) and are removed after success.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import platform
+import shutil
+import tempfile
+from pathlib import Path
+
+import pyarrow as pa
+
+from lmbias.errors import ConfigError
+from lmbias.io import write_table_atomic
+from lmbias.training.settings import FAMILY_OBJECTIVE, TrainingSettings
+
+log = logging.getLogger(__name__)
+
+LOG_SCHEMA = pa.schema([
+    ("step", pa.int64()), ("epoch", pa.int64()), ("loss", pa.float64()), ("learning_rate", pa.float64()),
+    ("validation_metric", pa.float64()), ("tokens_per_second", pa.float64()), ("bias_metric", pa.float64()),
+    ("er_loss", pa.float64()),
+])
+
+
+def check_objective(settings: TrainingSettings, family: str, model_name: str) -> None:
+    if settings.objective == "gpr":
+        if family != "mlm":
+            raise ConfigError(f"models.{model_name}.family: gpr (pronoun prediction at a mask) needs an mlm model, "
+                              f"not {family}")
+    elif FAMILY_OBJECTIVE[family] != settings.objective:
+        raise ConfigError(f"settings.objective: {settings.objective!r} does not fit models.{model_name} (family "
+                          f"{family} trains with {FAMILY_OBJECTIVE[family]!r})")
+
+
+def _versions() -> dict:
+    import accelerate
+    import torch
+    import transformers
+
+    import lmbias
+
+    return {"python": platform.python_version(), "torch": torch.__version__, "transformers": transformers.__version__,
+            "accelerate": accelerate.__version__, "lmbias": lmbias.__version__}
+
+
+def train_job(model_entry: dict, model_name: str, corpus: str, out_dir: str, seed: int, settings: dict,
+              checkpoint_dir: str | None = None, log=None) -> None:
+    from lmbias.engine.models import load_model, model_spec
+    from lmbias.training.bias_probe import make_probe
+    from lmbias.training.data import load_corpus
+    from lmbias.training.trainer import Trainer, make_accelerator
+
+    logger = log or logging.getLogger(__name__)
+    s = TrainingSettings.from_dict(settings, "settings")
+    spec = model_spec(model_name, model_entry)
+    check_objective(s, spec.family, model_name)
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise ConfigError(f"seed: {seed!r} is not an integer")
+    out = Path(out_dir)
+    ckpt = Path(checkpoint_dir) if checkpoint_dir else out.with_name(out.name + ".checkpoints")
+    data = load_corpus(corpus, s)
+    probe = make_probe(s.eval_bias_metric, spec.family) if s.eval_bias_every_steps else None
+    model, tokenizer = load_model(spec)
+    if s.objective in ("mlm", "infilling", "gpr") and tokenizer.mask_token_id is None:
+        raise ConfigError(f"models.{model_name}: the tokenizer has no mask token ({s.objective} needs one)")
+    model.train()
+    accelerator = make_accelerator(s.precision)
+    fingerprint = s.fingerprint(seed=seed, world=accelerator.num_processes, corpus=data.sha256,
+                                model=spec.source, revision=spec.revision)
+    trainer = Trainer(model, tokenizer, spec.family, data, s, seed, ckpt, fingerprint, accelerator, probe)
+    result = trainer.run()
+    if accelerator.is_main_process:
+        final = accelerator.unwrap_model(trainer.model)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
+        try:
+            final.save_pretrained(tmp, safe_serialization=True)
+            tokenizer.save_pretrained(tmp)
+            rows = [{k: r.get(k) for k in LOG_SCHEMA.names} for r in result.log_rows]
+            write_table_atomic(pa.Table.from_pylist(rows, schema=LOG_SCHEMA), tmp / "train_log.parquet")
+            info = {"model_name": model_name, "base_model": spec.source, "revision": spec.revision,
+                    "family": spec.family, "corpus": str(corpus), "corpus_sha256": data.sha256, "seed": seed,
+                    "world_size": accelerator.num_processes, "settings": s.to_dict(), "steps": result.steps,
+                    "selected_epoch": result.selected_epoch, "resumed_from_step": result.resumed_from,
+                    "examples": len(data.texts), "versions": _versions()}
+            (tmp / "training.json").write_text(json.dumps(info, indent=2, sort_keys=True) + "\n")
+            for p in tmp.iterdir():
+                p.chmod(0o644)
+            tmp.chmod(0o755)
+            if out.exists():
+                shutil.rmtree(out)
+            os.replace(tmp, out)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+        shutil.rmtree(ckpt, ignore_errors=True)
+        logger.info("trained %s (%s, seed %d) for %d steps on %d processes -> %s", model_name, s.objective, seed,
+                    result.steps, accelerator.num_processes, out)
+    accelerator.wait_for_everyone()

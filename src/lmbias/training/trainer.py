@@ -1,0 +1,316 @@
+"""The fine-tuning loop (after HF's run_mlm_no_trainer.py): Accelerate, AdamW with a linear warm-up/decay
+schedule, gradient clipping and accumulation, autocast, checkpoints with exact resume.
+
+Exactness: batches come from `data.global_batches` (seeded by (seed, epoch)), noise from per-example
+generators (seeded by (seed, epoch, example)), dropout from torch's RNG whose state is checkpointed per
+process. The loss of an accumulation group is the sum of token losses divided by the group's token count
+over ALL processes (times the world size, which DDP's gradient averaging divides out), so N processes
+with batch b compute the gradient of one process with batch N*b.
+
+Set LMBIAS_TRAIN_EXIT_AFTER_STEP=k to make the process exit abruptly (os._exit) after optimizer step k
+and its checkpoint: how the tests kill a job.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import time
+from dataclasses import dataclass
+
+import torch
+
+from lmbias.training import checkpoints
+from lmbias.training.data import Corpus, encode, encode_gpr, global_batches
+from lmbias.training.objectives import IGNORE, clean_batch, collate, embeddings_from, lm_loss_sum, pad
+from lmbias.training.settings import TrainingSettings
+
+log = logging.getLogger(__name__)
+
+EXIT_ENV = "LMBIAS_TRAIN_EXIT_AFTER_STEP"
+_DROPOUT_KEYS = ("hidden_dropout_prob", "attention_probs_dropout_prob", "resid_pdrop", "embd_pdrop", "attn_pdrop",
+                 "dropout", "attention_dropout", "activation_dropout", "summary_first_dropout")
+
+
+@dataclass
+class TrainResult:
+    log_rows: list[dict]
+    selected_epoch: int | None
+    steps: int
+    resumed_from: int | None
+
+
+def set_dropout(model, p: float):
+    """The same model with every dropout rate set to `p` (GPR: 0.1 as Manela et al.)."""
+    config = model.config
+    for key in _DROPOUT_KEYS:
+        if isinstance(getattr(config, key, None), float):
+            setattr(config, key, float(p))
+    new = type(model)(config)
+    new.load_state_dict(model.state_dict())
+    return new
+
+
+def mixed_precision(precision: str) -> str:
+    if precision == "auto":
+        return "bf16" if torch.cuda.is_available() else "no"
+    return {"fp32": "no", "bf16": "bf16", "fp16": "fp16"}[precision]
+
+
+def make_accelerator(precision: str = "auto"):
+    from accelerate import Accelerator
+    from accelerate.utils import parse_flag_from_env
+
+    cpu = parse_flag_from_env("ACCELERATE_USE_CPU") or not torch.cuda.is_available()
+    return Accelerator(cpu=cpu, mixed_precision=mixed_precision(precision))
+
+
+def _optimizer(model, s: TrainingSettings):
+    no_decay = ("bias", "LayerNorm.weight", "layer_norm.weight", "ln_", "layernorm")
+    decay, rest = [], []
+    for name, p in model.named_parameters():
+        (rest if any(k in name for k in no_decay) else decay).append(p)
+    groups = [{"params": decay, "weight_decay": s.weight_decay}, {"params": rest, "weight_decay": 0.0}]
+    return torch.optim.AdamW(groups, lr=s.learning_rate, betas=(s.adam_beta1, s.adam_beta2), eps=s.adam_epsilon)
+
+
+def _cat_rows(batches: list[dict], key: str, value: int) -> torch.Tensor:
+    rows = [r for b in batches for r in b[key].tolist()]
+    return pad(rows, value)
+
+
+class Trainer:
+    def __init__(self, model, tokenizer, family: str, corpus: Corpus, settings: TrainingSettings, seed: int,
+                 checkpoint_dir, fingerprint: str, accelerator, probe=None):
+        self.s, self.seed, self.family, self.tok = settings, seed, family, tokenizer
+        self.acc, self.checkpoint_dir, self.fingerprint, self.probe = accelerator, checkpoint_dir, fingerprint, probe
+        s = settings
+        torch.manual_seed(seed)
+        if s.dropout is not None:
+            model = set_dropout(model, s.dropout)
+        self.decoder_start = getattr(model.config, "decoder_start_token_id", None)
+        if s.objective == "gpr":
+            self.examples = encode_gpr(tokenizer, corpus.texts, corpus.labels, s.max_length, "training corpus")
+            self.val = encode_gpr(tokenizer, corpus.val_texts, corpus.val_labels, s.max_length, "validation rows") \
+                if corpus.val_texts else []
+        else:
+            words = s.objective == "mlm" and s.whole_word_masking
+            self.examples = encode(tokenizer, corpus.texts, s.max_length, words=words)
+            self.val = []
+        self.swaps = None
+        if s.er_lambda is not None:
+            swap_enc = encode(tokenizer, [t if t is not None else corpus.texts[i] for i, t in enumerate(corpus.swaps)],
+                              s.max_length)
+            self.swaps = swap_enc
+            self.has_swap = [t is not None for t in corpus.swaps]
+        self.lengths = [len(e.ids) for e in self.examples]
+        self.world, self.rank = accelerator.num_processes, accelerator.process_index
+        self.global_batch = s.batch_size * self.world
+        n_batches = len(global_batches(self.lengths, self.global_batch, seed, 0, s.group_by_length, self.world))
+        if n_batches == 0:
+            raise ValueError(f"{len(self.examples)} examples give no batch on {self.world} processes")
+        self.steps_per_epoch = math.ceil(n_batches / s.gradient_accumulation_steps)
+        self.total_steps = self.steps_per_epoch * s.epochs
+        if s.max_steps is not None:
+            self.total_steps = min(self.total_steps, s.max_steps)
+        from transformers import get_linear_schedule_with_warmup
+
+        optimizer = _optimizer(model, s)
+        self.scheduler = get_linear_schedule_with_warmup(optimizer, math.ceil(s.warmup_ratio * self.total_steps),
+                                                         self.total_steps)
+        self.model, self.optimizer = accelerator.prepare(model, optimizer)
+
+    # ------------------------------------------------------------------------------------------ one step
+
+    def _micro(self, idx: list[int], epoch: int) -> dict:
+        ex = [self.examples[i] for i in idx]
+        batch = collate(self.s.objective, ex, idx, self.seed, epoch, self.tok, self.s, self.decoder_start)
+        if self.swaps is not None:
+            batch["er"] = (clean_batch(ex, self.tok.pad_token_id), clean_batch([self.swaps[i] for i in idx],
+                                                                                self.tok.pad_token_id),
+                           torch.tensor([self.has_swap[i] for i in idx], dtype=torch.float32))
+        return batch
+
+    def _forward_loss(self, batch: dict, n_tokens: int, n_pairs: int) -> tuple[torch.Tensor, float, float]:
+        """(loss to backpropagate, token-loss sum, ER sum) of one micro-batch; one forward pass (ER: the
+        noised batch, the clean sentences and their counterfactuals stacked)."""
+        model, dev = self.model, self.acc.device
+        b = batch["input_ids"].size(0)
+        inputs = {"input_ids": batch["input_ids"], "attention_mask": batch["attention_mask"]}
+        if "decoder_input_ids" in batch:
+            inputs["decoder_input_ids"] = batch["decoder_input_ids"]
+        er = batch.get("er")
+        if er is not None:
+            s_clean, c_clean, has = er
+            parts = [inputs, s_clean, c_clean]
+            stacked = {"input_ids": _cat_rows(parts, "input_ids", self.tok.pad_token_id),
+                       "attention_mask": _cat_rows(parts, "attention_mask", 0)}
+            if self.family == "seq2seq":
+                from transformers.models.bart.modeling_bart import shift_tokens_right
+
+                dec = [inputs["decoder_input_ids"].tolist(),
+                       shift_tokens_right(s_clean["input_ids"], self.tok.pad_token_id, self.decoder_start).tolist(),
+                       shift_tokens_right(c_clean["input_ids"], self.tok.pad_token_id, self.decoder_start).tolist()]
+                stacked["decoder_input_ids"] = pad([r for d in dec for r in d], self.tok.pad_token_id)
+            inputs = stacked
+        inputs = {k: v.to(dev) for k, v in inputs.items()}
+        with self.acc.autocast():
+            out = model(**inputs, output_hidden_states=er is not None)
+        logits = out.logits[:b]
+        labels = batch["labels"]
+        if logits.size(1) > labels.size(1):  # stacked with longer clean rows
+            logits = logits[:, : labels.size(1)]
+        lm_sum, _ = lm_loss_sum(logits, labels, self.s.objective)
+        loss = lm_sum / max(n_tokens, 1) * self.world
+        er_sum = 0.0
+        if er is not None:
+            mask = inputs["attention_mask"]
+            if self.family == "seq2seq":  # decoder positions: the shifted sentence, same number of real tokens
+                pass
+            e = embeddings_from(out, mask, self.family).float()
+            e_s, e_c = e[b:2 * b], e[2 * b:]
+            terms = (1.0 - torch.nn.functional.cosine_similarity(e_s, e_c, dim=-1)) * has.to(dev)
+            er_total = terms.sum()
+            loss = loss + self.s.er_lambda * er_total / max(n_pairs, 1) * self.world
+            er_sum = float(er_total.detach())
+        return loss, float(lm_sum.detach()), er_sum
+
+    def _reduce(self, values: list[float]) -> list[float]:
+        t = torch.tensor(values, dtype=torch.float64, device=self.acc.device)
+        if self.world > 1:
+            t = self.acc.reduce(t, reduction="sum")
+        return t.tolist()
+
+    def _count_targets(self, batch: dict) -> int:
+        labels = batch["labels"]
+        if self.s.objective == "clm":
+            labels = labels[:, 1:]
+        return int((labels != IGNORE).sum())
+
+    def _step(self, micro_idx: list[list[int]], epoch: int) -> dict:
+        started = time.perf_counter()
+        batches = [self._micro(idx, epoch) for idx in micro_idx]
+        local = [sum(self._count_targets(b) for b in batches), sum(len(i) for i in micro_idx),
+                 sum(int(b["attention_mask"].sum()) for b in batches)]
+        n_tokens, n_pairs, n_real = self._reduce(local)
+        lm_total, er_total = 0.0, 0.0
+        self.model.train()
+        for k, batch in enumerate(batches):
+            sync = k == len(batches) - 1
+            ctx = self.acc.no_sync(self.model) if not sync and self.world > 1 else _nullcontext()
+            with ctx:
+                loss, lm_sum, er_sum = self._forward_loss(batch, n_tokens, n_pairs)
+                self.acc.backward(loss)
+            lm_total += lm_sum
+            er_total += er_sum
+        if self.s.max_grad_norm is not None:
+            self.acc.clip_grad_norm_(self.model.parameters(), self.s.max_grad_norm)
+        lr = self.scheduler.get_last_lr()[0]
+        self.optimizer.step()
+        self.scheduler.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        lm_total, er_total = self._reduce([lm_total, er_total])
+        elapsed = time.perf_counter() - started
+        row = {"loss": lm_total / max(n_tokens, 1), "learning_rate": lr, "tokens_per_second": n_real / elapsed}
+        if self.s.er_lambda is not None:
+            row["er_loss"] = er_total / max(n_pairs, 1)
+        return row
+
+    # ---------------------------------------------------------------------------------------- validation
+
+    def validation_accuracy(self) -> float:
+        """GPR: share of validation examples whose argmax at the mask is the pronoun's token."""
+        model = self.acc.unwrap_model(self.model)
+        model.eval()
+        correct = 0
+        with torch.no_grad():
+            for start in range(0, len(self.val), 64):
+                ex = self.val[start:start + 64]
+                batch = clean_batch(ex, self.tok.pad_token_id)
+                with self.acc.autocast():
+                    logits = model(**{k: v.to(self.acc.device) for k, v in batch.items()}).logits
+                pos = torch.tensor([e.target_pos for e in ex])
+                pred = logits[torch.arange(len(ex)), pos.to(logits.device)].argmax(-1).cpu()
+                correct += int((pred == torch.tensor([e.target for e in ex])).sum())
+        model.train()
+        return correct / max(len(self.val), 1)
+
+    # --------------------------------------------------------------------------------------------- loop
+
+    def run(self) -> TrainResult:
+        s, acc = self.s, self.acc
+        state = {"step": 0, "epoch": 0, "next_batch": 0, "log": [], "best_accuracy": None, "best_epoch": None}
+        best_state = None
+        resumed = None
+        path = checkpoints.latest_good(self.checkpoint_dir, self.fingerprint) if self.checkpoint_dir else None
+        if path is not None:
+            state, best_state = checkpoints.load(path, acc, self.model, self.optimizer, self.scheduler)
+            resumed = state["step"]
+            log.info("resuming from %s (step %d, epoch %d)", path, state["step"], state["epoch"] + 1)
+        exit_after = int(os.environ.get(EXIT_ENV, "0") or 0)
+        step = state["step"]
+        for epoch in range(state["epoch"], s.epochs):
+            if step >= self.total_steps:
+                break
+            batches = global_batches(self.lengths, self.global_batch, self.seed, epoch, s.group_by_length, self.world)
+            mine = []
+            for b in batches:  # this process's contiguous slice of each global batch
+                base, extra = divmod(len(b), self.world)
+                lo = self.rank * base + min(self.rank, extra)
+                mine.append(b[lo: lo + base + (1 if self.rank < extra else 0)])
+            first = state["next_batch"] if epoch == state["epoch"] else 0
+            accum = s.gradient_accumulation_steps
+            for k in range(first, len(mine), accum):
+                row = self._step(mine[k:k + accum], epoch)
+                step += 1
+                row.update(step=step, epoch=epoch + 1, validation_metric=None)
+                if self.probe is not None and s.eval_bias_every_steps and step % s.eval_bias_every_steps == 0:
+                    row["bias_metric"] = self._probe()
+                state["log"].append(row)
+                done = step >= self.total_steps
+                if s.checkpoint_every_steps and step % s.checkpoint_every_steps == 0 and not done \
+                        and k + accum < len(mine):
+                    state.update(step=step, epoch=epoch, next_batch=k + accum)
+                    checkpoints.save(self.checkpoint_dir, step, self.fingerprint, acc, self.model, self.optimizer,
+                                     self.scheduler, state, best_state)
+                if exit_after and step == exit_after:
+                    log.warning("%s=%d: exiting abruptly after step %d", EXIT_ENV, exit_after, step)
+                    os._exit(75)
+                if done:
+                    break
+            if step >= self.total_steps and (k + accum < len(mine)):
+                break  # stopped by max_steps inside the epoch: no end-of-epoch evaluation
+            if self.val:
+                accuracy = self.validation_accuracy()
+                state["log"][-1]["validation_metric"] = accuracy
+                log.info("epoch %d: validation pronoun accuracy %.4f", epoch + 1, accuracy)
+                if s.select_epoch == "validation_accuracy" and (state["best_accuracy"] is None
+                                                                 or accuracy > state["best_accuracy"]):
+                    state.update(best_accuracy=accuracy, best_epoch=epoch + 1)
+                    best_state = {k: v.detach().cpu().clone()
+                                  for k, v in acc.unwrap_model(self.model).state_dict().items()}
+            if self.checkpoint_dir and step < self.total_steps:
+                state.update(step=step, epoch=epoch + 1, next_batch=0)
+                checkpoints.save(self.checkpoint_dir, step, self.fingerprint, acc, self.model, self.optimizer,
+                                 self.scheduler, state, best_state)
+        selected = None
+        if s.select_epoch == "validation_accuracy" and best_state is not None:
+            acc.unwrap_model(self.model).load_state_dict(best_state)
+            selected = state["best_epoch"]
+        return TrainResult(state["log"], selected, step, resumed)
+
+    def _probe(self) -> float | None:
+        value = None
+        if self.acc.is_main_process:
+            value = float(self.probe(self.acc.unwrap_model(self.model), self.tok))
+        self.acc.wait_for_everyone()
+        return value
+
+
+class _nullcontext:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
