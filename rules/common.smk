@@ -382,8 +382,8 @@ def method_settings(wildcards):
     return resolved_method(wildcards.model, wildcards.method)["settings"]
 
 
-def method_sd_options(wildcards):
-    return {"ratio_of_pairs": resolved_method(wildcards.model, wildcards.method)["ratio_of_pairs"]}
+def method_sd_settings(wildcards):
+    return resolved_method(wildcards.model, wildcards.method)["sd_settings"]
 
 
 def method_job_inputs(wildcards):

@@ -44,7 +44,7 @@ rule fit_sentence_debias:
     output:
         directory("results/{model}/{method}/seed{seed}/model"),
     params:
-        options=method_sd_options,
+        settings=method_sd_settings,
         model=training_model_entry,
     wildcard_constraints:
         method=_alternatives(method_names_of_kinds(registry.FITTED_METHOD_KINDS)) or "(?!)",

@@ -5,14 +5,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))  # the library of this checkout
 
+from lmbias.engine.models import model_spec
 from lmbias.training.sentence_debias import fit_job
 from lmbias.workflow import setup_job_logging
 
 setup_job_logging(snakemake.log[0])  # noqa: F821
 fit_job(
-    model_entry=snakemake.params.model,  # noqa: F821
-    model_name=snakemake.wildcards.model,  # noqa: F821
-    corpus=snakemake.input.corpus,  # noqa: F821
+    model_spec(snakemake.wildcards.model, snakemake.params.model),  # noqa: F821
+    sentences_path=snakemake.input.corpus,  # noqa: F821
     out_dir=snakemake.output[0],  # noqa: F821
-    **snakemake.params.options,  # noqa: F821
+    settings=snakemake.params.settings,  # noqa: F821
 )

@@ -36,7 +36,7 @@ def test_table12_defaults_reach_the_trainer(config, model, batch, lr, swap, lam,
     assert "er_lambda" not in cds["settings"]  # the model's ER default must not turn CDS into ER
     assert cds["corpus"] == f"results/corpora/gap/cds-{swap}.parquet"
     assert _resolve(config, model, "er")["settings"]["er_lambda"] == lam
-    assert _resolve(config, model, "sd")["ratio_of_pairs"] == ratio
+    assert _resolve(config, model, "sd")["sd_settings"] == {"ratio_of_pairs": ratio}
     objective = {"mlm": "mlm", "clm": "clm", "seq2seq": "infilling"}[config["models"][model]["family"]]
     assert cds["settings"]["objective"] == objective
 

@@ -132,8 +132,10 @@ METHOD_KEYS = {
     "cda": ("kind", "corpus", "training"),
     "er": ("kind", "corpus", "training"),
     "gpr": ("kind", "corpus", "training"),
-    "sd": ("kind", "corpus", "ratio_of_pairs"),
+    "sd": ("kind", "corpus") + ("ratio_of_pairs", "k", "batch_size", "max_length", "limit_sentences", "text_column"),
 }
+#: SentenceDebias settings (lmbias.training.sentence_debias.SDSettings) a method entry of kind sd may set.
+SD_KEYS = METHOD_KEYS["sd"][2:]
 
 #: The pre-training objective each family fine-tunes with (cds, cda, er).
 FAMILY_OBJECTIVE = {"mlm": "mlm", "clm": "clm", "seq2seq": "infilling"}
@@ -232,7 +234,8 @@ def resolve_method(model: str, model_entry: dict, method: str, entry: dict) -> d
         if ratio is None or not (0 < float(ratio) <= 1):
             raise ConfigError(f"methods.{method}.ratio_of_pairs: {ratio!r}; need a fraction in (0, 1] "
                               f"(or models.{model}.training.ratio_of_pairs)")
-        resolved["ratio_of_pairs"] = float(ratio)
+        sd = {k: entry[k] for k in SD_KEYS if k in entry}
+        resolved["sd_settings"] = dict(sorted({**sd, "ratio_of_pairs": float(ratio)}.items()))
     return resolved
 
 

@@ -41,10 +41,7 @@ def _load_for_method(model_name: str, model_entry: dict, method_entry: dict, dev
                           "(results/{model}/{method}/seed{k}/model)")
     from lmbias.engine.models import load_method_model
 
-    model, tokenizer = load_method_model(spec, method_dir)
-    model.to(device)
-    model.eval()
-    return model, tokenizer
+    return load_method_model(spec, method_dir, device=device)
 
 
 def score_benchmark_job(items_path, output_path, model_name, model_entry, method_entry, benchmark_name,
