@@ -63,7 +63,7 @@ def test_every_configured_model_is_a_valid_spec(repo_root):
     ("entry", "message"),
     [
         ({"path": "p", "family": "mlmx", "revision": "local"},
-         r"^models\.tiny-bert\.family: 'mlmx' is not one of mlm, clm, seq2seq$"),
+         r"^models\.tiny-bert\.family: 'mlmx' is not one of mlm, clm, seq2seq, encoder$"),
         ({"path": "p", "revision": "local"}, r"^models\.tiny-bert\.family: missing"),
         ({"path": "p", "hub_id": "bert-base-uncased", "family": "mlm"},
          r"^models\.tiny-bert: exactly one of models\.tiny-bert\.path and models\.tiny-bert\.hub_id .*both"),

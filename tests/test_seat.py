@@ -211,8 +211,8 @@ def test_tiny_models_run_the_classic_tests(tiny, tmp_path, shared_data):
 
 def test_seat_benchmarks_apply_to_every_family():
     for dataset in ("seat", "seat_templates"):
-        assert registry.definition(dataset).families == ("mlm", "clm", "seq2seq")
-    for family in ("mlm", "clm", "seq2seq"):
+        assert registry.definition(dataset).families == ("mlm", "clm", "seq2seq", "encoder")
+    for family in ("mlm", "clm", "seq2seq", "encoder"):
         assert {"seat", "seat_v1", "seat_v2"} <= set(registry.benchmarks_for(family, CONFIG["benchmarks"]))
     sources = registry.source_files("seat_templates")
     assert any(s.endswith("lmbias/engine/embeddings.py") for s in sources) and any(s.endswith("lmbias/metrics/weat.py") for s in sources)

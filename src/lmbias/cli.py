@@ -178,9 +178,38 @@ def register_train(subparsers) -> None:
     p.set_defaults(func=run_train, _parser=p)
 
 
+# ------------------------------------------------------------------------------------------- fit-sd
+
+FIT_SD_HELP = """\
+Fit SentenceDebias (Liang et al. 2020) for one model: the gender subspace from counterfactual pairs of the
+sentences that contain a gendered word of the word-pair list, written to DIR as sentence_debias.safetensors
+and sentence_debias.json. Settings (JSON): k, ratio_of_pairs, batch_size, max_length, limit_sentences,
+text_column. See lmbias.training.sentence_debias.
+"""
+
+
+def run_fit_sd(args) -> int:
+    from lmbias.engine.models import model_spec
+    from lmbias.training.sentence_debias import fit_job
+
+    fit_job(model_spec(args.model_name, args.model_entry), args.sentences, args.out, args.settings)
+    return 0
+
+
+def register_fit_sd(subparsers) -> None:
+    p = subparsers.add_parser("fit-sd", help="fit SentenceDebias's gender subspace for one model",
+                              description=FIT_SD_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--model-name", required=True, metavar="NAME", help="model name (config models.<name>)")
+    p.add_argument("--model-entry", required=True, type=_json_arg, metavar="JSON", help="config models.<name>")
+    p.add_argument("--sentences", required=True, metavar="PATH", help="sentences parquet (column text)")
+    p.add_argument("--out", required=True, metavar="DIR", help="folder to write (replaced atomically)")
+    p.add_argument("--settings", type=_json_arg, default={}, metavar="JSON", help="SentenceDebias settings")
+    p.set_defaults(func=run_fit_sd, _parser=p)
+
+
 # ------------------------------------------------------------------------------------------- main
 
-COMMANDS = [register_counterfactual, register_score, register_train]
+COMMANDS = [register_counterfactual, register_score, register_train, register_fit_sd]
 VALIDATORS = {"counterfactual": _validate_counterfactual}
 
 

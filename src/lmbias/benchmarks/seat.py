@@ -12,7 +12,7 @@ from lmbias.benchmarks.seat_core import SeatOptions, score_seat, seat_metric_row
 BENCHMARKS = [
     BenchmarkDef(
         dataset="seat",
-        families=("mlm", "clm", "seq2seq"),
+        families=("mlm", "clm", "seq2seq", "encoder"),
         score=score_seat,
         parse_options=SeatOptions.from_config,
         rows=seat_metric_rows,

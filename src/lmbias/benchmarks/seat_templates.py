@@ -78,7 +78,7 @@ def score_seat_templates(items: pa.Table, model, tokenizer, family: str, scoring
 BENCHMARKS = [
     BenchmarkDef(
         dataset="seat_templates",
-        families=("mlm", "clm", "seq2seq"),
+        families=("mlm", "clm", "seq2seq", "encoder"),
         score=score_seat_templates,
         parse_options=SeatOptions.from_config,
         rows=seat_metric_rows,

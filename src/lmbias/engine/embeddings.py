@@ -4,7 +4,7 @@ One forward pass per batch of distinct, length-sorted texts gives the last layer
 requested pooling of them is computed from that same pass. Poolings, per family (names are the variant
 names that reach the metric rows):
 
-mlm (BERT, RoBERTa, ... and headless encoders such as all-MiniLM-L6-v2):
+mlm (BERT, RoBERTa, ...) and encoder (headless encoders such as all-MiniLM-L6-v2, loaded with AutoModel):
   ``mean``         mean over the real tokens, special tokens included, padding excluded (default: the
                    DA-Gender paper's "average contextual embeddings", without its padding artefact)
   ``mean_padded``  mean over all positions of the input padded to ``pad_to`` tokens (128), pad positions
@@ -50,8 +50,9 @@ POOLINGS: dict[str, tuple[str, ...]] = {
     "mlm": ("mean", "mean_padded", "first_piece", "cls"),
     "clm": ("last", "mean", "mean_padded"),
     "seq2seq": ("decoder_mean", "decoder_mean_padded", "decoder_last", "encoder_mean", "encoder_mean_padded"),
+    "encoder": ("mean", "mean_padded", "first_piece", "cls"),
 }
-DEFAULT_POOLING = {"mlm": "mean", "clm": "last", "seq2seq": "decoder_mean"}
+DEFAULT_POOLING = {"mlm": "mean", "clm": "last", "seq2seq": "decoder_mean", "encoder": "mean"}
 #: The DA-Gender code pads every input to 128 tokens before averaging.
 DA_GENDER_PAD_TO = 128
 

@@ -1,8 +1,9 @@
-"""Model specs from config.yaml and loading them (hub id or local folder) for one of three families.
+"""Model specs from config.yaml and loading them (hub id or local folder) for one of four families.
 
 Why a family: every metric reads a model the same way within a family -- `mlm` fills a [MASK],
-`clm` scores a sentence left to right, `seq2seq` (BART) fills a <mask> by generating the sentence --
-so the config says which one, and loading fails early, naming the model, when the checkpoint does
+`clm` scores a sentence left to right, `seq2seq` (BART) fills a <mask> by generating the sentence,
+`encoder` is a headless encoder (a sentence-transformers BERT such as all-MiniLM-L6-v2: no LM head,
+so only the embedding benchmarks apply) -- so the config says which one, and loading fails early, naming the model, when the checkpoint does
 not fit the family (a GPT-2 folder configured as mlm would otherwise come back with a random head).
 
 Loading never runs hub code (`trust_remote_code=False`), reads local folders as safetensors only and
@@ -22,7 +23,7 @@ from lmbias.engine.scoring import PRECISIONS
 
 log = logging.getLogger(__name__)
 
-FAMILIES = ("mlm", "clm", "seq2seq")
+FAMILIES = ("mlm", "clm", "seq2seq", "encoder")
 
 _KNOWN_KEYS = ("path", "hub_id", "family", "revision", "tiny", "precision")
 
@@ -101,9 +102,10 @@ def model_spec(name: str, entry: Mapping, root: str | os.PathLike | None = None)
 
 
 def _auto_class(family: str):
-    from transformers import AutoModelForCausalLM, AutoModelForMaskedLM, AutoModelForSeq2SeqLM
+    from transformers import AutoModel, AutoModelForCausalLM, AutoModelForMaskedLM, AutoModelForSeq2SeqLM
 
-    return {"mlm": AutoModelForMaskedLM, "clm": AutoModelForCausalLM, "seq2seq": AutoModelForSeq2SeqLM}[family]
+    return {"mlm": AutoModelForMaskedLM, "clm": AutoModelForCausalLM, "seq2seq": AutoModelForSeq2SeqLM,
+            "encoder": AutoModel}[family]
 
 
 def _source_kwargs(spec: ModelSpec) -> dict:
@@ -132,7 +134,7 @@ def _check_family(spec: ModelSpec, config) -> None:
     enc_dec = bool(getattr(config, "is_encoder_decoder", False))
     if spec.family == "seq2seq" and not enc_dec:
         raise ConfigError(f"{where}: {spec.source} is a {model_type} model, not an encoder-decoder; family seq2seq does not fit")
-    if spec.family in ("mlm", "clm") and enc_dec:
+    if spec.family in ("mlm", "clm", "encoder") and enc_dec:
         raise ConfigError(
             f"{where}: {spec.source} is an encoder-decoder ({model_type}) model; use family seq2seq, not {spec.family}"
         )
@@ -240,3 +242,96 @@ def mask_token(tokenizer, model_name: str | None = None) -> str:
         who = f"models.{model_name}: " if model_name else ""
         raise ConfigError(f"{who}the tokenizer {type(tokenizer).__name__} has no mask token (needed by mlm and seq2seq)")
     return str(token)
+
+
+# ------------------------------------------------------------------------------- methods' model folders
+
+_WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json")
+_TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "vocab.json", "spiece.model")
+
+
+def _method_kind(method_dir) -> str:
+    """'base' (None), 'sentence_debias' (a fitted subspace) or 'finetuned' (an HF model folder)."""
+    from lmbias.training.sentence_debias import SUBSPACE_FILE
+
+    if method_dir is None:
+        return "base"
+    folder = Path(method_dir)
+    if not folder.is_dir():
+        from lmbias.errors import DataError
+
+        raise DataError("method model folder not found", folder)
+    if (folder / SUBSPACE_FILE).is_file():
+        return "sentence_debias"
+    return "finetuned"
+
+
+def _finetuned_spec(spec: ModelSpec, method_dir) -> ModelSpec:
+    """The fine-tuned folder as a local model of the base's family and name."""
+    from dataclasses import replace
+
+    from lmbias.errors import DataError
+
+    folder = Path(method_dir).resolve()
+    if not (folder / "config.json").is_file() or not any((folder / f).is_file() for f in _WEIGHT_FILES):
+        raise DataError(f"not a model folder of models.{spec.name}: config.json and model.safetensors are needed "
+                        f"(found: {', '.join(sorted(p.name for p in folder.iterdir())) or 'nothing'})", folder)
+    return replace(spec, source=str(folder), is_local=True, revision=None, tiny=False)
+
+
+def load_method_tokenizer(spec: ModelSpec, method_dir: str | os.PathLike | None):
+    """The tokenizer of a method's model: the fine-tuned folder's when it has one, else the base model's."""
+    if _method_kind(method_dir) == "finetuned" and any((Path(method_dir) / f).is_file() for f in _TOKENIZER_FILES):
+        return load_tokenizer(_finetuned_spec(spec, method_dir))
+    return load_tokenizer(spec)
+
+
+def load_method_model(spec: ModelSpec, method_dir: str | os.PathLike | None, device: str = "cpu", torch_dtype=None,
+                      strict: bool = True):
+    """(model, tokenizer) of a method, as load_model returns them.
+
+    `method_dir` None: the base model (`spec`). A folder with sentence_debias.safetensors: the base model with
+    the SentenceDebias projection installed (lmbias.training.sentence_debias). Any other folder: a fine-tuned
+    HF folder (config.json + model.safetensors [+ tokenizer]) loaded with the spec's family; its tokenizer,
+    or the base's when it has none. A missing folder or one without weights is a DataError naming it.
+    """
+    kind = _method_kind(method_dir)
+    if kind == "base":
+        return load_model(spec, device=device, torch_dtype=torch_dtype, strict=strict)
+    if kind == "sentence_debias":
+        from lmbias.training.sentence_debias import install_projection, load_subspace
+
+        components, info = load_subspace(method_dir)
+        base = info.get("base_model") or {}
+        if base.get("source") not in (None, spec.source) or base.get("family") not in (None, spec.family):
+            log.warning("%s was fitted on %s (%s), now applied to models.%s = %s (%s)", method_dir, base.get("source"),
+                        base.get("family"), spec.name, spec.source, spec.family)
+        model, tokenizer = load_model(spec, device=device, torch_dtype=torch_dtype, strict=strict)
+        install_projection(model, components)
+        return model, tokenizer
+    tuned = _finetuned_spec(spec, method_dir)
+    if any((Path(tuned.source) / f).is_file() for f in _TOKENIZER_FILES):
+        return load_model(tuned, device=device, torch_dtype=torch_dtype, strict=strict)
+    return _load_weights_only(tuned, device, torch_dtype, strict), load_tokenizer(spec)
+
+
+def _load_weights_only(spec: ModelSpec, device, torch_dtype, strict: bool):
+    """A local folder's weights without its tokenizer (a fine-tuned folder that reuses the base's)."""
+    from transformers import AutoConfig
+
+    config = AutoConfig.from_pretrained(spec.source, trust_remote_code=False, local_files_only=True)
+    _check_family(spec, config)
+    kwargs = dict(config=config, trust_remote_code=False, output_loading_info=True, local_files_only=True,
+                  use_safetensors=True)
+    dtype = _dtype(torch_dtype)
+    if dtype is not None:
+        kwargs["dtype"] = dtype
+    try:
+        model, info = _auto_class(spec.family).from_pretrained(spec.source, **kwargs)
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"models.{spec.name}: cannot load the weights of {spec.source} as {spec.family}: {exc}") from exc
+    missing = sorted(info.get("missing_keys") or [])
+    if missing and strict:
+        raise ConfigError(f"models.{spec.name}: {spec.source} has no weights for {len(missing)} parameter(s) of the "
+                          f"{spec.family} model (e.g. {', '.join(missing[:3])})")
+    return model.to(device).eval()

@@ -1,1 +1,1 @@
-"""Fine-tuning (CDS/CDA/ER/GPR objectives through one Accelerate trainer) and SentenceDebias fitting."""
+"""Mitigation stage: fine-tuning debiased models (one Accelerate trainer) and fitting SentenceDebias."""
