@@ -304,10 +304,11 @@ def _corpora_intervention_entry(wildcards):
 
 
 def _corpora_intervention_inputs(wildcards):
-    entry = _corpora_intervention_entry(wildcards)
+    key = f"corpora.{wildcards.corpus}.interventions.{wildcards.intervention}"
+    entry = _corpora.check_intervention(_corpora_intervention_entry(wildcards), key)  # defaults filled in
     return {
         "sentences": f"results/corpora/{wildcards.corpus}/sentences.parquet",
-        **_corpora.lexicon_inputs(bool(entry.get("names", False))),
+        **_corpora.lexicon_inputs(entry["names"], entry["wordlist"]),
         "wordlists": _CORPORA_WORDLISTS,
         "library": _corpora_lib("augment", "counterfactual"),
     }

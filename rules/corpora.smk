@@ -114,7 +114,7 @@ rule corpus_ontonotes:
 rule corpus_gpr:
     input:
         sentences="results/corpora/ontonotes/sentences.parquet",
-        **_corpora.lexicon_inputs(False),
+        **_corpora.lexicon_inputs(False, _corpora.gpr_options(_corpora_ontonotes().get("gpr"))["wordlist"]),
         wordlists=_CORPORA_WORDLISTS,
         library=_corpora_lib("gpr", "anonymise", "conll", "counterfactual"),
         script=_CORPORA_SCRIPT,

@@ -154,7 +154,9 @@ def test_corpus_rule_matches_the_gold_set(tmp_path, repo_root, shared_data):
 
     def edit(config):
         config["data_dir"] = str(shared_data)
-        config["corpora"]["gap"]["interventions"]["cda-gold"] = {"method": "cda", "intervention": "grammatical"}
+        # the gold set was written for the merged lexicon (resources/wordlists + CDS pairs + WinoBias lists)
+        config["corpora"]["gap"]["interventions"]["cda-gold"] = {"method": "cda", "intervention": "grammatical",
+                                                                 "wordlist": "merged"}
 
     target = "results/corpora/gap/cda-gold.parquet"
     # the target first: --allowed-rules takes every following word (run_snakemake moves --configfile last)
