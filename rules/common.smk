@@ -389,12 +389,14 @@ def method_sd_settings(wildcards):
 
 def method_job_inputs(wildcards):
     resolved = resolved_method(wildcards.model, wildcards.method)
-    lib = "src/lmbias/training"
+    training = sorted(f"src/lmbias/training/{p.name}" for p in Path(workflow.basedir, "src/lmbias/training").glob("*.py"))
+    sd = "src/lmbias/training/sentence_debias.py"
+    # the trainer's modules for fine-tuning, SentenceDebias' for fitting: editing one reruns only its jobs
+    library = [sd] if resolved["kind"] == "sd" else [f for f in training if f != sd]
     return {
         "corpus": resolved["corpus"],
         "weights": model_weights_input(wildcards),
-        "library": sorted(str(p.relative_to(workflow.basedir)) for p in Path(workflow.basedir, lib).glob("*.py"))
-        + ["src/lmbias/engine/models.py"],
+        "library": library + ["src/lmbias/engine/models.py"],
     }
 
 
