@@ -24,6 +24,7 @@ include: "rules/common.smk"
 include: "rules/data.smk"
 include: "rules/models.smk"
 include: "rules/corpora.smk"
+include: "rules/train.smk"
 include: "rules/evaluate.smk"
 include: "rules/aggregate.smk"
 

@@ -39,6 +39,10 @@ def _check_config():
             raise ConfigError(f"benchmarks.{name}.dataset: {bench['dataset']!r} is not a key of `data`")
     for name, entry in config.get("comparisons", {}).items():
         paired_comparison.check_comparison(name, entry, config)
+    for name, entry in methods.items():
+        registry.check_method_entry(name, entry)
+    for name, entry in models.items():
+        registry.check_training_block(entry.get("training") or {}, f"models.{name}.training", registry.MODEL_METHOD_DEFAULTS)
     for i, name in enumerate(config["targets"].get("comparisons", [])):
         if name not in config.get("comparisons", {}):
             raise ConfigError(f"targets.comparisons[{i}]: unknown comparison {name!r}; configured: {', '.join(sorted(config.get('comparisons', {}))) or 'none'}")
@@ -56,11 +60,15 @@ wildcard_constraints:
 
 
 def model_entry(wildcards):
-    return config["models"][wildcards.model]
+    """The model's entry for scoring: without its `training` defaults, so editing those rescores nothing
+    that did not retrain."""
+    return {k: v for k, v in config["models"][wildcards.model].items() if k != "training"}
 
 
 def method_entry(wildcards):
-    return config["methods"][wildcards.method]
+    """What scoring needs of the method: its kind (the weights come in as the method's model folder)."""
+    check_model_method(wildcards.model, wildcards.method)
+    return {"kind": config["methods"][wildcards.method]["kind"]}
 
 
 def benchmark_scoring_slice(wildcards):
@@ -139,7 +147,10 @@ def _warn_once(message):
 
 def _summary_benchmarks(wildcards):
     entry = config["models"][wildcards.model]
+    check_model_method(wildcards.model, wildcards.method)
     benches = [b for b in registry.benchmarks_for(entry["family"], config["benchmarks"]) if benchmark_data_present(b)]
+    if config["methods"][wildcards.method]["kind"] == "online":  # Online Skewness Mitigation changes WinoBias only
+        benches = [b for b in benches if config["benchmarks"][b]["dataset"] == "winobias"]
     if not benches:
         raise ConfigError(f"model {wildcards.model!r}: no configured benchmark applies to family {entry['family']!r}")
     return benches
@@ -160,6 +171,7 @@ def summary_config_slices(wildcards):
     return {
         "model": config["models"][wildcards.model],
         "method": config["methods"][wildcards.method],
+        "method_resolved": resolved_method(wildcards.model, wildcards.method),
         "benchmarks": {b: config["benchmarks"][b] for b in benches},
         "data": {d: config["data"][d] for d in datasets},
         "seeds": seeds_for(wildcards.method),
@@ -207,3 +219,197 @@ def reject_unknown_target(model, method):
     if method not in config["methods"]:
         raise ConfigError(f"unknown method {method!r} in the target path; methods configured in config.yaml: {', '.join(sorted(config['methods']))}")
     raise ConfigError(f"results/{model}/{method}/summary.parquet: no rule can build it")
+
+
+# --- Data layer helpers (rules/data.smk) ---
+import re as _data_re
+
+from lmbias import parsers as _data_parsers
+from lmbias.parsers import sources as _data_sources
+
+
+def _data_alternatives(names):
+    """A regex matching exactly the given names (never matches when there are none)."""
+    names = list(names)
+    return "|".join(_data_re.escape(n) for n in names) if names else "(?!x)x"
+
+
+def _data_file_params(dataset):
+    def params(wildcards):
+        return _data_sources.fetch_params(dataset, wildcards.file, config["data"], config.get("data_dir"))
+
+    return params
+
+
+def _data_benchmark_cfg(wildcards):
+    return config["benchmarks"][wildcards.benchmark]
+
+
+def _data_benchmark_files(wildcards):
+    """Raw file names (keys of data.<dataset>.files) the benchmark needs, in parser order."""
+    return _data_parsers.required_files(_data_benchmark_cfg(wildcards), config["data"], wildcards.benchmark)
+
+
+def _data_benchmark_inputs(wildcards):
+    dataset = _data_benchmark_cfg(wildcards)["dataset"]
+    return {
+        "raw": [f"resources/data/{dataset}/{f}" for f in _data_benchmark_files(wildcards)],
+        # Snakemake does not track imported modules: the parser's source is an input, so editing it re-parses.
+        "code": _data_parsers.module_files(dataset),
+    }
+
+
+# --- Tiny-model helpers (rules/models.smk) ---
+import re as _models_re
+
+
+def _tiny_model_names():
+    """Configured models with a `tiny` block: the only values the {model} wildcard may take here."""
+    return sorted(name for name, entry in config.get("models", {}).items() if isinstance(entry, dict) and "tiny" in entry)
+
+
+def _tiny_model_pattern():
+    names = _tiny_model_names()
+    return "|".join(_models_re.escape(n) for n in names) if names else "(?!)"
+
+
+# --- Corpus helpers (rules/corpora.smk); the _CORPORA* constants are set there ---
+import re as _corpora_re
+
+from lmbias.corpora import jobs as _corpora
+from lmbias.errors import ConfigError as _CorporaConfigError
+
+
+def _corpora_lib(*modules):
+    return ["src/lmbias/corpora/jobs.py", "src/lmbias/corpora/nlp.py", "src/lmbias/io.py", "src/lmbias/errors.py"] + [f"src/lmbias/corpora/{m}.py" for m in modules]
+
+
+def _corpora_pattern(names):
+    names = sorted(names)
+    return "|".join(_corpora_re.escape(n) for n in names) if names else "(?!x)x"
+
+
+def _corpora_gap():
+    return _CORPORA.get("gap") or {}
+
+
+def _corpora_intervention_entry(wildcards):
+    entries = (_CORPORA.get(wildcards.corpus) or {}).get("interventions") or {}
+    if wildcards.intervention not in entries:
+        raise _CorporaConfigError(
+            f"corpora.{wildcards.corpus}.interventions: no entry {wildcards.intervention!r}; configured: "
+            f"{', '.join(sorted(entries))}"
+        )
+    return entries[wildcards.intervention]
+
+
+def _corpora_intervention_inputs(wildcards):
+    key = f"corpora.{wildcards.corpus}.interventions.{wildcards.intervention}"
+    entry = _corpora.check_intervention(_corpora_intervention_entry(wildcards), key)  # defaults filled in
+    return {
+        "sentences": f"results/corpora/{wildcards.corpus}/sentences.parquet",
+        **_corpora.lexicon_inputs(entry["names"], entry["wordlist"]),
+        "wordlists": _CORPORA_WORDLISTS,
+        "library": _corpora_lib("augment", "counterfactual"),
+    }
+
+
+def _corpora_ontonotes():
+    return _CORPORA.get("ontonotes") or {}
+
+
+def _corpora_conll_files(wildcards):
+    # Raises a ConfigError naming corpora.ontonotes.path when it is unset: only when a GPR file is asked for.
+    return [str(p) for p in _corpora.ontonotes_files(_corpora_ontonotes())]
+
+
+def corpora_targets():
+    """Every corpus file the config defines (GPR only when corpora.ontonotes.path is set)."""
+    out = []
+    if _corpora_gap():
+        out.append("results/corpora/gap/sentences.parquet")
+    for corpus in _CORPORA_WITH_INTERVENTIONS:
+        out += [f"results/corpora/{corpus}/{name}.parquet" for name in _CORPORA[corpus]["interventions"]]
+    if _corpora_ontonotes().get("path"):
+        out += [f"results/corpora/ontonotes/gpr-{v}.parquet" for v in ("U", "A")]
+    return out
+
+
+# --- Methods (rules/train.smk, rules/evaluate.smk): lmbias.registry resolves a (model, method) pair ---
+
+
+def resolved_method(model, method):
+    """Kind, corpus, trainer settings (or SD options) of `method` for `model`; ConfigError naming both when
+    the model's family cannot run it."""
+    resolved = registry.resolve_method(model, config["models"][model], method, config["methods"][method])
+    if "corpus" in resolved:
+        _check_method_corpus(method, resolved["corpus"])
+    return resolved
+
+
+def check_model_method(model, method):
+    registry.check_method_family(model, config["models"][model]["family"], method, config["methods"][method])
+
+
+def _method_corpus_files():
+    files = ["results/corpora/gap/sentences.parquet"] if _CORPORA.get("gap") else []
+    for corpus in _CORPORA_WITH_INTERVENTIONS:
+        files += [f"results/corpora/{corpus}/{name}.parquet" for name in _CORPORA[corpus]["interventions"]]
+    return files + [f"results/corpora/ontonotes/gpr-{v}.parquet" for v in ("U", "A")]
+
+
+def _check_method_corpus(method, path):
+    known = _method_corpus_files()
+    if path not in known:
+        raise ConfigError(f"methods.{method}.corpus: {path!r} is not a corpus this config builds; "
+                          f"configured: {', '.join(known)}")
+
+
+def method_model_dir(wildcards):
+    """The method's model folder a scoring job loads (none for pretrained and online: the base model)."""
+    kind = config["methods"][wildcards.method]["kind"]
+    if kind in registry.TRAINED_METHOD_KINDS | registry.FITTED_METHOD_KINDS:
+        return f"results/{wildcards.model}/{wildcards.method}/seed{wildcards.seed}/model"
+    return []
+
+
+def training_model_entry(wildcards):
+    """What training reads of the model entry: not its scoring precision nor its training defaults (those
+    reach the job resolved, in `settings`)."""
+    return {k: v for k, v in config["models"][wildcards.model].items() if k not in ("training", "precision")}
+
+
+def method_settings(wildcards):
+    return resolved_method(wildcards.model, wildcards.method)["settings"]
+
+
+def method_sd_settings(wildcards):
+    return resolved_method(wildcards.model, wildcards.method)["sd_settings"]
+
+
+def method_job_inputs(wildcards):
+    resolved = resolved_method(wildcards.model, wildcards.method)
+    training = sorted(f"src/lmbias/training/{p.name}" for p in Path(workflow.basedir, "src/lmbias/training").glob("*.py"))
+    sd = "src/lmbias/training/sentence_debias.py"
+    # the trainer's modules for fine-tuning, SentenceDebias' for fitting: editing one reruns only its jobs
+    library = [sd] if resolved["kind"] == "sd" else [f for f in training if f != sd]
+    return {
+        "corpus": resolved["corpus"],
+        "weights": model_weights_input(wildcards),
+        "library": library + ["src/lmbias/engine/models.py"],
+    }
+
+
+def metric_benchmark_slice(wildcards):
+    """Only what the metric reads; for an `online` method WinoBias applies online skew (Manela et al.'s -O),
+    never the plain variant (that is the pretrained row)."""
+    bench = {k: v for k, v in config["benchmarks"][wildcards.benchmark].items() if k in ("dataset", "metric")}
+    if config["methods"][wildcards.method]["kind"] == "online" and bench["dataset"] == "winobias":
+        metric = dict(bench.get("metric") or {})
+        skews = [v for v in (metric.get("online_skew") or []) if v != "none"] or ["all_professions"]
+        bench = {**bench, "metric": {**metric, "online_skew": skews}}
+    return bench
+
+
+def method_names_of_kinds(kinds):
+    return [name for name, entry in config["methods"].items() if entry["kind"] in kinds]

@@ -19,64 +19,10 @@ _corpora.check_corpora_config(_CORPORA, config.get("benchmarks") or {})
 _CORPORA_SCRIPT = "scripts/build_corpus.py"
 
 
-def _corpora_lib(*modules):
-    return ["src/lmbias/corpora/jobs.py", "src/lmbias/corpora/nlp.py", "src/lmbias/io.py", "src/lmbias/errors.py"] + [f"src/lmbias/corpora/{m}.py" for m in modules]
-
-
-def _corpora_pattern(names):
-    names = sorted(names)
-    return "|".join(_corpora_re.escape(n) for n in names) if names else "(?!x)x"
-
-
 # Corpora with interventions, and every configured intervention name: the only values the wildcards take.
 _CORPORA_WITH_INTERVENTIONS = sorted(c for c, e in _CORPORA.items() if (e or {}).get("interventions"))
 _CORPORA_INTERVENTIONS = sorted({n for c in _CORPORA_WITH_INTERVENTIONS for n in _CORPORA[c]["interventions"]})
 _CORPORA_WORDLISTS = sorted(f"resources/wordlists/{p.name}" for p in _CorporaPath(workflow.basedir, "resources", "wordlists").glob("*.tsv"))
-
-
-def _corpora_gap():
-    return _CORPORA.get("gap") or {}
-
-
-def _corpora_intervention_entry(wildcards):
-    entries = (_CORPORA.get(wildcards.corpus) or {}).get("interventions") or {}
-    if wildcards.intervention not in entries:
-        raise _CorporaConfigError(
-            f"corpora.{wildcards.corpus}.interventions: no entry {wildcards.intervention!r}; configured: "
-            f"{', '.join(sorted(entries))}"
-        )
-    return entries[wildcards.intervention]
-
-
-def _corpora_intervention_inputs(wildcards):
-    entry = _corpora_intervention_entry(wildcards)
-    return {
-        "sentences": f"results/corpora/{wildcards.corpus}/sentences.parquet",
-        **_corpora.lexicon_inputs(bool(entry.get("names", False))),
-        "wordlists": _CORPORA_WORDLISTS,
-        "library": _corpora_lib("augment", "counterfactual"),
-    }
-
-
-def _corpora_ontonotes():
-    return _CORPORA.get("ontonotes") or {}
-
-
-def _corpora_conll_files(wildcards):
-    # Raises a ConfigError naming corpora.ontonotes.path when it is unset: only when a GPR file is asked for.
-    return [str(p) for p in _corpora.ontonotes_files(_corpora_ontonotes())]
-
-
-def corpora_targets():
-    """Every corpus file the config defines (GPR only when corpora.ontonotes.path is set)."""
-    out = []
-    if _corpora_gap():
-        out.append("results/corpora/gap/sentences.parquet")
-    for corpus in _CORPORA_WITH_INTERVENTIONS:
-        out += [f"results/corpora/{corpus}/{name}.parquet" for name in _CORPORA[corpus]["interventions"]]
-    if _corpora_ontonotes().get("path"):
-        out += [f"results/corpora/ontonotes/gpr-{v}.parquet" for v in ("U", "A")]
-    return out
 
 
 localrules:
@@ -168,7 +114,7 @@ rule corpus_ontonotes:
 rule corpus_gpr:
     input:
         sentences="results/corpora/ontonotes/sentences.parquet",
-        **_corpora.lexicon_inputs(False),
+        **_corpora.lexicon_inputs(False, _corpora.gpr_options(_corpora_ontonotes().get("gpr"))["wordlist"]),
         wordlists=_CORPORA_WORDLISTS,
         library=_corpora_lib("gpr", "anonymise", "conll", "counterfactual"),
         script=_CORPORA_SCRIPT,

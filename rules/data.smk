@@ -10,19 +10,6 @@ from lmbias import parsers as _data_parsers
 from lmbias.parsers import sources as _data_sources
 
 
-def _data_alternatives(names):
-    """A regex matching exactly the given names (never matches when there are none)."""
-    names = list(names)
-    return "|".join(_data_re.escape(n) for n in names) if names else "(?!x)x"
-
-
-def _data_file_params(dataset):
-    def params(wildcards):
-        return _data_sources.fetch_params(dataset, wildcards.file, config["data"], config.get("data_dir"))
-
-    return params
-
-
 for _data_dataset, _data_entry in config["data"].items():
 
     rule:
@@ -42,24 +29,6 @@ for _data_dataset, _data_entry in config["data"].items():
             f"{_data_dataset}: fetch and verify {{wildcards.file}}"
         script:
             "../scripts/fetch_data.py"
-
-
-def _data_benchmark_cfg(wildcards):
-    return config["benchmarks"][wildcards.benchmark]
-
-
-def _data_benchmark_files(wildcards):
-    """Raw file names (keys of data.<dataset>.files) the benchmark needs, in parser order."""
-    return _data_parsers.required_files(_data_benchmark_cfg(wildcards), config["data"], wildcards.benchmark)
-
-
-def _data_benchmark_inputs(wildcards):
-    dataset = _data_benchmark_cfg(wildcards)["dataset"]
-    return {
-        "raw": [f"resources/data/{dataset}/{f}" for f in _data_benchmark_files(wildcards)],
-        # Snakemake does not track imported modules: the parser's source is an input, so editing it re-parses.
-        "code": _data_parsers.module_files(dataset),
-    }
 
 
 rule parse_benchmark:

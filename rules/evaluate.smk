@@ -1,11 +1,15 @@
 # Scoring (expensive forward passes, cached per model/method/seed/benchmark) and metrics (cheap,
-# recomputed from the cached scores when a metric option changes).
+# recomputed from the cached scores when a metric option changes). A method with a model folder
+# (rules/train.smk) is scored through lmbias.engine.models.load_method_model; pretrained and online
+# score the base model.
 
 
 rule score_benchmark:
     input:
         unpack(scoring_inputs),
         weights=model_weights_input,
+        # The method's fine-tuned or fitted model folder (none for pretrained and online).
+        method_model=method_model_dir,
         script="scripts/score_benchmark.py",
     output:
         "results/{model}/{method}/seed{seed}/scores/{benchmark}.parquet",
@@ -34,7 +38,7 @@ rule compute_metric:
         "results/{model}/{method}/seed{seed}/metrics/{benchmark}.parquet",
     params:
         # Only what the metric reads: editing scoring options reruns scoring (and so this), nothing else.
-        benchmark=lambda wc: {k: v for k, v in config["benchmarks"][wc.benchmark].items() if k in ("dataset", "metric")},
+        benchmark=metric_benchmark_slice,
     conda:
         "../envs/lmbias.yaml"
     log:

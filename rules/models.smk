@@ -1,16 +1,5 @@
 # Tiny models: built locally (random weights, fixed seed, tokenizer from resources/vocab/tiny_words.txt)
 # so the whole DAG runs without the model hub. Hub models need no rule: lmbias.engine.models.load_model reads them.
-import re as _models_re
-
-
-def _tiny_model_names():
-    """Configured models with a `tiny` block: the only values the {model} wildcard may take here."""
-    return sorted(name for name, entry in config.get("models", {}).items() if isinstance(entry, dict) and "tiny" in entry)
-
-
-def _tiny_model_pattern():
-    names = _tiny_model_names()
-    return "|".join(_models_re.escape(n) for n in names) if names else "(?!)"
 
 
 rule build_tiny_model:

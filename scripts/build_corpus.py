@@ -21,14 +21,15 @@ start = time.perf_counter()
 if rule == "corpus_gap_sentences":
     counts = corpora.build_gap_sentences(sm.input.contexts, sm.output[0], sm.params.options, sm.params.spacy_model)
 elif rule == "corpus_intervention":
-    lexicon = {k: getattr(sm.input, k) for k in corpora.lexicon_inputs(bool(sm.params.entry.get("names", False)))}
+    entry = corpora.check_intervention(sm.params.entry, sm.params.key)
+    lexicon = {k: getattr(sm.input, k) for k in corpora.lexicon_inputs(entry["names"], entry["wordlist"])}
     counts = corpora.build_counterfactual(
         sm.input.sentences, sm.output[0], lexicon, sm.params.entry, sm.params.spacy_model, key=sm.params.key
     )
 elif rule == "corpus_ontonotes":
     counts = corpora.build_ontonotes_sentences(list(sm.input.conll), sm.output[0], sm.params.options, sm.params.spacy_model)
 elif rule == "corpus_gpr":
-    lexicon = {k: getattr(sm.input, k) for k in corpora.lexicon_inputs(False)}
+    lexicon = {k: getattr(sm.input, k) for k in corpora.lexicon_inputs(False, corpora.gpr_options(sm.params.options)["wordlist"])}
     counts = corpora.build_gpr(sm.input.sentences, sm.output.u, sm.output.a, lexicon, sm.params.options, sm.params.spacy_model)
 else:
     raise ValueError(f"build_corpus.py does not know rule {rule!r}")

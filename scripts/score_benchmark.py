@@ -23,7 +23,9 @@ job = dict(
     output_path=snakemake.output[0],  # noqa: F821
     model_name=snakemake.wildcards.model,  # noqa: F821
     model_entry=snakemake.params.model,  # noqa: F821
-    method_entry=snakemake.params.method,  # noqa: F821
+    # The method's model folder (fine-tuned or fitted) travels inside the method entry, so the multi-process
+    # path (`lmbias score --method-entry JSON`) carries it too.
+    method_entry={**snakemake.params.method, "model_dir": snakemake.input.method_model or None},  # noqa: F821
     benchmark_name=snakemake.wildcards.benchmark,  # noqa: F821
     benchmark_entry=snakemake.params.benchmark,  # noqa: F821
     weights_dir=snakemake.input.weights or None,  # noqa: F821

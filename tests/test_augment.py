@@ -119,3 +119,19 @@ def test_cds_names_are_consistent_within_a_document(shared_data):
     assert out == ["Mary met John at the station.", "Then Mary went home.", "Mary slept."]
     cda = cda_corpus(table, swapper).column("text").to_pylist()
     assert cda[1::2] == out
+
+
+def test_cds_sentence_unit_swaps_a_fraction_of_sentences(naive):
+    """swap_unit sentence (the over-debiasing paper, section 7.3): round(rate * sentences) sentences, drawn
+    across documents; document: whole documents."""
+    table = sentences(10, 3)
+    by_sentence = cds_corpus(table, naive, 0.6, seed=3, unit="sentence").to_pylist()
+    swapped = [(r["doc_id"], r["sentence_id"]) for r in by_sentence if r["swapped"]]
+    assert len(swapped) == round(0.6 * 30)
+    partly = {d for d, _ in swapped if 0 < sum(1 for e, _ in swapped if e == d) < 3}
+    assert partly, "a sentence-level draw must split some documents"
+    by_doc = cds_corpus(table, naive, 0.6, seed=3, unit="document").to_pylist()
+    docs = {r["doc_id"] for r in by_doc if r["swapped"]}
+    assert len(docs) == 6 and sum(r["swapped"] for r in by_doc) == 18
+    with pytest.raises(ConfigError, match="swap_unit"):
+        cds_corpus(table, naive, 0.6, seed=3, unit="paragraph")

@@ -134,3 +134,38 @@ def test_corpora_schema_is_closed(repo_root):
     assert "corpora.gap.interventions.cda-naive.sweep: unknown key" in errors
     assert any(e.startswith("corpora.gap.interventions: 'sentences' does not match") for e in errors), errors
     assert any(e.startswith("corpora.ontonotes.gpr.validation_fraction:") for e in errors), errors
+
+
+def test_corpus_rule_matches_the_gold_set(tmp_path, repo_root, shared_data):
+    """A corpus built through rule corpus_intervention swaps like the tested swapper: the gold set's
+    thresholds hold, and the parser-dependent possessive "HER" is right (it ran without the parser before)."""
+    import pyarrow as pa
+
+    from test_counterfactual import gold_report, read_gold
+
+    workdir = _copy_workflow(repo_root, tmp_path / "gold")
+    rows = read_gold() + [{"case": "her_possessive_caps", "original": "HER answer surprised him.",
+                           "expected": "HIS answer surprised her."}]
+    sentences = pa.table({"doc_id": [f"gold-{i}" for i in range(len(rows))], "sentence_id": [0] * len(rows),
+                          "split": ["validation"] * len(rows), "text": [r["original"] for r in rows]})
+    out = workdir / "results/corpora/gap/sentences.parquet"
+    out.parent.mkdir(parents=True)
+    pq.write_table(sentences, out)
+
+    def edit(config):
+        config["data_dir"] = str(shared_data)
+        # the gold set was written for the merged lexicon (resources/wordlists + CDS pairs + WinoBias lists)
+        config["corpora"]["gap"]["interventions"]["cda-gold"] = {"method": "cda", "intervention": "grammatical",
+                                                                 "wordlist": "merged"}
+
+    target = "results/corpora/gap/cda-gold.parquet"
+    # the target first: --allowed-rules takes every following word (run_snakemake moves --configfile last)
+    run_snakemake(workdir, target, "--allowed-rules", "corpus_intervention", "data_cds", "data_winobias",
+                  "--configfile", str(write_config(workdir, edit)))
+    got = {r["doc_id"]: r["text"] for r in pq.read_table(workdir / target).to_pylist() if r["is_counterfactual"]}
+    outputs = [got[f"gold-{i}"] for i in range(len(rows))]
+    assert outputs[-1] == "HIS answer surprised her."
+    per_case, failures = gold_report(rows, outputs)
+    pronouns = sum(c["pronouns"] for c in per_case.values())
+    assert sum(c["pronouns_ok"] for c in per_case.values()) / pronouns >= 0.97, "\n".join(failures)
+    assert sum(c["exact"] for c in per_case.values()) / len(rows) >= 0.95, "\n".join(failures)

@@ -383,3 +383,22 @@ def test_one_to_one_filter_excludes_ambiguous_words(lexicon):
     assert not one_to_one("He saw her.", lexicon)
     assert one_to_one("The lady left.", lexicon)  # lady -> gentleman -> lady
     assert not one_to_one("The mommy left.", lexicon)  # mommy -> daddy -> mummy
+
+
+def test_named_word_lists_choose_the_lexicon(shared_data):
+    """corpora `wordlist`: lu2018 = Lu et al.'s 124 pairs only; winobias = Zhao et al.'s lists only (read from the
+    data folder at run time); merged = every list. A word only WinoBias lists must not swap under lu2018."""
+    from lmbias.corpora.jobs import lexicon_inputs, lexicon_kwargs
+
+    def lexicon(name):
+        files = {k: str(shared_data / Path(v).relative_to("resources/data")) if v.startswith("resources/data/") else
+                 str(WORDLISTS.parent.parent / v) for k, v in lexicon_inputs(False, name).items()}
+        return load_lexicon(**lexicon_kwargs(files))
+
+    lu, wino, merged = lexicon("lu2018"), lexicon("winobias"), lexicon("merged")
+    assert [Path(s).name for s in lu.sources] == ["lu2018_gender_pairs.tsv"]
+    assert [Path(s).name for s in wino.sources] == ["generalized_swaps.txt", "extra_gendered_words.txt"]
+    assert set(lu.word_pairs) | set(wino.word_pairs) <= set(merged.word_pairs)
+    only_wino = sorted(set(wino.word_pairs) - set(lu.word_pairs))
+    assert only_wino, "the WinoBias lists add words to Lu et al.'s"
+    assert len(merged.word_pairs) > max(len(lu.word_pairs), len(wino.word_pairs))

@@ -17,8 +17,6 @@ from typing import Any, Callable
 
 from lmbias.errors import ConfigError
 
-#: Methods whose result does not depend on a random seed: they run once, in seed0/.
-DETERMINISTIC_METHOD_KINDS = frozenset({"pretrained"})
 
 
 @dataclass(frozen=True)
@@ -114,6 +112,131 @@ def check_family(benchmark: str, benchmark_cfg: dict, family: str, model: str) -
 def benchmarks_for(family: str, benchmarks: dict) -> list[str]:
     """Configured, measurable benchmarks that apply to `family`."""
     return sorted(b for b, cfg in benchmarks.items() if is_measurable(cfg) and family in definitions()[cfg["dataset"]].families)
+
+
+# ------------------------------------------------------------------------------------------- methods
+# config.yaml `methods.<name>: {kind: ...}`. The workflow resolves a (model, method) pair at DAG-build
+# time, so a method a model's family cannot run, an unknown kind or a misspelt key fails before any job.
+
+#: Methods whose result does not depend on a random seed: they run once, in seed0/.
+DETERMINISTIC_METHOD_KINDS = frozenset({"pretrained", "online", "sd"})
+#: Kinds that fine-tune the model (rule finetune), and the kind that fits a projection (rule fit_sentence_debias).
+TRAINED_METHOD_KINDS = frozenset({"cds", "cda", "er", "gpr"})
+FITTED_METHOD_KINDS = frozenset({"sd"})
+
+#: Keys each kind accepts (the schema's enum of kinds is closed; this closes each kind's keys).
+METHOD_KEYS = {
+    "pretrained": ("kind",),
+    "online": ("kind",),
+    "cds": ("kind", "corpus", "training"),
+    "cda": ("kind", "corpus", "training"),
+    "er": ("kind", "corpus", "training"),
+    "gpr": ("kind", "corpus", "training"),
+    "sd": ("kind", "corpus") + ("ratio_of_pairs", "k", "batch_size", "max_length", "limit_sentences", "text_column"),
+}
+#: SentenceDebias settings (lmbias.training.sentence_debias.SDSettings) a method entry of kind sd may set.
+SD_KEYS = METHOD_KEYS["sd"][2:]
+
+#: The pre-training objective each family fine-tunes with (cds, cda, er).
+FAMILY_OBJECTIVE = {"mlm": "mlm", "clm": "clm", "seq2seq": "infilling"}
+
+#: lmbias.training.settings.TrainingSettings fields a config may set (`objective` is implied by family and kind).
+TRAINING_KEYS = frozenset({
+    "learning_rate", "batch_size", "gradient_accumulation_steps", "epochs", "max_steps", "warmup_ratio",
+    "weight_decay", "adam_beta1", "adam_beta2", "adam_epsilon", "max_grad_norm", "max_length",
+    "mlm_probability", "whole_word_masking", "infilling_mask_ratio", "infilling_poisson_lambda", "er_lambda",
+    "dropout", "select_epoch", "group_by_length", "checkpoint_every_steps", "precision",
+    "eval_bias_every_steps", "eval_bias_metric", "limit_examples", "text_column",
+})
+#: Per-model defaults (over-debiasing paper, Table 12) that are not trainer settings: the CDS swap rate
+#: (fills `{swap_rate}` in a method's corpus path) and SentenceDebias' ratio of word pairs.
+MODEL_METHOD_DEFAULTS = frozenset({"swap_rate", "ratio_of_pairs"})
+
+
+def method_kind(name: str, entry: dict) -> str:
+    kind = entry.get("kind") if isinstance(entry, dict) else None
+    if kind not in METHOD_KEYS:
+        raise ConfigError(f"methods.{name}.kind: {kind!r} is not a method kind; known kinds: {', '.join(sorted(METHOD_KEYS))}")
+    return kind
+
+
+def check_method_entry(name: str, entry: dict) -> None:
+    """Unknown kind, a key the kind does not take (misspelt), or an unknown training key: ConfigError naming it."""
+    kind = method_kind(name, entry)
+    for key in entry:
+        if key not in METHOD_KEYS[kind]:
+            raise ConfigError(f"methods.{name}.{key}: unknown key for kind {kind!r} (allowed: {', '.join(METHOD_KEYS[kind])})")
+    if kind in TRAINED_METHOD_KINDS | FITTED_METHOD_KINDS and not entry.get("corpus"):
+        raise ConfigError(f"methods.{name}.corpus: kind {kind!r} needs a corpus file (results/corpora/...)")
+    check_training_block(entry.get("training") or {}, f"methods.{name}.training", MODEL_METHOD_DEFAULTS)
+
+
+def check_training_block(block: dict, key: str, extra=frozenset()) -> None:
+    if not isinstance(block, dict):
+        raise ConfigError(f"{key}: expected a mapping of training settings, got {block!r}")
+    for name in block:
+        if name == "objective":
+            raise ConfigError(f"{key}.objective: not settable; it follows from the model's family and the method's kind")
+        if name not in TRAINING_KEYS and name not in extra:
+            raise ConfigError(f"{key}.{name}: unknown training setting (allowed: {', '.join(sorted(TRAINING_KEYS | set(extra)))})")
+
+
+def check_method_family(model: str, family: str, method: str, entry: dict) -> None:
+    kind = method_kind(method, entry)
+    if family == "encoder" and kind != "pretrained":
+        raise ConfigError(f"method {method!r} (kind {kind}) cannot run on model {model!r}: a headless encoder "
+                          "(family encoder) has no LM head to fine-tune or debias; only `pretrained` applies")
+    if kind == "gpr" and family != "mlm":
+        raise ConfigError(f"method {method!r} (kind gpr) cannot run on model {model!r} of family {family!r}: "
+                          "GPR fine-tunes pronoun prediction at a [MASK] position (family mlm only)")
+    if family not in FAMILY_OBJECTIVE and kind in TRAINED_METHOD_KINDS | FITTED_METHOD_KINDS:
+        raise ConfigError(f"method {method!r} (kind {kind}) cannot run on model {model!r} of family {family!r}")
+
+
+def _format_swap_rate(value) -> str:
+    return repr(float(value))
+
+
+def resolve_method(model: str, model_entry: dict, method: str, entry: dict) -> dict:
+    """What the method's job needs for this model: kind, corpus path, trainer settings or SD options.
+
+    The method's `training` block is merged over `models.<model>.training` (Table 12 defaults);
+    `er_lambda` applies to kind er only, `swap_rate` fills `{swap_rate}` in the corpus path, and the
+    objective follows from family and kind.
+    """
+    check_method_entry(method, entry)
+    check_method_family(model, model_entry["family"], method, entry)
+    kind = entry["kind"]
+    defaults = model_entry.get("training") or {}
+    check_training_block(defaults, f"models.{model}.training", MODEL_METHOD_DEFAULTS)
+    merged = {**defaults, **(entry.get("training") or {})}
+    resolved = {"kind": kind}
+    if kind in TRAINED_METHOD_KINDS | FITTED_METHOD_KINDS:
+        corpus = entry["corpus"]
+        if "{swap_rate}" in corpus:
+            if merged.get("swap_rate") is None:
+                raise ConfigError(f"methods.{method}.corpus: {corpus!r} needs a swap rate; set "
+                                  f"models.{model}.training.swap_rate or methods.{method}.training.swap_rate")
+            corpus = corpus.replace("{swap_rate}", _format_swap_rate(merged["swap_rate"]))
+        resolved["corpus"] = corpus
+    if kind in TRAINED_METHOD_KINDS:
+        settings = {k: v for k, v in merged.items() if k not in MODEL_METHOD_DEFAULTS}
+        if kind == "er":
+            if settings.get("er_lambda") is None:
+                raise ConfigError(f"methods.{method}: kind er needs a lambda; set models.{model}.training.er_lambda "
+                                  f"or methods.{method}.training.er_lambda")
+        else:
+            settings.pop("er_lambda", None)  # the model's ER default must not turn CDS/CDA into ER
+        settings["objective"] = "gpr" if kind == "gpr" else FAMILY_OBJECTIVE[model_entry["family"]]
+        resolved["settings"] = dict(sorted(settings.items()))
+    if kind == "sd":
+        ratio = entry.get("ratio_of_pairs", merged.get("ratio_of_pairs"))
+        if ratio is None or not (0 < float(ratio) <= 1):
+            raise ConfigError(f"methods.{method}.ratio_of_pairs: {ratio!r}; need a fraction in (0, 1] "
+                              f"(or models.{model}.training.ratio_of_pairs)")
+        sd = {k: entry[k] for k in SD_KEYS if k in entry}
+        resolved["sd_settings"] = dict(sorted({**sd, "ratio_of_pairs": float(ratio)}.items()))
+    return resolved
 
 
 def seeds_for(method_entry: dict, seeds: list[int]) -> list[int]:

@@ -98,18 +98,32 @@ def choose_documents(doc_ids, swap_rate: float, seed: int) -> set:
     return set(random.Random(int(seed)).sample(unique, n_swap))
 
 
-def cds_corpus(documents: pa.Table, swapper, swap_rate: float, seed: int, *, batch_size: int = 256) -> pa.Table:
-    """In-place substitution of a seeded random fraction `swap_rate` of documents (all their sentences).
+#: What CDS' swap_rate is a fraction of: sentences (the over-debiasing paper, section 7.3: "the number of
+#: sentences where a gender word is switched") or whole documents (all their sentences; Hall Maudslay et al.).
+SWAP_UNITS = ("sentence", "document")
+
+
+def cds_corpus(documents: pa.Table, swapper, swap_rate: float, seed: int, *, batch_size: int = 256,
+               unit: str = "document") -> pa.Table:
+    """In-place substitution of a seeded random fraction `swap_rate` of sentences (unit="sentence") or of
+    documents, all their sentences (unit="document").
 
     Same rows and order as the input; columns doc_id, sentence_id, text, (extra input columns),
     is_counterfactual, changed, swapped.
     """
     check_swap_rate(swap_rate)
+    if unit not in SWAP_UNITS:
+        raise ConfigError(f"swap_unit: must be one of {list(SWAP_UNITS)}, got {unit!r}")
     texts = _check_sentences(documents, "cds_corpus")
     documents = _ordered_columns(documents)
     doc_ids = documents.column("doc_id").to_pylist()
-    chosen = choose_documents(doc_ids, swap_rate, seed)
-    rows = [i for i, d in enumerate(doc_ids) if d in chosen]
+    if unit == "document":
+        chosen = choose_documents(doc_ids, swap_rate, seed)
+        rows = [i for i, d in enumerate(doc_ids) if d in chosen]
+    else:
+        keys = list(zip(doc_ids, documents.column("sentence_id").to_pylist()))
+        chosen = choose_documents(keys, swap_rate, seed)  # the same seeded draw, over (doc_id, sentence_id)
+        rows = [i for i, k in enumerate(keys) if k in chosen]
     swapped_texts = swapper.swap_texts([texts[i] for i in rows], batch_size=batch_size,
                                        doc_ids=[doc_ids[i] for i in rows])
     out_text = list(texts)
@@ -126,8 +140,8 @@ def cds_corpus(documents: pa.Table, swapper, swap_rate: float, seed: int, *, bat
     out = out.append_column(pa.field("changed", pa.bool_(), nullable=False), pa.array(changed, type=pa.bool_()))
     out = out.append_column(pa.field("swapped", pa.bool_(), nullable=False), flags)
     n_docs = len(set(doc_ids))
-    log.info("CDS (%s%s, swap_rate=%g, seed=%d): %d sentences in %d documents -> %d rows out; %d documents "
-             "(%d sentences) swapped, %d sentences changed, %d sentences of unchosen documents kept as they are",
-             swapper.intervention, "+names" if swapper.names else "", swap_rate, seed, len(texts), n_docs,
-             out.num_rows, len(chosen), len(rows), sum(changed), len(texts) - len(rows))
+    log.info("CDS (%s%s, swap_rate=%g of %ss, seed=%d): %d sentences in %d documents -> %d rows out; %d %ss "
+             "(%d sentences) swapped, %d sentences changed, %d sentences kept as they are",
+             swapper.intervention, "+names" if swapper.names else "", swap_rate, unit, seed, len(texts), n_docs,
+             out.num_rows, len(chosen), unit, len(rows), sum(changed), len(texts) - len(rows))
     return out

@@ -222,8 +222,9 @@ def _wordlist_files(wordlist_dir: Path) -> list[Path]:
     return files
 
 
-def load_lexicon(cds_pairs=None, winobias_dir=None, names=None, *, wordlist_dir=None) -> SwapLexicon:
-    """Merge resources/wordlists/ (always) + CDS pairs json + WinoBias swap lists + CDS names json.
+def load_lexicon(cds_pairs=None, winobias_dir=None, names=None, *, wordlist_dir=None, wordlists=None) -> SwapLexicon:
+    """Merge resources/wordlists/ (all of them, or only the files in `wordlists` when given; [] = none)
+    + CDS pairs json + WinoBias swap lists + CDS names json.
 
     Priority (first wins on conflicts): Lu et al.'s list, the project's extra lists, `cds_pairs`
     (cda_default_pairs.json), WinoBias generalized_swaps.txt, then extra_gendered_words.txt. Entries for the
@@ -232,7 +233,10 @@ def load_lexicon(cds_pairs=None, winobias_dir=None, names=None, *, wordlist_dir=
     """
     lex = SwapLexicon()
     sources: list[tuple[str, list[tuple[str, str, int]]]] = []
-    for path in _wordlist_files(Path(wordlist_dir) if wordlist_dir else WORDLIST_DIR):
+    chosen = _wordlist_files(Path(wordlist_dir) if wordlist_dir else WORDLIST_DIR) if wordlists is None else wordlists
+    for path in map(Path, chosen):
+        if not path.is_file():
+            raise DataError(f"word list {path} not found", path)
         sources.append((str(path), _read_tsv_pairs(path)))
     if cds_pairs is not None:
         sources.append((str(cds_pairs), _read_json_pairs(Path(cds_pairs))))

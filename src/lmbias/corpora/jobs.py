@@ -27,7 +27,11 @@ log = logging.getLogger(__name__)
 
 GAP_DEFAULTS = {"splitter": "parser", "batch_size": 128}
 ONTONOTES_DEFAULTS = {"pattern": "**/*gold_conll", "ner": "auto"}
-GPR_DEFAULTS = {"intervention": "grammatical", "validation_fraction": 0.2, "seed": 0}
+# Word lists by name, each paper's own as its default: lu2018 = Lu et al.'s 124 pairs (Hall Maudslay et
+# al.'s default list, used by the over-debiasing paper's CDS) for CDA/CDS; winobias = Zhao et al.'s
+# generalized_swaps + extra_gendered_words (Manela et al.) for GPR; merged = every list (first wins).
+WORDLISTS = ("lu2018", "winobias", "merged")
+GPR_DEFAULTS = {"intervention": "grammatical", "validation_fraction": 0.2, "seed": 0, "wordlist": "winobias"}
 # Interventions may not take these names: they are other files of the corpus folder.
 RESERVED_INTERVENTIONS = ("sentences", "gpr-U", "gpr-A")
 
@@ -63,20 +67,31 @@ LEXICON_INPUTS = {
     "winobias_extra_gendered_words": "resources/data/winobias/extra_gendered_words.txt",
 }
 NAMES_INPUT = {"name_pairs": "resources/data/cds/names_pairs_1000_scaled.json"}
+LU2018_INPUT = {"lu2018_pairs": "resources/wordlists/lu2018_gender_pairs.tsv"}
+WINOBIAS_INPUTS = {k: v for k, v in LEXICON_INPUTS.items() if k.startswith("winobias_")}
 
 
-def lexicon_inputs(names: bool) -> dict[str, str]:
-    return {**LEXICON_INPUTS, **(NAMES_INPUT if names else {})}
+def lexicon_inputs(names: bool, wordlist: str = "merged") -> dict[str, str]:
+    """The word-list files a swapper reads (rule inputs; the WinoBias lists through the data rules)."""
+    lists = {"lu2018": LU2018_INPUT, "winobias": WINOBIAS_INPUTS, "merged": LEXICON_INPUTS}
+    if wordlist not in lists:
+        raise ConfigError(f"wordlist: must be one of {list(WORDLISTS)}, got {wordlist!r}")
+    return {**lists[wordlist], **(NAMES_INPUT if names else {})}
 
 
 def lexicon_kwargs(files: Mapping[str, str]) -> dict:
     """Rule inputs (keys of lexicon_inputs) -> keyword arguments of counterfactual.load_lexicon."""
-    kwargs = {
-        "cds_pairs": files["cds_pairs"],
-        "winobias_dir": str(Path(files["winobias_generalized_swaps"]).parent),
-    }
-    if Path(files["winobias_extra_gendered_words"]).parent != Path(files["winobias_generalized_swaps"]).parent:
-        raise ConfigError("the two WinoBias word lists must sit in one folder (resources/data/winobias/)")
+    kwargs = {}
+    if "lu2018_pairs" in files:  # Lu et al.'s list alone
+        kwargs["wordlists"] = [files["lu2018_pairs"]]
+    if "cds_pairs" in files:
+        kwargs["cds_pairs"] = files["cds_pairs"]
+    if "winobias_generalized_swaps" in files:
+        if "cds_pairs" not in files:  # the WinoBias lists alone
+            kwargs["wordlists"] = []
+        kwargs["winobias_dir"] = str(Path(files["winobias_generalized_swaps"]).parent)
+        if Path(files["winobias_extra_gendered_words"]).parent != Path(files["winobias_generalized_swaps"]).parent:
+            raise ConfigError("the two WinoBias word lists must sit in one folder (resources/data/winobias/)")
     if files.get("name_pairs"):
         kwargs["names"] = files["name_pairs"]
     return kwargs
@@ -84,7 +99,7 @@ def lexicon_kwargs(files: Mapping[str, str]) -> dict:
 
 def check_intervention(entry: Mapping, key: str) -> dict:
     """One `corpora.<corpus>.interventions.<name>` entry with defaults filled in; ConfigError naming the key."""
-    from lmbias.corpora.augment import check_swap_rate
+    from lmbias.corpora.augment import SWAP_UNITS, check_swap_rate
     from lmbias.corpora.counterfactual import INTERVENTIONS
 
     method = entry.get("method")
@@ -92,14 +107,19 @@ def check_intervention(entry: Mapping, key: str) -> dict:
         raise ConfigError(f"{key}.method: must be one of {list(METHODS)}, got {method!r}")
     if entry.get("intervention") not in INTERVENTIONS:
         raise ConfigError(f"{key}.intervention: must be one of {list(INTERVENTIONS)}, got {entry.get('intervention')!r}")
-    out = {"names": False, "batch_size": 256, **entry}
+    out = {"names": False, "batch_size": 256, "wordlist": "lu2018", **entry}
+    if out["wordlist"] not in WORDLISTS:
+        raise ConfigError(f"{key}.wordlist: must be one of {list(WORDLISTS)}, got {out['wordlist']!r}")
     if method == "cds":
         if "swap_rate" not in entry:
             raise ConfigError(f"{key}.swap_rate: a cds intervention needs a swap_rate in (0, 1]")
         check_swap_rate(entry["swap_rate"], f"{key}.swap_rate")
         out.setdefault("seed", 0)
+        out.setdefault("swap_unit", "sentence")  # the over-debiasing paper's definition (section 7.3)
+        if out["swap_unit"] not in SWAP_UNITS:
+            raise ConfigError(f"{key}.swap_unit: must be one of {list(SWAP_UNITS)}, got {out['swap_unit']!r}")
     else:
-        for extra in ("swap_rate", "seed"):
+        for extra in ("swap_rate", "seed", "swap_unit"):
             if extra in entry:
                 raise ConfigError(f"{key}.{extra}: only cds interventions take a {extra} (CDA keeps every sentence)")
     return out
@@ -137,7 +157,8 @@ def build_counterfactual(
     if opts["method"] == "cda":
         result = cda_corpus(table, swapper, batch_size=opts["batch_size"])
     else:
-        result = cds_corpus(table, swapper, opts["swap_rate"], opts["seed"], batch_size=opts["batch_size"])
+        result = cds_corpus(table, swapper, opts["swap_rate"], opts["seed"], batch_size=opts["batch_size"],
+                            unit=opts["swap_unit"])
     write_table_atomic(result, out, COUNTERFACTUAL_SCHEMA)
     flags = result.column("is_counterfactual").to_pylist()
     counts = {
@@ -182,6 +203,13 @@ def build_ontonotes_sentences(
     return {"files": len(conll_files), **counts}
 
 
+def gpr_options(options: Mapping | None) -> dict:
+    opts = {**GPR_DEFAULTS, **(options or {})}
+    if opts["wordlist"] not in WORDLISTS:
+        raise ConfigError(f"corpora.ontonotes.gpr.wordlist: must be one of {list(WORDLISTS)}, got {opts['wordlist']!r}")
+    return opts
+
+
 def build_gpr(
     sentences: str | os.PathLike,
     out_u: str | os.PathLike,
@@ -194,7 +222,7 @@ def build_gpr(
     from lmbias.corpora.anonymise import sentences_from_table
     from lmbias.corpora.gpr import GPR_SCHEMA, gpr_examples
 
-    opts = {**GPR_DEFAULTS, **options}
+    opts = gpr_options(options)
     swapper = make_swapper(lexicon_files, opts["intervention"], names=False, spacy_model=spacy_model)
     u, a, counts = gpr_examples(
         sentences_from_table(read_table(sentences)), swapper,
@@ -214,6 +242,7 @@ def make_swapper(lexicon_files: Mapping[str, str], intervention: str, names: boo
     if intervention == "grammatical" or names:
         from lmbias.corpora.nlp import load_spacy
 
-        # the swapper runs the tagger (and NER where a capitalised gendered word or a name needs it)
-        nlp = load_spacy(spacy_model, exclude=["parser", "lemmatizer", "senter"])
+        # The same components as the tested swapper: the tagger, NER (a capitalised gendered word or a
+        # name) and the parser, whose dependency arcs decide possessive "her" ("HER answer" -> "HIS answer").
+        nlp = load_spacy(spacy_model)
     return Swapper(lexicon, intervention=intervention, names=names, nlp=nlp)

@@ -22,14 +22,26 @@ from lmbias.workflow import pick_device
 log = logging.getLogger(__name__)
 
 
+#: Method kinds scored on the base model as loaded (online skew is applied by the WinoBias metric).
+BASE_MODEL_KINDS = frozenset({"pretrained", "online"})
+
+
 def _load_for_method(model_name: str, model_entry: dict, method_entry: dict, device):
+    """(model, tokenizer) for one method: the base model for pretrained/online, else the method's model
+    folder (`method_entry["model_dir"]`, results/{model}/{method}/seed{k}/model) through load_method_model."""
     from lmbias.engine.models import load_model, model_spec
 
     kind = method_entry["kind"]
-    if kind != "pretrained":
-        raise ConfigError(f"method kind {kind!r} has no evaluation loader yet")
-    spec = model_spec(model_name, model_entry)
-    return load_model(spec, device=device)
+    spec = model_spec(model_name, {k: v for k, v in model_entry.items() if k != "training"})
+    if kind in BASE_MODEL_KINDS:
+        return load_model(spec, device=device)
+    method_dir = method_entry.get("model_dir")
+    if not method_dir:
+        raise ConfigError(f"method kind {kind!r} of model {model_name!r}: no model folder given to score "
+                          "(results/{model}/{method}/seed{k}/model)")
+    from lmbias.engine.models import load_method_model
+
+    return load_method_model(spec, method_dir, device=device)
 
 
 def score_benchmark_job(items_path, output_path, model_name, model_entry, method_entry, benchmark_name,

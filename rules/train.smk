@@ -1,0 +1,64 @@
+# Mitigation: fine-tuning (cds, cda, er, gpr) and fitting (sd) a model from a counterfactual corpus.
+#
+#   results/{model}/{method}/seed{seed}/model/    rule finetune              (lmbias.training.jobs.train_job)
+#                                                 rule fit_sentence_debias   (lmbias.training.sentence_debias.fit_job)
+#
+# params are the resolved settings slice only (the method's `training` merged over models.<model>.training,
+# with the objective implied by family and kind), so editing one method retrains that method only and
+# editing a scoring option rescores without retraining. A method the model's family cannot run fails when
+# the DAG is built (lmbias.registry.check_method_family). Checkpoints go beside the output
+# (<output>.checkpoints), so a rerun of a killed job resumes.
+
+
+rule finetune:
+    input:
+        unpack(method_job_inputs),
+        script="scripts/train_model.py",
+    output:
+        directory("results/{model}/{method}/seed{seed}/model"),
+    params:
+        settings=method_settings,
+        model=training_model_entry,
+    wildcard_constraints:
+        method=_alternatives(method_names_of_kinds(registry.TRAINED_METHOD_KINDS)) or "(?!)",
+    conda:
+        "../envs/lmbias.yaml"
+    log:
+        "logs/{model}/{method}/seed{seed}/train.log",
+    benchmark:
+        "benchmarks/{model}/{method}/seed{seed}/train.tsv"
+    threads: 2
+    resources:
+        # gpu > 1 (profiles/slurm set-resources): `accelerate launch` with that many processes.
+        gpu=1,
+        mem_mb=16000,
+        runtime=24 * 60,
+    script:
+        "../scripts/train_model.py"
+
+
+rule fit_sentence_debias:
+    input:
+        unpack(method_job_inputs),
+        script="scripts/fit_sentence_debias.py",
+    output:
+        directory("results/{model}/{method}/seed{seed}/model"),
+    params:
+        settings=method_sd_settings,
+        model=training_model_entry,
+    wildcard_constraints:
+        method=_alternatives(method_names_of_kinds(registry.FITTED_METHOD_KINDS)) or "(?!)",
+        seed="0",
+    conda:
+        "../envs/lmbias.yaml"
+    log:
+        "logs/{model}/{method}/seed{seed}/fit_sentence_debias.log",
+    benchmark:
+        "benchmarks/{model}/{method}/seed{seed}/fit_sentence_debias.tsv"
+    threads: 2
+    resources:
+        gpu=1,
+        mem_mb=16000,
+        runtime=4 * 60,
+    script:
+        "../scripts/fit_sentence_debias.py"
