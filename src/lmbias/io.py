@@ -10,6 +10,23 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 
+def current_umask() -> int:
+    """The process umask (read by setting and restoring it: there is no getter)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def file_mode() -> int:
+    """The mode an ordinary new file gets (0666 less the umask)."""
+    return 0o666 & ~current_umask()
+
+
+def dir_mode() -> int:
+    """The mode an ordinary new folder gets (0777 less the umask)."""
+    return 0o777 & ~current_umask()
+
+
 def write_table_atomic(table: pa.Table, path: str | os.PathLike, schema: pa.Schema | None = None) -> Path:
     """Write `table` (cast to `schema` when given) to `path` via a temp file + rename."""
     path = Path(path)
@@ -20,6 +37,7 @@ def write_table_atomic(table: pa.Table, path: str | os.PathLike, schema: pa.Sche
     os.close(fd)
     try:
         pq.write_table(table, tmp)
+        os.chmod(tmp, file_mode())  # mkstemp creates 0600; outputs follow the umask like any other file
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

@@ -24,6 +24,7 @@ from typing import BinaryIO, Callable, Mapping
 
 from lmbias import __version__
 from lmbias.errors import ConfigError, DataError
+from lmbias.io import file_mode
 
 log = logging.getLogger(__name__)
 
@@ -119,12 +120,6 @@ def fetch_params(dataset: str, file: str, data_cfg: Mapping, data_dir: str | os.
     }
 
 
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
 def _write_verified(
     dest: str | os.PathLike,
     sha256: str,
@@ -156,7 +151,7 @@ def _write_verified(
                 f"sha256 mismatch for {dest.name} from {describe}: expected {expected}, got {actual} ({size} bytes)",
                 dest,
             )
-        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp creates 0600; give the file the usual mode
+        os.chmod(tmp, file_mode())  # mkstemp creates 0600; give the file the usual mode
         os.replace(tmp, dest)
         log.info("verified %s (%d bytes, sha256 %s) from %s", dest, size, actual, describe)
         return dest
