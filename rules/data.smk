@@ -18,7 +18,7 @@ def _data_alternatives(names):
 
 def _data_file_params(dataset):
     def params(wildcards):
-        return _data_sources.fetch_params(dataset, wildcards.file, config["data"], config.get("data_dir"))
+        return _data_sources.content_params(dataset, wildcards.file, config["data"])
 
     return params
 

@@ -37,3 +37,96 @@ def test_verified_copy_follows_the_umask(tmp_path, umask_027):
     src.write_text("x\n")
     out = copy_local(src, tmp_path / "out" / "dest.txt", sha256_file(src))
     assert _mode(out) == 0o640
+
+
+def test_empty_targets_are_refused_by_the_schema(repo_root):
+    import yaml
+
+    from lmbias.config import config_errors
+
+    config = yaml.safe_load((repo_root / "config.yaml").read_text())
+    config["targets"]["models"] = []
+    errors = config_errors(config, repo_root / "schemas/config.schema.yaml")
+    assert any(e.startswith("targets.models:") and "non-empty" in e for e in errors), errors
+
+
+@pytest.fixture(scope="module")
+def tiny_bert_dir(tmp_path_factory):
+    from lmbias.engine.tiny import build_tiny_model
+
+    return build_tiny_model("bert", tmp_path_factory.mktemp("models") / "tiny-bert", seed=0)
+
+
+def test_truncated_safetensors_names_the_model_key_and_file(tiny_bert_dir, tmp_path):
+    import shutil
+
+    from lmbias.engine.models import load_model, model_spec
+
+    broken = tmp_path / "broken-bert"
+    shutil.copytree(tiny_bert_dir, broken)
+    weights = broken / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
+    spec = model_spec("broken-bert", {"path": str(broken), "family": "mlm", "revision": "local"})
+    with pytest.raises(ConfigError) as err:
+        load_model(spec)
+    message = str(err.value)
+    assert "models.broken-bert" in message and str(weights) in message and "truncated or corrupt" in message
+
+
+_HUB_PROBE = r"""
+import json, logging, sys
+logging.basicConfig(level=logging.WARNING, format="%(message)s")
+from lmbias.engine.models import load_model, model_spec, resolved_commit
+from lmbias.errors import ConfigError
+for i, entry in enumerate(json.loads(sys.argv[1])):
+    print(f"=== {i}", file=sys.stderr, flush=True)
+    try:
+        model, _ = load_model(model_spec("hub-bert", entry))
+        print("COMMIT", resolved_commit(model), file=sys.stderr, flush=True)
+    except ConfigError as exc:
+        print("CONFIGERROR", exc, file=sys.stderr, flush=True)
+"""
+
+
+def _hub_cache(root, repo_id, commit, folder, pickled=False):
+    """A Hugging Face cache holding `folder` as `repo_id` at `commit`, with refs/main pointing to it."""
+    import shutil
+
+    import torch
+    from safetensors.torch import load_file
+
+    repo = root / ("models--" + repo_id.replace("/", "--"))
+    snapshot = repo / "snapshots" / commit
+    shutil.copytree(folder, snapshot)
+    if pickled:  # only pytorch_model.bin, as old hub repos ship
+        torch.save(load_file(snapshot / "model.safetensors"), snapshot / "pytorch_model.bin")
+        (snapshot / "model.safetensors").unlink()
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text(commit)
+
+
+def test_hub_weights_safetensors_only_and_moving_revisions_warn_with_their_commit(tiny_bert_dir, tmp_path, repo_root):
+    """A local HF cache layout stands in for the hub (offline): refs/main -> a snapshot folder."""
+    import json
+    import subprocess
+    import sys
+
+    new, old = "0123456789abcdef0123456789abcdef01234567", "89abcdef0123456789abcdef0123456789abcdef"
+    cache = tmp_path / "hub"
+    _hub_cache(cache, "someone/tiny-bert", new, tiny_bert_dir)
+    _hub_cache(cache, "someone/old-bert", old, tiny_bert_dir, pickled=True)
+    entries = [
+        {"hub_id": "someone/tiny-bert", "family": "mlm", "revision": "main"},
+        {"hub_id": "someone/tiny-bert", "family": "mlm", "revision": new},
+        {"hub_id": "someone/old-bert", "family": "mlm", "revision": old},
+        {"hub_id": "someone/old-bert", "family": "mlm", "revision": old, "allow_pickle": True},
+    ]
+    env = {**os.environ, "HF_HUB_CACHE": str(cache), "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(repo_root / "src")}
+    proc = subprocess.run([sys.executable, "-c", _HUB_PROBE, json.dumps(entries)], env=env, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = dict(part.split("\n", 1) for part in proc.stderr.split("=== ")[1:])
+    assert f"COMMIT {new}" in out["0"]  # main resolved through refs/main
+    assert "cannot be reproduced exactly" in out["0"] and f"revision: {new}" in out["0"]
+    assert f"COMMIT {new}" in out["1"] and "cannot be reproduced" not in out["1"]  # pinned: no warning
+    assert "CONFIGERROR models.hub-bert" in out["2"] and "allow_pickle: true" in out["2"]  # .bin only: refused
+    assert f"COMMIT {old}" in out["3"]  # ... unless the entry allows pickles

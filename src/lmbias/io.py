@@ -27,11 +27,14 @@ def dir_mode() -> int:
     return 0o777 & ~current_umask()
 
 
-def write_table_atomic(table: pa.Table, path: str | os.PathLike, schema: pa.Schema | None = None) -> Path:
-    """Write `table` (cast to `schema` when given) to `path` via a temp file + rename."""
+def write_table_atomic(table: pa.Table, path: str | os.PathLike, schema: pa.Schema | None = None,
+                       metadata: dict[str, str] | None = None) -> Path:
+    """Write `table` (cast to `schema` when given, plus key-value `metadata`) to `path` via a temp file + rename."""
     path = Path(path)
     if schema is not None:
         table = table.select(schema.names).cast(schema)
+    if metadata:
+        table = table.replace_schema_metadata({**(table.schema.metadata or {}), **{k.encode(): v.encode() for k, v in metadata.items()}})
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     os.close(fd)
