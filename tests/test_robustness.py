@@ -130,3 +130,33 @@ def test_hub_weights_safetensors_only_and_moving_revisions_warn_with_their_commi
     assert f"COMMIT {new}" in out["1"] and "cannot be reproduced" not in out["1"]  # pinned: no warning
     assert "CONFIGERROR models.hub-bert" in out["2"] and "allow_pickle: true" in out["2"]  # .bin only: refused
     assert f"COMMIT {old}" in out["3"]  # ... unless the entry allows pickles
+
+
+def test_counterfactual_cli_processes_a_line_over_spacys_max_length():
+    """A 1.1M-character line used to crash with spaCy's E088 and write nothing; now it is swapped in
+    pieces (split at sentence ends) and the lines around it come out as usual."""
+    import subprocess
+    import sys
+
+    unit = "He gave her his book. "
+    long_line = unit * 50_000  # 1.1 million characters
+    stdin = f"I saw her.\n{long_line}\nHe is here.\n".encode()
+    proc = subprocess.run([sys.executable, "-m", "lmbias.cli", "counterfactual", "--intervention", "naive"],
+                          input=stdin, capture_output=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr.decode()[-2000:]
+    out = proc.stdout.decode().split("\n")
+    assert out[0] == "I saw his." and out[2] == "She is here." and out[3] == "" and len(out) == 4
+    assert out[1] == "She gave his her book. " * 50_000  # naive: her -> his always (the baseline's known error)
+
+
+@pytest.mark.parametrize("intervention", ["naive", "grammatical"])
+def test_long_texts_in_pieces_swap_like_whole_texts(intervention):
+    from lmbias.corpora.counterfactual import Swapper, load_lexicon, split_long_text, swap_lines
+
+    text = "The king said he would see her. Mary met his son at noon; she thanked him. " * 20
+    pieces = split_long_text(text, 200)
+    assert "".join(pieces) == text and all(len(p) <= 200 for p in pieces) and len(pieces) > 5
+    assert all(p.endswith(". ") or p.endswith("; ") for p in pieces[:-1])  # cut after sentence ends
+    swapper = Swapper(load_lexicon(), intervention=intervention)
+    whole = swapper.swap_texts([text, "He is here."])
+    assert swap_lines(swapper, [text, "He is here."], max_chars=200) == whole
