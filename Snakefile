@@ -17,11 +17,8 @@ configfile: "config.yaml"
 
 # Our validator first: its message names the offending key (models.tiny-bert.famly: unknown key) and the
 # file that set it (config.yaml, a --configfile overlay or --config).
-validate_config(
-    config,
-    workflow.source_path("schemas/config.schema.yaml"),
-    sources=config_sources("config.yaml", workflow.config_settings.configfiles, workflow.config_settings.config),
-)
+CONFIG_SOURCES = config_sources("config.yaml", workflow.config_settings.configfiles, workflow.config_settings.config)
+validate_config(config, workflow.source_path("schemas/config.schema.yaml"), sources=CONFIG_SOURCES)
 validate(config, "schemas/config.schema.yaml")
 
 

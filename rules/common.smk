@@ -50,7 +50,12 @@ def _check_config():
             raise ConfigError(f"targets.comparisons[{i}]: unknown comparison {name!r}; configured: {', '.join(sorted(config.get('comparisons', {}))) or 'none'}")
 
 
-_check_config()
+try:
+    _check_config()
+except ConfigError as error:  # name the file (config.yaml, a --configfile overlay, --config) that set the key
+    from lmbias.config import name_source
+
+    raise name_source(error, CONFIG_SOURCES) from None
 
 
 wildcard_constraints:

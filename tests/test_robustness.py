@@ -160,3 +160,22 @@ def test_long_texts_in_pieces_swap_like_whole_texts(intervention):
     swapper = Swapper(load_lexicon(), intervention=intervention)
     whole = swapper.swap_texts([text, "He is here."])
     assert swap_lines(swapper, [text, "He is here."], max_chars=200) == whole
+
+
+def test_config_errors_name_the_file_that_set_the_key(repo_root, tmp_path):
+    import yaml
+
+    from lmbias.config import config_errors, config_sources, name_source
+
+    overlay = tmp_path / "overlay.yaml"
+    overlay.write_text("models:\n  tiny-bert: {famly: mlm}\nseeds: []\n")
+    sources = config_sources(str(repo_root / "config.yaml"), [overlay], {"data_dir": 3})
+    merged = yaml.safe_load((repo_root / "config.yaml").read_text())
+    merged["models"]["tiny-bert"]["famly"] = "mlm"
+    merged.update(seeds=[], data_dir=3)
+    errors = config_errors(merged, repo_root / "schemas/config.schema.yaml", sources)
+    assert f"models.tiny-bert.famly: unknown key (in {overlay})" in errors
+    assert any(e.startswith("seeds:") and e.endswith(f"(in {overlay})") for e in errors), errors
+    assert any(e.startswith("data_dir:") and e.endswith("(in --config)") for e in errors), errors
+    named = name_source(ConfigError("models.tiny-bert.famly: bad"), sources)
+    assert str(named) == f"models.tiny-bert.famly: bad (in {overlay})"

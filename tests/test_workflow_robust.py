@@ -106,6 +106,10 @@ def test_overlay_errors_name_the_overlay_and_missing_model_path_its_key(small_ru
     proc = run_snakemake(workdir, "-n", "--configfile", str(overlay), check=False)
     assert proc.returncode != 0
     assert f"models.tiny-bert.famly: unknown key (in {overlay})" in proc.stdout + proc.stderr
+    overlay.write_text(yaml.safe_dump({"targets": {"models": ["tiny-bert", "nope"], "methods": ["pretrained"]}}))
+    proc = run_snakemake(workdir, "-n", "--configfile", str(overlay), check=False)
+    assert f"targets.models[1]: unknown model 'nope'; configured:" in proc.stdout + proc.stderr
+    assert f"(in {overlay})" in proc.stdout + proc.stderr
     overlay.write_text(yaml.safe_dump({"models": {"my-bert": {"path": "models/my-bert", "family": "mlm", "revision": "local"}}}))
     proc = run_snakemake(workdir, "-n", "--configfile", str(overlay), "--config", f"data_dir={data}",
                          "results/my-bert/pretrained/seed0/scores/winobias.parquet", check=False)

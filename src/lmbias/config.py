@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import jsonschema
@@ -79,6 +80,24 @@ def validate_config(config: dict, schema_path: str | Path, source: str = "config
         if sources and len(sources) > 1:
             source = "the configuration (" + " + ".join(name for name, _ in sources) + ")"
         raise ConfigError(f"{source} is invalid:\n  " + "\n  ".join(errors))
+
+
+def _parse_key(key: str) -> list:
+    """'targets.models[1]' -> ['targets', 'models', 1]."""
+    parts = []
+    for name, index in re.findall(r"([^.\[\]]+)|\[(\d+)\]", key):
+        parts.append(int(index) if index else name)
+    return parts
+
+
+def name_source(error: ConfigError, sources) -> ConfigError:
+    """`error` (a message starting with a key path, 'targets.models[1]: ...') with the source that set
+    that key appended, when there are several sources to choose from."""
+    message = str(error)
+    key = message.split(":", 1)[0]
+    if not sources or len(sources) < 2 or " " in key:
+        return error
+    return ConfigError(f"{message} (in {_blame(_parse_key(key), sources)})")
 
 
 def config_sources(workflow_config_file: str, configfiles, overrides) -> list[tuple[str, dict]]:
