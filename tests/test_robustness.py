@@ -179,3 +179,25 @@ def test_config_errors_name_the_file_that_set_the_key(repo_root, tmp_path):
     assert any(e.startswith("data_dir:") and e.endswith("(in --config)") for e in errors), errors
     named = name_source(ConfigError("models.tiny-bert.famly: bad"), sources)
     assert str(named) == f"models.tiny-bert.famly: bad (in {overlay})"
+
+
+def test_summary_records_the_hub_commit_and_what_it_left_out(tmp_path):
+    """The commit a scoring job's weights resolved to travels scores -> metrics -> summary provenance."""
+    import pandas as pd
+
+    from lmbias.engine.evaluation import summarise_job
+    from lmbias.io import write_table_atomic
+    from lmbias.metrics.summary import COMMIT_KEY, METRIC_SCHEMA, left_out, with_context
+
+    commit = "0123456789abcdef0123456789abcdef01234567"
+    rows = with_context([{"benchmark": "seat", "metric": "effect_size", "variant": "", "subset": "all", "value": 0.5,
+                          "ci_low": None, "ci_high": None, "p_value": 0.1, "n": 8}], "bert-base", "pretrained", 0)
+    metric = write_table_atomic(pa.Table.from_pylist(rows, schema=METRIC_SCHEMA), tmp_path / "m.parquet",
+                                METRIC_SCHEMA, metadata={COMMIT_KEY: commit})
+    slices = {"model": {"hub_id": "bert-base-uncased", "revision": "main"}, "method": {"kind": "pretrained"},
+              "benchmarks": {"seat": {"dataset": "seat"}}, "data": {}, "seeds": [0]}
+    gone = [{"benchmark": "stereoset", "reason": "data missing", "config_key": "optional_benchmarks"}]
+    summarise_job([metric], tmp_path / "summary.parquet", slices, left_out=gone)
+    frame = pd.read_parquet(tmp_path / "summary.parquet")
+    assert set(frame["model_commit"]) == {commit} and set(frame["model_revision"]) == {"main"}
+    assert frame.attrs["left_out"] == gone == left_out(tmp_path / "summary.parquet")
