@@ -18,7 +18,8 @@ from test_workflow import run_snakemake as _run_snakemake
 
 
 def run_snakemake(workdir, *args, check=True):
-    """test_workflow's runner, for several --config values: they all go last, after one --config."""
+    """test_workflow's runner, for several --config values: they all go last, after one --config (targets
+    must come before --configfile, which takes every following word)."""
     words = list(args)
     if "--config" in words:
         i = words.index("--config")
@@ -111,7 +112,7 @@ def test_overlay_errors_name_the_overlay_and_missing_model_path_its_key(small_ru
     assert f"targets.models[1]: unknown model 'nope'; configured:" in proc.stdout + proc.stderr
     assert f"(in {overlay})" in proc.stdout + proc.stderr
     overlay.write_text(yaml.safe_dump({"models": {"my-bert": {"path": "models/my-bert", "family": "mlm", "revision": "local"}}}))
-    proc = run_snakemake(workdir, "-n", "--configfile", str(overlay), "--config", f"data_dir={data}",
-                         "results/my-bert/pretrained/seed0/scores/winobias.parquet", check=False)
+    proc = run_snakemake(workdir, "-n", "results/my-bert/pretrained/seed0/scores/winobias.parquet",
+                         "--configfile", str(overlay), "--config", f"data_dir={data}", check=False)
     assert proc.returncode != 0
     assert "models.my-bert.path: model folder models/my-bert does not exist" in proc.stdout + proc.stderr
