@@ -7,7 +7,7 @@ import sys
 from snakemake.utils import min_version, validate
 
 sys.path.insert(0, f"{workflow.basedir}/src")  # the library of this checkout, also inside conda envs
-from lmbias.config import validate_config
+from lmbias.config import config_sources, validate_config
 
 min_version("9.0")
 
@@ -15,8 +15,10 @@ min_version("9.0")
 configfile: "config.yaml"
 
 
-# Our validator first: its message names the offending key (models.tiny-bert.famly: unknown key).
-validate_config(config, workflow.source_path("schemas/config.schema.yaml"))
+# Our validator first: its message names the offending key (models.tiny-bert.famly: unknown key) and the
+# file that set it (config.yaml, a --configfile overlay or --config).
+CONFIG_SOURCES = config_sources("config.yaml", workflow.config_settings.configfiles, workflow.config_settings.config)
+validate_config(config, workflow.source_path("schemas/config.schema.yaml"), sources=CONFIG_SOURCES)
 validate(config, "schemas/config.schema.yaml")
 
 

@@ -10,6 +10,7 @@ rule summarise:
         "results/{model}/{method}/summary.parquet",
     params:
         slices=summary_config_slices,
+        left_out=summary_left_out,
     conda:
         "../envs/lmbias.yaml"
     log:
@@ -68,3 +69,31 @@ rule reject_unknown_method:
 
 
 ruleorder: reject_unknown_model > reject_unknown_method
+
+
+# The same for scores/ and metrics/ paths: one lookahead over the rest of the path admits only the
+# (model, method, seed, benchmark) combinations the config defines; anything else matches this rule.
+rule reject_unknown_result:
+    input:
+        reject_unknown_result,
+    output:
+        "results/{model}/{method}/seed{seed}/{kind}/{benchmark}.parquet",
+    wildcard_constraints:
+        model=f"(?!{valid_result_paths_regex()})[^/]+",
+        method=r"[^/]+",
+        seed=r"[^/]*",
+        kind="scores|metrics",
+        benchmark=r"[^/]+",
+
+
+ruleorder: reject_unknown_result > score_benchmark
+ruleorder: reject_unknown_result > compute_metric
+
+
+rule reject_unknown_model_folder:
+    input:
+        reject_unknown_model_folder,
+    output:
+        "resources/models/{model}",
+    wildcard_constraints:
+        model=f"(?!(?:{_alternatives(config['models'])})$)[^/]+",

@@ -37,6 +37,12 @@ def _check_config():
     for name, bench in benchmarks.items():
         if bench["dataset"] not in config["data"] and not is_generated_dataset(bench["dataset"]):
             raise ConfigError(f"benchmarks.{name}.dataset: {bench['dataset']!r} is not a key of `data`")
+    for i, name in enumerate(config.get("only_benchmarks") or []):
+        if name not in benchmarks:
+            raise ConfigError(f"only_benchmarks[{i}]: unknown benchmark {name!r}; configured: {', '.join(sorted(benchmarks))}")
+    for i, name in enumerate(config.get("optional_benchmarks") or []):
+        if name not in benchmarks:
+            raise ConfigError(f"optional_benchmarks[{i}]: unknown benchmark {name!r}; configured: {', '.join(sorted(benchmarks))}")
     for name, entry in config.get("comparisons", {}).items():
         paired_comparison.check_comparison(name, entry, config)
     for name, entry in methods.items():
@@ -48,7 +54,12 @@ def _check_config():
             raise ConfigError(f"targets.comparisons[{i}]: unknown comparison {name!r}; configured: {', '.join(sorted(config.get('comparisons', {}))) or 'none'}")
 
 
-_check_config()
+try:
+    _check_config()
+except ConfigError as error:  # name the file (config.yaml, a --configfile overlay, --config) that set the key
+    from lmbias.config import name_source
+
+    raise name_source(error, CONFIG_SOURCES) from None
 
 
 wildcard_constraints:
@@ -87,12 +98,20 @@ def model_weights_input(wildcards):
     if "tiny" in entry:
         return f"resources/models/{wildcards.model}"
     if "path" in entry:
+        if not Path(entry["path"]).exists():
+            raise ConfigError(f"models.{wildcards.model}.path: model folder {entry['path']} does not exist "
+                              "(put the downloaded model there, or fix the path)")
         return entry["path"]
     return []
 
 
 def checked_benchmark(wildcards):
-    """The benchmark's config entry, after checking that it applies to this model's family."""
+    """The benchmark's config entry, after checking that it applies to this model's family (and that the
+    path's seed is one the method runs)."""
+    seeds = seeds_for(wildcards.method)
+    if int(wildcards.seed) not in seeds:
+        raise ConfigError(f"results/{wildcards.model}/{wildcards.method}/seed{wildcards.seed}: method {wildcards.method!r} "
+                          f"runs seed(s) {', '.join(map(str, seeds))}, not '{wildcards.seed}' (config key `seeds`)")
     entry = config["benchmarks"][wildcards.benchmark]
     registry.check_family(wildcards.benchmark, entry, config["models"][wildcards.model]["family"], wildcards.model)
     return entry
@@ -118,22 +137,18 @@ def metric_inputs(wildcards):
     return inputs
 
 
-def benchmark_data_present(name):
-    """False when a benchmark reads local files (data_dir or data.<dataset>.path) that are not there.
-
-    Summaries then leave that benchmark out, with a warning, instead of failing: ../shared/data, for
-    instance, has no StereoSet. Asking for the benchmark's files explicitly still fails, naming the file.
-    """
+def missing_benchmark_data(name):
+    """(missing path, config key of the file, where it was looked for) of benchmark `name`'s first local
+    file that is not there, or None (generated benchmarks and downloads are never missing here)."""
     bench = config["benchmarks"][name]
     if is_generated_dataset(bench["dataset"]):
-        return True
+        return None
     for file in required_benchmark_files(bench, config["data"], name):
         kind, location = resolve_data_source(bench["dataset"], file, config["data"], config.get("data_dir"))
         if kind == "local" and not Path(location).exists():
-            _warn_once(f"benchmark {name!r} left out of summaries: {location} is missing "
-                       f"(data.{bench['dataset']}.files.{file}; data_dir={config.get('data_dir')})")
-            return False
-    return True
+            folder_key = f"data.{bench['dataset']}.path" if config["data"][bench["dataset"]].get("path") else "data_dir"
+            return location, f"data.{bench['dataset']}.files.{file}", folder_key
+    return None
 
 
 _WARNED = set()
@@ -145,15 +160,54 @@ def _warn_once(message):
         logger.warning(f"WARNING: {message}")
 
 
+def _summary_selection(model):
+    """(benchmarks a summary of `model` holds, [{benchmark, reason, config_key}] of those it leaves out).
+
+    No silent shrinking: a configured benchmark whose data is missing stops the run, naming the file and
+    its config key, unless the user opted out: `only_benchmarks` (this run's list), `missing_data: skip`,
+    or `optional_benchmarks` (left out when their data is missing; config.yaml lists StereoSet, which
+    ../shared/data lacks). Reasons name no folder, so moving the data does not rerun summaries.
+    """
+    only = config.get("only_benchmarks")
+    kept, left_out = [], []
+    for name in registry.benchmarks_for(config["models"][model]["family"], config["benchmarks"]):
+        if only is not None and name not in only:
+            left_out.append({"benchmark": name, "reason": "not in this run's only_benchmarks", "config_key": "only_benchmarks"})
+            continue
+        missing = missing_benchmark_data(name)
+        if missing is None:
+            kept.append(name)
+            continue
+        location, file_key, folder_key = missing
+        if config.get("missing_data", "error") == "skip":
+            opt_out = "missing_data"
+        elif name in config.get("optional_benchmarks", []):
+            opt_out = "optional_benchmarks"
+        else:
+            raise ConfigError(
+                f"benchmark {name!r}: its data file {location} is missing ({file_key}, looked for through {folder_key}). "
+                f"Add the file, fix {folder_key}, or leave the benchmark out explicitly: --config only_benchmarks=[...] "
+                f"for this run, optional_benchmarks: [{name}], or missing_data: skip"
+            )
+        _warn_once(f"benchmark {name!r} left out of summaries ({opt_out}): {location} is missing ({file_key})")
+        left_out.append({"benchmark": name, "reason": f"data missing: {file_key} is not in the {folder_key} folder", "config_key": opt_out})
+    return kept, left_out
+
+
 def _summary_benchmarks(wildcards):
-    entry = config["models"][wildcards.model]
     check_model_method(wildcards.model, wildcards.method)
-    benches = [b for b in registry.benchmarks_for(entry["family"], config["benchmarks"]) if benchmark_data_present(b)]
+    benches, _ = _summary_selection(wildcards.model)
     if config["methods"][wildcards.method]["kind"] == "online":  # Online Skewness Mitigation changes WinoBias only
         benches = [b for b in benches if config["benchmarks"][b]["dataset"] == "winobias"]
     if not benches:
-        raise ConfigError(f"model {wildcards.model!r}: no configured benchmark applies to family {entry['family']!r}")
+        raise ConfigError(f"model {wildcards.model!r}: no configured benchmark applies to family "
+                          f"{config['models'][wildcards.model]['family']!r} (or only_benchmarks leaves none)")
     return benches
+
+
+def summary_left_out(wildcards):
+    """The configured benchmarks this summary leaves out, and why (recorded in the summary's metadata)."""
+    return _summary_selection(wildcards.model)[1]
 
 
 def summary_metric_files(wildcards):
@@ -221,6 +275,37 @@ def reject_unknown_target(model, method):
     raise ConfigError(f"results/{model}/{method}/summary.parquet: no rule can build it")
 
 
+def valid_result_paths_regex():
+    """Regex (from just after `results/`) of every scores/metrics path the config defines."""
+    by_method = "|".join(
+        f"{re.escape(m)}/seed(?:{'|'.join(str(s) for s in seeds_for(m))})" for m in sorted(config["methods"])
+    )
+    return (f"(?:{_alternatives(config['models'])})/(?:{by_method})/(?:scores|metrics)/"
+            f"(?:{_alternatives(config['benchmarks'])})\\.parquet$")
+
+
+def reject_unknown_result(wildcards):
+    """Input function of the reject_unknown_result rule: names what in a scores/metrics path is not configured."""
+    model, method, seed, benchmark = wildcards.model, wildcards.method, wildcards.seed, wildcards.benchmark
+    path = f"results/{model}/{method}/seed{seed}/{wildcards.kind}/{benchmark}.parquet"
+    if model not in config["models"]:
+        raise ConfigError(f"{path}: unknown model {model!r} in the target path; models configured in config.yaml: {', '.join(sorted(config['models']))}")
+    if method not in config["methods"]:
+        raise ConfigError(f"{path}: unknown method {method!r} in the target path; methods configured in config.yaml: {', '.join(sorted(config['methods']))}")
+    if benchmark not in config["benchmarks"]:
+        raise ConfigError(f"{path}: unknown benchmark {benchmark!r} in the target path; benchmarks configured in config.yaml: {', '.join(sorted(config['benchmarks']))}")
+    seeds = seeds_for(method)
+    if not seed.isdigit() or int(seed) not in seeds:
+        raise ConfigError(f"{path}: method {method!r} runs seed(s) {', '.join(map(str, seeds))}, not {seed!r} (config key `seeds`)")
+    raise ConfigError(f"{path}: no rule can build it")
+
+
+def reject_unknown_model_folder(wildcards):
+    tiny = sorted(n for n, e in config["models"].items() if "tiny" in e)
+    raise ConfigError(f"resources/models/{wildcards.model}: unknown model {wildcards.model!r}; only models with a "
+                      f"`tiny:` entry are built here (configured: {', '.join(tiny) or 'none'})")
+
+
 # --- Data layer helpers (rules/data.smk) ---
 import re as _data_re
 
@@ -236,7 +321,7 @@ def _data_alternatives(names):
 
 def _data_file_params(dataset):
     def params(wildcards):
-        return _data_sources.fetch_params(dataset, wildcards.file, config["data"], config.get("data_dir"))
+        return _data_sources.content_params(dataset, wildcards.file, config["data"])
 
     return params
 

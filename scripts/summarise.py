@@ -13,4 +13,5 @@ summarise_job(
     metric_paths=list(snakemake.input.metrics),  # noqa: F821
     output_path=snakemake.output[0],  # noqa: F821
     slices=snakemake.params.slices,  # noqa: F821
+    left_out=snakemake.params.left_out,  # noqa: F821
 )

@@ -2,6 +2,8 @@
 
 import re
 
+import yaml
+
 
 def test_ci_runs_the_readme_test_command(repo_root):
     readme = (repo_root / "README.md").read_text()
@@ -14,6 +16,24 @@ def test_ci_runs_the_readme_test_command(repo_root):
 
 def test_readme_main_command_is_offline(repo_root):
     readme = (repo_root / "README.md").read_text()
-    main = [b for b in re.findall(r"```bash\n(.*?)\n```", readme, re.S) if "pip install -e ." in b and "pytest" not in b]
+    main = [b for b in re.findall(r"```bash\n(.*?)\n```", readme, re.S) if "-e ." in b and "pytest" not in b]
     assert len(main) == 1
     assert "data_dir=../shared/data" in main[0]
+
+
+def test_installs_use_the_constraints_file(repo_root):
+    """pyproject.toml has ranges; the exact pins live in constraints.txt, which every install command uses."""
+    readme = (repo_root / "README.md").read_text()
+    installs = [b for b in re.findall(r"```bash\n(.*?)\n```", readme, re.S) if " -e " in b]
+    assert len(installs) == 2 and all("-c constraints.txt" in b for b in installs)
+    assert "-c constraints.txt" in (repo_root / ".ci" / "run").read_text()
+    pins = dict(line.split("==") for line in (repo_root / "constraints.txt").read_text().splitlines()
+                if line and not line.startswith("#"))
+    assert pins["torch"] == "2.13.0" and pins["snakemake"] and pins["pytest"]
+    norm = {k.lower().replace("_", "-"): v for k, v in pins.items()}
+    env = yaml.safe_load((repo_root / "envs" / "lmbias.yaml").read_text())
+    env_pins = [p for d in env["dependencies"] if isinstance(d, dict) for p in d["pip"]]
+    assert env_pins and all(norm[name.lower().replace("_", "-")] == version
+                            for name, version in (p.split("==") for p in env_pins)), env_pins
+    deps = (repo_root / "pyproject.toml").read_text().split("dependencies = [", 1)[1].split("[project.scripts]")[0]
+    assert "==" not in deps, "pyproject.toml declares ranges, not pins"

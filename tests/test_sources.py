@@ -314,7 +314,12 @@ def test_data_rule_reruns_only_for_its_own_slice(data_workflow, shared_data):
     quiet = _snakemake(data_workflow, "-n", *targets)
     assert quiet.returncode == 0 and "Nothing to be done" in quiet.stdout + quiet.stderr
 
-    config["data"]["cds"]["path"] = str(shared_data / "cds")  # this dataset's source
+    config["data"]["cds"]["path"] = str(shared_data / "cds")  # this dataset's source: same bytes, no rerun
+    config_path.write_text(yaml.safe_dump(config, sort_keys=False))
+    moved = _snakemake(data_workflow, "-n", *targets)
+    assert moved.returncode == 0 and "Nothing to be done" in moved.stdout + moved.stderr
+
+    config["data"]["cds"]["files"]["cda_default_pairs.json"]["sha256"] = "0" * 64  # its pinned content
     config_path.write_text(yaml.safe_dump(config, sort_keys=False))
     again = _snakemake(data_workflow, "-n", *targets)
     assert again.returncode == 0

@@ -27,6 +27,8 @@ COUNTERFACTUAL_HELP = """\
 Read one text per line from standard input (UTF-8) and write the counterfactual of each line to standard
 output: the same number of lines in the same order. Empty and whitespace-only lines pass through as they
 are. Each line is one document: with --names a name is swapped to the same partner everywhere in the line.
+A line longer than 100,000 characters (spaCy refuses texts over 1,000,000) is swapped in pieces cut after
+sentence ends; the pieces stay one document, so names are swapped consistently across them.
 Input that is not valid UTF-8 stops the command before anything is written, with exit status 2 and a
 message naming the line.
 
@@ -58,7 +60,7 @@ def _read_lines(stream) -> tuple[list[str], list[str], bool]:
 
 
 def run_counterfactual(args) -> int:
-    from lmbias.corpora.counterfactual import Swapper, load_lexicon
+    from lmbias.corpora.counterfactual import Swapper, load_lexicon, swap_lines
 
     texts, endings, trailing = _read_lines(sys.stdin.buffer)
     lexicon = load_lexicon(cds_pairs=args.cds_pairs, winobias_dir=args.winobias_dir, names=args.names_file)
@@ -66,7 +68,8 @@ def run_counterfactual(args) -> int:
     swapper = Swapper(lexicon, intervention=args.intervention, names=args.names, spacy_model=args.spacy_model)
     todo = [i for i, t in enumerate(texts) if t.strip()]
     out = list(texts)
-    for i, swapped in zip(todo, swapper.swap_texts([texts[i] for i in todo], batch_size=args.batch_size)):
+    # lines longer than spaCy's max_length are swapped in pieces cut at sentence ends (one document each)
+    for i, swapped in zip(todo, swap_lines(swapper, [texts[i] for i in todo], batch_size=args.batch_size)):
         out[i] = swapped
     body = "\n".join(t + e for t, e in zip(out, endings)) + ("\n" if trailing else "")
     sys.stdout.buffer.write(body.encode("utf-8"))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import jsonschema
@@ -17,31 +18,94 @@ def _key_path(path) -> str:
     return "".join(parts) or "<top level>"
 
 
-def config_errors(config: dict, schema_path: str | Path) -> list[str]:
-    """Every schema violation as 'key.path: message', most specific first."""
+def _blame(parts: list, sources) -> str | None:
+    """The source that set the deepest part of `parts` (later sources win ties, as they override)."""
+    best, depth = None, -1
+    for name, data in sources:
+        node, d = data, 0
+        for part in parts:
+            if isinstance(node, dict) and part in node:
+                node, d = node[part], d + 1
+            elif isinstance(node, list) and isinstance(part, int) and part < len(node):
+                node, d = node[part], d + 1
+            else:
+                break
+        if d >= depth:
+            best, depth = name, d
+    return best
+
+
+def config_errors(config: dict, schema_path: str | Path, sources=None) -> list[str]:
+    """Every schema violation as 'key.path: message', most specific first.
+
+    `sources`: [(name, dict)] in override order (config.yaml, --configfile overlays, --config); each
+    message then ends with the source that set the offending key.
+    """
+    return [
+        f"{_key_path(parts)}: {text}" + (f" (in {_blame(parts, sources)})" if sources else "")
+        for parts, text in _errors(config, schema_path)
+    ]
+
+
+def _errors(config: dict, schema_path: str | Path) -> list[tuple[list, str]]:
     schema = yaml.safe_load(Path(schema_path).read_text())
     validator = jsonschema.Draft202012Validator(schema)
     messages = []
     for error in sorted(validator.iter_errors(config), key=lambda e: list(map(str, e.absolute_path))):
         if error.validator == "oneOf" and all("required" in alt for alt in error.validator_value):
             keys = ", ".join(k for alt in error.validator_value for k in alt["required"])
-            messages.append(f"{_key_path(error.absolute_path)}: needs exactly one of: {keys}")
+            messages.append((list(error.absolute_path), f"needs exactly one of: {keys}"))
             continue
         leaf = error
         if error.context:  # oneOf/anyOf: report the closest sub-error
             leaf = jsonschema.exceptions.best_match(error.context)
-        key = _key_path(list(error.absolute_path) + [p for p in leaf.relative_path if leaf is not error])
+        key = list(error.absolute_path) + [p for p in leaf.relative_path if leaf is not error]
         if error.validator == "additionalProperties" and not error.context:
             extra = sorted(set(error.instance) - set(error.schema.get("properties", {})))
             for name in extra:
-                messages.append(f"{_key_path(list(error.absolute_path) + [name])}: unknown key")
+                messages.append((list(error.absolute_path) + [name], "unknown key"))
             continue
-        messages.append(f"{key}: {leaf.message}")
+        messages.append((key, leaf.message))
     return messages
 
 
-def validate_config(config: dict, schema_path: str | Path, source: str = "config.yaml") -> None:
-    """Raise ConfigError listing every violation with its key path; nothing runs on an invalid config."""
-    errors = config_errors(config, schema_path)
+def validate_config(config: dict, schema_path: str | Path, source: str = "config.yaml", sources=None) -> None:
+    """Raise ConfigError listing every violation with its key path; nothing runs on an invalid config.
+
+    With `sources` ([(name, dict)] in override order) each violation names the file (or `--config`) that
+    set the key, and the message names the files involved instead of `source`.
+    """
+    errors = config_errors(config, schema_path, sources)
     if errors:
+        if sources and len(sources) > 1:
+            source = "the configuration (" + " + ".join(name for name, _ in sources) + ")"
         raise ConfigError(f"{source} is invalid:\n  " + "\n  ".join(errors))
+
+
+def _parse_key(key: str) -> list:
+    """'targets.models[1]' -> ['targets', 'models', 1]."""
+    parts = []
+    for name, index in re.findall(r"([^.\[\]]+)|\[(\d+)\]", key):
+        parts.append(int(index) if index else name)
+    return parts
+
+
+def name_source(error: ConfigError, sources) -> ConfigError:
+    """`error` (a message starting with a key path, 'targets.models[1]: ...') with the source that set
+    that key appended, when there are several sources to choose from."""
+    message = str(error)
+    key = message.split(":", 1)[0]
+    if not sources or len(sources) < 2 or " " in key:
+        return error
+    return ConfigError(f"{message} (in {_blame(_parse_key(key), sources)})")
+
+
+def config_sources(workflow_config_file: str, configfiles, overrides) -> list[tuple[str, dict]]:
+    """[(name, dict)] in Snakemake's override order: the workflow's config file, --configfile, --config."""
+    sources = []
+    for path in [workflow_config_file, *[str(p) for p in configfiles]]:
+        if Path(path).is_file() and not any(name == path for name, _ in sources):
+            sources.append((path, yaml.safe_load(Path(path).read_text()) or {}))
+    if overrides:
+        sources.append(("--config", dict(overrides)))
+    return sources

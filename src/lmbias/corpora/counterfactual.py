@@ -103,6 +103,10 @@ _SENTENCE_START_PREV = frozenset({".", "!", "?", "\"", "“", "‘", "'", ":", "
 _UNKNOWN_TAGS = frozenset({"", "-", "XX", "_", "None"})
 _HER_RE = re.compile(r"(?<![^\W_])her(?![^\W_])", re.IGNORECASE)
 _SPLIT_RE = re.compile(r"[^\W_]+|[^\w\s]", re.UNICODE)
+#: Longest piece of one text handed to spaCy. Its max_length (1,000,000) guards the parser and NER, which
+#: need about 1 GB per 100,000 characters; longer texts are swapped in pieces (see swap_lines).
+MAX_PIECE_CHARS = 100_000
+_CUT_AFTER = re.compile(r"[.!?;:]['\")\]]*\s+|\n\s*")
 
 
 # --------------------------------------------------------------------------------------------- lexicon
@@ -888,3 +892,35 @@ class Swapper:
                 self.stats.changed_texts += 1
             results.append(result)
         return results
+
+
+def split_long_text(text: str, max_chars: int = MAX_PIECE_CHARS) -> list[str]:
+    """`text` cut into pieces of at most `max_chars` that join back to it: after the last sentence end
+    (., !, ?, ;, : and the whitespace after it) inside the window, else after the last whitespace, else
+    (one word that long) at `max_chars`."""
+    pieces, start = [], 0
+    while len(text) - start > max_chars:
+        window = text[start:start + max_chars]
+        cut = max((m.end() for m in _CUT_AFTER.finditer(window)), default=0)
+        if cut == 0:
+            space = max(window.rfind(" "), window.rfind("\t"))
+            cut = space + 1 if space > 0 else max_chars
+        pieces.append(text[start:start + cut])
+        start += cut
+    pieces.append(text[start:])
+    return pieces
+
+
+def swap_lines(swapper: "Swapper", texts: Sequence[str], batch_size: int = 256,
+               max_chars: int = MAX_PIECE_CHARS) -> list[str]:
+    """swapper.swap_texts for texts of any length: one longer than `max_chars` is swapped in pieces
+    (split_long_text) that stay one document, so its names are swapped consistently across pieces."""
+    pieces, owners = [], []
+    for i, text in enumerate(texts):
+        for piece in split_long_text(text, max_chars):
+            pieces.append(piece)
+            owners.append(i)
+    out = [""] * len(texts)
+    for i, swapped in zip(owners, swapper.swap_texts(pieces, batch_size=batch_size, doc_ids=owners)):
+        out[i] += swapped
+    return out

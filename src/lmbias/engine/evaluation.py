@@ -16,7 +16,10 @@ from lmbias import registry
 from lmbias.errors import ConfigError
 from lmbias.io import write_table_atomic
 from lmbias.engine.scoring import EngineStats, scoring_precision
-from lmbias.metrics.summary import METRIC_SCHEMA, SUMMARY_SCHEMA, aggregate_over_seeds, dataset_sha256, provenance, with_context
+from lmbias.metrics.summary import (
+    COMMIT_KEY, METRIC_SCHEMA, SUMMARY_SCHEMA, aggregate_over_seeds, dataset_sha256, file_commit, left_out_metadata,
+    provenance, with_context,
+)
 from lmbias.workflow import pick_device
 
 log = logging.getLogger(__name__)
@@ -62,7 +65,9 @@ def score_benchmark_job(items_path, output_path, model_name, model_entry, method
     log.info("scored %d items of %s with %s on %s in %.2f s: %d requests, %d unique inputs, %d forward passes",
              items.num_rows, benchmark_name, model_name, device, elapsed, stats.requests, stats.unique_inputs,
              stats.forward_passes)
-    write_table_atomic(scores, output_path)
+    from lmbias.engine.models import resolved_commit
+
+    write_table_atomic(scores, output_path, metadata={COMMIT_KEY: resolved_commit(model)})
 
 
 def compute_metric_job(benchmark, benchmark_entry, scores_path, output_path, model, method, seed) -> None:
@@ -71,17 +76,21 @@ def compute_metric_job(benchmark, benchmark_entry, scores_path, output_path, mod
     rows = [{**r, "benchmark": benchmark} for r in definition.rows(pq.read_table(scores_path), opts)]
     log.info("%s: %d metric rows (%s)", benchmark, len(rows), opts)
     table = pa.Table.from_pylist(with_context(rows, model, method, seed), schema=METRIC_SCHEMA)
-    write_table_atomic(table, output_path, METRIC_SCHEMA)
+    write_table_atomic(table, output_path, METRIC_SCHEMA, metadata={COMMIT_KEY: file_commit(scores_path)})
 
 
-def summarise_job(metric_paths, output_path, slices) -> None:
+def summarise_job(metric_paths, output_path, slices, left_out=()) -> None:
+    """summary.parquet from metric files; `left_out` ({benchmark, reason, config_key}) goes to its metadata."""
     rows = []
     for path in metric_paths:
-        rows.extend(pq.read_table(path).to_pylist())
+        commit = file_commit(path)
+        rows.extend({**r, "model_commit": commit} for r in pq.read_table(path).to_pylist())
     # Generated benchmarks (no `data` entry) are pinned by the code and templates, i.e. by lmbias_version.
     data_sha = {name: dataset_sha256(slices["data"][entry["dataset"]])
                 for name, entry in slices["benchmarks"].items() if entry["dataset"] in slices["data"]}
-    out = [{**r, **provenance(slices["model"], data_sha.get(r["benchmark"], ""), slices)} for r in rows]
+    out = [{**r, **provenance(slices["model"], data_sha.get(r["benchmark"], ""), slices, r["model_commit"])} for r in rows]
     table = aggregate_over_seeds(out)
     log.info("summary: %d rows from %d metric files", table.num_rows, len(metric_paths))
-    write_table_atomic(table, output_path, SUMMARY_SCHEMA)
+    for entry in left_out:
+        log.warning("left out of the summary: %s (%s; %s)", entry["benchmark"], entry["reason"], entry["config_key"])
+    write_table_atomic(table, output_path, SUMMARY_SCHEMA, metadata=left_out_metadata(list(left_out)))

@@ -7,13 +7,17 @@ so only the embedding benchmarks apply) -- so the config says which one, and loa
 not fit the family (a GPT-2 folder configured as mlm would otherwise come back with a random head).
 
 Loading never runs hub code (`trust_remote_code=False`), reads local folders as safetensors only and
-never contacts the hub for them (`local_files_only=True`).
+never contacts the hub for them (`local_files_only=True`). Hub ids load safetensors only too (a pickled
+`pytorch_model.bin` can run code when unpickled) unless the entry says `allow_pickle: true`; a hub id at
+a moving revision (`main`, a branch or tag) loads with a warning, and the commit it resolved to is kept
+(`resolved_commit`) for the summary's provenance.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,7 +29,8 @@ log = logging.getLogger(__name__)
 
 FAMILIES = ("mlm", "clm", "seq2seq", "encoder")
 
-_KNOWN_KEYS = ("path", "hub_id", "family", "revision", "tiny", "precision")
+_KNOWN_KEYS = ("path", "hub_id", "family", "revision", "tiny", "precision", "allow_pickle")
+_COMMIT = re.compile(r"[0-9a-f]{40}")
 
 
 @dataclass(frozen=True)
@@ -38,6 +43,7 @@ class ModelSpec:
     revision: str | None
     is_local: bool
     tiny: bool = False  # built by the workflow's build_tiny_model rule
+    allow_pickle: bool = False  # hub ids: also accept pickled (.bin) weights
 
     @property
     def build_target(self) -> str | None:
@@ -79,6 +85,10 @@ def model_spec(name: str, entry: Mapping, root: str | os.PathLike | None = None)
     if revision is not None and not isinstance(revision, str):
         raise ConfigError(f"{key}.revision: {revision!r} is not a string (quote commit hashes)")
 
+    allow_pickle = entry.get("allow_pickle", False)
+    if not isinstance(allow_pickle, bool):
+        raise ConfigError(f"{key}.allow_pickle: {allow_pickle!r} is not true or false")
+
     tiny = entry.get("tiny")
     if tiny is not None:
         if not isinstance(tiny, Mapping):
@@ -98,7 +108,58 @@ def model_spec(name: str, entry: Mapping, root: str | os.PathLike | None = None)
         source = entry["hub_id"]
         if not isinstance(source, str) or not source.strip():
             raise ConfigError(f"{key}.hub_id: {source!r} is not a hub id")
-    return ModelSpec(name=name, family=family, source=source, revision=revision, is_local=has_path, tiny=tiny is not None)
+    return ModelSpec(name=name, family=family, source=source, revision=revision, is_local=has_path,
+                     tiny=tiny is not None, allow_pickle=allow_pickle)
+
+
+def is_pinned(revision: str | None) -> bool:
+    """True for a full commit hash: the only hub revision that always names the same weights."""
+    return bool(revision) and bool(_COMMIT.fullmatch(revision))
+
+
+def resolved_commit(model) -> str:
+    """The hub commit the weights came from ("" for local folders); set by load_model."""
+    return str(getattr(model, "lmbias_commit", "") or "")
+
+
+def _hub_commit(spec: ModelSpec) -> str:
+    """The commit the HF cache resolved `spec.revision` to (the snapshot folder the files were read from)."""
+    from huggingface_hub import try_to_load_from_cache
+
+    path = try_to_load_from_cache(spec.source, "config.json", revision=spec.revision or "main")
+    if isinstance(path, str) and Path(path).parent.parent.name == "snapshots":
+        return Path(path).parent.name
+    return ""
+
+
+def _warn_unpinned(spec: ModelSpec, commit: str) -> None:
+    if spec.is_local or is_pinned(spec.revision):
+        return
+    log.warning(
+        "models.%s: revision %r of %s is not a commit, so these numbers cannot be reproduced exactly once the "
+        "hub moves on; it resolved to commit %s (recorded in the summary's model_commit). Pin it: revision: %s",
+        spec.name, spec.revision or "main", spec.source, commit or "?", commit or "<commit>",
+    )
+
+
+def _weight_files(spec: ModelSpec) -> list[Path]:
+    folder = Path(spec.source)
+    return sorted(folder.glob("*.safetensors")) + sorted(folder.glob("*.bin")) if folder.is_dir() else []
+
+
+def _corrupt_file(spec: ModelSpec) -> Path | None:
+    """The first local safetensors file whose header does not read (truncated or not safetensors)."""
+    from safetensors import safe_open
+
+    for path in _weight_files(spec):
+        if path.suffix != ".safetensors":
+            continue
+        try:
+            with safe_open(str(path), framework="pt") as handle:
+                handle.keys()
+        except Exception:  # noqa: BLE001 - any failure to read the header means the file is unusable
+            return path
+    return None
 
 
 def _auto_class(family: str):
@@ -213,7 +274,7 @@ def load_model(spec: ModelSpec, device: str = "cpu", torch_dtype=None, strict: b
     _check_family(spec, config)
 
     load_kwargs = dict(kwargs, config=config, trust_remote_code=False, output_loading_info=True)
-    if spec.is_local:
+    if spec.is_local or not spec.allow_pickle:
         load_kwargs["use_safetensors"] = True
     dtype = _dtype(torch_dtype)
     if dtype is not None:
@@ -228,7 +289,22 @@ def load_model(spec: ModelSpec, device: str = "cpu", torch_dtype=None, strict: b
             ) from exc
         raise ConfigError(f"models.{spec.name}: cannot load {spec.source} as {spec.family}: {exc}") from exc
     except OSError as exc:
-        raise ConfigError(f"models.{spec.name}: cannot load the weights of {spec.source}: {exc}") from exc
+        hint = "" if spec.is_local or spec.allow_pickle else (
+            " (hub ids load safetensors only; if it ships only pickled pytorch_model.bin weights and you "
+            f"trust it, set models.{spec.name}.allow_pickle: true)")
+        raise ConfigError(f"models.{spec.name}: cannot load the weights of {spec.source}: {exc}{hint}") from exc
+    except Exception as exc:  # safetensors' SafetensorError, torch's unpickling errors: a damaged file
+        if type(exc).__name__ not in ("SafetensorError", "UnpicklingError", "RuntimeError", "EOFError"):
+            raise
+        bad = _corrupt_file(spec) if spec.is_local else None
+        where = str(bad) if bad else f"the weights of {spec.source}"
+        raise ConfigError(
+            f"models.{spec.name}: {where} is truncated or corrupt and cannot be read ({type(exc).__name__}: {exc}); "
+            + (f"rebuild it with `snakemake --cores 1 {spec.build_target}`" if spec.tiny else "download or copy it again")
+        ) from exc
+    if not spec.is_local:
+        model.lmbias_commit = _hub_commit(spec)
+        _warn_unpinned(spec, model.lmbias_commit)
 
     missing = sorted(k for k in info.get("missing_keys") or [] if not _unused_by_family(spec.family, k))
     if missing:

@@ -28,6 +28,7 @@ from collections import Counter
 from pathlib import Path
 
 from lmbias.errors import ConfigError, DataError
+from lmbias.io import dir_mode, file_mode
 
 log = logging.getLogger(__name__)
 
@@ -536,10 +537,10 @@ def build_tiny_model(
             "size": TINY_SIZE,
         }
         (tmp / INFO_FILE).write_text(json.dumps(info, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-        # mkdtemp and the safetensors writer create owner-only modes; a model folder is shared read-only data.
+        # mkdtemp and the safetensors writer create owner-only modes; the folder follows the umask instead.
         for path in tmp.iterdir():
-            path.chmod(0o644)
-        tmp.chmod(0o755)
+            path.chmod(file_mode())
+        tmp.chmod(dir_mode())
         if out_dir.exists():
             shutil.rmtree(out_dir)
         os.replace(tmp, out_dir)

@@ -3,6 +3,10 @@
 One row per (model, method, seed or aggregate, benchmark, metric, variant, subset). Metric files
 (`metrics/{metric}.parquet`) hold the per-seed rows; `summary.parquet` adds an aggregate over seeds
 (seed = "mean": mean value, t-interval over seeds when there are at least two).
+
+Configured benchmarks that a summary leaves out (no data and `missing_data: skip` or listed in
+`optional_benchmarks`, or not in a run's `only_benchmarks`) are listed in the file's metadata with the
+reason: `pandas.read_parquet(path).attrs["left_out"]` (or `left_out(path)`).
 """
 
 from __future__ import annotations
@@ -10,10 +14,12 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import os
 from typing import Iterable
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.parquet as pq
 from scipy import stats as sps
 
 from lmbias import __version__
@@ -32,6 +38,7 @@ METRIC_COLUMNS = [
 PROVENANCE_COLUMNS = [
     ("model_id", pa.string()),
     ("model_revision", pa.string()),
+    ("model_commit", pa.string()),  # the hub commit the weights were read from ("" for local folders)
     ("data_sha256", pa.string()),
     ("lmbias_version", pa.string()),
     ("config_hash", pa.string()),
@@ -41,6 +48,29 @@ SUMMARY_SCHEMA = pa.schema(
 )
 METRIC_SCHEMA = pa.schema([("model", pa.string()), ("method", pa.string()), ("seed", pa.string())] + METRIC_COLUMNS)
 AGGREGATE_SEED = "mean"
+#: Parquet metadata keys: the hub commit a scores/metric file was computed with, and the benchmarks a
+#: summary left out. PANDAS_ATTRS is what pandas restores as DataFrame.attrs.
+COMMIT_KEY = "lmbias.model_commit"
+LEFT_OUT_KEY = "lmbias.left_out"
+PANDAS_ATTRS_KEY = "PANDAS_ATTRS"
+
+
+def left_out_metadata(left_out: list[dict]) -> dict[str, str]:
+    """Summary file metadata listing left-out benchmarks ({benchmark, reason, config_key} each)."""
+    text = json.dumps(list(left_out), sort_keys=True)
+    return {LEFT_OUT_KEY: text, PANDAS_ATTRS_KEY: json.dumps({"left_out": json.loads(text)})}
+
+
+def left_out(path: str | os.PathLike) -> list[dict]:
+    """The configured benchmarks a summary file left out, with the reason for each."""
+    metadata = pq.read_schema(path).metadata or {}
+    return json.loads(metadata.get(LEFT_OUT_KEY.encode(), b"[]"))
+
+
+def file_commit(path: str | os.PathLike) -> str:
+    """The model commit recorded in a scores or metric file ("" when none)."""
+    metadata = pq.read_schema(path).metadata or {}
+    return metadata.get(COMMIT_KEY.encode(), b"").decode()
 
 
 def stable_hash(obj) -> str:
@@ -54,10 +84,11 @@ def dataset_sha256(data_entry: dict) -> str:
     return hashlib.sha256("\n".join(lines).encode()).hexdigest()
 
 
-def provenance(model_entry: dict, data_sha: str, config_slices: dict) -> dict:
+def provenance(model_entry: dict, data_sha: str, config_slices: dict, commit: str = "") -> dict:
     return {
         "model_id": model_entry.get("hub_id") or model_entry.get("path"),
         "model_revision": str(model_entry.get("revision", "")),
+        "model_commit": commit,
         "data_sha256": data_sha,
         "lmbias_version": __version__,
         "config_hash": stable_hash(config_slices),

@@ -24,6 +24,7 @@ from typing import BinaryIO, Callable, Mapping
 
 from lmbias import __version__
 from lmbias.errors import ConfigError, DataError
+from lmbias.io import file_mode
 
 log = logging.getLogger(__name__)
 
@@ -100,6 +101,21 @@ def resolve_source(dataset: str, file: str, data_cfg: Mapping, data_dir: str | o
     return "url", url
 
 
+def content_params(dataset: str, file: str, data_cfg: Mapping) -> dict:
+    """What rule data_<dataset> tracks as `params` for one file: its name and pinned checksum (and upstream
+    path), i.e. its content. Not where it is read from: a byte-identical copy of the data folder given as
+    a new `data_dir` must not rerun anything, since the file is verified against `sha256` either way.
+    The job resolves the source itself (`fetch_params` with the run's config)."""
+    entry = _file_entry(dataset, file, data_cfg)
+    spec = entry["files"][file]
+    return {
+        "dataset": dataset,
+        "file": file,
+        "upstream": spec.get("upstream"),
+        "sha256": _check_sha256(spec.get("sha256"), f"data.{dataset}.files.{file}"),
+    }
+
+
 def fetch_params(dataset: str, file: str, data_cfg: Mapping, data_dir: str | os.PathLike | None) -> dict:
     """Everything rule data_<dataset> needs for one file (its `params`): this file's config slice
     (upstream, sha256), the resolved source, and the config key to name when a local file is missing."""
@@ -117,12 +133,6 @@ def fetch_params(dataset: str, file: str, data_cfg: Mapping, data_dir: str | os.
         "local_folder": (entry.get("path") or (str(Path(data_dir) / dataset) if data_dir else None)),
         "config_key": config_key,
     }
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
 
 
 def _write_verified(
@@ -156,7 +166,7 @@ def _write_verified(
                 f"sha256 mismatch for {dest.name} from {describe}: expected {expected}, got {actual} ({size} bytes)",
                 dest,
             )
-        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp creates 0600; give the file the usual mode
+        os.chmod(tmp, file_mode())  # mkstemp creates 0600; give the file the usual mode
         os.replace(tmp, dest)
         log.info("verified %s (%d bytes, sha256 %s) from %s", dest, size, actual, describe)
         return dest
@@ -238,6 +248,7 @@ __all__ = [
     "sha256_file",
     "dataset_files",
     "resolve_source",
+    "content_params",
     "fetch_params",
     "fetch_file",
     "copy_local",
