@@ -29,5 +29,4 @@ def make_probe(metric: str, family: str, key: str = "settings.eval_bias_metric")
             return aggregate_occupation_bias(b for b, _ in occupation_bias(scores).values())[0]
 
         return probe
-    # logprob_dev needs the logprob benchmark's dev items, which the train job is not given yet
-    raise ConfigError(f"{key}: {metric!r} is not implemented yet (use occupations_aob)")
+    raise ConfigError(f"{key}: unknown bias metric {metric!r} (available: occupations_aob)")

@@ -14,7 +14,7 @@ OBJECTIVES = ("mlm", "clm", "infilling", "gpr")
 FAMILY_OBJECTIVE = {"mlm": "mlm", "clm": "clm", "seq2seq": "infilling"}
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")
 SELECT_EPOCH = ("last", "validation_accuracy")
-BIAS_METRICS = ("occupations_aob", "logprob_dev")
+BIAS_METRICS = ("occupations_aob",)  # the cheap probe Lu et al. (section 5.3) track: occupation AOB
 
 
 @dataclass(frozen=True)
