@@ -344,20 +344,6 @@ def _data_benchmark_inputs(wildcards):
     }
 
 
-# --- Tiny-model helpers (rules/models.smk) ---
-import re as _models_re
-
-
-def _tiny_model_names():
-    """Configured models with a `tiny` block: the only values the {model} wildcard may take here."""
-    return sorted(name for name, entry in config.get("models", {}).items() if isinstance(entry, dict) and "tiny" in entry)
-
-
-def _tiny_model_pattern():
-    names = _tiny_model_names()
-    return "|".join(_models_re.escape(n) for n in names) if names else "(?!)"
-
-
 # --- Corpus helpers (rules/corpora.smk); the _CORPORA* constants are set there ---
 import re as _corpora_re
 

@@ -1,6 +1,8 @@
 # Tiny models: built locally (random weights, fixed seed, tokenizer from resources/vocab/tiny_words.txt)
 # so the whole DAG runs without the model hub. Hub models need no rule: lmbias.engine.models.load_model reads them.
 
+from lmbias.config import tiny_model_pattern as _tiny_model_pattern
+
 
 rule build_tiny_model:
     input:
@@ -20,7 +22,7 @@ rule build_tiny_model:
     benchmark:
         "benchmarks/models/{model}.tsv"
     wildcard_constraints:
-        model=_tiny_model_pattern(),
+        model=_tiny_model_pattern(config.get("models", {})),
     threads: 1
     resources:
         mem_mb=2000,

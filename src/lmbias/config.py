@@ -109,3 +109,9 @@ def config_sources(workflow_config_file: str, configfiles, overrides) -> list[tu
     if overrides:
         sources.append(("--config", dict(overrides)))
     return sources
+
+
+def tiny_model_pattern(models: dict) -> str:
+    """Regex of the configured models with a `tiny` block: the only values rules/models.smk's {model} takes."""
+    names = sorted(name for name, entry in models.items() if isinstance(entry, dict) and "tiny" in entry)
+    return "|".join(re.escape(n) for n in names) if names else "(?!)"

@@ -1,9 +1,11 @@
-"""Atomic parquet writing with explicit schemas: a failed job never leaves half a file."""
+"""Atomic writing (parquet tables with explicit schemas, whole folders): a failed job never leaves half an output."""
 
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
+from contextlib import contextmanager
 from pathlib import Path
 
 import pyarrow as pa
@@ -25,6 +27,29 @@ def file_mode() -> int:
 def dir_mode() -> int:
     """The mode an ordinary new folder gets (0777 less the umask)."""
     return 0o777 & ~current_umask()
+
+
+@contextmanager
+def atomic_folder(out_dir: str | os.PathLike):
+    """Yield a fresh temporary folder beside `out_dir`; when the block ends it replaces `out_dir` whole.
+
+    If the block raises, the temporary folder is removed and `out_dir` is left as it was. mkdtemp and the
+    safetensors writer create owner-only modes; the published folder follows the umask like any output.
+    """
+    out_dir = Path(out_dir)
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", suffix=".tmp", dir=out_dir.parent))
+    try:
+        yield tmp
+        for path in tmp.rglob("*"):
+            path.chmod(dir_mode() if path.is_dir() else file_mode())
+        tmp.chmod(dir_mode())
+        if out_dir.exists():
+            shutil.rmtree(out_dir)
+        os.replace(tmp, out_dir)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
 
 
 def write_table_atomic(table: pa.Table, path: str | os.PathLike, schema: pa.Schema | None = None,

@@ -21,14 +21,12 @@ import logging
 import os
 import random
 import re
-import shutil
-import tempfile
 import time
 from collections import Counter
 from pathlib import Path
 
 from lmbias.errors import ConfigError, DataError
-from lmbias.io import dir_mode, file_mode
+from lmbias.io import atomic_folder
 
 log = logging.getLogger(__name__)
 
@@ -520,9 +518,7 @@ def build_tiny_model(
     model.eval()
     planted = plant_bias(model, tokenizer, planted_bias or {})
 
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", suffix=".tmp", dir=out_dir.parent))
-    try:
+    with atomic_folder(out_dir) as tmp:
         model.save_pretrained(tmp, safe_serialization=True)
         tokenizer.save_pretrained(tmp)
         info = {
@@ -537,16 +533,6 @@ def build_tiny_model(
             "size": TINY_SIZE,
         }
         (tmp / INFO_FILE).write_text(json.dumps(info, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-        # mkdtemp and the safetensors writer create owner-only modes; the folder follows the umask instead.
-        for path in tmp.iterdir():
-            path.chmod(file_mode())
-        tmp.chmod(dir_mode())
-        if out_dir.exists():
-            shutil.rmtree(out_dir)
-        os.replace(tmp, out_dir)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     log.info(
         "built tiny %s (seed %d, %d parameters, vocab %d, planted %s) in %s in %.1f s",
         architecture, seed, info["parameters"], info["vocab_size"], info["planted_bias"] or "none", out_dir,

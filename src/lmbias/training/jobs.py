@@ -9,17 +9,15 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import platform
 import shutil
-import tempfile
 from pathlib import Path
 
 import pyarrow as pa
 import torch
 
 from lmbias.errors import ConfigError
-from lmbias.io import write_table_atomic
+from lmbias.io import atomic_folder, write_table_atomic
 from lmbias.training.settings import FAMILY_OBJECTIVE, TrainingSettings
 
 log = logging.getLogger(__name__)
@@ -94,9 +92,7 @@ def train_job(model_entry: dict, model_name: str, corpus: str, out_dir: str, see
     rank_sums = gather_object([weights_sha256(trainer.hf_model)])
     if accelerator.is_main_process:
         final = trainer.hf_model
-        out.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
-        try:
+        with atomic_folder(out) as tmp:
             final.save_pretrained(tmp, safe_serialization=True)
             tokenizer.save_pretrained(tmp)
             rows = [{k: r.get(k) for k in LOG_SCHEMA.names} for r in result.log_rows]
@@ -108,15 +104,6 @@ def train_job(model_entry: dict, model_name: str, corpus: str, out_dir: str, see
                     "examples": len(data.texts), "versions": _versions(),
                     "rank_weights_sha256": rank_sums}
             (tmp / "training.json").write_text(json.dumps(info, indent=2, sort_keys=True) + "\n")
-            for p in tmp.iterdir():
-                p.chmod(0o644)
-            tmp.chmod(0o755)
-            if out.exists():
-                shutil.rmtree(out)
-            os.replace(tmp, out)
-        except BaseException:
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise
         shutil.rmtree(ckpt, ignore_errors=True)
         logger.info("trained %s (%s, seed %d) for %d steps on %d processes -> %s", model_name, s.objective, seed,
                     result.steps, accelerator.num_processes, out)

@@ -31,10 +31,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
 import re
-import shutil
-import tempfile
 import time
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
@@ -44,6 +41,7 @@ import numpy as np
 import torch
 
 from lmbias.errors import ConfigError, DataError
+from lmbias.io import atomic_folder
 
 log = logging.getLogger(__name__)
 
@@ -228,22 +226,6 @@ def fit_sentence_debias(model, tokenizer, family: str, texts: Sequence[str], set
     return components, info
 
 
-def _atomic_folder(out_dir: Path, write) -> None:
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", suffix=".tmp", dir=out_dir.parent))
-    try:
-        write(tmp)
-        for path in tmp.iterdir():
-            path.chmod(0o644)
-        tmp.chmod(0o755)
-        if out_dir.exists():
-            shutil.rmtree(out_dir)
-        os.replace(tmp, out_dir)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-
-
 def save_subspace(out_dir, components: np.ndarray, info: dict) -> Path:
     """Write `<out_dir>/sentence_debias.safetensors` (components) and `sentence_debias.json`, atomically."""
     from safetensors.numpy import save_file
@@ -254,7 +236,8 @@ def save_subspace(out_dir, components: np.ndarray, info: dict) -> Path:
         save_file({"components": np.ascontiguousarray(components, dtype=np.float32)}, str(tmp / SUBSPACE_FILE))
         (tmp / INFO_FILE).write_text(json.dumps(info, indent=2, sort_keys=True) + "\n", encoding="utf-8")
 
-    _atomic_folder(out_dir, write)
+    with atomic_folder(out_dir) as tmp:
+        write(tmp)
     return out_dir
 
 
