@@ -4,10 +4,10 @@
 # One rule per dataset (data_<dataset>), so each dataset's files can only come from its own rule and
 # a job's params are that file's config slice: editing data.gap reruns GAP files only.
 
-import re as _data_re
-
 from lmbias import parsers as _data_parsers
-from lmbias.parsers import sources as _data_sources
+
+
+include: "data_helpers.smk"
 
 
 for _data_dataset, _data_entry in config["data"].items():

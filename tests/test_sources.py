@@ -276,7 +276,8 @@ def data_workflow(tmp_path, shared_data) -> Path:
     """A minimal workflow around rules/data.smk (the real Snakefile also pulls in later stages)."""
     work = tmp_path / "wf"
     (work / "rules").mkdir(parents=True)
-    shutil.copy(REPO / "rules" / "data.smk", work / "rules")
+    for name in ("data.smk", "data_helpers.smk"):  # data.smk includes its helpers itself
+        shutil.copy(REPO / "rules" / name, work / "rules")
     shutil.copytree(REPO / "scripts", work / "scripts")
     shutil.copytree(REPO / "envs", work / "envs")
     config = yaml.safe_load((REPO / "config.yaml").read_text())

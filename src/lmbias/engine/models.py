@@ -29,7 +29,8 @@ log = logging.getLogger(__name__)
 
 FAMILIES = ("mlm", "clm", "seq2seq", "encoder")
 
-_KNOWN_KEYS = ("path", "hub_id", "family", "revision", "tiny", "precision", "allow_pickle")
+# `training` (defaults of the methods trained from this model) is checked by lmbias.registry, not here.
+_KNOWN_KEYS = ("path", "hub_id", "family", "revision", "tiny", "precision", "allow_pickle", "training")
 _COMMIT = re.compile(r"[0-9a-f]{40}")
 
 
