@@ -1,0 +1,1 @@
+"""The source papers: their published numbers as data, and tables that set ours beside them."""
