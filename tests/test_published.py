@@ -488,6 +488,17 @@ def test_duplicate_table_id_is_an_error_with_its_line(tmp_path):
         load_published("manela2021", root=tmp_path)
 
 
+def test_duplicate_row_label_and_figure_id_are_errors(tmp_path):
+    row = "      - {label: BERT, model: bert-base-uncased, method: pretrained, values: {f1_pro_m: 69.3}}\n"
+    _write(tmp_path, GOOD + row)
+    with pytest.raises(DataError, match=r"tables\.table2\.rows\[1\]\.label: duplicate row label 'BERT'"):
+        load_published("manela2021", root=tmp_path)
+    figure = "  - {id: f, label: Data, text: words, value: 1}\n"
+    _write(tmp_path, GOOD + "figures:\n" + figure + figure)
+    with pytest.raises(DataError, match=r"figures\[1\]\.id: duplicate figure id 'f'"):
+        load_published("manela2021", root=tmp_path)
+
+
 def test_missing_file_and_unknown_paper_are_named(tmp_path):
     with pytest.raises(DataError, match=r"resources/published/lu2018\.yaml: no such file"):
         load_published("lu2018", root=tmp_path)

@@ -281,7 +281,8 @@ def _table(c: _Checker, table_id, obj, where: str) -> PublishedTable:
         if label in labels[:i]:
             c.fail(f"{where}.rows[{i}].label", f"duplicate row label {label!r}")
     return PublishedTable(
-        id=table_id, label=c.string(obj["label"], f"{where}.label"), caption=c.string(obj["caption"], f"{where}.caption"),
+        id=table_id, label=c.string(obj["label"], f"{where}.label"),
+        caption=c.string(obj["caption"], f"{where}.caption"),
         method_kinds=tuple(kinds), significance=_significance(c, obj["significance"], f"{where}.significance"),
         columns=columns, rows=rows, note=c.string(obj.get("note"), f"{where}.note", nullable=True),
     )
