@@ -307,3 +307,14 @@ def test_texts_without_coreference_flip_everything(lexicon, nlp):
     assert protect_from_table(table) is None
     out = cda_corpus(table, Swapper(lexicon, "grammatical", nlp=nlp), protect=None)
     assert out.column("text").to_pylist()[1] == "Queen Elizabeth said he would come."
+
+
+def test_swap_texts_protect_checks_its_input(lexicon, nlp):
+    swapper = Swapper(lexicon, "grammatical", nlp=nlp)
+    with pytest.raises(ValueError, match="protect has 1 entries for 2 texts"):
+        swapper.swap_texts(["He left.", "She left."], protect=[[]])
+    with pytest.raises(ValueError, match=r"protect span 7\.\.12 is outside its text \(8 characters\)"):
+        swapper.swap_texts(["He left."], protect=[[(7, 12)]])
+    # a span keeps every token it overlaps, and only those
+    assert swapper.swap_texts(["He said he left.", "He said he left."], protect=[[(8, 10)], [(0, 2, "Tom")]]) == \
+        ["She said he left.", "He said she left."]
