@@ -50,7 +50,8 @@ def test_split_keeps_ids_offsets_and_counts_duplicates(parser_nlp):
         "protected_spans": 2,
     }
     # the removed duplicate (c) hands its link to the kept copy: the same text, the same offsets
-    assert rows[1]["protect_spans"] == [{"start": 0, "end": 3, "name": "Alice"}, {"start": 10, "end": 13, "name": "Bob"}]
+    assert rows[1]["protect_spans"] == [{"start": 0, "end": 3, "name": "Alice"},
+                                        {"start": 10, "end": 13, "name": "Bob"}]
     assert all(r["protect_spans"] == [] for i, r in enumerate(rows) if i != 1)
     kept, no_dedup = split_contexts(["a", "b", "c", "d", "e"], ["x"] * 5, texts, parser_nlp, dedup=False)
     assert kept.num_rows == 10 and no_dedup["duplicates_removed"] == 0
