@@ -56,10 +56,12 @@ def progress_bar(desc: str, unit: str, total: int | None = None, initial: int = 
     stream = sys.stderr if stream is None else stream
     tty = _is_terminal(stream)
     interval = TTY_INTERVAL if tty else LOG_INTERVAL
-    # maxinterval = mininterval: tqdm's monitor thread would otherwise force a redraw every 10 s
+    # In a log, miniters=1 (no dynamic miniters): tqdm's monitor thread then never forces a redraw between
+    # updates (it did: two lines in the same second), and each update prints only LOG_INTERVAL after the last.
+    extra = {} if tty else {"miniters": 1}
     return tqdm(total=total, initial=initial, desc=desc, unit=f" {unit}", file=stream if tty else _LineStream(stream),
                 mininterval=interval, maxinterval=max(interval, 10.0), disable=not enabled, dynamic_ncols=tty,
-                ascii=not tty, leave=True)
+                ascii=not tty, leave=True, **extra)
 
 
 @contextlib.contextmanager
