@@ -1,4 +1,5 @@
-# Aggregation: every metric for one model and method, over seeds, with provenance.
+# Aggregation: every metric for one model and method, over seeds (mean, std, interval: config `aggregate`),
+# with provenance.
 
 
 rule summarise:
@@ -11,6 +12,8 @@ rule summarise:
     params:
         slices=summary_config_slices,
         left_out=summary_left_out,
+        # the interval across seeds: editing it re-summarises, nothing else
+        aggregate=aggregate_settings,
     conda:
         "../envs/lmbias.yaml"
     log:

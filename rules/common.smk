@@ -6,6 +6,7 @@ import re
 from pathlib import Path
 
 from lmbias.metrics import comparison as paired_comparison
+from lmbias.metrics.summary import AggregateSettings
 from lmbias import registry
 from lmbias.parsers import is_generated as is_generated_dataset
 from lmbias.parsers import required_files as required_benchmark_files
@@ -49,6 +50,7 @@ def _check_config():
         registry.check_method_entry(name, entry)
     for name, entry in models.items():
         registry.check_training_block(entry.get("training") or {}, f"models.{name}.training", registry.MODEL_METHOD_DEFAULTS)
+    AggregateSettings.from_config(config.get("aggregate"))
     for i, name in enumerate(config["targets"].get("comparisons", [])):
         if name not in config.get("comparisons", {}):
             raise ConfigError(f"targets.comparisons[{i}]: unknown comparison {name!r}; configured: {', '.join(sorted(config.get('comparisons', {}))) or 'none'}")
@@ -230,6 +232,11 @@ def summary_config_slices(wildcards):
         "data": {d: config["data"][d] for d in datasets},
         "seeds": seeds_for(wildcards.method),
     }
+
+
+def aggregate_settings(wildcards):
+    """config.yaml's `aggregate` block, checked and with its defaults filled in."""
+    return AggregateSettings.from_config(config.get("aggregate")).to_dict()
 
 
 def all_targets():

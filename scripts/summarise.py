@@ -14,4 +14,5 @@ summarise_job(
     output_path=snakemake.output[0],  # noqa: F821
     slices=snakemake.params.slices,  # noqa: F821
     left_out=snakemake.params.left_out,  # noqa: F821
+    aggregate=snakemake.params.aggregate,  # noqa: F821
 )

@@ -28,6 +28,7 @@ from lmbias.engine.distributed import (
 )
 from lmbias.engine.evaluation import score_benchmark_job
 from lmbias.io import write_table_atomic
+from lmbias.metrics.summary import file_provenance
 from lmbias.engine.models import load_model, model_spec
 from lmbias.parsers import parse_benchmark, required_files
 from lmbias.engine.scoring import EngineStats
@@ -108,10 +109,16 @@ def test_two_gloo_processes_equal_one_process(setup, model, n, conditions, preci
     assert "process 0/2" in log and "process 1/2" in log, log[-3000:]
     assert f"{(n + 1) // 2} rows of {n} items" in log and f"{n // 2} rows of {n} items" in log
     assert "from 2 processes" in log
+    # one progress bar, the main process's, as plain lines; one summary line for all items
+    finals = [line for line in log.splitlines() if line.startswith("scoring winobias (process 0 of 2):") and "100%" in line]
+    assert len(finals) == 1 and "\r" not in log, log[-3000:]
+    assert log.count(f"scored {n:,} items in ") == 1
     _run([sys.executable, "-m", "lmbias.cli", "score", *args(one)], root)
     score_benchmark_job(args(one)[1], job, model, entry, METHOD, "winobias", bench, threads=2)
 
     got, single, reference = pq.read_table(two), pq.read_table(one), pq.read_table(job)
+    assert [file_provenance(p)["score_world_size"] for p in (two, one, job)] == [2, 1, 1]
+    assert file_provenance(two)["torch_version"] == file_provenance(job)["torch_version"] is not None
     assert_tables_equal(single, reference, tol=0.0)  # one process *is* score_benchmark_job
     if precision is None:
         assert_tables_equal(got, reference)

@@ -397,6 +397,12 @@ def test_two_gloo_processes_match_one_process(tiny, corpora, tmp_path, repo_root
     assert proc.returncode == 0, proc.stderr[-4000:]
     info = json.loads((two / "training.json").read_text())
     assert info["world_size"] == 2
+    # the main process alone shows the progress bar (plain lines: stderr is not a terminal) and the summary line
+    log = proc.stdout + proc.stderr
+    bars = [line for line in log.split("\n") if "training:" in line]
+    assert bars and all(line.startswith("training:") and "\r" not in line for line in bars), bars
+    assert len([line for line in bars if line.startswith("training: 100%") and "4/4" in line]) == 1, log[-3000:]
+    assert log.count("trained 4 steps, ") == 1
     assert len(info["rank_weights_sha256"]) == 2 and len(set(info["rank_weights_sha256"])) == 1
     one = tmp_path / "one"
     train_job(entry(tiny, "bert"), "tiny-bert", str(corpora["cda"]), str(one), 0, dict(settings, batch_size=4))

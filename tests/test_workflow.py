@@ -113,6 +113,23 @@ def test_summary_has_skew_and_stereotype_rows_with_provenance(tiny_run):
         # downloaded data carries its checksum; generated benchmarks are pinned by lmbias_version
         generated = r["benchmark"] in ("da_gender", "logprob", "occupations", "seat_v1", "seat_v2")
         assert (r["data_sha256"] == "") if generated else (len(r["data_sha256"]) == 64), r["benchmark"]
+    # what computed the numbers: this environment's libraries, one scoring process, no training (pretrained)
+    from lmbias.metrics.summary import library_versions
+
+    versions = library_versions()
+    for r in table.to_pylist():
+        assert {k: r[k] for k in versions} == versions and r["torch_version"], r
+        assert r["score_world_size"] == 1 and r["train_world_size"] is None
+        assert r["n_seeds"] == (1 if r["value"] is not None else 0) and r["std"] is None  # one seed
+        assert (r["interval"] is None) == (r["ci_low"] is None), r
+        assert r["interval"] != "metric", f"{r['benchmark']}/{r['metric']}: an interval without a name"
+    # each metric names its own interval (one seed: the mean row keeps it)
+    named = {(r["benchmark"], r["metric"]): r["interval"] for r in table.to_pylist() if r["interval"]}
+    assert named[("winobias", "f1_male")] == "bootstrap_lines"
+    assert named[("da_gender", "da_score")] == "wilson"
+    assert named[("crows_pairs", "metric_score")] == "clopper_pearson"
+    assert named[("bec_pro_en", "association_mean")] == "t_items"
+    assert named[("occupations", "aob")] == "bootstrap_occupations"
     # 396 lines in each of pro/anti for both types of the dev split
     kept = [r for r in rows if r["metric"] == "kept_fraction" and r["seed"] == "0"]
     assert sorted(r["n"] for r in kept) == [396] * 4
@@ -188,6 +205,17 @@ def test_cutoff_edit_reruns_metrics_not_scoring(tiny_run):
         + [f"results/{m}/pretrained/summary.parquet" for m in MODELS]
     ), outputs
     assert not [o for o in outputs if "/scores/" in o or o.startswith(("resources/", "results/data/"))]
+
+
+def test_aggregate_edit_resummarises_without_rescoring(tiny_run):
+    workdir, data = tiny_run
+    edited = write_config(workdir, lambda c: c["aggregate"].update(interval="bootstrap", bootstrap_samples=2000))
+    targets = [f"results/{m}/pretrained/summary.parquet" for m in MODELS]
+    proc = run_snakemake(workdir, "-n", "--configfile", str(edited), "--config", f"data_dir={data}", *targets)
+    assert sorted(scheduled_outputs(proc)) == sorted(targets)
+    bad = write_config(workdir, lambda c: c["aggregate"].update(confidence=1.5))
+    proc = run_snakemake(workdir, "-n", "--configfile", str(bad), "--config", f"data_dir={data}", *targets, check=False)
+    assert proc.returncode != 0 and "aggregate.confidence" in proc.stdout + proc.stderr
 
 
 def test_model_edit_reruns_that_model_only(tiny_run):

@@ -79,6 +79,11 @@ def test_every_supported_method_reaches_a_summary(methods_run, model):
             objective = "gpr" if method.startswith("gpr") else {"tiny-gpt2": "clm", "tiny-bart": "infilling"}.get(model, "mlm")
             assert info["settings"]["objective"] == objective
             assert (info["settings"]["er_lambda"] is not None) == (method == "er")
+            # the summary says how many processes trained the model it scored (training.json's world_size)
+            assert (summary["train_world_size"] == info["world_size"]).all()
+        else:  # pretrained, online, sd: nothing trained here
+            assert summary["train_world_size"].isna().all()
+        assert (summary["score_world_size"] == 1).all() and summary["torch_version"].notna().all()
 
 
 def test_trained_model_scores_differ_from_pretrained(methods_run):

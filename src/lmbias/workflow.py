@@ -3,14 +3,24 @@
 from __future__ import annotations
 
 import logging
+import os
 import sys
 
 import torch
 
 
 def setup_job_logging(log_path: str | None) -> None:
-    """Send Python logging and stderr to the job's log file (the rna-seq-star-deseq2 convention)."""
+    """Send Python logging and stderr to the job's log file (the rna-seq-star-deseq2 convention).
+
+    The Hugging Face libraries' own progress bars ("Loading weights") are switched off in a job (and the
+    processes it launches): they redraw with carriage returns, which a log file keeps as one long line.
+    The job's own progress goes through lmbias.progress, which writes plain lines to a log."""
     if log_path:
+        os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+        if "transformers" in sys.modules:  # imported before: its switch was read then
+            from transformers.utils import logging as hf_logging
+
+            hf_logging.disable_progress_bar()
         handle = open(log_path, "w", buffering=1)
         sys.stderr = handle
     logging.basicConfig(

@@ -36,6 +36,7 @@ import torch
 from lmbias import registry
 from lmbias.io import write_table_atomic
 from lmbias.engine.scoring import EngineStats, scoring_precision
+from lmbias.progress import job_progress, rate_line
 
 log = logging.getLogger(__name__)
 
@@ -91,7 +92,7 @@ def score_distributed_job(items_path, output_path, model_name, model_entry, meth
     from accelerate import PartialState
     from accelerate.utils import gather_object, parse_flag_from_env
 
-    from lmbias.engine.evaluation import _load_for_method, score_benchmark_job
+    from lmbias.engine.evaluation import _load_for_method, score_benchmark_job, scoring_provenance
 
     # PartialState (unlike AcceleratorState) ignores ACCELERATE_USE_CPU: pass it on, and use CPU/gloo on a
     # host without CUDA, so `accelerate launch` of the cpu.yaml config really runs N gloo processes.
@@ -111,13 +112,18 @@ def score_distributed_job(items_path, output_path, model_name, model_entry, meth
     loaded = []
 
     elapsed = [0.0]
+    began: list[float] = []  # when this process started scoring (after loading its model)
 
     def score_fn(part: pa.Table) -> pa.Table:
         if not loaded:  # a process with nothing to score loads no model
             loaded.append(_load_for_method(model_name, model_entry, method_entry, state.device))
         model, tokenizer = loaded[0]
         start = time.perf_counter()  # scoring only, as in score_benchmark_job's log line
-        with scoring_precision(model_entry.get("precision", "auto"), f"models.{model_name}.precision"):
+        began.append(start)
+        # the main process's bar: its own shard (the others run shards of about the same size)
+        with scoring_precision(model_entry.get("precision", "auto"), f"models.{model_name}.precision"), \
+                job_progress(f"scoring {benchmark_name} (process 0 of {state.num_processes})", unit="inputs",
+                             enabled=state.is_main_process):
             scores = definition.score(part, model, tokenizer, model_entry["family"], benchmark_entry.get("scoring", {}),
                                       stats)
         elapsed[0] = time.perf_counter() - start
@@ -131,9 +137,13 @@ def score_distributed_job(items_path, output_path, model_name, model_entry, meth
     parts = gather_object([part])
     if state.is_main_process:
         scores = reassemble(parts)
-        write_table_atomic(scores, output_path)
+        write_table_atomic(scores, output_path,
+                           metadata=scoring_provenance(loaded[0][0] if loaded else None, method_entry,
+                                                       state.num_processes))
         log.info("wrote %d score rows of %s from %d processes to %s", scores.num_rows, benchmark_name,
                  state.num_processes, output_path)
+        if began:  # every process's items, over the main process's scoring time up to the gathered table
+            log.info(rate_line("scored", items.num_rows, "items", time.perf_counter() - began[0]))
     state.wait_for_everyone()
 
 

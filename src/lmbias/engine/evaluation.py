@@ -17,9 +17,10 @@ from lmbias.errors import ConfigError
 from lmbias.io import write_table_atomic
 from lmbias.engine.scoring import EngineStats, scoring_precision
 from lmbias.metrics.summary import (
-    COMMIT_KEY, METRIC_SCHEMA, SUMMARY_SCHEMA, aggregate_over_seeds, dataset_sha256, file_commit, left_out_metadata,
-    provenance, with_context,
+    METRIC_SCHEMA, SUMMARY_SCHEMA, AggregateSettings, aggregate_over_seeds, carried_metadata, dataset_sha256,
+    file_provenance, left_out_metadata, provenance, scores_metadata, training_world_size, with_context,
 )
+from lmbias.progress import job_progress, rate_line
 from lmbias.workflow import pick_device
 
 log = logging.getLogger(__name__)
@@ -59,15 +60,23 @@ def score_benchmark_job(items_path, output_path, model_name, model_entry, method
     items = pq.read_table(items_path)
     stats = EngineStats()
     start = time.perf_counter()
-    with scoring_precision(model_entry.get("precision", "auto"), f"models.{model_name}.precision"):
+    with scoring_precision(model_entry.get("precision", "auto"), f"models.{model_name}.precision"), \
+            job_progress(f"scoring {benchmark_name}", unit="inputs"):
         scores = definition.score(items, model, tokenizer, model_entry["family"], benchmark_entry.get("scoring", {}), stats)
     elapsed = time.perf_counter() - start
-    log.info("scored %d items of %s with %s on %s in %.2f s: %d requests, %d unique inputs, %d forward passes",
-             items.num_rows, benchmark_name, model_name, device, elapsed, stats.requests, stats.unique_inputs,
+    log.info("scored %d items of %s with %s on %s: %d requests, %d unique inputs, %d forward passes",
+             items.num_rows, benchmark_name, model_name, device, stats.requests, stats.unique_inputs,
              stats.forward_passes)
+    log.info(rate_line("scored", items.num_rows, "items", elapsed))
+    write_table_atomic(scores, output_path, metadata=scoring_provenance(model, method_entry, 1))
+
+
+def scoring_provenance(model, method_entry: dict, world_size: int) -> dict[str, str]:
+    """Scores-file metadata: the commit the weights came from, this environment's library versions, the
+    number of scoring processes and (trained methods) of training processes."""
     from lmbias.engine.models import resolved_commit
 
-    write_table_atomic(scores, output_path, metadata={COMMIT_KEY: resolved_commit(model)})
+    return scores_metadata(resolved_commit(model), world_size, training_world_size(method_entry.get("model_dir")))
 
 
 def compute_metric_job(benchmark, benchmark_entry, scores_path, output_path, model, method, seed) -> None:
@@ -76,21 +85,28 @@ def compute_metric_job(benchmark, benchmark_entry, scores_path, output_path, mod
     rows = [{**r, "benchmark": benchmark} for r in definition.rows(pq.read_table(scores_path), opts)]
     log.info("%s: %d metric rows (%s)", benchmark, len(rows), opts)
     table = pa.Table.from_pylist(with_context(rows, model, method, seed), schema=METRIC_SCHEMA)
-    write_table_atomic(table, output_path, METRIC_SCHEMA, metadata={COMMIT_KEY: file_commit(scores_path)})
+    write_table_atomic(table, output_path, METRIC_SCHEMA, metadata=carried_metadata(scores_path))
 
 
-def summarise_job(metric_paths, output_path, slices, left_out=()) -> None:
-    """summary.parquet from metric files; `left_out` ({benchmark, reason, config_key}) goes to its metadata."""
-    rows = []
-    for path in metric_paths:
-        commit = file_commit(path)
-        rows.extend({**r, "model_commit": commit} for r in pq.read_table(path).to_pylist())
+def summarise_job(metric_paths, output_path, slices, left_out=(), aggregate: dict | None = None) -> None:
+    """summary.parquet from metric files; `left_out` ({benchmark, reason, config_key}) goes to its metadata;
+    `aggregate` is config.yaml's `aggregate` block (the interval across seeds)."""
+    settings = AggregateSettings.from_config(aggregate)
+    # The aggregation settings shape the mean rows, so they are part of what config_hash covers.
+    hashed = {**slices, "aggregate": settings.to_dict()}
     # Generated benchmarks (no `data` entry) are pinned by the code and templates, i.e. by lmbias_version.
     data_sha = {name: dataset_sha256(slices["data"][entry["dataset"]])
                 for name, entry in slices["benchmarks"].items() if entry["dataset"] in slices["data"]}
-    out = [{**r, **provenance(slices["model"], data_sha.get(r["benchmark"], ""), slices, r["model_commit"])} for r in rows]
-    table = aggregate_over_seeds(out)
-    log.info("summary: %d rows from %d metric files", table.num_rows, len(metric_paths))
+    config_side = {b: provenance(slices["model"], data_sha.get(b, ""), hashed) for b in slices["benchmarks"]}
+    rows = []
+    for path in metric_paths:
+        scored = file_provenance(path)  # commit, versions and world sizes of the job that scored it
+        for r in pq.read_table(path).to_pylist():
+            prov = config_side.get(r["benchmark"]) or provenance(slices["model"], "", hashed)
+            rows.append({**r, **prov, **scored})
+    table = aggregate_over_seeds(rows, settings)
+    log.info("summary: %d rows from %d metric files (interval across seeds: %s, confidence %g)", table.num_rows,
+             len(metric_paths), settings.interval, settings.confidence)
     for entry in left_out:
         log.warning("left out of the summary: %s (%s; %s)", entry["benchmark"], entry["reason"], entry["config_key"])
     write_table_atomic(table, output_path, SUMMARY_SCHEMA, metadata=left_out_metadata(list(left_out)))

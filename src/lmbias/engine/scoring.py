@@ -27,6 +27,7 @@ from typing import Callable, Sequence
 import numpy as np
 import torch
 
+from lmbias import progress
 from lmbias.errors import ConfigError, DataError
 
 log = logging.getLogger(__name__)
@@ -125,16 +126,22 @@ def _encode_unique(tokenizer, texts: Sequence[str], max_length: int, what: str) 
 
 
 def _batches(order: list[int], lengths: list[int], batch_size: int, max_tokens: int | None):
-    """Consecutive slices of `order` (sorted by length): at most batch_size items, at most max_tokens padded."""
+    """Consecutive slices of `order` (sorted by length): at most batch_size items, at most max_tokens padded.
+
+    Every forward pass of the engine comes from here, so this is where a job's progress bar
+    (lmbias.progress.job_progress) learns of inputs to run and of batches done."""
+    progress.expect(len(order))
     batch: list[int] = []
     for idx in order:
         longest = max([lengths[i] for i in batch] + [lengths[idx]])
         if batch and (len(batch) >= batch_size or (max_tokens and longest * (len(batch) + 1) > max_tokens)):
             yield batch
+            progress.advance(len(batch))
             batch = []
         batch.append(idx)
     if batch:
         yield batch
+        progress.advance(len(batch))
 
 
 def _pad(seqs: list[list[int]], pad_id: int, device, width: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:

@@ -155,7 +155,8 @@ def bec_pro_metric_rows(scores: pa.Table, options: BecProOptions) -> list[dict]:
 
     def row(metric, subset, value, n, ci=(math.nan, math.nan), p=math.nan):
         rows.append({"benchmark": "bec_pro", "metric": metric, "variant": options.variant, "subset": subset,
-                     "value": value, "ci_low": ci[0], "ci_high": ci[1], "p_value": p, "n": int(n)})
+                     "value": value, "ci_low": ci[0], "ci_high": ci[1], "interval": "t_items", "p_value": p,
+                     "n": int(n)})
 
     for g in GROUPS + ("all",):
         for person in GENDERS:

@@ -96,7 +96,8 @@ def crows_pairs_metric_rows(scores: pa.Table, options: CrowsPairsOptions) -> lis
 
     def row(metric, subset, value, n, ci=(math.nan, math.nan), p=math.nan):
         rows.append({"benchmark": "crows_pairs", "metric": metric, "variant": variant, "subset": subset,
-                     "value": value, "ci_low": ci[0], "ci_high": ci[1], "p_value": p, "n": int(n)})
+                     "value": value, "ci_low": ci[0], "ci_high": ci[1], "interval": "clopper_pearson", "p_value": p,
+                     "n": int(n)})
 
     subsets = [("all", np.ones(len(bias), dtype=bool))] + [(b, bias == b) for b in sorted(set(bias.tolist()))]
     for name, sel in subsets:

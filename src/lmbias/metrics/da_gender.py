@@ -100,7 +100,8 @@ def da_gender_metric_rows(scores: pa.Table, options: DaGenderOptions) -> list[di
             ok = int(np.sum(margin[sel] > 0))
             lo, hi = wilson_interval(ok, n)
             base = {"benchmark": "da_gender", "variant": variant, "subset": subset, "p_value": math.nan, "n": n}
-            rows.append({**base, "metric": "da_score", "value": 100.0 * ok / n, "ci_low": 100.0 * lo, "ci_high": 100.0 * hi})
+            rows.append({**base, "metric": "da_score", "value": 100.0 * ok / n, "ci_low": 100.0 * lo, "ci_high": 100.0 * hi,
+                         "interval": "wilson"})
             rows.append({**base, "metric": "mean_margin", "value": float(margin[sel].mean()),
                          "ci_low": math.nan, "ci_high": math.nan})
     return rows

@@ -371,7 +371,7 @@ def _person_rows(scores, options, variant, row) -> None:
     for subset, sel in groups.items():
         n = int(np.sum(sel & decided))
         k = int(np.sum(sel & decided & female))
-        row("female_proportion", variant, subset, k / n if n else math.nan, n, _wilson(k, n))
+        row("female_proportion", variant, subset, k / n if n else math.nan, n, _wilson(k, n), interval="wilson")
 
 
 def winobias_metric_rows(scores: pa.Table, options: WinoBiasOptions) -> list[dict]:
@@ -382,9 +382,10 @@ def winobias_metric_rows(scores: pa.Table, options: WinoBiasOptions) -> list[dic
     """
     rows: list[dict] = []
 
-    def row(metric, variant, subset, value, n, ci=(math.nan, math.nan)):
+    def row(metric, variant, subset, value, n, ci=(math.nan, math.nan), interval="bootstrap_lines"):
         rows.append({"benchmark": "winobias", "metric": metric, "variant": variant, "subset": subset,
-                     "value": value, "ci_low": ci[0], "ci_high": ci[1], "p_value": math.nan, "n": int(n)})
+                     "value": value, "ci_low": ci[0], "ci_high": ci[1], "interval": interval, "p_value": math.nan,
+                     "n": int(n)})
 
     carried = conditions_in(scores)
     key = "benchmarks.winobias.metric"

@@ -42,6 +42,7 @@ import torch
 
 from lmbias.errors import ConfigError, DataError
 from lmbias.io import atomic_folder
+from lmbias.progress import job_progress, rate_line
 
 log = logging.getLogger(__name__)
 
@@ -345,7 +346,10 @@ def fit_job(model_spec, sentences_path, out_dir, settings: dict, log: logging.Lo
     started = time.perf_counter()
     texts = _read_texts(sentences_path, resolved)
     model, tokenizer = load_model(model_spec, device=pick_device())
-    components, info = fit_sentence_debias(model, tokenizer, model_spec.family, texts, resolved)
+    fit_started = time.perf_counter()
+    with job_progress("SentenceDebias embeddings", unit="sentences"):
+        components, info = fit_sentence_debias(model, tokenizer, model_spec.family, texts, resolved)
+    fit_seconds = time.perf_counter() - fit_started
     info.update({
         "settings": resolved.to_dict(),
         "base_model": {"name": model_spec.name, "family": model_spec.family, "source": model_spec.source,
@@ -359,3 +363,5 @@ def fit_job(model_spec, sentences_path, out_dir, settings: dict, log: logging.Lo
     logger.info("SentenceDebias for %s: k=%d from %d counterfactual pairs (%d of %d word pairs), explained variance %s -> %s",
                 model_spec.name, resolved.k, info["counterfactual_pairs"], len(info["word_pairs_used"]),
                 info["word_pairs_total"], info["explained_variance_ratio"], out_dir)
+    logger.info(rate_line(f"fitted SentenceDebias on {info['counterfactual_pairs']:,} counterfactual pairs,",
+                          2 * info["counterfactual_pairs"], "sentences", fit_seconds))

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 import torch
 
+from lmbias.progress import progress_bar, rate_line
 from lmbias.training import checkpoints
 from lmbias.training.data import Corpus, encode, encode_gpr, global_batches
 from lmbias.training.objectives import IGNORE, clean_batch, collate, embeddings_from, lm_loss_sum, pad
@@ -285,6 +286,27 @@ class Trainer:
             log.info("resuming from %s (step %d, epoch %d)", path, state["step"], state["epoch"] + 1)
         exit_after = int(os.environ.get(EXIT_ENV, "0") or 0)
         step = state["step"]
+        first_new_row = len(state["log"])  # the rows of this run (a resumed run continues the log)
+        started = time.perf_counter()
+        bar = progress_bar("training", "steps", total=self.total_steps, initial=step, enabled=acc.is_main_process)
+        try:
+            step, best_state = self._loop(state, best_state, step, exit_after, bar)
+        finally:
+            bar.close()
+        seconds = time.perf_counter() - started
+        new = state["log"][first_new_row:]
+        if acc.is_main_process:
+            tokens = sum(int(r.get("tokens") or 0) for r in new)
+            log.info(rate_line(f"trained {len(new):,} steps,", tokens, "tokens", seconds))
+        selected = None
+        if s.select_epoch == "validation_accuracy" and best_state is not None:
+            acc.unwrap_model(self.model).load_state_dict(best_state)
+            selected = state["best_epoch"]
+        return TrainResult(state["log"], selected, step, resumed)
+
+    def _loop(self, state: dict, best_state, step: int, exit_after: int, bar) -> tuple[int, dict | None]:
+        """The epochs and steps from `state` on; (last step, best state for select_epoch)."""
+        s, acc = self.s, self.acc
         for epoch in range(state["epoch"], s.epochs):
             if step >= self.total_steps:
                 break
@@ -298,6 +320,8 @@ class Trainer:
                 if self.probe is not None and s.eval_bias_every_steps and step % s.eval_bias_every_steps == 0:
                     row["bias_metric"] = self._probe()
                 state["log"].append(row)
+                bar.set_postfix(epoch=epoch + 1, loss=f"{row['loss']:.4f}", refresh=False)
+                bar.update(1)
                 done = step >= self.total_steps
                 if s.checkpoint_every_steps and step % s.checkpoint_every_steps == 0 and not done \
                         and k + 1 < len(steps):
@@ -325,11 +349,7 @@ class Trainer:
                 state.update(step=step, epoch=epoch + 1, next_batch=0)
                 checkpoints.save(self.checkpoint_dir, step, self.fingerprint, acc, self.model, self.optimizer,
                                  self.scheduler, state, best_state)
-        selected = None
-        if s.select_epoch == "validation_accuracy" and best_state is not None:
-            acc.unwrap_model(self.model).load_state_dict(best_state)
-            selected = state["best_epoch"]
-        return TrainResult(state["log"], selected, step, resumed)
+        return step, best_state
 
     def _epoch_steps(self, epoch: int) -> list[list[list[int]]]:
         """This process's micro-batches of every optimizer step of `epoch`: the step batches (batch_size x
