@@ -326,19 +326,23 @@ def _corpora_gap():
     return _CORPORA.get("gap") or {}
 
 
-def _corpora_intervention_entry(wildcards):
+def _corpora_intervention(wildcards):
+    """(config key, entry) of the intervention file: its own entry or a `{swap_rate}` template's, filled in."""
     entries = (_CORPORA.get(wildcards.corpus) or {}).get("interventions") or {}
-    if wildcards.intervention not in entries:
-        raise _CorporaConfigError(
-            f"corpora.{wildcards.corpus}.interventions: no entry {wildcards.intervention!r}; configured: "
-            f"{', '.join(sorted(entries))}"
-        )
-    return entries[wildcards.intervention]
+    return _corpora.resolve_intervention(entries, wildcards.intervention, f"corpora.{wildcards.corpus}.interventions")
+
+
+def _corpora_intervention_entry(wildcards):
+    return _corpora_intervention(wildcards)[1]
+
+
+def _corpora_intervention_key(wildcards):
+    return _corpora_intervention(wildcards)[0]
 
 
 def _corpora_intervention_inputs(wildcards):
-    key = f"corpora.{wildcards.corpus}.interventions.{wildcards.intervention}"
-    entry = _corpora.check_intervention(_corpora_intervention_entry(wildcards), key)  # defaults filled in
+    key, entry = _corpora_intervention(wildcards)
+    entry = _corpora.check_intervention(entry, key)  # defaults filled in
     return {
         "sentences": f"results/corpora/{wildcards.corpus}/sentences.parquet",
         **_corpora.lexicon_inputs(entry["names"], entry["wordlist"]),
@@ -356,13 +360,32 @@ def _corpora_conll_files(wildcards):
     return [str(p) for p in _corpora.ontonotes_files(_corpora_ontonotes())]
 
 
+def _swap_rates_in_use():
+    """Every swap rate a models.*.training or methods.*.training block names (what a template builds for
+    `snakemake corpora`)."""
+    blocks = [e.get("training") or {} for e in list(config["models"].values()) + list(config["methods"].values())]
+    return sorted({float(b["swap_rate"]) for b in blocks if b.get("swap_rate") is not None})
+
+
+def _corpus_intervention_files(corpus):
+    out = []
+    for name in _CORPORA[corpus]["interventions"]:
+        if _corpora.is_template(name):
+            out += [f"results/corpora/{corpus}/{name.replace(_corpora.SWAP_RATE_FIELD, _corpora.format_swap_rate(r))}.parquet"
+                    for r in _swap_rates_in_use()]
+        else:
+            out.append(f"results/corpora/{corpus}/{name}.parquet")
+    return list(dict.fromkeys(out))
+
+
 def corpora_targets():
-    """Every corpus file the config defines (GPR only when corpora.ontonotes.path is set)."""
+    """Every corpus file the config defines (GPR only when corpora.ontonotes.path is set); a `{swap_rate}`
+    template for every swap rate a training block names."""
     out = []
     if _corpora_gap():
         out.append("results/corpora/gap/sentences.parquet")
     for corpus in _CORPORA_WITH_INTERVENTIONS:
-        out += [f"results/corpora/{corpus}/{name}.parquet" for name in _CORPORA[corpus]["interventions"]]
+        out += _corpus_intervention_files(corpus)
     if _corpora_ontonotes().get("path"):
         out += [f"results/corpora/ontonotes/gpr-{v}.parquet" for v in ("U", "A")]
     return out
@@ -391,11 +414,27 @@ def _method_corpus_files():
     return files + [f"results/corpora/ontonotes/gpr-{v}.parquet" for v in ("U", "A")]
 
 
+_CORPUS_PATH_CHECKED = set()
+
+
 def _check_method_corpus(method, path):
+    """`path` must be a corpus this config builds: a named file, or a `{swap_rate}` template's file."""
+    if path in _CORPUS_PATH_CHECKED:
+        return
     known = _method_corpus_files()
     if path not in known:
-        raise ConfigError(f"methods.{method}.corpus: {path!r} is not a corpus this config builds; "
-                          f"configured: {', '.join(known)}")
+        match = re.fullmatch(r"results/corpora/([^/]+)/([^/]+)\.parquet", path)
+        entries = (_CORPORA.get(match.group(1)) or {}).get("interventions") or {} if match else {}
+        templated = [n for n in entries if _corpora.is_template(n)]
+        if not templated:
+            raise ConfigError(f"methods.{method}.corpus: {path!r} is not a corpus this config builds; "
+                              f"configured: {', '.join(known)}")
+        try:
+            _corpora.resolve_intervention(entries, match.group(2), f"corpora.{match.group(1)}.interventions")
+        except ConfigError as error:
+            raise ConfigError(f"methods.{method}.corpus: {path!r} is not a corpus this config builds ({error}); "
+                              f"configured: {', '.join(known)}") from None
+    _CORPUS_PATH_CHECKED.add(path)
 
 
 def method_model_dir(wildcards):
