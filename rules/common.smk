@@ -2,7 +2,9 @@
 # and input functions. Every config value a job uses reaches it through `params:` as the slice for
 # its wildcards, so an edit reruns only the jobs that read the edited slice.
 
+import inspect
 import re
+from functools import lru_cache
 from pathlib import Path
 
 from lmbias.metrics import comparison as paired_comparison
@@ -118,11 +120,22 @@ def checked_benchmark(wildcards):
 
 
 def scoring_inputs(wildcards):
+    """Every input of a scoring job but its script, from one input function (Snakemake's cost per
+    input-function call dominates a large DAG's build): the parsed items, the library, the base weights and
+    the method's model folder."""
     bench = checked_benchmark(wildcards)
     return {
         "benchmark_items": f"results/data/{wildcards.benchmark}.parquet",
-        "library": sorted(set(registry.source_files(bench["dataset"])) | {str(Path(workflow.basedir) / "src/lmbias/engine/scoring.py")}),
+        "library": _scoring_library(bench["dataset"]),
+        "weights": model_weights_input(wildcards),
+        # The method's fine-tuned or fitted model folder (none for pretrained and online).
+        "method_model": method_model_dir(wildcards),
     }
+
+
+@lru_cache(maxsize=None)
+def _scoring_library(dataset):
+    return sorted(set(registry.source_files(dataset)) | {str(Path(workflow.basedir) / "src/lmbias/engine/scoring.py")})
 
 
 def metric_inputs(wildcards):
@@ -137,6 +150,7 @@ def metric_inputs(wildcards):
     return inputs
 
 
+@lru_cache(maxsize=None)
 def missing_benchmark_data(name):
     """(missing path, config key of the file, where it was looked for) of benchmark `name`'s first local
     file that is not there, or None (generated benchmarks and downloads are never missing here)."""
@@ -160,6 +174,7 @@ def _warn_once(message):
         logger.warning(f"WARNING: {message}")
 
 
+@lru_cache(maxsize=None)
 def _summary_selection(model):
     """(benchmarks a summary of `model` holds, [{benchmark, reason, config_key}] of those it leaves out).
 
@@ -196,7 +211,7 @@ def _summary_selection(model):
 
 def _summary_benchmarks(wildcards):
     check_model_method(wildcards.model, wildcards.method)
-    benches, _ = _summary_selection(wildcards.model)
+    benches = list(_summary_selection(wildcards.model)[0])
     if config["methods"][wildcards.method]["kind"] == "online":  # Online Skewness Mitigation changes WinoBias only
         benches = [b for b in benches if config["benchmarks"][b]["dataset"] == "winobias"]
     if not benches:
@@ -207,7 +222,7 @@ def _summary_benchmarks(wildcards):
 
 def summary_left_out(wildcards):
     """The configured benchmarks this summary leaves out, and why (recorded in the summary's metadata)."""
-    return _summary_selection(wildcards.model)[1]
+    return [dict(entry) for entry in _summary_selection(wildcards.model)[1]]
 
 
 def summary_metric_files(wildcards):
@@ -459,9 +474,14 @@ def method_sd_settings(wildcards):
     return resolved_method(wildcards.model, wildcards.method)["sd_settings"]
 
 
+@lru_cache(maxsize=None)
+def _training_modules():
+    return tuple(sorted(f"src/lmbias/training/{p.name}" for p in Path(workflow.basedir, "src/lmbias/training").glob("*.py")))
+
+
 def method_job_inputs(wildcards):
     resolved = resolved_method(wildcards.model, wildcards.method)
-    training = sorted(f"src/lmbias/training/{p.name}" for p in Path(workflow.basedir, "src/lmbias/training").glob("*.py"))
+    training = _training_modules()
     sd = "src/lmbias/training/sentence_debias.py"
     # the trainer's modules for fine-tuning, SentenceDebias' for fitting: editing one reruns only its jobs
     library = [sd] if resolved["kind"] == "sd" else [f for f in training if f != sd]
@@ -485,3 +505,14 @@ def metric_benchmark_slice(wildcards):
 
 def method_names_of_kinds(kinds):
     return [name for name, entry in config["methods"].items() if entry["kind"] in kinds]
+
+
+# Snakemake inspects the signature of an input function on every call (inspect.signature, a few times per
+# job); a precomputed __signature__ makes that a lookup. Behaviour is unchanged.
+for _input_function in (model_entry, method_entry, benchmark_scoring_slice, scoring_inputs, metric_inputs,
+                        summary_metric_files, summary_config_slices, summary_left_out, comparison_entry,
+                        comparison_benchmark_slice, comparison_inputs, method_job_inputs, method_settings,
+                        method_sd_settings, training_model_entry, metric_benchmark_slice, model_weights_input,
+                        method_model_dir, _corpora_intervention_inputs, _corpora_intervention_entry,
+                        _corpora_intervention_key, _corpora_conll_files):
+    _input_function.__signature__ = inspect.signature(_input_function)

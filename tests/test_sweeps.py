@@ -221,9 +221,9 @@ def test_dry_run_instances_train_on_their_own_corpus_and_compare(workdir, shared
     assert not [o for o in out if re.fullmatch(r"results/corpora/gap/cds-(?!0\.7\.).*", o)]  # no other rate
     text = proc.stdout + proc.stderr
     # the instance's training job reads the cds-0.7 corpus
-    finetune = re.search(r"rule finetune:\n(.*?)\n\n", text, re.S)
-    assert finetune and "results/corpora/gap/cds-0.7.parquet" in finetune.group(1)
-    assert "output: results/tiny-bert/cds@swap_rate=0.7/seed0/model" in finetune.group(1)
+    blocks = [b for b in re.findall(r"rule finetune:\n(.*?)\n\n", text, re.S)
+              if "output: results/tiny-bert/cds@swap_rate=0.7/seed0/model" in b]
+    assert len(blocks) == 1 and "input: results/corpora/gap/cds-0.7.parquet," in blocks[0], blocks
     for path in ("results/tiny-bert/cds@swap_rate=0.7/seed0/scores/winobias.parquet",
                  "results/tiny-bert/cds@swap_rate=0.7/seed0/metrics/bec_pro_en.parquet",
                  "results/tiny-gpt2/er@er_lambda=2.0/seed0/model",
