@@ -274,3 +274,10 @@ def test_bad_sweep_input_stops_the_dag_naming_it(workdir, shared_data, target, e
     assert message in proc.stdout + proc.stderr, (proc.stdout + proc.stderr)[-3000:]
     if message.endswith("(in "):  # the file that set the key
         assert "edited.yaml)" in proc.stdout + proc.stderr
+
+
+def test_corpora_target_builds_the_template_for_every_swap_rate_in_use(workdir, shared_data):
+    proc = run_snakemake(workdir, "-n", "corpora", "--config", f"data_dir={shared_data}")
+    built = {o for o in scheduled_outputs(proc) if re.fullmatch(r"results/corpora/gap/cds-[0-9.]+\.parquet", o)}
+    rates = {1.0, 0.9} | set(TABLE11["cds"][1])  # Table 12 defaults (named entries) and the Table 11 sweep
+    assert built == {f"results/corpora/gap/cds-{r!r}.parquet" for r in rates}
