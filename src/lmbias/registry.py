@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import itertools
+import math
+import numbers
 import pkgutil
 from pathlib import Path
 from dataclasses import dataclass
@@ -250,10 +253,6 @@ def seeds_for(method_entry: dict, seeds: list[int]) -> list[int]:
 # constraint and error message sees plain method names; each instance's entry holds only its own value,
 # so editing one value adds or removes that instance's jobs only.
 
-import itertools as _itertools
-import math as _math
-import numbers as _numbers
-
 
 @dataclass(frozen=True)
 class SweepSetting:
@@ -297,7 +296,7 @@ def sweep_instance_name(base: str, values: dict) -> str:
     return base + SWEEP_MARK + ",".join(f"{k}={format_sweep_value(values[k])}" for k in sorted(values))
 
 
-def _sweep_values(base: str, kind: str, key: str, setting: str, values) -> list:
+def _sweep_values(base: str, key: str, setting: str, values) -> list:
     where = f"methods.{base}.sweep.{key}"
     spec = SWEEP_SETTINGS[setting]
     if not isinstance(values, (list, tuple)):
@@ -306,15 +305,15 @@ def _sweep_values(base: str, kind: str, key: str, setting: str, values) -> list:
         raise ConfigError(f"{where}: empty list; give at least one value (or drop the key)")
     out, seen = [], {}
     for i, value in enumerate(values):
-        if isinstance(value, bool) or not isinstance(value, _numbers.Real):
+        if isinstance(value, bool) or not isinstance(value, numbers.Real):
             raise ConfigError(f"{where}[{i}]: {value!r} is not a number")
         if spec.integer:
-            if not isinstance(value, _numbers.Integral):
+            if not isinstance(value, numbers.Integral):
                 raise ConfigError(f"{where}[{i}]: {value!r} is not an integer ({setting} takes whole numbers)")
             value = int(value)
         else:
             value = float(value)
-            if not _math.isfinite(value):
+            if not math.isfinite(value):
                 raise ConfigError(f"{where}[{i}]: {value!r} is not a finite number")
         if not spec.check(value):
             raise ConfigError(f"{where}[{i}]: {value!r} is out of range; {setting} must be {spec.range_text}")
@@ -349,13 +348,13 @@ def sweep_grid(base: str, entry: dict) -> list[dict]:
         if setting in named:
             raise ConfigError(f"methods.{base}.sweep.{key}: names the same setting as sweep.{named[setting]} ({setting}); keep one")
         named[setting] = key
-        axes[setting] = _sweep_values(base, kind, key, setting, values)
+        axes[setting] = _sweep_values(base, key, setting, values)
     if "swap_rate" in axes and "{swap_rate}" not in str(entry.get("corpus", "")):
         raise ConfigError(f"methods.{base}.sweep.{named['swap_rate']}: the corpus {entry.get('corpus')!r} has no "
                           "\"{swap_rate}\" placeholder, so the swap rate would not reach the job "
                           "(e.g. corpus: results/corpora/gap/cds-{swap_rate}.parquet)")
     names = list(axes)
-    return [dict(zip(names, combo)) for combo in _itertools.product(*(axes[n] for n in names))]
+    return [dict(zip(names, combo)) for combo in itertools.product(*(axes[n] for n in names))]
 
 
 def sweep_instance_entry(entry: dict, values: dict) -> dict:
