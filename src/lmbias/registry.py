@@ -167,6 +167,8 @@ def check_method_entry(name: str, entry: dict) -> None:
     """Unknown kind, a key the kind does not take (misspelt), or an unknown training key: ConfigError naming it."""
     kind = method_kind(name, entry)
     for key in entry:
+        if key == "sweep":  # the grid of instances (expand_sweeps checks it); the entry itself is the base
+            continue
         if key not in METHOD_KEYS[kind]:
             raise ConfigError(f"methods.{name}.{key}: unknown key for kind {kind!r} (allowed: {', '.join(METHOD_KEYS[kind])})")
     if kind in TRAINED_METHOD_KINDS | FITTED_METHOD_KINDS and not entry.get("corpus"):
