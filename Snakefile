@@ -7,7 +7,9 @@ import sys
 from snakemake.utils import min_version, validate
 
 sys.path.insert(0, f"{workflow.basedir}/src")  # the library of this checkout, also inside conda envs
-from lmbias.config import config_sources, validate_config
+from lmbias.config import config_sources, name_source, validate_config
+from lmbias.errors import ConfigError
+from lmbias.registry import expand_method_targets, expand_sweeps
 
 min_version("9.0")
 
@@ -20,6 +22,14 @@ configfile: "config.yaml"
 CONFIG_SOURCES = config_sources("config.yaml", workflow.config_settings.configfiles, workflow.config_settings.config)
 validate_config(config, workflow.source_path("schemas/config.schema.yaml"), sources=CONFIG_SOURCES)
 validate(config, "schemas/config.schema.yaml")
+
+# Sweeps (methods.<name>.sweep) become plain methods named <name>@<setting>=<value>, and targets.methods'
+# <name>@* their instances, here and only here: every rule, wildcard and message below sees the instances.
+try:
+    config["targets"]["methods"] = expand_method_targets(config["targets"]["methods"], config["methods"])
+    config["methods"] = expand_sweeps(config["methods"])
+except ConfigError as error:
+    raise name_source(error, CONFIG_SOURCES) from None
 
 
 include: "rules/common.smk"

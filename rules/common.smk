@@ -2,7 +2,9 @@
 # and input functions. Every config value a job uses reaches it through `params:` as the slice for
 # its wildcards, so an edit reruns only the jobs that read the edited slice.
 
+import inspect
 import re
+from functools import lru_cache
 from pathlib import Path
 
 from lmbias.metrics import comparison as paired_comparison
@@ -120,11 +122,22 @@ def checked_benchmark(wildcards):
 
 
 def scoring_inputs(wildcards):
+    """Every input of a scoring job but its script, from one input function (Snakemake's cost per
+    input-function call dominates a large DAG's build): the parsed items, the library, the base weights and
+    the method's model folder."""
     bench = checked_benchmark(wildcards)
     return {
         "benchmark_items": f"results/data/{wildcards.benchmark}.parquet",
-        "library": sorted(set(registry.source_files(bench["dataset"])) | {str(Path(workflow.basedir) / "src/lmbias/engine/scoring.py")}),
+        "library": _scoring_library(bench["dataset"]),
+        "weights": model_weights_input(wildcards),
+        # The method's fine-tuned or fitted model folder (none for pretrained and online).
+        "method_model": method_model_dir(wildcards),
     }
+
+
+@lru_cache(maxsize=None)
+def _scoring_library(dataset):
+    return sorted(set(registry.source_files(dataset)) | {str(Path(workflow.basedir) / "src/lmbias/engine/scoring.py")})
 
 
 def metric_inputs(wildcards):
@@ -139,6 +152,7 @@ def metric_inputs(wildcards):
     return inputs
 
 
+@lru_cache(maxsize=None)
 def missing_benchmark_data(name):
     """(missing path, config key of the file, where it was looked for) of benchmark `name`'s first local
     file that is not there, or None (generated benchmarks and downloads are never missing here)."""
@@ -162,6 +176,7 @@ def _warn_once(message):
         logger.warning(f"WARNING: {message}")
 
 
+@lru_cache(maxsize=None)
 def _summary_selection(model):
     """(benchmarks a summary of `model` holds, [{benchmark, reason, config_key}] of those it leaves out).
 
@@ -198,7 +213,7 @@ def _summary_selection(model):
 
 def _summary_benchmarks(wildcards):
     check_model_method(wildcards.model, wildcards.method)
-    benches, _ = _summary_selection(wildcards.model)
+    benches = list(_summary_selection(wildcards.model)[0])
     if config["methods"][wildcards.method]["kind"] == "online":  # Online Skewness Mitigation changes WinoBias only
         benches = [b for b in benches if config["benchmarks"][b]["dataset"] == "winobias"]
     if not benches:
@@ -209,7 +224,7 @@ def _summary_benchmarks(wildcards):
 
 def summary_left_out(wildcards):
     """The configured benchmarks this summary leaves out, and why (recorded in the summary's metadata)."""
-    return _summary_selection(wildcards.model)[1]
+    return [dict(entry) for entry in _summary_selection(wildcards.model)[1]]
 
 
 def summary_metric_files(wildcards):
@@ -333,19 +348,23 @@ def _corpora_gap():
     return _CORPORA.get("gap") or {}
 
 
-def _corpora_intervention_entry(wildcards):
+def _corpora_intervention(wildcards):
+    """(config key, entry) of the intervention file: its own entry or a `{swap_rate}` template's, filled in."""
     entries = (_CORPORA.get(wildcards.corpus) or {}).get("interventions") or {}
-    if wildcards.intervention not in entries:
-        raise _CorporaConfigError(
-            f"corpora.{wildcards.corpus}.interventions: no entry {wildcards.intervention!r}; configured: "
-            f"{', '.join(sorted(entries))}"
-        )
-    return entries[wildcards.intervention]
+    return _corpora.resolve_intervention(entries, wildcards.intervention, f"corpora.{wildcards.corpus}.interventions")
+
+
+def _corpora_intervention_entry(wildcards):
+    return _corpora_intervention(wildcards)[1]
+
+
+def _corpora_intervention_key(wildcards):
+    return _corpora_intervention(wildcards)[0]
 
 
 def _corpora_intervention_inputs(wildcards):
-    key = f"corpora.{wildcards.corpus}.interventions.{wildcards.intervention}"
-    entry = _corpora.check_intervention(_corpora_intervention_entry(wildcards), key)  # defaults filled in
+    key, entry = _corpora_intervention(wildcards)
+    entry = _corpora.check_intervention(entry, key)  # defaults filled in
     return {
         "sentences": f"results/corpora/{wildcards.corpus}/sentences.parquet",
         **_corpora.lexicon_inputs(entry["names"], entry["wordlist"]),
@@ -363,13 +382,32 @@ def _corpora_conll_files(wildcards):
     return [str(p) for p in _corpora.ontonotes_files(_corpora_ontonotes())]
 
 
+def _swap_rates_in_use():
+    """Every swap rate a models.*.training or methods.*.training block names (what a template builds for
+    `snakemake corpora`)."""
+    blocks = [e.get("training") or {} for e in list(config["models"].values()) + list(config["methods"].values())]
+    return sorted({float(b["swap_rate"]) for b in blocks if b.get("swap_rate") is not None})
+
+
+def _corpus_intervention_files(corpus):
+    out = []
+    for name in _CORPORA[corpus]["interventions"]:
+        if _corpora.is_template(name):
+            out += [f"results/corpora/{corpus}/{name.replace(_corpora.SWAP_RATE_FIELD, _corpora.format_swap_rate(r))}.parquet"
+                    for r in _swap_rates_in_use()]
+        else:
+            out.append(f"results/corpora/{corpus}/{name}.parquet")
+    return list(dict.fromkeys(out))
+
+
 def corpora_targets():
-    """Every corpus file the config defines (GPR only when corpora.ontonotes.path is set)."""
+    """Every corpus file the config defines (GPR only when corpora.ontonotes.path is set); a `{swap_rate}`
+    template for every swap rate a training block names."""
     out = []
     if _corpora_gap():
         out.append("results/corpora/gap/sentences.parquet")
     for corpus in _CORPORA_WITH_INTERVENTIONS:
-        out += [f"results/corpora/{corpus}/{name}.parquet" for name in _CORPORA[corpus]["interventions"]]
+        out += _corpus_intervention_files(corpus)
     if _corpora_ontonotes().get("path"):
         out += [f"results/corpora/ontonotes/gpr-{v}.parquet" for v in ("U", "A")]
     return out
@@ -398,11 +436,27 @@ def _method_corpus_files():
     return files + [f"results/corpora/ontonotes/gpr-{v}.parquet" for v in ("U", "A")]
 
 
+_CORPUS_PATH_CHECKED = set()
+
+
 def _check_method_corpus(method, path):
+    """`path` must be a corpus this config builds: a named file, or a `{swap_rate}` template's file."""
+    if path in _CORPUS_PATH_CHECKED:
+        return
     known = _method_corpus_files()
     if path not in known:
-        raise ConfigError(f"methods.{method}.corpus: {path!r} is not a corpus this config builds; "
-                          f"configured: {', '.join(known)}")
+        match = re.fullmatch(r"results/corpora/([^/]+)/([^/]+)\.parquet", path)
+        entries = (_CORPORA.get(match.group(1)) or {}).get("interventions") or {} if match else {}
+        templated = [n for n in entries if _corpora.is_template(n)]
+        if not templated:
+            raise ConfigError(f"methods.{method}.corpus: {path!r} is not a corpus this config builds; "
+                              f"configured: {', '.join(known)}")
+        try:
+            _corpora.resolve_intervention(entries, match.group(2), f"corpora.{match.group(1)}.interventions")
+        except ConfigError as error:
+            raise ConfigError(f"methods.{method}.corpus: {path!r} is not a corpus this config builds ({error}); "
+                              f"configured: {', '.join(known)}") from None
+    _CORPUS_PATH_CHECKED.add(path)
 
 
 def method_model_dir(wildcards):
@@ -427,9 +481,14 @@ def method_sd_settings(wildcards):
     return resolved_method(wildcards.model, wildcards.method)["sd_settings"]
 
 
+@lru_cache(maxsize=None)
+def _training_modules():
+    return tuple(sorted(f"src/lmbias/training/{p.name}" for p in Path(workflow.basedir, "src/lmbias/training").glob("*.py")))
+
+
 def method_job_inputs(wildcards):
     resolved = resolved_method(wildcards.model, wildcards.method)
-    training = sorted(f"src/lmbias/training/{p.name}" for p in Path(workflow.basedir, "src/lmbias/training").glob("*.py"))
+    training = _training_modules()
     sd = "src/lmbias/training/sentence_debias.py"
     # the trainer's modules for fine-tuning, SentenceDebias' for fitting: editing one reruns only its jobs
     library = [sd] if resolved["kind"] == "sd" else [f for f in training if f != sd]
@@ -453,3 +512,14 @@ def metric_benchmark_slice(wildcards):
 
 def method_names_of_kinds(kinds):
     return [name for name, entry in config["methods"].items() if entry["kind"] in kinds]
+
+
+# Snakemake inspects the signature of an input function on every call (inspect.signature, a few times per
+# job); a precomputed __signature__ makes that a lookup. Behaviour is unchanged.
+for _input_function in (model_entry, method_entry, benchmark_scoring_slice, scoring_inputs, metric_inputs,
+                        summary_metric_files, summary_config_slices, summary_left_out, comparison_entry,
+                        comparison_benchmark_slice, comparison_inputs, method_job_inputs, method_settings,
+                        method_sd_settings, training_model_entry, metric_benchmark_slice, model_weights_input,
+                        method_model_dir, _corpora_intervention_inputs, _corpora_intervention_entry,
+                        _corpora_intervention_key, _corpora_conll_files):
+    _input_function.__signature__ = inspect.signature(_input_function)

@@ -1,7 +1,8 @@
 # Counterfactual corpora: model-independent, built once, reused by every model (lmbias.corpora.jobs).
 #
 #   results/corpora/gap/sentences.parquet           rule corpus_gap_sentences   (GAP contexts -> sentences)
-#   results/corpora/gap/{intervention}.parquet      rule corpus_intervention    (one per corpora.gap.interventions entry)
+#   results/corpora/gap/{intervention}.parquet      rule corpus_intervention    (one per corpora.gap.interventions entry;
+#                                                   a cds-{swap_rate} template builds cds-<rate> for any rate)
 #   results/corpora/ontonotes/sentences.parquet     rule corpus_ontonotes       (CoNLL-2012, names -> [E1], [E2], ...)
 #   results/corpora/ontonotes/gpr-U.parquet, gpr-A.parquet   rule corpus_gpr    (Manela et al.'s GPR task)
 #
@@ -69,10 +70,10 @@ rule corpus_intervention:
         "results/corpora/{corpus}/{intervention}.parquet",
     wildcard_constraints:
         corpus=_corpora_pattern(_CORPORA_WITH_INTERVENTIONS),
-        intervention=_corpora_pattern(_CORPORA_INTERVENTIONS),
+        intervention=_corpora.intervention_pattern(_CORPORA_INTERVENTIONS),
     params:
         entry=_corpora_intervention_entry,
-        key=lambda wildcards: f"corpora.{wildcards.corpus}.interventions.{wildcards.intervention}",
+        key=_corpora_intervention_key,
         spacy_model=config["spacy_model"],
     conda:
         "../envs/lmbias.yaml"

@@ -6,10 +6,9 @@
 
 rule score_benchmark:
     input:
+        # benchmark_items, library, weights (none for hub ids) and method_model (the method's fine-tuned or
+        # fitted model folder; none for pretrained and online): one input function, see scoring_inputs.
         unpack(scoring_inputs),
-        weights=model_weights_input,
-        # The method's fine-tuned or fitted model folder (none for pretrained and online).
-        method_model=method_model_dir,
         script="scripts/score_benchmark.py",
     output:
         "results/{model}/{method}/seed{seed}/scores/{benchmark}.parquet",

@@ -142,6 +142,62 @@ def _check_protect(opts: dict, key: str) -> None:
                           f"flips every gendered word, Lu et al.)")
 
 
+# An intervention named with "{swap_rate}" (e.g. cds-{swap_rate}) is a template: it builds <name> for any swap
+# rate written in Python's shortest float form (cds-0.7.parquet, cds-1.0.parquet), so a swap-rate sweep
+# (lmbias.registry.expand_sweeps) needs no entry per rate. A plainly named entry wins over a template.
+SWAP_RATE_FIELD = "{swap_rate}"
+_RATE_REGEX = r"[0-9][0-9.e+-]*"
+
+
+def is_template(name: str) -> bool:
+    return SWAP_RATE_FIELD in name
+
+
+def format_swap_rate(value) -> str:
+    """A swap rate as it appears in file names: Python's shortest round-trip float form (0.7, 1.0)."""
+    return repr(float(value))
+
+
+def intervention_pattern(names) -> str:
+    """Regex of the intervention file names `names` (plain names, and templates for any rate)."""
+    import re
+
+    parts = []
+    for name in sorted(names):
+        if is_template(name):
+            head, tail = name.split(SWAP_RATE_FIELD)
+            parts.append(re.escape(head) + _RATE_REGEX + re.escape(tail))
+        else:
+            parts.append(re.escape(name))
+    return "|".join(parts) if parts else "(?!x)x"
+
+
+def resolve_intervention(interventions: Mapping, name: str, prefix: str) -> tuple[str, dict]:
+    """(config key, entry) of the intervention file `name`: its own entry, or a template's with swap_rate
+    filled in from the name. ConfigError naming `prefix` when nothing configured builds it."""
+    if name in interventions:
+        return f"{prefix}.{name}", dict(interventions[name])
+    for template, entry in sorted(interventions.items()):
+        if not is_template(template):
+            continue
+        head, tail = template.split(SWAP_RATE_FIELD)
+        if not (name.startswith(head) and name.endswith(tail) and len(name) > len(head) + len(tail)):
+            continue
+        text = name[len(head): len(name) - len(tail)]
+        try:
+            rate = float(text)
+        except ValueError:
+            continue
+        key = f"{prefix}.{template}"
+        if format_swap_rate(rate) != text:
+            raise ConfigError(f"{key}: {name!r} writes the swap rate {text!r} non-canonically; "
+                              f"the file for that rate is {head}{format_swap_rate(rate)}{tail}")
+        if not 0 < rate <= 1:
+            raise ConfigError(f"{key}: {name!r} asks for swap rate {text}; it must be in (0, 1]")
+        return key, {**entry, "swap_rate": rate}
+    raise ConfigError(f"{prefix}: no entry builds {name!r}; configured: {', '.join(sorted(interventions)) or 'none'}")
+
+
 def check_corpora_config(corpora: Mapping, benchmarks: Mapping) -> None:
     """Cross-checks the schema cannot express; raised before any job runs."""
     gap = corpora.get("gap") or {}
@@ -154,6 +210,15 @@ def check_corpora_config(corpora: Mapping, benchmarks: Mapping) -> None:
             key = f"corpora.{corpus}.interventions.{name}"
             if name in RESERVED_INTERVENTIONS:
                 raise ConfigError(f"{key}: the name {name!r} is reserved for another file of the corpus folder")
+            if is_template(name):
+                if name.count(SWAP_RATE_FIELD) != 1:
+                    raise ConfigError(f"{key}: a template names {SWAP_RATE_FIELD} once")
+                if intervention.get("method") != "cds":
+                    raise ConfigError(f"{key}.method: only cds interventions take a swap rate, so only they may be "
+                                      f"templates ({SWAP_RATE_FIELD} in the name); got {intervention.get('method')!r}")
+                if "swap_rate" in intervention:
+                    raise ConfigError(f"{key}.swap_rate: a template takes its swap rate from the file name; drop this key")
+                intervention = {**intervention, "swap_rate": 1.0}
             check_intervention(intervention, key)
 
 
