@@ -133,9 +133,11 @@ def test_real_tradeoff_plots_each_models_pretrained_point(real_summaries):
         da = m[(m["benchmark"] == "da_gender") & (m["metric"] == "da_score") & (m["subset"] == "all")]
         da = da[da["variant"].str.startswith("association=ratio")] if (da["variant"].str.startswith("association=ratio")).any() else da
         assert got == pytest.approx((bias["value"].iloc[0], 100 - da["value"].iloc[0]))
-    # tiny-gpt2 is causal: its logprob panel says so instead of plotting
-    assert "tiny-gpt2: no logprob-score" in texts(fig)
-    assert {ax.get_title().split(":")[0] for ax in data_axes(fig)} == {"tiny-bert", "tiny-gpt2", "tiny-bart"}
+    relevant = agg[agg["benchmark"].isin(["seat_v1", "seat_v2", "logprob", "da_gender"])]
+    assert {ax.get_title().split(":")[0] for ax in fig.axes} == set(relevant["model"])
+    for model, rows in relevant.groupby("model"):
+        if "seat_v1" in set(rows["benchmark"]) and "logprob" not in set(rows["benchmark"]):  # a causal LM
+            assert f"{model}: no logprob-score" in texts(fig).replace("\n", " ")
 
 
 def test_real_training_curves_plot_the_logged_loss_and_bias(real_summaries, real_train_logs):
@@ -367,16 +369,3 @@ def test_a_failed_save_leaves_neither_file_nor_temp(tmp_path, monkeypatch):
     with pytest.raises(OSError, match="disk full"):
         F.get_spec("lu2018", "occupation_bias").draw(occupation_rows(), {}, tmp_path / "occ")
     assert list(tmp_path.iterdir()) == []
-
-
-def test_read_inputs_from_result_paths(tmp_path):
-    log_path = tmp_path / "results/tiny-bert/cds@swap_rate=0.7/seed3/model/train_log.parquet"
-    log_path.parent.mkdir(parents=True)
-    pd.DataFrame({"step": [1], "loss": [2.0]}).to_parquet(log_path)
-    logs = F.read_train_logs([log_path])
-    assert list(logs) == [("tiny-bert", "cds@swap_rate=0.7", 3)]
-    with pytest.raises(ValueError, match="train_log.parquet path"):
-        F.read_train_logs([tmp_path / "x.parquet"])
-    summary = tmp_path / "s.parquet"
-    tradeoff_rows().to_parquet(summary)
-    assert len(F.read_summaries([summary, summary])) == 2 * len(tradeoff_rows())

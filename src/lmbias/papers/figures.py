@@ -36,6 +36,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
+from matplotlib.ticker import MaxNLocator
 
 from lmbias.io import file_mode
 from lmbias.metrics.summary import AGGREGATE_SEED
@@ -536,7 +537,7 @@ def skew_stereotype_figure(summaries: pd.DataFrame, train_logs: dict | None = No
         bars.grid(axis="y", visible=False)
         bars.set_xlabel("percent (F1 differences)")
         bars.set_title(f"WinoBias {name}: per model and method")
-        bars.legend(loc="lower right", fontsize=7.5)
+        bars.legend(loc="best", fontsize=7.5)
         for _, p in sel.iterrows():
             base = parse_method(p["methods"][0]).base
             fill = FILL_STYLES.get(p["online"], "bottom")
@@ -556,7 +557,7 @@ def skew_stereotype_figure(summaries: pd.DataFrame, train_logs: dict | None = No
         if not any(b.startswith("gpr") for b in have):
             missing.append("no GPR fine-tune (gpr-u / gpr-a)")
         if missing:
-            _note(scatter, "not in these summaries: " + "; ".join(missing), width=55)
+            _note(scatter, "not in these summaries: " + "; ".join(missing), width=70, below=True)
     handles = [Line2D([], [], marker="s", color=colours[m], ls="none", ms=7, label=m) for m in sorted(colours)]
     handles += [Line2D([], [], marker=mk, color=MUTED, ls="none", ms=7, label=b) for b, mk in markers.items()]
     handles += [Line2D([], [], marker="o", color=MUTED, ls="none", ms=7, fillstyle=FILL_STYLES[v], mew=1.3,
@@ -711,10 +712,10 @@ def occupation_figure(summaries: pd.DataFrame, train_logs: dict | None = None) -
         ax.axvline(0, color="#333333", lw=0.8)
         ax.grid(axis="y", visible=False)
         ax.set_xlabel("bias B(o): log-lik. after male − female prefix\n(nats; > 0: more likely after the male prefix)")
-        ax.set_title(f"{model}\n({sel['variant'].iloc[0]}; sorted by {ref})")
+        lonely = "\nno other method (e.g. cda) to compare" if len(methods) == 1 else ""
+        ax.set_title(f"{model}\n({sel['variant'].iloc[0]}; sorted by {ref}){lonely}")
+        # sorted ascending, so the lowest rows' bars point left: the lower right corner is free
         ax.legend(loc="lower right", fontsize=7, frameon=True, framealpha=0.9)
-        if len(methods) == 1:
-            _note(ax, "only one method: no CDA model (e.g. cda) in the summaries to compare", width=40)
     fig.suptitle(title, fontsize=10)
     return fig
 
@@ -759,7 +760,7 @@ def training_figure(summaries: pd.DataFrame | None, train_logs: dict) -> Figure:
     keys = sorted(groups, key=lambda k: (k[0], method_sort_key(k[1])))
     ncols = min(3, len(keys))
     nrows = math.ceil(len(keys) / ncols)
-    fig = new_figure(0.6 + 4.3 * ncols, 0.9 + 3.0 * nrows)
+    fig = new_figure(max(7.5, 0.6 + 4.3 * ncols), 0.9 + 3.0 * nrows)
     axes = subplots(fig, nrows, ncols)
     seeds_seen: list[str] = []
     any_bias = False
@@ -797,12 +798,15 @@ def training_figure(summaries: pd.DataFrame | None, train_logs: dict) -> Figure:
             ok = bias.notna().to_numpy()
             twin.plot(steps[ok], bias.to_numpy(dtype=float)[ok], ls=style, lw=2.4, color=BIAS_COLOUR, marker="o",
                       ms=3.5, label=f"bias (seed {seed})")
+        boundaries = []
         if "epoch" in runs[0][1].columns:
             frame = runs[0][1].sort_values("step")
             change = frame["epoch"].to_numpy()
-            for s in frame["step"].to_numpy()[1:][np.diff(change) != 0]:
+            boundaries = frame["step"].to_numpy()[1:][np.diff(change) != 0]
+            for s in boundaries:
                 ax.axvline(float(s) - 0.5, color="#bbbbbb", lw=0.7, ls="--", zorder=0)
-        ax.set_xlabel("optimizer step (dashed grey: epoch boundary)")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.set_xlabel("optimizer step" + (" (dashed grey: epoch boundary)" if len(boundaries) else ""))
         ax.set_ylabel("training loss (nats / token)", color=LOSS_COLOUR)
         ax.tick_params(axis="y", colors=LOSS_COLOUR)
         if no_bias:
@@ -880,29 +884,3 @@ def get_spec(paper: str, figure_id: str) -> FigureSpec:
             return spec
     known = ", ".join(f"{s.paper}/{s.id}" for s in all_specs())
     raise KeyError(f"no figure {paper}/{figure_id} (known: {known})")
-
-
-# ------------------------------------------------------------------------------------------ reading inputs
-
-TRAIN_LOG_PATH = re.compile(r"(?:^|/)(?P<model>[^/]+)/(?P<method>[^/]+)/seed(?P<seed>[^/]+)/model/train_log\.parquet$")
-
-
-def read_summaries(paths: Iterable[str | os.PathLike]) -> pd.DataFrame:
-    """The concatenated rows of summary.parquet files (in the order given)."""
-    frames = [pd.read_parquet(p) for p in paths]
-    frames = [f for f in frames if not f.empty]
-    if not frames:
-        return pd.DataFrame(columns=list(SUMMARY_COLUMNS))
-    return pd.concat(frames, ignore_index=True)
-
-
-def read_train_logs(paths: Iterable[str | os.PathLike]) -> dict[tuple[str, str, int | str], pd.DataFrame]:
-    """{(model, method, seed): train log} from paths results/{model}/{method}/seed{seed}/model/train_log.parquet."""
-    logs = {}
-    for p in paths:
-        match = TRAIN_LOG_PATH.search(Path(p).as_posix())
-        if not match:
-            raise ValueError(f"{p}: not a results/{{model}}/{{method}}/seed{{seed}}/model/train_log.parquet path")
-        seed = match["seed"]
-        logs[(match["model"], match["method"], int(seed) if seed.isdigit() else seed)] = pd.read_parquet(p)
-    return logs
