@@ -15,7 +15,6 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from matplotlib.collections import PathCollection  # noqa: F401  (kept for readers: scatter data are Line2D here)
 from matplotlib.lines import Line2D
 from matplotlib.patches import Rectangle
 

@@ -103,10 +103,6 @@ class MethodName:
     def is_sweep(self) -> bool:
         return self.param is not None
 
-    @property
-    def sweep_label(self) -> str:
-        return self.name.partition("@")[2]
-
 
 def parse_method(name: str) -> MethodName:
     """`cds@swap_rate=0.7` -> base cds, param swap_rate, value 0.7; a plain name has no parameter."""
@@ -286,7 +282,7 @@ def placeholder_figure(title: str, message: str) -> Figure:
     fig = new_figure(6.4, 2.6)
     ax = subplots(fig, 1, 1)[0, 0]
     placeholder(ax, message, width=70)
-    fig.suptitle(title, fontsize=10)
+    fig.suptitle(textwrap.fill(title, 80), fontsize=10)
     return fig
 
 
