@@ -544,8 +544,10 @@ def skew_stereotype_figure(summaries: pd.DataFrame, train_logs: dict | None = No
         scatter.set_title(f"WinoBias {name}: skew vs stereotype")
         scatter.set_xlabel(r"$\mu_{\mathrm{skew}}$ (%): male vs female F1")
         scatter.set_ylabel(r"$\mu_{\mathrm{stereo}}$ (%): pro vs anti F1")
-        scatter.set_xlim(left=0, right=max(5.0, float(sel["mu_skew"].max()) * 1.15))
-        scatter.set_ylim(bottom=0, top=max(5.0, float(sel["mu_stereo"].max()) * 1.15))
+        right = max(5.0, float(sel["mu_skew"].max()) * 1.15)
+        top = max(5.0, float(sel["mu_stereo"].max()) * 1.15)
+        scatter.set_xlim(-0.03 * right, right)  # 0 is the floor of both; the margin keeps markers at 0 whole
+        scatter.set_ylim(-0.03 * top, top)
         have = {parse_method(m).base for ms in sel["methods"] for m in ms}
         missing = []
         if not (sel["online"] != "none").any():
