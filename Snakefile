@@ -12,6 +12,10 @@ from lmbias.config import config_sources, validate_config
 min_version("9.0")
 
 
+# `snakemake --report results/report.html <targets>`: the papers' tables and figures with captions (report/).
+report: "report/workflow.rst"
+
+
 configfile: "config.yaml"
 
 
@@ -29,6 +33,7 @@ include: "rules/corpora.smk"
 include: "rules/train.smk"
 include: "rules/evaluate.smk"
 include: "rules/aggregate.smk"
+include: "rules/papers.smk"
 
 
 rule all:
