@@ -197,8 +197,8 @@ def build_table(table, summaries: pd.DataFrame, pairs: list[dict]) -> pd.DataFra
     `method_kinds` are shown (every pair for a settings table, one line per model)."""
     settings_table = is_settings_table(table)
     kinds = set(table.method_kinds or ())
-    if settings_table:
-        ours_pairs = model_settings([p for p in pairs if not kinds or p["kind"] in kinds] or pairs)
+    if settings_table:  # every pair of the paper: the settings come from its methods of each kind
+        ours_pairs = model_settings(pairs)
     else:
         ours_pairs = [p for p in pairs if p["kind"] in kinds]
     if summaries is None or len(summaries) == 0:
