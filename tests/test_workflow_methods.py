@@ -8,8 +8,10 @@ does nothing. The overlay keeps it cheap: GAP validation split, two benchmarks, 
 
 The same run builds the four paper targets (paper_<paper>: tables and figures of resources/published/,
 or of tests/fixtures/published/ where the checkout has no transcription) for a `papers:` config of the
-tiny models, and the Snakemake report; the generated benchmarks the paper tables read (seat_v1 on its dev
-terms, da_gender, occupations) are added to the cheap set.
+tiny models, and the Snakemake report. Of the benchmarks the paper tables read, only seat_v1 (its dev
+terms) is added to the cheap set: each added benchmark is a scoring and a metric job for every one of the
+28 pairs (da_gender and occupations would add about 100 more jobs, minutes each under CI), so the columns
+of da_gender, occupations, seat_v2, logprob and StereoSet stay missing ("–") here.
 """
 
 from __future__ import annotations
@@ -41,7 +43,7 @@ FIXTURES = Path(__file__).parent / "fixtures" / "published"
 
 def _cheap(config: dict, shared_data) -> dict:
     config["data_dir"] = str(shared_data)
-    keep = {"gap", "winobias", "bec_pro_en", "seat_v1", "da_gender", "occupations"}
+    keep = {"gap", "winobias", "bec_pro_en", "seat_v1"}
     config["benchmarks"] = {k: v for k, v in config["benchmarks"].items() if k in keep}
     config["optional_benchmarks"] = []  # the shipped [stereoset] names a benchmark this grid drops
     config["benchmarks"]["gap"]["splits"] = ["validation"]
@@ -58,7 +60,6 @@ def _cheap(config: dict, shared_data) -> dict:
         config["methods"][method]["training"]["epochs"] = 2
     config["methods"]["sd"]["limit_sentences"] = 64
     config["benchmarks"]["seat_v1"]["split"] = "dev"
-    config["benchmarks"]["occupations"].setdefault("metric", {})["bootstrap"] = 0
     config["papers"] = {p: {"models": PAPER_MODELS, "methods": PAPER_METHODS[p]} for p in PAPERS}
     config["comparisons"] = {"tiny-bert-cds": {"benchmark": "bec_pro_en", "test": "wilcoxon",
                                                "before": {"model": "tiny-bert", "method": "pretrained"},
@@ -172,9 +173,12 @@ def test_paper_target_builds_every_table_with_published_and_our_numbers(methods_
         assert set(ours["model"]) <= set(PAPER_MODELS) and ours["difference"].isna().all()
         assert not ours.empty, (paper, table_id)
         assert (long["source"] == "both").sum() == 0
-        selected = [c.id for c in table.columns if c.benchmark is not None]
-        if selected:  # the columns we compute are filled from the run for at least one tiny pair
+        ran = set(yaml.safe_load((methods_run / "config.yaml").read_text())["benchmarks"])
+        selected = [c.id for c in table.columns if c.benchmark in ran]
+        if selected:  # the columns this run computes are filled for at least one tiny pair
             assert ours[ours["column"].isin(selected)]["ours"].notna().any(), (paper, table_id)
+        missing = [c.id for c in table.columns if c.benchmark not in ran and c.benchmark is not None]
+        assert ours[ours["column"].isin(missing)]["ours"].isna().all()  # never invented
     for spec in _figures(paper):
         for ext in ("png", "svg"):
             assert (methods_run / f"results/plots/{paper}/{spec.id}.{ext}").stat().st_size > 0
@@ -204,6 +208,7 @@ def test_settings_table_shows_the_resolved_settings(methods_run):
 
 def test_report_names_every_paper_table(methods_run):
     report = (methods_run / "results/report.html").read_text(errors="replace")
+    assert "How it was computed" in report  # the captions (report/*.rst) are rendered into it
     for paper in PAPERS:
         for table_id in _published(methods_run, paper).tables:
             assert f"{table_id}.html" in report, (paper, table_id)
