@@ -113,10 +113,10 @@ def test_no_significance_no_bold(summaries):
 def test_method_name_and_kind_pick_the_pair():
     table2 = load_published("manela2021", FIXTURES).tables["table2"]
     rows = pd.DataFrame([_row("bert-base", m, "winobias", "f1_male", "cutoff=0.1", "type1/pro", v)
-                         for m, v in (("pretrained", 0.6), ("gpr-a", 0.7), ("gpr-u", 0.8))])
+                         for m, v in (("pretrained", 60.0), ("gpr-a", 70.0), ("gpr-u", 80.0))])
     pairs = [BERT, {**BERT, "method": "gpr-a", "kind": "gpr"}, {**BERT, "method": "gpr-u", "kind": "gpr"}]
     long = build_table(table2, rows, pairs)
-    assert _cell(long, "BERT", "f1_pro_m")["ours"] == pytest.approx(60.0)  # scale 100
+    assert _cell(long, "BERT", "f1_pro_m")["ours"] == pytest.approx(60.0)
     u = _cell(long, "BERT-U", "f1_pro_m")
     assert u["method"] == "gpr-u" and u["ours"] == pytest.approx(80.0) and u["difference"] == pytest.approx(80.0 - 72.1)
     assert _cell(long, "bert-base / gpr-a", "f1_pro_m")["source"] == "ours"
@@ -181,3 +181,11 @@ def test_paper_grid_skips_pairs_a_family_cannot_run():
     assert paper_pairs(config, "manela2021") == [
         ("tiny-bert", "pretrained"), ("tiny-bert", "gpr-u"), ("tiny-bert", "cds@swap_rate=0.7"),
         ("tiny-gpt2", "pretrained"), ("tiny-gpt2", "cds@swap_rate=0.7")]
+
+
+def test_scale_converts_to_the_papers_unit(table7):
+    from dataclasses import replace
+
+    scaled = replace(table7, columns=[replace(table7.columns[0], scale=100.0)], rows=[])
+    long = build_table(scaled, pd.DataFrame([_row("tiny-bert", "pretrained", "seat_v1", "effect_size", "d", "w", 0.25)]), [TINY])
+    assert long.iloc[0]["ours"] == pytest.approx(25.0)

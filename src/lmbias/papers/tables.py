@@ -255,8 +255,8 @@ def _decimals(table) -> dict[str, int]:
         places = []
         for row in table.rows:
             if column.id in row.values:
-                text = repr(float(row.values[column.id]))
-                places.append(0 if "e" in text else len(text.split(".")[1].rstrip("0")) if "." in text else 0)
+                text = repr(float(row.values[column.id]))  # 58.0 -> 1 place, 0.05 -> 2, 2e-05 -> general format
+                places.append(0 if "e" in text else len(text.split(".")[1]) if "." in text else 0)
         out[column.id] = max(places) if places else 2
     return out
 
