@@ -23,6 +23,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
+from lmbias import registry
 from lmbias.io import write_table_atomic, write_text_atomic
 
 MISSING = "–"
@@ -59,7 +60,7 @@ SETTING_ALIASES = {
 #: Which method kind a setting is read from, when one model has several methods (the trainer settings
 #: come from the first trained method of the paper's grid).
 SETTING_KIND = {"swap_rate": "cds", "er_lambda": "er", "ratio_of_pairs": "sd"}
-TRAINED_KINDS = ("cds", "cda", "er", "gpr")
+TRAINED_KINDS = registry.TRAINED_METHOD_KINDS
 
 
 def _norm(text: str) -> str:
@@ -95,7 +96,7 @@ def model_settings(pairs: list[dict]) -> list[dict]:
     by_model: dict[str, dict] = {}
     for pair in pairs:
         entry = by_model.setdefault(pair["model"], {"model": pair["model"], "method": "settings", "kind": None,
-                                                    "hub_id": pair.get("hub_id"), "settings": {}, "_from": {}})
+                                                    "hub_id": pair.get("hub_id"), "settings": {}})
         for key, value in (pair.get("settings") or {}).items():
             wanted = SETTING_KIND.get(key)
             if wanted is not None and pair["kind"] != wanted:
@@ -104,7 +105,7 @@ def model_settings(pairs: list[dict]) -> list[dict]:
                 continue
             if key not in entry["settings"]:
                 entry["settings"][key] = value
-    return [{k: v for k, v in e.items() if k != "_from"} for e in by_model.values()]
+    return list(by_model.values())
 
 
 def _same(value, wanted) -> bool:
