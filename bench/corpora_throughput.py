@@ -49,7 +49,7 @@ def main(argv=None) -> int:
     cpus = _pin_cores(args.cores)
     sys.path.insert(0, str(REPO / "src"))
     from lmbias.corpora import jobs as corpora
-    from lmbias.corpora.augment import cds_corpus
+    from lmbias.corpora.augment import cds_corpus, protect_from_table
     from lmbias.parsers.gap import parse_gap
     from lmbias.corpora.sentences import gap_sentences, load_splitter
 
@@ -65,7 +65,9 @@ def main(argv=None) -> int:
     sentences, counts = gap_sentences(gap, nlp_split, batch_size=128)
     t_split, c_split = time.perf_counter(), time.process_time()
     table = sentences.select(["doc_id", "sentence_id", "split", "text"])
-    out = cds_corpus(table, swapper, args.swap_rate, args.seed, batch_size=args.batch_size)
+    # as the job does: grammatical interventions keep the pronouns GAP links to a name (Lu et al.'s rule)
+    protect = protect_from_table(sentences) if args.intervention == "grammatical" else None
+    out = cds_corpus(table, swapper, args.swap_rate, args.seed, batch_size=args.batch_size, protect=protect)
     t_cds, c_cds = time.perf_counter(), time.process_time()
 
     n_ctx, n_sent = gap.num_rows, sentences.num_rows

@@ -5,8 +5,10 @@
 #   results/corpora/ontonotes/sentences.parquet     rule corpus_ontonotes       (CoNLL-2012, names -> [E1], [E2], ...)
 #   results/corpora/ontonotes/gpr-U.parquet, gpr-A.parquet   rule corpus_gpr    (Manela et al.'s GPR task)
 #
-# Each job's params are the config slice it reads: editing one intervention's swap_rate rebuilds that
-# intervention only; the library modules a job imports are inputs (Snakemake does not track imports).
+# Each job's params are the config slice it reads: editing one intervention's swap_rate (or its
+# protect_proper_noun_clusters) rebuilds that intervention only; the library modules a job imports are
+# inputs (Snakemake does not track imports). Gold coreference (GAP's pronoun-name links, CoNLL clusters with
+# a proper noun) always travels in the sentence tables; the interventions' option decides whether it is used.
 
 import re as _corpora_re
 from pathlib import Path as _CorporaPath
@@ -37,7 +39,7 @@ rule corpora:
 rule corpus_gap_sentences:
     input:
         contexts=lambda wildcards: f"results/data/{_corpora_gap().get('benchmark', 'gap')}.parquet",
-        library=_corpora_lib("sentences"),
+        library=_corpora_lib("sentences", "coref", "conll") + ["src/lmbias/parsers/_common.py"],
         script=_CORPORA_SCRIPT,
     output:
         "results/corpora/gap/sentences.parquet",
@@ -89,7 +91,7 @@ rule corpus_intervention:
 rule corpus_ontonotes:
     input:
         conll=_corpora_conll_files,
-        library=_corpora_lib("conll", "anonymise") + ["src/lmbias/parsers/_common.py"],
+        library=_corpora_lib("conll", "anonymise", "coref") + ["src/lmbias/parsers/_common.py"],
         script=_CORPORA_SCRIPT,
     output:
         "results/corpora/ontonotes/sentences.parquet",
@@ -116,7 +118,7 @@ rule corpus_gpr:
         sentences="results/corpora/ontonotes/sentences.parquet",
         **_corpora.lexicon_inputs(False, _corpora.gpr_options(_corpora_ontonotes().get("gpr"))["wordlist"]),
         wordlists=_CORPORA_WORDLISTS,
-        library=_corpora_lib("gpr", "anonymise", "conll", "counterfactual"),
+        library=_corpora_lib("gpr", "anonymise", "conll", "coref", "counterfactual"),
         script=_CORPORA_SCRIPT,
     output:
         u="results/corpora/ontonotes/gpr-U.parquet",

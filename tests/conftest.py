@@ -35,6 +35,22 @@ def shared_data() -> Path:
     return path
 
 
+def _papers_dir() -> Path:
+    return Path(os.environ.get("LMBIAS_TEST_PAPERS", REPO_ROOT.parent / "shared" / "papers")).resolve()
+
+
+@pytest.fixture(scope="session")
+def shared_papers() -> Path:
+    """The source papers as text (../shared/papers or $LMBIAS_TEST_PAPERS): skip when absent, fail under CI."""
+    path = _papers_dir()
+    if not path.is_dir():
+        message = f"paper texts not found at {path} (set LMBIAS_TEST_PAPERS)"
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(message + "; CI must have them")
+        pytest.skip(message)
+    return path
+
+
 @pytest.fixture(autouse=True, scope="session")
 def _one_torch_thread():
     """Tiny models gain nothing from intra-op threads; on a shared 2-core machine they only contend."""

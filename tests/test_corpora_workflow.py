@@ -94,6 +94,43 @@ def test_edits_rebuild_only_what_they_touch(corpora_run):
     ]
 
 
+def test_gold_coreference_protects_pronouns_in_the_built_corpora(corpora_run):
+    """Lu et al.'s rule through the rules: GAP's 392 validation pronoun-name links reach the sentences; in
+    cds-names (grammatical, names: true, the option's default on) the pronoun of a kept name stays, the
+    pronoun of a swapped name flips with it; WinoBias has no proper-noun cluster, so GPR protects nothing."""
+    workdir, _ = corpora_run
+    sentences = pq.read_table(workdir / "results/corpora/gap/sentences.parquet")
+    assert sum(len(spans) for spans in sentences.column("protect_spans").to_pylist()) == 392
+    cds = {(r["doc_id"], r["sentence_id"]): r["text"]
+           for r in pq.read_table(workdir / "results/corpora/gap/cds-names.parquet").to_pylist()}
+    # validation-4: "he" -> Reucassel (not in the name list: kept, so is his pronoun); "Mr", Peter and his "he" flip
+    assert cds[("validation-4", 1)] == ("When TV cameras remained focused on Reucassel rather than Mrs Debnam, he "
+                                        "said, ``Sorry, I'm not Heather Debnam, she's over there.")
+    # validation-2: "She" -> Kathleen, a listed given name swapped to Timothy: the pronoun follows the name
+    assert cds[("validation-2", 0)].startswith("Timothy Nott") and cds[("validation-2", 2)].startswith("He was")
+    log = (workdir / "logs/corpora/gap/cds-names.log").read_text()
+    assert re.search(r"\d+ gendered words kept by gold coreference with a name \(protect_proper_noun_clusters: true\)",
+                     log), log
+    onto = pq.read_table(workdir / "results/corpora/ontonotes/sentences.parquet")
+    assert onto.column("protect").to_pylist() == [[]] * 792
+
+
+def test_the_protect_option_rebuilds_only_its_corpora(corpora_run):
+    workdir, data = corpora_run
+
+    def edit(config):
+        _small(data)(config)
+        config["corpora"]["gap"]["interventions"]["cds-names"]["protect_proper_noun_clusters"] = False
+        config["corpora"]["ontonotes"]["gpr"]["protect_proper_noun_clusters"] = True
+
+    proc = run_snakemake(workdir, "-n", "--configfile", str(write_config(workdir, edit)), *TARGETS)
+    assert _scheduled(proc) == [  # not the sentence tables, which carry the gold links whatever the option
+        "results/corpora/gap/cds-names.parquet",
+        "results/corpora/ontonotes/gpr-A.parquet",
+        "results/corpora/ontonotes/gpr-U.parquet",
+    ]
+
+
 def test_gpr_without_ontonotes_path_names_the_key(corpora_run):
     workdir, data = corpora_run
     proc = run_snakemake(workdir, "-n", "--config", f"data_dir={data}", "results/corpora/ontonotes/gpr-U.parquet",

@@ -12,6 +12,9 @@ Which names are the same person, in order of preference: (1) the gold coreferenc
 mention that matches, contains or lies inside a chain's mention takes that chain's entity), (2) the
 same name string seen before, (3) a one-word mention equal to one word of exactly one earlier
 multi-word name ("Smith" after "John Smith"). Each name span collapses to one token tagged NNP.
+
+Each sentence also carries `protect`: its tokens in a gold coreference cluster with a proper noun
+(lmbias.corpora.coref, found before the names are replaced), for Lu et al.'s rule in the GPR swap.
 """
 
 from __future__ import annotations
@@ -49,6 +52,8 @@ class AnonymisedSentence:
     tags: list[str] | None  # gold POS (names -> NNP), or None where the corpus has no gold POS
     persons: int  # name spans replaced in this sentence
     ner: list[str] | None = None  # gold entities as BIO labels (names -> B-PERSON), None without gold NER
+    # token indices (of `words`) in a gold coreference cluster with a proper noun (lmbias.corpora.coref)
+    protect: list[int] | None = None
 
 
 def resolve_ner_source(docs: Sequence[Document], ner: str = "auto", key: str = "corpora.ontonotes.ner") -> str:
@@ -142,7 +147,10 @@ def anonymise_document(doc: Document, persons: Sequence[Span], gold_ner: bool = 
 
     gold_ner: also carry the gold NER column along (BIO, each name -> B-PERSON), so the swapper can
     keep gendered words inside other entities ("King's College") as they are."""
+    from lmbias.corpora.coref import protected_tokens
+
     entity_of = group_persons(doc, persons)
+    protected = protected_tokens(doc, persons)
     by_sentence: dict[int, list[Span]] = {}
     for m in entity_of:
         by_sentence.setdefault(m.sentence, []).append(m)
@@ -152,9 +160,11 @@ def anonymise_document(doc: Document, persons: Sequence[Span], gold_ner: bool = 
         ner = _bio(len(sentence.words), sentence.entities) if gold_ner else None
         spans = sorted(by_sentence.get(i, []), key=lambda s: (s.start, -s.end))
         words, new_tags, new_ner, pos, replaced = [], [], [], 0, 0
+        new_index: dict[int, int] = {}  # original token -> its index among `words` (name tokens collapse)
         for m in spans:
             if m.start < pos:
                 continue  # overlapping spans (spaCy never, gold rarely): the first one wins
+            new_index.update((j, len(words) + j - pos) for j in range(pos, m.start))
             words.extend(sentence.words[pos : m.start])
             if tags is not None:
                 new_tags.extend(tags[pos : m.start])
@@ -163,6 +173,7 @@ def anonymise_document(doc: Document, persons: Sequence[Span], gold_ner: bool = 
             words.append(entity_token(entity_of[m]))
             new_tags.append(ENTITY_TAG)
             pos, replaced = m.end, replaced + 1
+        new_index.update((j, len(words) + j - pos) for j in range(pos, len(sentence.words)))
         words.extend(sentence.words[pos:])
         if tags is not None:
             new_tags.extend(tags[pos:])
@@ -173,6 +184,7 @@ def anonymise_document(doc: Document, persons: Sequence[Span], gold_ner: bool = 
                 doc_key=doc.key, document=doc.doc_id, sentence_id=i, words=words,
                 tags=new_tags if tags is not None else None, persons=replaced,
                 ner=new_ner if ner is not None else None,
+                protect=sorted(new_index[j] for j in protected.get(i, ()) if j in new_index),
             )
         )
     return out
@@ -215,6 +227,8 @@ ANONYMISED_SCHEMA = pa.schema(
         ("pos", pa.list_(pa.string())),  # null where the corpus has no gold POS
         ("ner", pa.list_(pa.string())),  # gold entities as BIO labels; null without gold NER
         ("persons", pa.int32()),
+        # tokens in a gold coreference cluster with a proper noun (Lu et al.'s rule; lmbias.corpora.coref)
+        ("protect", pa.list_(pa.int32())),
     ]
 )
 
@@ -223,7 +237,7 @@ def sentences_table(sentences: Sequence[AnonymisedSentence]) -> pa.Table:
     return pa.Table.from_pylist(
         [
             {"doc_id": s.doc_key, "document": s.document, "sentence_id": s.sentence_id, "text": detokenize(s.words),
-             "tokens": s.words, "pos": s.tags, "ner": s.ner, "persons": s.persons}
+             "tokens": s.words, "pos": s.tags, "ner": s.ner, "persons": s.persons, "protect": s.protect or []}
             for s in sentences
         ],
         schema=ANONYMISED_SCHEMA,
@@ -233,6 +247,9 @@ def sentences_table(sentences: Sequence[AnonymisedSentence]) -> pa.Table:
 def sentences_from_table(table: pa.Table) -> list[AnonymisedSentence]:
     return [
         AnonymisedSentence(doc_key=r["doc_id"], document=r["document"], sentence_id=r["sentence_id"],
-                           words=r["tokens"], tags=r["pos"], persons=r["persons"], ner=r["ner"])
-        for r in table.select(ANONYMISED_SCHEMA.names).to_pylist()
+                           words=r["tokens"], tags=r["pos"], persons=r["persons"], ner=r["ner"],
+                           protect=r.get("protect"))
+        # a table written before the protect column existed reads as "coreference unknown"
+        for r in table.select([c for c in ANONYMISED_SCHEMA.names
+                               if c != "protect" or c in table.column_names]).to_pylist()
     ]

@@ -10,6 +10,10 @@ doc_id). Nothing is dropped: a sentence with nothing to swap keeps its row, flag
   the N distinct doc ids, drawn with ``random.Random(seed)`` from the sorted ids, so the choice does not
   depend on row order) has all its sentences replaced by their counterfactuals. ``swapped`` marks rows of
   chosen documents (``is_counterfactual`` is the same flag, kept for a schema shared with CDA).
+
+Both take ``protect``: per row, character spans ``(start, end[, name])`` the swapper must not flip (gold
+coreference with a proper noun, Lu et al.'s rule; ``protect_spans`` of the GAP sentences, see
+protect_from_table). None: coreference unknown, every gendered word is flipped as the intervention says.
 """
 
 from __future__ import annotations
@@ -52,13 +56,29 @@ def _ordered_columns(table: pa.Table) -> pa.Table:
     return table.select(list(REQUIRED_COLUMNS) + rest)
 
 
-def cda_corpus(sentences: pa.Table, swapper, *, batch_size: int = 256) -> pa.Table:
+def protect_from_table(table: pa.Table, column: str = "protect_spans") -> list[list[tuple]] | None:
+    """The `column` of a sentence table as swap_texts' protect argument; None when the table has no such
+    column (a corpus without gold coreference)."""
+    if column not in table.column_names:
+        return None
+    return [[(sp["start"], sp["end"], sp.get("name")) for sp in (spans or [])]
+            for spans in table.column(column).to_pylist()]
+
+
+def _check_protect(protect, n: int, what: str):
+    if protect is not None and len(protect) != n:
+        raise ValueError(f"{what}: protect has {len(protect)} entries for {n} rows")
+    return protect
+
+
+def cda_corpus(sentences: pa.Table, swapper, *, batch_size: int = 256, protect=None) -> pa.Table:
     """Every original sentence followed by its counterfactual: 2x rows, columns doc_id, sentence_id, text,
     (extra input columns), is_counterfactual, changed."""
     texts = _check_sentences(sentences, "cda_corpus")
+    protect = _check_protect(protect, len(texts), "cda_corpus")
     sentences = _ordered_columns(sentences)
     doc_ids = sentences.column("doc_id").to_pylist()
-    counterfactuals = swapper.swap_texts(texts, batch_size=batch_size, doc_ids=doc_ids)
+    counterfactuals = swapper.swap_texts(texts, batch_size=batch_size, doc_ids=doc_ids, protect=protect)
     n = len(texts)
     doubled = sentences.take(pa.array([i // 2 for i in range(2 * n)], type=pa.int64()))
     out_text, is_cf, changed = [], [], []
@@ -104,7 +124,7 @@ SWAP_UNITS = ("sentence", "document")
 
 
 def cds_corpus(documents: pa.Table, swapper, swap_rate: float, seed: int, *, batch_size: int = 256,
-               unit: str = "document") -> pa.Table:
+               unit: str = "document", protect=None) -> pa.Table:
     """In-place substitution of a seeded random fraction `swap_rate` of sentences (unit="sentence") or of
     documents, all their sentences (unit="document").
 
@@ -115,6 +135,7 @@ def cds_corpus(documents: pa.Table, swapper, swap_rate: float, seed: int, *, bat
     if unit not in SWAP_UNITS:
         raise ConfigError(f"swap_unit: must be one of {list(SWAP_UNITS)}, got {unit!r}")
     texts = _check_sentences(documents, "cds_corpus")
+    protect = _check_protect(protect, len(texts), "cds_corpus")
     documents = _ordered_columns(documents)
     doc_ids = documents.column("doc_id").to_pylist()
     if unit == "document":
@@ -125,7 +146,8 @@ def cds_corpus(documents: pa.Table, swapper, swap_rate: float, seed: int, *, bat
         chosen = choose_documents(keys, swap_rate, seed)  # the same seeded draw, over (doc_id, sentence_id)
         rows = [i for i, k in enumerate(keys) if k in chosen]
     swapped_texts = swapper.swap_texts([texts[i] for i in rows], batch_size=batch_size,
-                                       doc_ids=[doc_ids[i] for i in rows])
+                                       doc_ids=[doc_ids[i] for i in rows],
+                                       protect=[protect[i] for i in rows] if protect is not None else None)
     out_text = list(texts)
     swapped = [False] * len(texts)
     changed = [False] * len(texts)

@@ -29,9 +29,13 @@ Decisions documented here (and tested in tests/test_counterfactual.py):
   Gendered words inside other entities (ORG, FAC, GPE, WORK_OF_ART, ...) that also hold a real name are
   never flipped ("King's College", "His Dark Materials" when NER finds it); an entity that is only a
   gendered word plus function words ("The Queen of", a common NER slip) does not protect it.
-- No coreference: a pronoun that refers to a kept name is still flipped ("Queen Elizabeth said she ..."
-  -> "Queen Elizabeth said he ..."). Lu et al. used gold coreference clusters for this; pass their token
-  indices to ``swap_tokens(..., protect=...)`` to keep such pronouns.
+- Coreference: without it, a pronoun that refers to a kept name is still flipped ("Queen Elizabeth said
+  she ..." -> "Queen Elizabeth said he ..."). Where gold coreference is known (lmbias.corpora.coref: GAP's
+  pronoun-name links, CoNLL clusters with a proper noun), Lu et al.'s rule keeps such words: pass token
+  indices to ``swap_tokens(..., protect=...)`` or character spans to ``swap_texts(..., protect=...)``. A
+  span may name its proper noun, ``(start, end, name)``: with ``names=True`` the word then flips exactly
+  when that name is swapped in its document ("Mary ... she" -> "John ... he", but "Abalos ... him" stays),
+  since Lu et al.'s reason (the name keeps its gender) holds only for names that are kept.
 - Names (``names=True``): tokens of PERSON entities found in the name-pair list are swapped, consistently
   within a document: a name seen as a given name anywhere in the document is swapped at every
   capitalised occurrence, and a name seen as a surname anywhere ("Elizabeth Taylor", "Mrs. Taylor") is
@@ -397,6 +401,7 @@ class SwapStats:
     words: int = 0
     names: int = 0
     kept_in_names: int = 0
+    kept_in_clusters: int = 0  # gendered tokens kept by gold coreference (protect=)
 
     def as_dict(self) -> dict[str, int]:
         return dict(self.__dict__)
@@ -413,6 +418,8 @@ class _Pending:
     given: set[str]
     surnames: set[str]
     original: str
+    coref_slots: list[tuple[int, str, tuple[str, ...], bool]] = field(default_factory=list)  # (index, swapped
+    # token, its name's lower-case words, is a pronoun): flipped only if the name is swapped (names=True)
 
 
 # --------------------------------------------------------------------------------------------- swapper
@@ -517,15 +524,20 @@ class Swapper:
         pending = self._analyse(_sent_from_doc(doc, self.grammatical), doc.text)
         return self._finish_group([pending])[0]
 
-    def swap_texts(self, texts: Iterable[str], batch_size: int = 256, doc_ids: Sequence | None = None) -> list[str]:
+    def swap_texts(self, texts: Iterable[str], batch_size: int = 256, doc_ids: Sequence | None = None,
+                   protect: Sequence | None = None) -> list[str]:
         """Counterfactuals of many texts through nlp.pipe (unused components disabled).
 
         Each text is its own document for name consistency, unless `doc_ids` (one per text) groups them:
-        texts with the same doc id share name decisions.
+        texts with the same doc id share name decisions. `protect` (one entry per text): character spans
+        ``(start, end)`` or ``(start, end, name)`` whose tokens are not flipped (gold coreference with a
+        proper noun; see the module docstring for spans that name their proper noun).
         """
         texts = list(texts)
         if doc_ids is not None and len(doc_ids) != len(texts):
             raise ValueError(f"doc_ids has {len(doc_ids)} entries for {len(texts)} texts")
+        if protect is not None and len(protect) != len(texts):
+            raise ValueError(f"protect has {len(protect)} entries for {len(texts)} texts")
         for i, t in enumerate(texts):
             if not isinstance(t, str):
                 raise TypeError(f"text {i} is {type(t).__name__}, not str")
@@ -544,8 +556,14 @@ class Swapper:
             if need:
                 for i, d in zip(need, self._ner.pipe([docs[i] for i in need], batch_size=batch_size)):
                     docs[i] = d
-            for d, text in zip(docs, chunk):
-                pending.append(self._analyse(_sent_from_doc(d, self.grammatical), text))
+            for j, (d, text) in enumerate(zip(docs, chunk)):
+                sent = _sent_from_doc(d, self.grammatical)
+                spans = protect[start + j] if protect is not None else None
+                if spans:
+                    kept, linked = _span_tokens(sent, spans, len(text))
+                    pending.append(self._analyse(sent, text, protect=kept, name_links=linked))
+                else:
+                    pending.append(self._analyse(sent, text))
         if doc_ids is None:
             return [self._finish_group([p])[0] for p in pending]
         groups: dict[object, list[int]] = {}
@@ -711,10 +729,22 @@ class Swapper:
             j += 1
         return tuple(linked) if linked else None
 
-    def _analyse(self, sent: _Sent, original: str, protect: set[int] = frozenset()) -> _Pending:
+    def _analyse(self, sent: _Sent, original: str, protect: set[int] = frozenset(),
+                 name_links: dict[int, tuple[str, ...]] | None = None) -> _Pending:
+        """Decide every token of one sentence. `protect`: token indices not to flip; `name_links` (a subset,
+        used with names=True): protected tokens that flip exactly when their name (words) is swapped."""
         n = sent.n
         lows = [t.lower() for t in sent.texts]
         out: list[str | None] = [None] * n
+        coref_slots: list[tuple[int, str, tuple[str, ...], bool]] = []
+        if protect:
+            conditional = set(name_links or {}) & set(protect) if self.names else set()
+            for j in protect:
+                if 0 <= j < n and j not in conditional and self.lexicon.is_gendered(lows[j]):
+                    self.stats.kept_in_clusters += 1
+            protect = set(protect) - conditional
+        else:
+            conditional = set()
         grammatical = self.grammatical
         ent_spans = sent.entity_spans() if any(sent.ents) else []
         # a gendered word is kept inside an ORG/FAC/WORK_OF_ART/... entity only when the entity also holds a
@@ -796,9 +826,15 @@ class Swapper:
         surnames: set[str] = set()
         if self.names:
             self._collect_names(sent, lows, ent_spans, out, name_slots, given, surnames)
+        # protected words linked to a name (names=True): decided like any other, applied only if the name
+        # is swapped in the document (_finish_group)
+        for j in sorted(conditional):
+            if out[j] is not None:
+                coref_slots.append((j, out[j], name_links[j], lows[j] in PRONOUNS))
+                out[j] = None
         tokens = [sent.texts[j] if out[j] is None else out[j] for j in range(n)]
         return _Pending(tokens=tokens, ws=list(sent.ws), name_slots=name_slots, title_slots=title_slots, given=given,
-                        surnames=surnames, original=original)
+                        surnames=surnames, original=original, coref_slots=coref_slots)
 
     def _is_name_word(self, sent: _Sent, j: int, lows: list[str]) -> bool:
         """A capitalised proper-noun token that is not itself gendered or a function word."""
@@ -870,6 +906,17 @@ class Swapper:
         results = []
         for p in group:
             toks = p.tokens
+            if p.coref_slots:
+                toks = list(toks)
+                for j, replacement, name_words, is_pronoun in p.coref_slots:
+                    if any(w in swap for w in name_words):
+                        toks[j] = replacement
+                    else:  # its name is kept: Lu et al.'s rule keeps the word too
+                        self.stats.kept_in_clusters += 1
+                        if is_pronoun:
+                            self.stats.pronouns -= 1
+                        else:
+                            self.stats.words -= 1
             if swap and p.name_slots:
                 toks = list(toks)
                 swapped_idx = set()
@@ -892,6 +939,27 @@ class Swapper:
                 self.stats.changed_texts += 1
             results.append(result)
         return results
+
+
+def _span_tokens(sent: _Sent, spans, length: int) -> tuple[set[int], dict[int, tuple[str, ...]]]:
+    """Token indices overlapping the character spans, and those whose span names a proper noun -> its words."""
+    starts, pos = [], 0
+    for t, w in zip(sent.texts, sent.ws):
+        starts.append(pos)
+        pos += len(t) + len(w)
+    kept: set[int] = set()
+    linked: dict[int, tuple[str, ...]] = {}
+    for span in spans:
+        start, end = int(span[0]), int(span[1])
+        name = span[2] if len(span) > 2 else None
+        if not 0 <= start < end <= length:
+            raise ValueError(f"protect span {start}..{end} is outside its text ({length} characters)")
+        for j, s in enumerate(starts):
+            if s < end and start < s + len(sent.texts[j]):
+                kept.add(j)
+                if name:
+                    linked[j] = tuple(w.lower() for w in _SPLIT_RE.findall(name))
+    return kept, linked
 
 
 def split_long_text(text: str, max_chars: int = MAX_PIECE_CHARS) -> list[str]:

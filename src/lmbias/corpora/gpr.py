@@ -9,7 +9,9 @@ its tokenizer's mask token) and the pronoun kept as the label. Other pronouns of
 - `-A` (augmented): -U plus, for every example, the gender-swapped copy of its sentence (every
   gendered word swapped by lmbias.corpora.counterfactual, the gold POS tags deciding her -> him/his and the
   gold NER column protecting names of places and organisations where the corpus has them; spaCy's
-  tags and entities otherwise), masked at the same token; its label is the swapped pronoun.
+  tags and entities otherwise), masked at the same token; its label is the swapped pronoun. With
+  `protect_proper_noun_clusters` (off by default: Manela et al. swap every pronoun of the anonymised text)
+  the words of gold clusters with a proper noun are kept (Lu et al.'s rule) and such pronouns get no copy.
 
 Train/validation: a seeded split of *documents* (`validation_fraction`, 0.2 as in Manela et al.'s
 appendix A), so no document, and no swapped copy of a training sentence, reaches validation.
@@ -112,9 +114,12 @@ def gpr_examples(
     validation_fraction: float = 0.2,
     seed: int = 0,
     batch_size: int = 256,
+    protect: bool = False,
 ) -> tuple[pa.Table, pa.Table, dict]:
     """(U table, A table, counts). `swapper`: a lmbias.corpora.counterfactual.Swapper (its swap_tokens keeps
-    the token count); given gold tags it uses them, otherwise it tags with spaCy."""
+    the token count); given gold tags it uses them, otherwise it tags with spaCy. protect: keep the tokens
+    of each sentence's `protect` (gold coreference with a proper noun, Lu et al.'s rule); a pronoun kept so
+    gets no swapped copy (counted in not_swapped)."""
     splits = assign_splits([s.document for s in sentences], validation_fraction, seed)
     original, swapped = [], []
     unswapped = 0
@@ -130,12 +135,13 @@ def gpr_examples(
         split = splits[s.document]
         rows = [_example(s, s.words, s.tags, i, split, False, None) for i in positions]
         original.extend(rows)
+        keep = {"protect": s.protect} if protect and s.protect else {}
         if k in pretagged:
             tags, ner = pretagged[k]
-            flipped = list(swapper.swap_tokens(list(s.words), tags=tags, ner=ner))
+            flipped = list(swapper.swap_tokens(list(s.words), tags=tags, ner=ner, **keep))
         else:
             flipped = list(swapper.swap_tokens(list(s.words), tags=list(s.tags) if s.tags is not None else None,
-                                               ner=list(s.ner) if s.ner is not None else None))
+                                               ner=list(s.ner) if s.ner is not None else None, **keep))
         if len(flipped) != len(s.words):
             raise RuntimeError(f"swap_tokens changed the token count of {s.doc_key} sentence {s.sentence_id}")
         for i, row in zip(positions, rows):

@@ -31,7 +31,11 @@ ONTONOTES_DEFAULTS = {"pattern": "**/*gold_conll", "ner": "auto"}
 # al.'s default list, used by the over-debiasing paper's CDS) for CDA/CDS; winobias = Zhao et al.'s
 # generalized_swaps + extra_gendered_words (Manela et al.) for GPR; merged = every list (first wins).
 WORDLISTS = ("lu2018", "winobias", "merged")
-GPR_DEFAULTS = {"intervention": "grammatical", "validation_fraction": 0.2, "seed": 0, "wordlist": "winobias"}
+# protect_proper_noun_clusters (Lu et al.'s rule, lmbias.corpora.coref) is off for GPR: Manela et al. (3.3)
+# anonymise the names first and then replace "all possessive and personal pronouns".
+GPR_DEFAULTS = {"intervention": "grammatical", "validation_fraction": 0.2, "seed": 0, "wordlist": "winobias",
+                "protect_proper_noun_clusters": False}
+PROTECT_KEY = "protect_proper_noun_clusters"
 # Interventions may not take these names: they are other files of the corpus folder.
 RESERVED_INTERVENTIONS = ("sentences", "gpr-U", "gpr-A")
 
@@ -42,7 +46,7 @@ def build_gap_sentences(contexts: str | os.PathLike, out: str | os.PathLike, opt
 
     opts = {**GAP_DEFAULTS, **{k: v for k, v in options.items() if k in GAP_DEFAULTS}}
     nlp = load_splitter(spacy_model, opts["splitter"])
-    table, counts = gap_sentences(read_table(contexts), nlp, batch_size=opts["batch_size"])
+    table, counts = gap_sentences(read_table(contexts), nlp, batch_size=opts["batch_size"], source=contexts)
     write_table_atomic(table, out, SENTENCES_SCHEMA)
     return counts
 
@@ -108,6 +112,7 @@ def check_intervention(entry: Mapping, key: str) -> dict:
     if entry.get("intervention") not in INTERVENTIONS:
         raise ConfigError(f"{key}.intervention: must be one of {list(INTERVENTIONS)}, got {entry.get('intervention')!r}")
     out = {"names": False, "batch_size": 256, "wordlist": "lu2018", **entry}
+    _check_protect(out, key)
     if out["wordlist"] not in WORDLISTS:
         raise ConfigError(f"{key}.wordlist: must be one of {list(WORDLISTS)}, got {out['wordlist']!r}")
     if method == "cds":
@@ -123,6 +128,18 @@ def check_intervention(entry: Mapping, key: str) -> dict:
             if extra in entry:
                 raise ConfigError(f"{key}.{extra}: only cds interventions take a {extra} (CDA keeps every sentence)")
     return out
+
+
+def _check_protect(opts: dict, key: str) -> None:
+    """Lu et al.'s proper-noun rule is part of the grammatical intervention: on by default there, never with
+    naive (the dictionary alone flips every gendered word)."""
+    grammatical = opts.get("intervention") == "grammatical"
+    value = opts.setdefault(PROTECT_KEY, grammatical)
+    if not isinstance(value, bool):
+        raise ConfigError(f"{key}.{PROTECT_KEY}: must be true or false, got {value!r}")
+    if value and not grammatical:
+        raise ConfigError(f"{key}.{PROTECT_KEY}: true needs intervention: grammatical (the naive intervention "
+                          f"flips every gendered word, Lu et al.)")
 
 
 def check_corpora_config(corpora: Mapping, benchmarks: Mapping) -> None:
@@ -149,16 +166,19 @@ def build_counterfactual(
     key: str = "corpora.gap.interventions",
 ) -> dict:
     """sentences.parquet -> one CDA or CDS variant (lmbias.corpora.augment) with COUNTERFACTUAL_SCHEMA."""
-    from lmbias.corpora.augment import cda_corpus, cds_corpus
+    from lmbias.corpora.augment import cda_corpus, cds_corpus, protect_from_table
 
     opts = check_intervention(entry, key)
-    table = read_table(sentences).select(["doc_id", "sentence_id", "split", "text"])
+    full = read_table(sentences)
+    table = full.select(["doc_id", "sentence_id", "split", "text"])
+    # gold coreference (GAP's pronoun-name links) where the sentences carry it; None: unknown, flip everything
+    protect = protect_from_table(full) if opts[PROTECT_KEY] else None
     swapper = make_swapper(lexicon_files, opts["intervention"], opts["names"], spacy_model)
     if opts["method"] == "cda":
-        result = cda_corpus(table, swapper, batch_size=opts["batch_size"])
+        result = cda_corpus(table, swapper, batch_size=opts["batch_size"], protect=protect)
     else:
         result = cds_corpus(table, swapper, opts["swap_rate"], opts["seed"], batch_size=opts["batch_size"],
-                            unit=opts["swap_unit"])
+                            unit=opts["swap_unit"], protect=protect)
     write_table_atomic(result, out, COUNTERFACTUAL_SCHEMA)
     flags = result.column("is_counterfactual").to_pylist()
     counts = {
@@ -166,8 +186,12 @@ def build_counterfactual(
         "rows_out": result.num_rows,
         "counterfactual_rows": sum(flags),
         "changed": sum(result.column("changed").to_pylist()),
+        "kept_in_clusters": swapper.stats.kept_in_clusters,
     }
-    log.info("%s: %d sentences in, %d rows out, %d counterfactual rows, %d changed", out, *counts.values())
+    log.info("%s: %d sentences in, %d rows out, %d counterfactual rows, %d changed; %d gendered words kept by "
+             "gold coreference with a name (%s)", out, *counts.values(),
+             "coreference unknown" if protect is None and opts[PROTECT_KEY] else
+             f"{PROTECT_KEY}: {str(opts[PROTECT_KEY]).lower()}")
     return counts
 
 
@@ -207,6 +231,7 @@ def gpr_options(options: Mapping | None) -> dict:
     opts = {**GPR_DEFAULTS, **(options or {})}
     if opts["wordlist"] not in WORDLISTS:
         raise ConfigError(f"corpora.ontonotes.gpr.wordlist: must be one of {list(WORDLISTS)}, got {opts['wordlist']!r}")
+    _check_protect(opts, "corpora.ontonotes.gpr")
     return opts
 
 
@@ -226,7 +251,7 @@ def build_gpr(
     swapper = make_swapper(lexicon_files, opts["intervention"], names=False, spacy_model=spacy_model)
     u, a, counts = gpr_examples(
         sentences_from_table(read_table(sentences)), swapper,
-        validation_fraction=opts["validation_fraction"], seed=opts["seed"],
+        validation_fraction=opts["validation_fraction"], seed=opts["seed"], protect=opts[PROTECT_KEY],
     )
     write_table_atomic(u, out_u, GPR_SCHEMA)
     write_table_atomic(a, out_a, GPR_SCHEMA)

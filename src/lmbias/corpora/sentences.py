@@ -17,6 +17,12 @@ sentence: they pass through as nothing, which is right for a corpus of sentences
 yields no sentence (GAP's parser already rejects an empty Text with its file and line).
 `sentence_id` is the sentence's position in its context before duplicates are removed.
 
+`protect_spans` carries GAP's gold coreference into the sentences: the pronouns a row links to a name
+(A-coref / B-coref TRUE; lmbias.corpora.coref.gap_pronoun_links), as character offsets in the sentence
+with the name, which the grammatical intervention keeps (Lu et al.'s proper-noun rule, option
+`protect_proper_noun_clusters`). A removed duplicate hands its spans to the copy that is kept (the same
+text, so the same offsets).
+
 On all of GAP the parser gives 13,585 sentences, 13,494 after removing 91 duplicates; the
 over-debiasing paper's 13,436 are NLTK Punkt's split without deduplication (see README).
 """
@@ -43,6 +49,8 @@ SENTENCES_SCHEMA = pa.schema(
         ("text", pa.string()),
         ("start_char", pa.int32()),  # offsets of the sentence in its context's text
         ("end_char", pa.int32()),
+        # pronouns gold coreference links to a name: sentence-relative [start, end) and the name
+        ("protect_spans", pa.list_(pa.struct([("start", pa.int32()), ("end", pa.int32()), ("name", pa.string())]))),
     ]
 )
 
@@ -93,12 +101,18 @@ def split_contexts(
     nlp,
     batch_size: int = 128,
     dedup: bool = True,
+    links=None,
+    source=None,
 ) -> tuple[pa.Table, dict]:
     """Split each context into sentences; returns (table with SENTENCES_SCHEMA, counts).
 
-    Counts: contexts, duplicate_contexts (identical text seen before), sentences_split (every
-    non-empty piece), duplicates_removed, sentences (rows kept).
+    links: doc id -> [(start, end, name)] character spans in the context that gold coreference links to a
+    name (coref.gap_pronoun_links); they land in the sentences' `protect_spans` (`source` names the input
+    in errors). Counts: contexts, duplicate_contexts (identical text seen before), sentences_split (every
+    non-empty piece), duplicates_removed, sentences (rows kept), protected_spans.
     """
+    from lmbias.corpora.coref import spans_in_sentences
+
     if not (len(doc_ids) == len(splits) == len(texts)):
         raise ValueError("doc_ids, splits and texts must have the same length")
     seen_ids: set[str] = set()
@@ -108,18 +122,23 @@ def split_contexts(
         seen_ids.add(doc_id)
     spans = sentence_spans(texts, nlp, batch_size=batch_size)
     rows = {name: [] for name in SENTENCES_SCHEMA.names}
-    seen: set[str] = set()
+    seen: dict[str, int] = {}  # sentence text -> its row
     split_count = removed = 0
     for doc_id, split, text, doc_spans in zip(doc_ids, splits, texts, spans):
+        protect = spans_in_sentences(links or {}, doc_id, doc_spans, len(text), source)
         for i, (start, end) in enumerate(doc_spans):
             sentence = text[start:end]
             split_count += 1
+            spans_here = [{"start": a, "end": b, "name": n} for a, b, n in protect[i]]
             if dedup:
                 if sentence in seen:
                     removed += 1
+                    kept = rows["protect_spans"][seen[sentence]]
+                    kept.extend([sp for sp in spans_here if sp not in kept])
+                    kept.sort(key=lambda sp: (sp["start"], sp["end"]))
                     continue
-                seen.add(sentence)
-            for name, value in zip(SENTENCES_SCHEMA.names, (doc_id, split, i, sentence, start, end)):
+                seen[sentence] = len(rows["doc_id"])
+            for name, value in zip(SENTENCES_SCHEMA.names, (doc_id, split, i, sentence, start, end, spans_here)):
                 rows[name].append(value)
     counts = {
         "contexts": len(texts),
@@ -127,19 +146,24 @@ def split_contexts(
         "sentences_split": split_count,
         "duplicates_removed": removed,
         "sentences": split_count - removed,
+        "protected_spans": sum(len(p) for p in rows["protect_spans"]),
     }
     return pa.table(rows, schema=SENTENCES_SCHEMA), counts
 
 
-def gap_sentences(gap: pa.Table, nlp, batch_size: int = 128, dedup: bool = True) -> tuple[pa.Table, dict]:
-    """GAP contexts (results/data/gap.parquet: split, id, text) -> sentences; see split_contexts."""
+def gap_sentences(gap: pa.Table, nlp, batch_size: int = 128, dedup: bool = True, source=None) -> tuple[pa.Table, dict]:
+    """GAP contexts (results/data/gap.parquet: split, id, text, and the pronoun/name columns) -> sentences
+    with the gold pronoun-name links (protect_spans); see split_contexts. `source` names the table in errors."""
+    from lmbias.corpora.coref import gap_pronoun_links
+
     missing = {"split", "id", "text"} - set(gap.column_names)
     if missing:
-        raise DataError(f"GAP table lacks columns {sorted(missing)}")
+        raise DataError(f"GAP table lacks columns {sorted(missing)}", source)
     table, counts = split_contexts(
         gap.column("id").to_pylist(), gap.column("split").to_pylist(), gap.column("text").to_pylist(),
-        nlp, batch_size=batch_size, dedup=dedup,
+        nlp, batch_size=batch_size, dedup=dedup, links=gap_pronoun_links(gap, source), source=source,
     )
     log.info("GAP: %(contexts)d contexts (%(duplicate_contexts)d duplicated) -> %(sentences_split)d sentences, "
-             "%(duplicates_removed)d exact duplicates removed, %(sentences)d kept", counts)
+             "%(duplicates_removed)d exact duplicates removed, %(sentences)d kept; %(protected_spans)d pronouns "
+             "linked to a name (gold coreference)", counts)
     return table, counts

@@ -1,1 +1,1 @@
-"""The four papers' tables and figures rebuilt from our runs, side by side with their published numbers."""
+"""The source papers: their published numbers as data, and tables that set ours beside them."""
