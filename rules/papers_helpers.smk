@@ -30,7 +30,7 @@ def _papers_load(paper):
     if paper not in _PAPERS:
         raise _PapersConfigError(f"papers.{paper}: not configured; add it to `papers:` in config.yaml "
                                  f"(configured: {', '.join(_PAPERS) or 'none'})")
-    return _papers_published.load_published(paper, _PapersPath(workflow.basedir) / "resources" / "published")
+    return _papers_published.load_published(paper, _PapersPath(workflow.basedir))
 
 
 def _papers_settings_tables():

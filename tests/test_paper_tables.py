@@ -12,7 +12,7 @@ import pytest
 from lmbias.config import check_papers
 from lmbias.errors import ConfigError
 from lmbias.papers.grid import pair_info, paper_pairs
-from lmbias.papers.published import load_published
+from lmbias.papers.published import load_published_file
 from lmbias.papers.tables import TABLE_SCHEMA, build_table, is_settings_table, to_html, to_markdown, write_table
 
 FIXTURES = Path(__file__).parent / "fixtures" / "published"
@@ -30,7 +30,7 @@ TINY = {"model": "tiny-bert", "method": "pretrained", "kind": "pretrained", "hub
 
 @pytest.fixture
 def table7():
-    return load_published("over_debiasing", FIXTURES).tables["table7"]
+    return load_published_file(FIXTURES / "over_debiasing.yaml").tables["table7"]
 
 
 @pytest.fixture
@@ -100,7 +100,7 @@ def test_significance_bolds_ours_below_the_threshold(table7, summaries):
 
 
 def test_no_significance_no_bold(summaries):
-    table8 = load_published("over_debiasing", FIXTURES).tables["table8"]
+    table8 = load_published_file(FIXTURES / "over_debiasing.yaml").tables["table8"]
     rows = pd.DataFrame([_row("bert-base", "pretrained", "da_gender", "da_score", "association=ratio", "all", 90.0, 0.0001),
                          _row("bert-base", "pretrained", "da_gender", "da_score", "association=tm", "all", 10.0)])
     long = build_table(table8, rows, [BERT])
@@ -111,7 +111,7 @@ def test_no_significance_no_bold(summaries):
 
 
 def test_method_name_and_kind_pick_the_pair():
-    table2 = load_published("manela2021", FIXTURES).tables["table2"]
+    table2 = load_published_file(FIXTURES / "manela2021.yaml").tables["table2"]
     rows = pd.DataFrame([_row("bert-base", m, "winobias", "f1_male", "cutoff=0.1", "type1/pro", v)
                          for m, v in (("pretrained", 60.0), ("gpr-a", 70.0), ("gpr-u", 80.0))])
     pairs = [BERT, {**BERT, "method": "gpr-a", "kind": "gpr"}, {**BERT, "method": "gpr-u", "kind": "gpr"}]
@@ -132,7 +132,7 @@ def test_sweep_names_are_their_base_kind(table7):
 
 
 def test_settings_table_reads_resolved_settings():
-    table12 = load_published("over_debiasing", FIXTURES).tables["table12"]
+    table12 = load_published_file(FIXTURES / "over_debiasing.yaml").tables["table12"]
     assert is_settings_table(table12)
     config = {"models": {"bert-base": {"hub_id": "bert-base-uncased", "family": "mlm",
                                        "training": {"batch_size": 8, "learning_rate": 3e-5, "epochs": 8, "swap_rate": 1.0,
@@ -189,3 +189,22 @@ def test_scale_converts_to_the_papers_unit(table7):
     scaled = replace(table7, columns=[replace(table7.columns[0], scale=100.0)], rows=[])
     long = build_table(scaled, pd.DataFrame([_row("tiny-bert", "pretrained", "seat_v1", "effect_size", "d", "w", 0.25)]), [TINY])
     assert long.iloc[0]["ours"] == pytest.approx(25.0)
+
+
+def test_transposed_parameter_table_matches_models_by_printed_name():
+    paper = load_published_file(FIXTURES / "over_debiasing.yaml")
+    table = paper.tables["table12t"]
+    assert is_settings_table(table)
+    config = {"models": {"bert-base": {"hub_id": "bert-base-uncased", "family": "mlm",
+                                       "training": {"learning_rate": 3e-5, "er_lambda": 0.5}},
+                         "tiny-bert": {"family": "mlm", "training": {"learning_rate": 1e-4, "er_lambda": 0.25}}},
+              "methods": {"er": {"kind": "er", "corpus": "c.parquet"}}}
+    pairs = [pair_info(config, m, "er", True) for m in ("bert-base", "tiny-bert")]
+    long = build_table(table, pd.DataFrame(), pairs, paper)
+    lr = long[(long["row"] == "Learning rate")].set_index("column")
+    assert lr.loc["bert_base", "ours"] == pytest.approx(3e-5) and lr.loc["bert_base", "difference"] == pytest.approx(1e-5)
+    assert pd.isna(lr.loc["gpt2", "ours"]) and lr.loc["gpt2", "published"] == pytest.approx(5e-5)
+    assert lr.loc["tiny-bert", "source"] == "ours" and lr.loc["tiny-bert", "ours"] == pytest.approx(1e-4)
+    md = to_markdown(table, long)
+    assert "| Row | Ours | BERT-base | GPT2 | tiny-bert |" in md
+    assert "| λ | per column | 0.5 (0.5; Δ 0) | – (0.5) | 0.25 |" in md

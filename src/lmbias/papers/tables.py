@@ -74,8 +74,57 @@ def setting_key(column) -> str | None:
     return SETTING_ALIASES.get(_norm(column.id)) or SETTING_ALIASES.get(_norm(column.header))
 
 
+def is_parameter_table(table) -> bool:
+    """A transposed hyper-parameter table (the transcription of Table 12): one row per setting (its
+    `settings.parameter` names our key), one column per model (selectors null)."""
+    return (bool(table.rows) and all(c.benchmark is None for c in table.columns)
+            and all((r.settings or {}).get("parameter") for r in table.rows))
+
+
+def label_models(paper) -> dict[str, str]:
+    """Normalised printed model name -> hub id, from the rows of a paper's tables that name their model
+    (a parameter table's columns print only the name)."""
+    out: dict[str, str] = {}
+    for t in (paper.tables.values() if paper is not None else ()):
+        for r in t.rows:
+            if r.model:
+                out.setdefault(_norm(r.label), r.model)
+    return out
+
+
+def _build_parameter_table(table, pairs: list[dict], models_by_label: dict[str, str]) -> pd.DataFrame:
+    ours = model_settings(pairs)
+    hub_of = {c.id: models_by_label.get(_norm(c.header)) or models_by_label.get(_norm(c.id)) for c in table.columns}
+    columns = []  # (column id, header, our settings entry or None)
+    matched = set()
+    for c in table.columns:
+        entry = next((e for e in ours if hub_of[c.id] and e["hub_id"] == hub_of[c.id] and e["model"] not in matched), None)
+        if entry is not None:
+            matched.add(entry["model"])
+        columns.append((c.id, c.header, entry, True))
+    columns += [(e["model"], e["model"], e, False) for e in ours if e["model"] not in matched]
+    records = []
+    for order, row in enumerate(table.rows):
+        key = row.settings["parameter"]
+        for cid, header, entry, printed in columns:
+            published = row.values.get(cid) if printed else None
+            value = _num((entry or {}).get("settings", {}).get(key)) if entry else None
+            records.append({
+                "table": table.id, "row_order": order, "row": row.label, "model": entry["model"] if entry else None,
+                "method": None, "published_model": hub_of.get(cid), "published_method": row.method,
+                "column": cid, "header": header, "published": published, "published_bold": cid in row.bold,
+                "ours": value, "ours_std": None, "n_seeds": None,
+                "difference": (value - published) if (value is not None and published is not None) else None,
+                "p_value": None, "significant": None, "n": None,
+                "source": "both" if (printed and entry) else ("published" if printed else "ours"),
+            })
+    return pd.DataFrame.from_records(records, columns=TABLE_SCHEMA.names)
+
+
 def is_settings_table(table) -> bool:
     """A table of hyper-parameters (Table 12): no column selects a benchmark and some name a setting."""
+    if is_parameter_table(table):
+        return True
     return bool(table.columns) and all(c.benchmark is None for c in table.columns) and any(setting_key(c) for c in table.columns)
 
 
@@ -191,11 +240,14 @@ def _ours_cells(table, pair: dict, frame: pd.DataFrame, settings_table: bool) ->
     return cells
 
 
-def build_table(table, summaries: pd.DataFrame, pairs: list[dict]) -> pd.DataFrame:
+def build_table(table, summaries: pd.DataFrame, pairs: list[dict], paper=None) -> pd.DataFrame:
     """The long table (TABLE_SCHEMA columns) of one published table for our pairs.
 
     `pairs` lists our (model, method) pairs in grid order; only those whose kind is in the table's
-    `method_kinds` are shown (every pair for a settings table, one line per model)."""
+    `method_kinds` are shown (every pair for a settings table, one line per model). `paper` (the whole
+    PublishedPaper) maps a parameter table's printed model names to hub ids through its other tables."""
+    if is_parameter_table(table):
+        return _build_parameter_table(table, pairs, label_models(paper))
     settings_table = is_settings_table(table)
     kinds = set(table.method_kinds or ())
     if settings_table:  # every pair of the paper: the settings come from its methods of each kind
@@ -262,23 +314,33 @@ def _decimals(table) -> dict[str, int]:
     return out
 
 
-def _fmt(value, places: int) -> str:
+def _fmt(value, places: int | None) -> str:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return MISSING
+    if places is None:
+        return f"{value:g}".replace("-", "−") if value < 0 else f"{value:g}"
     if value != 0 and abs(value) < 10 ** -places:
         return f"{value:.2g}"
     return f"{value:.{places}f}".replace("-", "−")
 
 
+def _headers(long: pd.DataFrame) -> list[str]:
+    first = long[long["row_order"] == long["row_order"].min()] if len(long) else long
+    return list(first["header"])
+
+
 def _cells(table, long: pd.DataFrame, bold) -> list[tuple[str, str, list[str]]]:
-    places = _decimals(table)
+    places = {} if is_parameter_table(table) else _decimals(table)  # parameters: as short as exact (%g)
     lines = []
     for _, group in long.sort_values("row_order", kind="stable").groupby("row_order", sort=True):
         first = group.iloc[0]
-        pair = MISSING if pd.isna(first["model"]) else (first["model"] if pd.isna(first["method"]) else f"{first['model']} / {first['method']}")
+        if is_parameter_table(table):  # one column per model: ours is in every column
+            pair = "per column"
+        else:
+            pair = MISSING if pd.isna(first["model"]) else (first["model"] if pd.isna(first["method"]) else f"{first['model']} / {first['method']}")
         cells = []
         for _, c in group.iterrows():
-            d = places.get(c["column"], 2)
+            d = places.get(c["column"], None if is_parameter_table(table) else 2)
             ours = None if pd.isna(c["ours"]) else float(c["ours"])
             pub = None if pd.isna(c["published"]) else float(c["published"])
             ours_text = _fmt(ours, d)
@@ -318,7 +380,7 @@ def _md_escape(text: str) -> str:
 
 
 def to_markdown(table, long: pd.DataFrame) -> str:
-    header = ["Row", "Ours"] + [c.header for c in table.columns]
+    header = ["Row", "Ours"] + _headers(long)
     out = [f"### {table.label}: {table.caption}".rstrip(": "), "", legend(table), "",
            "| " + " | ".join(_md_escape(h) for h in header) + " |",
            "|" + "---|" * len(header)]
@@ -333,7 +395,7 @@ def to_html(table, long: pd.DataFrame) -> str:
     for label, pair, cells in _cells(table, long, lambda s: f"\x00{s}\x01"):
         tds = "".join(f"<td>{html.escape(x).replace(chr(0), '<b>').replace(chr(1), '</b>')}</td>" for x in [label, pair, *cells])
         rows.append(f"<tr>{tds}</tr>")
-    head = "".join(f"<th>{html.escape(h)}</th>" for h in ["Row", "Ours"] + [c.header for c in table.columns])
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in ["Row", "Ours"] + _headers(long))
     return (f"<!doctype html><html><head><meta charset=\"utf-8\"><title>{html.escape(table.label)}</title>"
             "<style>table{border-collapse:collapse;font-family:sans-serif;font-size:13px}"
             "td,th{border:1px solid #bbb;padding:3px 6px;text-align:right}td:first-child,td:nth-child(2){text-align:left}</style>"
@@ -348,9 +410,9 @@ def read_summaries(paths) -> pd.DataFrame:
 
 
 def write_table(table, summaries: pd.DataFrame, pairs: list[dict], parquet: str | Path, markdown: str | Path,
-                html_path: str | Path | None = None) -> pd.DataFrame:
+                html_path: str | Path | None = None, paper=None) -> pd.DataFrame:
     """Build one table and write its parquet, markdown (and HTML) atomically."""
-    long = build_table(table, summaries, pairs)
+    long = build_table(table, summaries, pairs, paper)
     arrow = pa.Table.from_pandas(long.replace({np.nan: None}), schema=TABLE_SCHEMA, preserve_index=False)
     write_text_atomic(markdown, to_markdown(table, long))
     if html_path is not None:
