@@ -155,7 +155,9 @@ def test_paper_target_builds_every_table_with_published_and_our_numbers(methods_
     import pandas as pd
 
     published = _published(methods_run, paper)
-    assert published.tables
+    # bartl2020's transcription has no tables (its numbers are in the text: published.figures), so its
+    # target holds figures only
+    assert published.tables or paper == "bartl2020"
     for table_id, table in published.tables.items():
         base = methods_run / f"results/papers/{paper}/{table_id}"
         long = pd.read_parquet(f"{base}.parquet")
