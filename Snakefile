@@ -14,6 +14,10 @@ from lmbias.registry import expand_method_targets, expand_sweeps
 min_version("9.0")
 
 
+# `snakemake --report results/report.html <targets>`: the papers' tables and figures with captions (report/).
+report: "report/workflow.rst"
+
+
 configfile: "config.yaml"
 
 
@@ -39,6 +43,7 @@ include: "rules/corpora.smk"
 include: "rules/train.smk"
 include: "rules/evaluate.smk"
 include: "rules/aggregate.smk"
+include: "rules/papers.smk"
 
 
 rule all:

@@ -15,8 +15,9 @@ from lmbias.parsers import required_files as required_benchmark_files
 from lmbias.parsers.sources import resolve_source as resolve_data_source
 from snakemake.logging import logger
 from lmbias.errors import ConfigError
+from lmbias.config import check_papers
 
-RESERVED_MODEL_NAMES = {"data", "corpora", "tables", "plots", "report.html"}
+RESERVED_MODEL_NAMES = {"data", "corpora", "tables", "plots", "papers", "report.html"}
 
 
 def _alternatives(names):
@@ -53,6 +54,7 @@ def _check_config():
     for name, entry in models.items():
         registry.check_training_block(entry.get("training") or {}, f"models.{name}.training", registry.MODEL_METHOD_DEFAULTS)
     AggregateSettings.from_config(config.get("aggregate"))
+    check_papers(config)
     for i, name in enumerate(config["targets"].get("comparisons", [])):
         if name not in config.get("comparisons", {}):
             raise ConfigError(f"targets.comparisons[{i}]: unknown comparison {name!r}; configured: {', '.join(sorted(config.get('comparisons', {}))) or 'none'}")

@@ -23,7 +23,7 @@ from lmbias.metrics.summary import SUMMARY_SCHEMA
 
 pytestmark = pytest.mark.workflow
 
-COPIED = ["Snakefile", "config.yaml", "rules", "scripts", "schemas", "profiles", "envs", "resources", "src"]
+COPIED = ["Snakefile", "config.yaml", "rules", "scripts", "schemas", "profiles", "envs", "resources", "src", "report"]
 SNAKEMAKE = [sys.executable, "-m", "snakemake"]
 MODELS = ["tiny-bert", "tiny-bert-he", "tiny-gpt2", "tiny-bart"]
 PLAIN_WINOBIAS = "cutoff=0.1,probability=pair"  # the paper's variant, without -O / names

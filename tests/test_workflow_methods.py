@@ -5,16 +5,26 @@ paired table compares tiny-bert pretrained vs cds on BEC-Pro. Then `snakemake -n
 would schedule: one method's settings retrain that method only, a scoring option rescores without
 retraining, a model's training defaults retrain that model's trained methods only, and a second run
 does nothing. The overlay keeps it cheap: GAP validation split, two benchmarks, max_steps 2.
+
+The same run builds the four paper targets (paper_<paper>: tables and figures of resources/published/,
+or of tests/fixtures/published/ where the checkout has no transcription) for a `papers:` config of the
+tiny models, and the Snakemake report. Of the benchmarks the paper tables read, only seat_v1 (the paper's
+test terms, the subset Table 7 selects) is added to the cheap set: each added benchmark is a scoring and a metric job for every one of the
+28 pairs (da_gender and occupations would add about 100 more jobs, minutes each under CI), so the columns
+of da_gender, occupations, seat_v2, logprob and StereoSet stay missing ("–") here.
 """
 
 from __future__ import annotations
 
 import json
+import shutil
+from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
 import yaml
 
+from lmbias.papers.tables import is_parameter_table, is_settings_table
 from test_workflow import _copy_workflow, run_snakemake, scheduled_outputs, write_config
 
 pytestmark = pytest.mark.workflow
@@ -24,11 +34,17 @@ OTHER_METHODS = ["pretrained", "cds", "cda", "er", "sd", "online"]
 GRID = {"tiny-bert": MLM_METHODS, "tiny-roberta": MLM_METHODS, "tiny-gpt2": OTHER_METHODS, "tiny-bart": OTHER_METHODS}
 PAIRED = "results/tables/paired/tiny-bert-cds.parquet"
 TARGETS = [f"results/{m}/{k}/summary.parquet" for m, methods in GRID.items() for k in methods] + [PAIRED]
+PAPERS = ["manela2021", "bartl2020", "lu2018", "over_debiasing"]
+PAPER_TARGETS = [f"paper_{p}" for p in PAPERS]
+PAPER_MODELS = ["tiny-bert", "tiny-gpt2", "tiny-bart"]
+PAPER_METHODS = {"manela2021": ["pretrained", "online", "gpr-u", "gpr-a"], "bartl2020": ["pretrained", "cds"],
+                 "lu2018": ["pretrained", "cda"], "over_debiasing": ["pretrained", "cds", "er", "sd"]}
+FIXTURES = Path(__file__).parent / "fixtures" / "published"
 
 
 def _cheap(config: dict, shared_data) -> dict:
     config["data_dir"] = str(shared_data)
-    keep = {"gap", "winobias", "bec_pro_en"}
+    keep = {"gap", "winobias", "bec_pro_en", "seat_v1"}
     config["benchmarks"] = {k: v for k, v in config["benchmarks"].items() if k in keep}
     config["optional_benchmarks"] = []  # the shipped [stereoset] names a benchmark this grid drops
     config["benchmarks"]["gap"]["splits"] = ["validation"]
@@ -44,6 +60,7 @@ def _cheap(config: dict, shared_data) -> dict:
     for method in ("gpr-u", "gpr-a"):
         config["methods"][method]["training"]["epochs"] = 2
     config["methods"]["sd"]["limit_sentences"] = 64
+    config["papers"] = {p: {"models": PAPER_MODELS, "methods": PAPER_METHODS[p]} for p in PAPERS}
     config["comparisons"] = {"tiny-bert-cds": {"benchmark": "bec_pro_en", "test": "wilcoxon",
                                                "before": {"model": "tiny-bert", "method": "pretrained"},
                                                "after": {"model": "tiny-bert", "method": "cds"}}}
@@ -57,7 +74,12 @@ def methods_run(tmp_path_factory, repo_root, shared_data):
     # the cheap config replaces config.yaml (a --configfile overlay can add keys but not remove benchmarks)
     config = _cheap(yaml.safe_load((workdir / "config.yaml").read_text()), shared_data)
     (workdir / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
-    run_snakemake(workdir, *TARGETS)
+    for paper in PAPERS:  # the transcriptions when the checkout has them, else the test fixtures
+        if not (workdir / f"resources/published/{paper}.yaml").exists():
+            (workdir / "resources/published").mkdir(parents=True, exist_ok=True)
+            shutil.copy(FIXTURES / f"{paper}.yaml", workdir / f"resources/published/{paper}.yaml")
+    run_snakemake(workdir, *TARGETS, *PAPER_TARGETS)
+    run_snakemake(workdir, "--report", "results/report.html", *PAPER_TARGETS)
     return workdir
 
 
@@ -99,12 +121,12 @@ def test_paired_table_compares_pretrained_and_cds(methods_run):
 
 
 def test_second_run_does_nothing(methods_run):
-    proc = run_snakemake(methods_run, "-n", *TARGETS)
+    proc = run_snakemake(methods_run, "-n", *TARGETS, *PAPER_TARGETS)
     assert scheduled_outputs(proc) == [], (proc.stdout + proc.stderr)[-3000:]
 
 
-def _dry_run_after(workdir, edit):
-    return scheduled_outputs(run_snakemake(workdir, "-n", *TARGETS, "--configfile", str(write_config(workdir, edit))))
+def _dry_run_after(workdir, edit, targets=TARGETS):
+    return scheduled_outputs(run_snakemake(workdir, "-n", *targets, "--configfile", str(write_config(workdir, edit))))
 
 
 def test_editing_one_method_retrains_that_method_only(methods_run):
@@ -125,3 +147,99 @@ def test_editing_a_model_training_default_retrains_that_model_only(methods_run):
     models = sorted(o for o in out if o.endswith("/model"))
     # sd reads no learning rate: it is not refitted
     assert models == [f"results/tiny-gpt2/{k}/seed0/model" for k in ("cda", "cds", "er")]
+
+
+def _published(workdir, paper):
+    from lmbias.papers.published import load_published
+
+    return load_published(paper, workdir)
+
+
+@pytest.mark.parametrize("paper", PAPERS)
+def test_paper_target_builds_every_table_with_published_and_our_numbers(methods_run, paper):
+    import pandas as pd
+
+    published = _published(methods_run, paper)
+    # bartl2020's transcription has no tables (its numbers are in the text: published.figures), so its
+    # target holds figures only
+    assert published.tables or paper == "bartl2020"
+    for table_id, table in published.tables.items():
+        base = methods_run / f"results/papers/{paper}/{table_id}"
+        long = pd.read_parquet(f"{base}.parquet")
+        md = Path(f"{base}.md").read_text()
+        assert Path(f"{base}.html").exists()
+        # every published value is in the table, as transcribed
+        for i, row in enumerate(table.rows):  # published rows first, in paper order
+            got = long[long["row_order"] == i].set_index("column")["published"]
+            assert (long[long["row_order"] == i]["row"] == row.label).all()
+            for column, value in row.values.items():
+                assert got[column] == pytest.approx(value), (paper, table_id, row.label, column)
+            assert f"| {row.label} |" in md
+        # our tiny pairs are rows of their own (no tiny model is the paper's model), never with a difference
+        ours = long[long["source"] == "ours"]
+        assert set(ours["model"]) <= set(PAPER_MODELS) and ours["difference"].isna().all()
+        if table.method_kinds or is_settings_table(table):  # else a table of systems we do not run (Lu's NCR)
+            assert not ours.empty, (paper, table_id)
+        assert (long["source"] == "both").sum() == 0
+        ran = set(yaml.safe_load((methods_run / "config.yaml").read_text())["benchmarks"])
+        selected = [c.id for c in table.columns if c.benchmark in ran]
+        if selected:  # the columns this run computes are filled for at least one tiny pair
+            assert ours[ours["column"].isin(selected)]["ours"].notna().any(), (paper, table_id)
+        missing = [c.id for c in table.columns if c.benchmark not in ran and c.benchmark is not None]
+        assert ours[ours["column"].isin(missing)]["ours"].isna().all()  # never invented
+    for spec in _figures(paper):
+        for ext in ("png", "svg"):
+            assert (methods_run / f"results/plots/{paper}/{spec.id}.{ext}").stat().st_size > 0
+
+
+def _figures(paper):
+    try:
+        from lmbias.papers.figures import FIGURES
+    except ImportError:
+        return []
+    return FIGURES.get(paper, [])
+
+
+def test_settings_table_shows_the_resolved_settings(methods_run):
+    import pandas as pd
+
+    checked = 0
+    for table_id, table in _published(methods_run, "over_debiasing").tables.items():
+        if not is_settings_table(table):
+            continue
+        long = pd.read_parquet(methods_run / f"results/papers/over_debiasing/{table_id}.parquet")
+        if is_parameter_table(table):  # one row per setting, one column per model
+            order = {r.settings["parameter"]: i for i, r in enumerate(table.rows)}
+
+            def ours(model, key):
+                return long[(long["row_order"] == order[key]) & (long["column"] == model)]["ours"].iloc[0]
+        else:  # one row per model, one column per setting
+
+            def ours(model, key):
+                return long[(long["source"] == "ours") & (long["model"] == model) & (long["column"] == key)]["ours"].iloc[0]
+        assert ours("tiny-gpt2", "er_lambda") == pytest.approx(0.5)
+        assert ours("tiny-bert", "batch_size") == 4  # the cheap overlay's batch size
+        checked += 1
+    assert checked
+
+
+def test_report_names_every_paper_table(methods_run):
+    report = (methods_run / "results/report.html").read_text(errors="replace")
+    assert "How it was computed" in report  # the captions (report/*.rst) are rendered into it
+    for paper in PAPERS:
+        for table_id in _published(methods_run, paper).tables:
+            assert f"{table_id}.html" in report, (paper, table_id)
+
+
+def test_editing_er_lambda_reruns_er_and_the_paper_aggregates_that_read_it(methods_run):
+    out = _dry_run_after(methods_run, lambda c: c["methods"]["er"].setdefault("training", {}).update(er_lambda=0.9),
+                         targets=[*TARGETS, *PAPER_TARGETS])
+    models = sorted(o for o in out if o.endswith("/model"))
+    assert models == [f"results/{m}/er/seed0/model" for m in sorted(GRID)]
+    per_pair = [o for o in out if not o.startswith(("results/papers/", "results/plots/"))]
+    assert per_pair and all("/er/" in o for o in per_pair), per_pair
+    papers = {o.split("/")[2] for o in out if o.startswith(("results/papers/", "results/plots/"))}
+    assert papers == {"over_debiasing"}, out  # manela2021, bartl2020 and lu2018 show no er pair
+    for table_id, table in _published(methods_run, "over_debiasing").tables.items():
+        reads_er = "er" in table.method_kinds or is_settings_table(table)
+        assert (f"results/papers/over_debiasing/{table_id}.parquet" in out) == reads_er, (table_id, out)

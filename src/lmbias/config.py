@@ -115,3 +115,11 @@ def tiny_model_pattern(models: dict) -> str:
     """Regex of the configured models with a `tiny` block: the only values rules/models.smk's {model} takes."""
     names = sorted(name for name, entry in models.items() if isinstance(entry, dict) and "tiny" in entry)
     return "|".join(re.escape(n) for n in names) if names else "(?!)"
+
+
+def check_papers(config: dict) -> None:
+    """`papers:` cross-checks a schema cannot express (unknown paper, model or method names): ConfigError
+    naming the key (see lmbias.papers.grid)."""
+    from lmbias.papers.grid import check_papers as _check
+
+    _check(config)

@@ -81,3 +81,19 @@ def write_records_atomic(records: list[dict], path: str | os.PathLike, schema: p
 
 def read_table(path: str | os.PathLike) -> pa.Table:
     return pq.read_table(path)
+
+
+def write_text_atomic(path: str | os.PathLike, text: str) -> Path:
+    """Write a text file (UTF-8) via a temp file + rename."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        os.chmod(tmp, file_mode())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path

@@ -1,0 +1,126 @@
+# The papers' tables and figures from our run, beside their published numbers (lmbias.papers).
+#
+#   results/papers/{paper}/{table}.parquet, .md, .html   rule paper_table (rule paper_settings_table for
+#                                                        hyper-parameter tables such as Table 12)
+#   results/plots/{paper}/{figure}.png, .svg             rule paper_figure (lmbias.papers.figures.FIGURES)
+#   paper_manela2021, paper_bartl2020, paper_lu2018, paper_over_debiasing   every table and figure of a paper
+#
+# config.yaml `papers:` names each paper's models and methods; their cross product, less the pairs a
+# family cannot run, are the pairs its tables read. A table reads only the summaries of the pairs whose
+# method kind it shows, and its params are only those pairs, so editing one method reruns that method's
+# jobs and the tables and figures that show it.
+
+
+include: "papers_helpers.smk"
+
+
+localrules:
+    paper_manela2021,
+    paper_bartl2020,
+    paper_lu2018,
+    paper_over_debiasing,
+
+
+wildcard_constraints:
+    paper=_papers_pattern(_PAPERS),
+
+
+rule paper_manela2021:
+    input:
+        lambda wildcards: paper_targets("manela2021"),
+
+
+rule paper_bartl2020:
+    input:
+        lambda wildcards: paper_targets("bartl2020"),
+
+
+rule paper_lu2018:
+    input:
+        lambda wildcards: paper_targets("lu2018"),
+
+
+rule paper_over_debiasing:
+    input:
+        lambda wildcards: paper_targets("over_debiasing"),
+
+
+rule paper_table:
+    input:
+        unpack(paper_table_inputs),
+    output:
+        parquet="results/papers/{paper}/{table}.parquet",
+        md="results/papers/{paper}/{table}.md",
+        html=report(
+            "results/papers/{paper}/{table}.html",
+            caption="../report/paper_table.rst",
+            category="{paper}",
+            subcategory="tables",
+            labels={"paper": "{paper}", "table": "{table}"},
+        ),
+    params:
+        pairs=paper_table_pairs,
+        caption=paper_table_caption,
+    wildcard_constraints:
+        table=r"[^/.]+",
+    conda:
+        "../envs/lmbias.yaml"
+    log:
+        "logs/papers/{paper}/{table}.log",
+    script:
+        "../scripts/paper_table.py"
+
+
+rule paper_settings_table:
+    input:
+        unpack(paper_table_inputs),
+    output:
+        parquet="results/papers/{paper}/{table}.parquet",
+        md="results/papers/{paper}/{table}.md",
+        html=report(
+            "results/papers/{paper}/{table}.html",
+            caption="../report/settings_table.rst",
+            category="{paper}",
+            subcategory="tables",
+            labels={"paper": "{paper}", "table": "{table}"},
+        ),
+    params:
+        pairs=paper_table_pairs,
+        caption=paper_table_caption,
+    wildcard_constraints:
+        # the hyper-parameter tables of the transcriptions (lmbias.papers.tables.is_settings_table)
+        table=_PAPERS_SETTINGS_PATTERN,
+    conda:
+        "../envs/lmbias.yaml"
+    log:
+        "logs/papers/{paper}/{table}.log",
+    script:
+        "../scripts/paper_table.py"
+
+
+ruleorder: paper_settings_table > paper_table
+
+
+rule paper_figure:
+    input:
+        unpack(paper_figure_inputs),
+    output:
+        png=report(
+            "results/plots/{paper}/{figure}.png",
+            caption="../report/paper_figure.rst",
+            category="{paper}",
+            subcategory="figures",
+            labels={"paper": "{paper}", "figure": "{figure}"},
+        ),
+        svg="results/plots/{paper}/{figure}.svg",
+    params:
+        runs=paper_figure_runs,
+        caption=paper_figure_caption,
+    wildcard_constraints:
+        figure=r"[^/.]+",
+    conda:
+        "../envs/lmbias.yaml"
+    log:
+        "logs/plots/{paper}/{figure}.log",
+    script:
+        "../scripts/plot_figure.py"

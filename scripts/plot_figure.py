@@ -1,0 +1,22 @@
+"""Snakemake script: one paper figure (png + svg) drawn by its lmbias.papers.figures.FIGURES entry."""
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))  # the library of this checkout
+
+import pandas as pd
+
+from lmbias.papers.figures import FIGURES
+from lmbias.papers.tables import read_summaries
+from lmbias.workflow import setup_job_logging
+
+setup_job_logging(snakemake.log[0])  # noqa: F821
+wildcards = snakemake.wildcards  # noqa: F821
+spec = {f.id: f for f in FIGURES[wildcards.paper]}[wildcards.figure]
+train_logs = {
+    (model, method, int(seed)): pd.read_parquet(Path(folder) / "train_log.parquet")
+    for (model, method, seed), folder in zip(snakemake.params.runs, snakemake.input.models)  # noqa: F821
+}
+out_stem = Path(snakemake.output.png).with_suffix("")  # noqa: F821
+spec.draw(read_summaries(list(snakemake.input.summaries)), train_logs, out_stem)  # noqa: F821
