@@ -28,9 +28,12 @@ validate_config(config, workflow.source_path("schemas/config.schema.yaml"), sour
 validate(config, "schemas/config.schema.yaml")
 
 # Sweeps (methods.<name>.sweep) become plain methods named <name>@<setting>=<value>, and targets.methods'
-# <name>@* their instances, here and only here: every rule, wildcard and message below sees the instances.
+# <name>@* (and papers.<paper>.methods') their instances, here and only here: every rule, wildcard and message below sees the instances.
 try:
     config["targets"]["methods"] = expand_method_targets(config["targets"]["methods"], config["methods"])
+    for _paper, _entry in (config.get("papers") or {}).items():
+        if isinstance(_entry, dict) and isinstance(_entry.get("methods"), list):
+            _entry["methods"] = expand_method_targets(_entry["methods"], config["methods"], f"papers.{_paper}.methods")
     config["methods"] = expand_sweeps(config["methods"])
 except ConfigError as error:
     raise name_source(error, CONFIG_SOURCES) from None
