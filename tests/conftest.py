@@ -26,11 +26,15 @@ def shared_data() -> Path:
 
     Absent: skip with a reason on a contributor's clone, fail under CI (CI=true always has it).
     """
-    path = _data_dir()
+    return _required_folder(_data_dir(), "real test data", "LMBIAS_TEST_DATA", "it")
+
+
+def _required_folder(path: Path, what: str, variable: str, pronoun: str) -> Path:
+    """The folder, or a skip with a reason where it is absent (a failure under CI=true, which always has it)."""
     if not path.is_dir():
-        message = f"real test data not found at {path} (set LMBIAS_TEST_DATA)"
+        message = f"{what} not found at {path} (set {variable})"
         if os.environ.get("CI", "").lower() == "true":
-            pytest.fail(message + "; CI must have it")
+            pytest.fail(message + f"; CI must have {pronoun}")
         pytest.skip(message)
     return path
 
@@ -42,13 +46,7 @@ def _papers_dir() -> Path:
 @pytest.fixture(scope="session")
 def shared_papers() -> Path:
     """The source papers as text (../shared/papers or $LMBIAS_TEST_PAPERS): skip when absent, fail under CI."""
-    path = _papers_dir()
-    if not path.is_dir():
-        message = f"paper texts not found at {path} (set LMBIAS_TEST_PAPERS)"
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail(message + "; CI must have them")
-        pytest.skip(message)
-    return path
+    return _required_folder(_papers_dir(), "paper texts", "LMBIAS_TEST_PAPERS", "them")
 
 
 @pytest.fixture(autouse=True, scope="session")
