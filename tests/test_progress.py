@@ -29,7 +29,7 @@ from lmbias.parsers import parse_benchmark, required_files
 from lmbias.workflow import setup_job_logging
 
 REPO = Path(__file__).resolve().parents[1]
-RATE = r"([\d,]+) {unit} in (\d+\.\d) s \(([\d,]+\.\d) {unit}/s\)"
+RATE = r"([\d,]+) {unit} in (\d+\.\d+) s \(([\d,]+\.\d|inf) {unit}/s\)"
 
 
 @pytest.fixture
@@ -174,3 +174,5 @@ def test_rate_line_format():
     assert progress.rate_line("trained 2 steps,", 4096, "tokens", 3.1) == \
         "trained 2 steps, 4,096 tokens in 3.1 s (1,321.3 tokens/s)"
     json.dumps(progress.rate_line("x", 0, "items", 0.0))  # no division by zero
+    # a job under a second keeps three decimals, so its line still gives the time the rate came from
+    assert progress.rate_line("scored", 40, "items", 0.0421) == "scored 40 items in 0.042 s (950.1 items/s)"

@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from lmbias.metrics.summary import left_out
-from test_workflow import _copy_workflow, scheduled_outputs
+from test_workflow import ONE_THREAD_PER_JOB, _copy_workflow, scheduled_outputs
 from test_workflow import run_snakemake as _run_snakemake
 
 
@@ -35,7 +35,7 @@ def _run_with_config(workdir, rest, values, check):
     import sys
 
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONHASHSEED": "0"}
-    cmd = [sys.executable, "-m", "snakemake", "--cores", "2", *rest, "--config", *values]
+    cmd = [sys.executable, "-m", "snakemake", "--cores", "2", *rest, *ONE_THREAD_PER_JOB, "--config", *values]
     proc = subprocess.run(cmd, cwd=workdir, env=env, capture_output=True, text=True)
     if check and proc.returncode != 0:
         raise AssertionError(f"{' '.join(cmd)} failed:\n{proc.stdout[-4000:]}\n{proc.stderr[-6000:]}")

@@ -93,6 +93,8 @@ def advance(n: int) -> None:
 
 def rate_line(verb: str, count: int, unit: str, seconds: float) -> str:
     """'scored 1,508 items in 12.3 s (122.6 items/s)'. The rate is of `unit`, so a training job says
-    rate_line('trained 2 steps,', 4096, 'tokens', 3.1): 'trained 2 steps, 4,096 tokens in 3.1 s (1,321.3 tokens/s)'."""
+    rate_line('trained 2 steps,', 4096, 'tokens', 3.1): 'trained 2 steps, 4,096 tokens in 3.1 s (1,321.3 tokens/s)'.
+    Under a second the time keeps three decimals, so a fast job's line still gives its rate ('in 0.042 s')."""
     rate = count / seconds if seconds > 0 else float("inf")
-    return f"{verb} {count:,} {unit} in {seconds:.1f} s ({rate:,.1f} {unit}/s)"
+    shown = f"{seconds:.1f}" if seconds >= 1 else f"{seconds:.3f}"
+    return f"{verb} {count:,} {unit} in {shown} s ({rate:,.1f} {unit}/s)"
