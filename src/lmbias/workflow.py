@@ -6,7 +6,9 @@ import logging
 import os
 import sys
 
-import torch
+from lmbias.lazy import lazy_module
+
+torch = lazy_module("torch")  # imported on first use: DAG builds and metric jobs never need it
 
 
 def setup_job_logging(log_path: str | None) -> None:

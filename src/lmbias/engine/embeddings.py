@@ -39,7 +39,9 @@ from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
-import torch
+from lmbias.lazy import lazy_module
+
+torch = lazy_module("torch")  # imported on first use: DAG builds and metric jobs never need it
 
 from lmbias.errors import ConfigError, DataError
 from lmbias.engine.scoring import EngineStats, _autocast, _batches, _model_device, _pad

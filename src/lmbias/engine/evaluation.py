@@ -10,7 +10,9 @@ import time
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-import torch
+from lmbias.lazy import lazy_module
+
+torch = lazy_module("torch")  # imported on first use: DAG builds and metric jobs never need it
 
 from lmbias import registry
 from lmbias.errors import ConfigError

@@ -25,7 +25,9 @@ from dataclasses import dataclass
 from typing import Callable, Sequence
 
 import numpy as np
-import torch
+from lmbias.lazy import lazy_module
+
+torch = lazy_module("torch")  # imported on first use: DAG builds and metric jobs never need it
 
 from lmbias import progress
 from lmbias.errors import ConfigError, DataError
@@ -68,7 +70,7 @@ def _is_bare_space_token(tokenizer, token_id: int) -> bool:
 
 #: auto: bfloat16 autocast on CUDA, float32 elsewhere; fp32: never autocast; bf16 / fp16: autocast on any device.
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")
-_AUTOCAST_DTYPE = {"bf16": torch.bfloat16, "fp16": torch.float16}
+_AUTOCAST_DTYPE = {"bf16": "bfloat16", "fp16": "float16"}  # torch dtype names (torch loads on first use)
 _PRECISION: contextvars.ContextVar[str] = contextvars.ContextVar("lmbias_scoring_precision", default="auto")
 
 
@@ -92,7 +94,7 @@ def _autocast(device: torch.device):
         precision = "bf16" if device.type == "cuda" else "fp32"
     if precision == "fp32":
         return contextlib.nullcontext()
-    return torch.autocast(device.type, dtype=_AUTOCAST_DTYPE[precision])
+    return torch.autocast(device.type, dtype=getattr(torch, _AUTOCAST_DTYPE[precision]))
 
 
 def _mlm_head(model) -> Callable[[torch.Tensor], torch.Tensor] | None:

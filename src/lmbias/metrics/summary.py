@@ -33,7 +33,9 @@ from typing import Iterable
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
-from scipy import stats as sps
+from lmbias.lazy import lazy_module
+
+sps = lazy_module("scipy.stats")  # imported on first use: DAG builds never run a test
 
 from lmbias import __version__
 from lmbias.errors import ConfigError, DataError
