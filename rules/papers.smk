@@ -115,6 +115,7 @@ rule paper_figure:
         svg="results/plots/{paper}/{figure}.svg",
     params:
         runs=paper_figure_runs,
+        families=paper_figure_families,
         caption=paper_figure_caption,
     wildcard_constraints:
         figure=r"[^/.]+",

@@ -124,6 +124,12 @@ def paper_figure_runs(wildcards):
     return [[m, k, s] for m, k, s in _papers_trained_runs(wildcards.paper)] if spec.needs_train_logs else []
 
 
+def paper_figure_families(wildcards):
+    """{model: family} of the paper's pairs: a figure says why a benchmark is missing (logprob-score is not
+    defined for causal LMs) only where the family says so."""
+    return {m: config["models"][m]["family"] for m, _ in _papers_grid.paper_pairs(config, wildcards.paper)}
+
+
 def paper_figure_caption(wildcards):
     return _papers_figure(wildcards).caption
 

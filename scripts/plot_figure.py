@@ -19,4 +19,6 @@ train_logs = {
     for (model, method, seed), folder in zip(snakemake.params.runs, snakemake.input.models)  # noqa: F821
 }
 out_stem = Path(snakemake.output.png).with_suffix("")  # noqa: F821
-spec.draw(read_summaries(list(snakemake.input.summaries)), train_logs, out_stem)  # noqa: F821
+summaries = read_summaries(list(snakemake.input.summaries))  # noqa: F821
+summaries.attrs["families"] = dict(snakemake.params.families)  # noqa: F821
+spec.draw(summaries, train_logs, out_stem)

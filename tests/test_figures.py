@@ -135,8 +135,32 @@ def test_real_tradeoff_plots_each_models_pretrained_point(real_summaries):
     relevant = agg[agg["benchmark"].isin(["seat_v1", "seat_v2", "logprob", "da_gender"])]
     assert {ax.get_title().split(":")[0] for ax in fig.axes} == set(relevant["model"])
     for model, rows in relevant.groupby("model"):
-        if "seat_v1" in set(rows["benchmark"]) and "logprob" not in set(rows["benchmark"]):  # a causal LM
+        if "logprob" not in set(rows["benchmark"]):
             assert f"{model}: no logprob-score" in texts(fig).replace("\n", " ")
+
+
+def test_tradeoff_says_logprob_is_undefined_only_for_causal_models(real_summaries):
+    """The reason 'not defined for causal LMs' comes from the family the figure job passes, never from a
+    guess: a masked model without logprob rows (a run that left logprob out) gets no such reason."""
+    mlm = real_summaries[(real_summaries["model"] == "tiny-bert") & (real_summaries["benchmark"] != "logprob")]
+    clm = real_summaries[real_summaries["model"] == "tiny-gpt2"]
+    frame = pd.concat([mlm, clm], ignore_index=True)
+    assert not clm.empty and "logprob" not in set(clm["benchmark"]) and not mlm.empty
+    frame.attrs["families"] = {"tiny-bert": "mlm", "tiny-gpt2": "clm"}
+    notes = _logprob_notes(F.tradeoff_figure(frame))
+    assert "causal" in notes["tiny-gpt2"] and "causal" not in notes["tiny-bert"], notes
+    frame.attrs.pop("families")  # without families (a frame read by hand) no reason is claimed
+    assert not any("causal" in note for note in _logprob_notes(F.tradeoff_figure(frame)).values())
+
+
+def _logprob_notes(fig) -> dict[str, str]:
+    """{model: the placeholder text of its logprob-score panel}."""
+    notes = {}
+    for t in fig.findobj(lambda a: hasattr(a, "get_text") and not isinstance(a, Line2D)):
+        text = t.get_text().replace("\n", " ")
+        if ": no logprob-score" in text:
+            notes[text.split(":")[0]] = text
+    return notes
 
 
 def test_real_training_curves_plot_the_logged_loss_and_bias(real_summaries, real_train_logs):

@@ -340,6 +340,7 @@ def tradeoff_figure(summaries: pd.DataFrame, train_logs: dict | None = None) -> 
     """Bias (effect size) against over-debiasing (1 - DA-score): rows = models, columns = SEAT-v1, SEAT-v2,
     logprob-score (the over-debiasing paper's Figures 2 and 3)."""
     agg = aggregate_rows(check_summaries(summaries, "over_debiasing/tradeoff"))
+    families = summaries.attrs.get("families") or {}  # {model: family}, set by the figure job
     title = ("Debiasing vs over-debiasing: bias effect size against loss of genuine associations "
              "(lower is better on both axes)")
     relevant = ((agg["metric"] == "effect_size") & agg["benchmark"].isin([b for b, _, _ in BIAS_PANELS])) | (
@@ -364,8 +365,8 @@ def tradeoff_figure(summaries: pd.DataFrame, train_logs: dict | None = None) -> 
                 what = [f"{label} ({bench} effect_size)" if bias.empty else None,
                         "DA-score (da_gender da_score)" if da.empty else None]
                 reason = " and ".join(w for w in what if w)
-                seat = rows["benchmark"].isin(["seat_v1", "seat_v2"]).any()
-                extra = " (it is not defined for causal LMs)" if bench == "logprob" and bias.empty and seat else ""
+                causal = families.get(model) == "clm"
+                extra = " (it is not defined for causal LMs)" if bench == "logprob" and bias.empty and causal else ""
                 placeholder(ax, f"{model}: no {reason} rows in the summaries{extra}")
                 ax.set_title(f"{model}: {label}")
                 continue
