@@ -8,9 +8,16 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from lmbias.lazy import lazy_module
 
 REPO = Path(__file__).resolve().parents[1]
+
+
+def _python(code: str) -> subprocess.CompletedProcess:
+    """`code` in a fresh interpreter at the repository root (so nothing is imported beforehand)."""
+    return subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True)
 
 
 def test_lazy_module_imports_on_first_attribute_and_then_is_the_module():
@@ -20,23 +27,18 @@ def test_lazy_module_imports_on_first_attribute_and_then_is_the_module():
         "value = proxy.rgb_to_hsv(1.0, 0.0, 0.0);"
         "print(before, 'colorsys' in sys.modules, value, 'rgb_to_hsv' in vars(proxy))"
     )
-    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True)
+    out = _python(code)
     # not imported until read; then imported, right, and later reads are plain lookups in its own namespace
     assert out.stdout.strip() == "False True (0.0, 1.0, 1.0) True", out.stdout + out.stderr
     assert lazy_module("json") is json  # an imported module is returned as it is
 
 
 def test_lazy_module_names_a_missing_attribute():
-    proxy = lazy_module("colorsys")
-    try:
-        proxy.no_such_function
-    except AttributeError as error:
-        assert "no_such_function" in str(error)
-    else:
-        raise AssertionError("a missing attribute must raise AttributeError")
+    with pytest.raises(AttributeError, match="no_such_function"):
+        lazy_module("colorsys").no_such_function
 
 
-def test_dag_modules_and_metric_jobs_do_not_import_torch_or_scipy(repo_root):
+def test_dag_modules_and_metric_jobs_do_not_import_torch_or_scipy():
     """What the Snakefile imports and what a metric job runs (the benchmark registry, every benchmark
     module, the summary) load neither torch nor scipy; reading a torch attribute then loads torch."""
     code = (
@@ -48,5 +50,5 @@ def test_dag_modules_and_metric_jobs_do_not_import_torch_or_scipy(repo_root):
         "from lmbias.engine import scoring; scoring.torch.zeros(1);"
         "print(before, 'torch' in sys.modules)"
     )
-    out = subprocess.run([sys.executable, "-c", code], cwd=repo_root, capture_output=True, text=True, check=True)
+    out = _python(code)
     assert out.stdout.strip() == "[] True", out.stdout + out.stderr
