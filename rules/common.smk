@@ -16,6 +16,7 @@ from lmbias.parsers.sources import resolve_source as resolve_data_source
 from snakemake.logging import logger
 from lmbias.errors import ConfigError
 from lmbias.config import check_papers
+from lmbias.workflow import write_source_fingerprint
 
 RESERVED_MODEL_NAMES = {"data", "corpora", "tables", "plots", "papers", "report.html"}
 
@@ -73,6 +74,7 @@ wildcard_constraints:
     method=_alternatives(config["methods"]),
     benchmark=_alternatives(config["benchmarks"]),
     seed=r"\d+",
+    library=_alternatives({entry["dataset"] for entry in config["benchmarks"].values()} | {"finetune", "sentence_debias"}),
     comparison=_alternatives(config.get("comparisons", {})) or "(?!)",
 
 
@@ -130,23 +132,42 @@ def scoring_inputs(wildcards):
     bench = checked_benchmark(wildcards)
     return {
         "benchmark_items": f"results/data/{wildcards.benchmark}.parquet",
-        "library": _scoring_library(bench["dataset"]),
+        "library": library_fingerprint_file(bench["dataset"]),
         "weights": model_weights_input(wildcards),
         # The method's fine-tuned or fitted model folder (none for pretrained and online).
         "method_model": method_model_dir(wildcards),
     }
 
 
+def library_fingerprint_file(name):
+    """The one input standing for a set of library modules and resource files (written by the
+    library_fingerprint rule): a benchmark dataset's (its scoring and metric jobs), `finetune` (the
+    trainer's) or `sentence_debias`. Editing one of them reruns the jobs that read the set."""
+    return f"results/library/{name}.sha256"
+
+
 @lru_cache(maxsize=None)
-def _scoring_library(dataset):
-    return sorted(set(registry.source_files(dataset)) | {str(Path(workflow.basedir) / "src/lmbias/engine/scoring.py")})
+def _library_sets():
+    """{name: source files} of every fingerprint: each benchmark dataset's modules and resource files plus
+    the scoring engine; the trainer's modules (fine-tuning); SentenceDebias' module (fitting)."""
+    base = Path(workflow.basedir)
+    sets = {entry["dataset"]: sorted(set(registry.source_files(entry["dataset"])) | {str(base / "src/lmbias/engine/scoring.py")})
+            for entry in config["benchmarks"].values()}
+    models, sd = str(base / "src/lmbias/engine/models.py"), str(base / "src/lmbias/training/sentence_debias.py")
+    sets["finetune"] = [str(base / f) for f in _training_modules() if str(base / f) != sd] + [models]
+    sets["sentence_debias"] = [sd, models]
+    return sets
+
+
+def library_fingerprint_sources(wildcards):
+    return _library_sets()[wildcards.library]
 
 
 def metric_inputs(wildcards):
     bench = checked_benchmark(wildcards)
     inputs = {
         "scores": f"results/{wildcards.model}/{wildcards.method}/seed{wildcards.seed}/scores/{wildcards.benchmark}.parquet",
-        "library": registry.source_files(bench["dataset"]),
+        "library": library_fingerprint_file(bench["dataset"]),
     }
     labels = (bench.get("metric") or {}).get("competency_labels")
     if labels:  # a file the metric reads: its contents, not only its path, must trigger a rerun
@@ -281,8 +302,8 @@ def comparison_inputs(wildcards):
                for seed in seeds_for(entry[side]["method"])]
         for side in ("before", "after")
     }
-    inputs["library"] = sorted(set(registry.source_files(config["benchmarks"][bench]["dataset"]))
-                               | {str(Path(workflow.basedir) / f"src/lmbias/metrics/{m}.py") for m in ("comparison", "summary")})
+    inputs["library"] = [library_fingerprint_file(config["benchmarks"][bench]["dataset"])] + [
+        str(Path(workflow.basedir) / f"src/lmbias/metrics/{m}.py") for m in ("comparison", "summary")]
     return inputs
 
 
@@ -490,14 +511,11 @@ def _training_modules():
 
 def method_job_inputs(wildcards):
     resolved = resolved_method(wildcards.model, wildcards.method)
-    training = _training_modules()
-    sd = "src/lmbias/training/sentence_debias.py"
-    # the trainer's modules for fine-tuning, SentenceDebias' for fitting: editing one reruns only its jobs
-    library = [sd] if resolved["kind"] == "sd" else [f for f in training if f != sd]
     return {
         "corpus": resolved["corpus"],
         "weights": model_weights_input(wildcards),
-        "library": library + ["src/lmbias/engine/models.py"],
+        # the trainer's modules for fine-tuning, SentenceDebias' for fitting: editing one reruns only its jobs
+        "library": library_fingerprint_file("sentence_debias" if resolved["kind"] == "sd" else "finetune"),
     }
 
 

@@ -1,7 +1,21 @@
 # Scoring (expensive forward passes, cached per model/method/seed/benchmark) and metrics (cheap,
 # recomputed from the cached scores when a metric option changes). A method with a model folder
 # (rules/train.smk) is scored through lmbias.engine.models.load_method_model; pretrained and online
-# score the base model.
+# score the base model. Every scoring and metric job of a benchmark (and every fine-tuning or SentenceDebias
+# job) reads its library modules through one fingerprint file (results/library/{library}.sha256), rewritten
+# when one of them is edited: one input per job instead of six to ten keeps a large DAG's build fast.
+
+
+rule library_fingerprint:
+    input:
+        library_fingerprint_sources,
+    output:
+        "results/library/{library}.sha256",
+    log:
+        "logs/library/{library}.log",
+    localrule: True
+    run:
+        write_source_fingerprint(input, output[0], workflow.basedir)
 
 
 rule score_benchmark:

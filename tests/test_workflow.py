@@ -214,6 +214,29 @@ def test_cutoff_edit_reruns_metrics_not_scoring(tiny_run):
     assert not [o for o in outputs if "/scores/" in o or o.startswith(("resources/", "results/data/"))]
 
 
+def test_library_edit_reruns_only_the_benchmark_that_reads_it(tiny_run):
+    """A benchmark's modules reach its jobs through one fingerprint file (results/library/<dataset>.sha256,
+    one line per module): editing metrics/crows_pairs.py rewrites that fingerprint and reruns CrowS-Pairs'
+    scoring and metric jobs and the summaries, nothing of the other benchmarks."""
+    workdir, data = tiny_run
+    fingerprint = (workdir / "results/library/crows_pairs.sha256").read_text()
+    assert "  src/lmbias/metrics/crows_pairs.py\n" in fingerprint and "winobias" not in fingerprint
+    module = workdir / "src/lmbias/metrics/crows_pairs.py"
+    text, stat = module.read_text(), module.stat()
+    module.write_text(text + "# edited\n")
+    try:
+        targets = [f"results/{m}/pretrained/summary.parquet" for m in MODELS]
+        outputs = scheduled_outputs(run_snakemake(workdir, "-n", "--config", f"data_dir={data}", *targets))
+    finally:  # the shared run must stay up to date for the other tests: content and mtime back
+        module.write_text(text)
+        os.utime(module, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert sorted(outputs) == sorted(
+        ["results/library/crows_pairs.sha256"]
+        + [f"results/{m}/pretrained/seed0/{kind}/crows_pairs.parquet" for m in MODELS for kind in ("scores", "metrics")]
+        + targets
+    ), outputs
+
+
 def test_aggregate_edit_resummarises_without_rescoring(tiny_run):
     workdir, data = tiny_run
     edited = write_config(workdir, lambda c: c["aggregate"].update(interval="bootstrap", bootstrap_samples=2000))

@@ -17,6 +17,7 @@ of da_gender, occupations, seat_v2, logprob and StereoSet stay missing ("–") h
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -152,6 +153,23 @@ def test_editing_a_model_training_default_retrains_that_model_only(methods_run):
     models = sorted(o for o in out if o.endswith("/model"))
     # sd reads no learning rate: it is not refitted
     assert models == [f"results/tiny-gpt2/{k}/seed0/model" for k in ("cda", "cds", "er")]
+
+
+def test_editing_a_trainer_module_retrains_the_fine_tuned_methods_only(methods_run):
+    """The trainer's modules reach the fine-tuning jobs through results/library/finetune.sha256: an edit
+    retrains cds, cda, er and gpr, and refits no SentenceDebias model (its module set is its own)."""
+    module = methods_run / "src/lmbias/training/objectives.py"
+    text, stat = module.read_text(), module.stat()
+    module.write_text(text + "# edited\n")
+    try:
+        out = scheduled_outputs(run_snakemake(methods_run, "-n", *TARGETS))
+    finally:  # the shared run must stay up to date for the other tests: content and mtime back
+        module.write_text(text)
+        os.utime(module, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert "results/library/finetune.sha256" in out and "results/library/sentence_debias.sha256" not in out
+    trained = {"cds", "cda", "er", "gpr-u", "gpr-a"}
+    models = sorted(o for o in out if o.endswith("/model"))
+    assert models == sorted(f"results/{m}/{k}/seed0/model" for m, methods in GRID.items() for k in methods if k in trained)
 
 
 def _published(workdir, paper):
