@@ -8,6 +8,7 @@ rerun tests then ask `snakemake -n` what an edit would schedule.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
@@ -66,6 +67,19 @@ def scheduled_outputs(proc: subprocess.CompletedProcess) -> list[str]:
     """Output paths of the jobs a dry run would execute."""
     text = proc.stdout + proc.stderr
     return re.findall(r"^\s*output: (\S+)", text, re.M)
+
+
+@contextlib.contextmanager
+def edited_module(module: Path):
+    """A comment appended to a library module for the block; then its content and mtime are put back, so a
+    shared run stays up to date for the tests after it."""
+    text, stat = module.read_text(), module.stat()
+    module.write_text(text + "# edited\n")
+    try:
+        yield module
+    finally:
+        module.write_text(text)
+        os.utime(module, ns=(stat.st_atime_ns, stat.st_mtime_ns))
 
 
 def write_config(workdir: Path, edit) -> Path:
@@ -221,15 +235,9 @@ def test_library_edit_reruns_only_the_benchmark_that_reads_it(tiny_run):
     workdir, data = tiny_run
     fingerprint = (workdir / "results/library/crows_pairs.sha256").read_text()
     assert "  src/lmbias/metrics/crows_pairs.py\n" in fingerprint and "winobias" not in fingerprint
-    module = workdir / "src/lmbias/metrics/crows_pairs.py"
-    text, stat = module.read_text(), module.stat()
-    module.write_text(text + "# edited\n")
-    try:
-        targets = [f"results/{m}/pretrained/summary.parquet" for m in MODELS]
+    targets = [f"results/{m}/pretrained/summary.parquet" for m in MODELS]
+    with edited_module(workdir / "src/lmbias/metrics/crows_pairs.py"):
         outputs = scheduled_outputs(run_snakemake(workdir, "-n", "--config", f"data_dir={data}", *targets))
-    finally:  # the shared run must stay up to date for the other tests: content and mtime back
-        module.write_text(text)
-        os.utime(module, ns=(stat.st_atime_ns, stat.st_mtime_ns))
     assert sorted(outputs) == sorted(
         ["results/library/crows_pairs.sha256"]
         + [f"results/{m}/pretrained/seed0/{kind}/crows_pairs.parquet" for m in MODELS for kind in ("scores", "metrics")]

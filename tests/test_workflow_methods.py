@@ -17,7 +17,6 @@ of da_gender, occupations, seat_v2, logprob and StereoSet stay missing ("–") h
 from __future__ import annotations
 
 import json
-import os
 import shutil
 from pathlib import Path
 
@@ -26,7 +25,7 @@ import pytest
 import yaml
 
 from lmbias.papers.tables import is_parameter_table, is_settings_table
-from test_workflow import _copy_workflow, run_snakemake, scheduled_outputs, write_config
+from test_workflow import _copy_workflow, edited_module, run_snakemake, scheduled_outputs, write_config
 
 pytestmark = pytest.mark.workflow
 
@@ -158,14 +157,8 @@ def test_editing_a_model_training_default_retrains_that_model_only(methods_run):
 def test_editing_a_trainer_module_retrains_the_fine_tuned_methods_only(methods_run):
     """The trainer's modules reach the fine-tuning jobs through results/library/finetune.sha256: an edit
     retrains cds, cda, er and gpr, and refits no SentenceDebias model (its module set is its own)."""
-    module = methods_run / "src/lmbias/training/objectives.py"
-    text, stat = module.read_text(), module.stat()
-    module.write_text(text + "# edited\n")
-    try:
+    with edited_module(methods_run / "src/lmbias/training/objectives.py"):
         out = scheduled_outputs(run_snakemake(methods_run, "-n", *TARGETS))
-    finally:  # the shared run must stay up to date for the other tests: content and mtime back
-        module.write_text(text)
-        os.utime(module, ns=(stat.st_atime_ns, stat.st_mtime_ns))
     assert "results/library/finetune.sha256" in out and "results/library/sentence_debias.sha256" not in out
     trained = {"cds", "cda", "er", "gpr-u", "gpr-a"}
     models = sorted(o for o in out if o.endswith("/model"))

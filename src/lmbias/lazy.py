@@ -10,6 +10,7 @@ as usual (`torch.zeros(...)`, `sps.ttest_1samp(...)`).
 from __future__ import annotations
 
 import importlib
+import sys
 import types
 
 
@@ -37,8 +38,6 @@ class _LazyModule(types.ModuleType):
 
 def lazy_module(name: str) -> types.ModuleType:
     """`name`, imported when an attribute of it is first read (at once if it is already imported)."""
-    import sys
-
     if name in sys.modules:
         return sys.modules[name]
     return _LazyModule(name)

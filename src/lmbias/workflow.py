@@ -6,7 +6,9 @@ import logging
 import os
 import sys
 
+from lmbias.io import write_text_atomic
 from lmbias.lazy import lazy_module
+from lmbias.parsers.sources import sha256_file
 
 torch = lazy_module("torch")  # imported on first use: DAG builds and metric jobs never need it
 
@@ -40,18 +42,10 @@ def pick_device() -> torch.device:
 def write_source_fingerprint(sources, out: str | os.PathLike, root: str | os.PathLike) -> None:
     """Write 'sha256  path' (path relative to `root`) for each source file, atomically.
 
-    The file stands for a benchmark's library modules and resource files in all of its scoring and metric
-    jobs (results/library/{dataset}.sha256). An edited module is newer than the fingerprint, so the
-    fingerprint is rewritten and every job that reads it runs again, as with the modules listed one by one.
-    Each job then has one input file instead of about six, which a 14,000-job DAG builds faster
-    (bench/dag_build.py)."""
-    import hashlib
-    from pathlib import Path
-
-    from lmbias.io import write_text_atomic
-
-    lines = []
-    for source in sorted(str(s) for s in sources):
-        digest = hashlib.sha256(Path(source).read_bytes()).hexdigest()
-        lines.append(f"{digest}  {os.path.relpath(source, root)}\n")
+    The file (results/library/{library}.sha256) stands for a set of library modules and resource files: a
+    benchmark's, in all its scoring and metric jobs, or the trainer's or SentenceDebias'. An edited module is
+    newer than the fingerprint, so the fingerprint is rewritten and every job that reads it runs again, as
+    with the modules listed one by one; each job has one input instead of six to ten, which a 14,000-job
+    DAG builds faster (bench/dag_build.py)."""
+    lines = [f"{sha256_file(source)}  {os.path.relpath(source, root)}\n" for source in sorted(str(s) for s in sources)]
     write_text_atomic(out, "".join(lines))

@@ -39,12 +39,12 @@ from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
-from lmbias.lazy import lazy_module
-
-torch = lazy_module("torch")  # imported on first use: DAG builds and metric jobs never need it
 
 from lmbias.errors import ConfigError, DataError
 from lmbias.engine.scoring import EngineStats, _autocast, _batches, _model_device, _pad
+from lmbias.lazy import lazy_module
+
+torch = lazy_module("torch")  # imported on first use: DAG builds and metric jobs never need it
 
 log = logging.getLogger(__name__)
 

@@ -10,9 +10,6 @@ import time
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-from lmbias.lazy import lazy_module
-
-torch = lazy_module("torch")  # imported on first use: DAG builds and metric jobs never need it
 
 from lmbias import registry
 from lmbias.errors import ConfigError
@@ -24,6 +21,9 @@ from lmbias.metrics.summary import (
 )
 from lmbias.progress import job_progress, rate_line
 from lmbias.workflow import pick_device
+from lmbias.lazy import lazy_module
+
+torch = lazy_module("torch")  # imported on first use: DAG builds and metric jobs never need it
 
 log = logging.getLogger(__name__)
 

@@ -25,12 +25,12 @@ from dataclasses import dataclass
 from typing import Callable, Sequence
 
 import numpy as np
-from lmbias.lazy import lazy_module
-
-torch = lazy_module("torch")  # imported on first use: DAG builds and metric jobs never need it
 
 from lmbias import progress
 from lmbias.errors import ConfigError, DataError
+from lmbias.lazy import lazy_module
+
+torch = lazy_module("torch")  # imported on first use: DAG builds and metric jobs never need it
 
 log = logging.getLogger(__name__)
 

@@ -25,11 +25,11 @@ from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
+
+from lmbias.errors import ConfigError, DataError
 from lmbias.lazy import lazy_module
 
 sps = lazy_module("scipy.stats")  # imported on first use: DAG builds never run a test
-
-from lmbias.errors import ConfigError, DataError
 
 TESTS = ("wilcoxon", "t")
 GROUPS = ("male", "female", "balanced")

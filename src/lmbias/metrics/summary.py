@@ -33,12 +33,12 @@ from typing import Iterable
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
-from lmbias.lazy import lazy_module
-
-sps = lazy_module("scipy.stats")  # imported on first use: DAG builds never run a test
 
 from lmbias import __version__
 from lmbias.errors import ConfigError, DataError
+from lmbias.lazy import lazy_module
+
+sps = lazy_module("scipy.stats")  # imported on first use: DAG builds never run a test
 
 METRIC_COLUMNS = [
     ("benchmark", pa.string()),
