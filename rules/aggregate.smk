@@ -93,6 +93,21 @@ ruleorder: reject_unknown_result > score_benchmark
 ruleorder: reject_unknown_result > compute_metric
 
 
+# And for a seed's metrics.parquet: only configured (model, method, seed) combinations reach compute_seed_metrics.
+rule reject_unknown_seed_metrics:
+    input:
+        reject_unknown_seed_metrics,
+    output:
+        "results/{model}/{method}/seed{seed}/metrics.parquet",
+    wildcard_constraints:
+        model=f"(?!{valid_seed_paths_regex()}/metrics\\.parquet$)[^/]+",
+        method=r"[^/]+",
+        seed=r"[^/]*",
+
+
+ruleorder: reject_unknown_seed_metrics > compute_seed_metrics
+
+
 rule reject_unknown_model_folder:
     input:
         reject_unknown_model_folder,

@@ -113,13 +113,19 @@ def model_weights_input(wildcards):
     return []
 
 
-def checked_benchmark(wildcards):
-    """The benchmark's config entry, after checking that it applies to this model's family (and that the
-    path's seed is one the method runs)."""
+def checked_seed(wildcards):
+    """The path's seed, after checking that it is one the method runs."""
     seeds = seeds_for(wildcards.method)
     if int(wildcards.seed) not in seeds:
         raise ConfigError(f"results/{wildcards.model}/{wildcards.method}/seed{wildcards.seed}: method {wildcards.method!r} "
                           f"runs seed(s) {', '.join(map(str, seeds))}, not '{wildcards.seed}' (config key `seeds`)")
+    return int(wildcards.seed)
+
+
+def checked_benchmark(wildcards):
+    """The benchmark's config entry, after checking that it applies to this model's family (and that the
+    path's seed is one the method runs)."""
+    checked_seed(wildcards)
     entry = config["benchmarks"][wildcards.benchmark]
     registry.check_family(wildcards.benchmark, entry, config["models"][wildcards.model]["family"], wildcards.model)
     return entry
@@ -163,16 +169,43 @@ def library_fingerprint_sources(wildcards):
     return _library_sets()[wildcards.library]
 
 
-def metric_inputs(wildcards):
-    bench = checked_benchmark(wildcards)
-    inputs = {
-        "scores": f"results/{wildcards.model}/{wildcards.method}/seed{wildcards.seed}/scores/{wildcards.benchmark}.parquet",
-        "library": library_fingerprint_file(bench["dataset"]),
-    }
+def _metric_inputs_of(benchmark, wildcards):
+    """What one benchmark's metric rows are computed from: its scores, its library and any file the metric
+    reads (a file's contents, not only its path, must trigger a rerun)."""
+    bench = config["benchmarks"][benchmark]
     labels = (bench.get("metric") or {}).get("competency_labels")
-    if labels:  # a file the metric reads: its contents, not only its path, must trigger a rerun
-        inputs["labels"] = labels
+    return (f"results/{wildcards.model}/{wildcards.method}/seed{wildcards.seed}/scores/{benchmark}.parquet",
+            library_fingerprint_file(bench["dataset"]), [labels] if labels else [])
+
+
+def metric_inputs(wildcards):
+    checked_benchmark(wildcards)
+    scores, library, files = _metric_inputs_of(wildcards.benchmark, wildcards)
+    inputs = {"scores": scores, "library": library}
+    if files:
+        inputs["labels"] = files
     return inputs
+
+
+def seed_metric_inputs(wildcards):
+    """Inputs of a seed's metrics.parquet: the scores, libraries and files of every benchmark its summary
+    holds (one input function: Snakemake's cost per call dominates a large DAG's build)."""
+    checked_seed(wildcards)
+    scores, libraries, files = [], set(), set()
+    for benchmark in _summary_benchmarks(wildcards):
+        path, library, extra = _metric_inputs_of(benchmark, wildcards)
+        scores.append(path)
+        libraries.add(library)
+        files.update(extra)
+    inputs = {"scores": scores, "library": sorted(libraries)}
+    if files:
+        inputs["labels"] = sorted(files)
+    return inputs
+
+
+def seed_metric_benchmark_slices(wildcards):
+    """{benchmark: what its metric reads} for every benchmark of a seed's metrics.parquet."""
+    return {b: _metric_slice(wildcards.method, b) for b in _summary_benchmarks(wildcards)}
 
 
 @lru_cache(maxsize=None)
@@ -251,11 +284,9 @@ def summary_left_out(wildcards):
 
 
 def summary_metric_files(wildcards):
-    return [
-        f"results/{wildcards.model}/{wildcards.method}/seed{seed}/metrics/{b}.parquet"
-        for seed in seeds_for(wildcards.method)
-        for b in _summary_benchmarks(wildcards)
-    ]
+    """One metrics.parquet per seed (every benchmark of the summary; see seed_metric_inputs)."""
+    _summary_benchmarks(wildcards)  # fails early, naming the model, when no benchmark applies
+    return [f"results/{wildcards.model}/{wildcards.method}/seed{seed}/metrics.parquet" for seed in seeds_for(wildcards.method)]
 
 
 def summary_config_slices(wildcards):
@@ -320,28 +351,48 @@ def reject_unknown_target(model, method):
     raise ConfigError(f"results/{model}/{method}/summary.parquet: no rule can build it")
 
 
-def valid_result_paths_regex():
-    """Regex (from just after `results/`) of every scores/metrics path the config defines."""
+def valid_seed_paths_regex():
+    """Regex (from just after `results/`) of every {model}/{method}/seed{k} folder the config defines."""
     by_method = "|".join(
         f"{re.escape(m)}/seed(?:{'|'.join(str(s) for s in seeds_for(m))})" for m in sorted(config["methods"])
     )
-    return (f"(?:{_alternatives(config['models'])})/(?:{by_method})/(?:scores|metrics)/"
-            f"(?:{_alternatives(config['benchmarks'])})\\.parquet$")
+    return f"(?:{_alternatives(config['models'])})/(?:{by_method})"
+
+
+def valid_result_paths_regex():
+    """Regex (from just after `results/`) of every scores/metrics path the config defines."""
+    return f"{valid_seed_paths_regex()}/(?:scores|metrics)/(?:{_alternatives(config['benchmarks'])})\\.parquet$"
+
+
+def _reject_unknown_model_or_method(path, model, method):
+    if model not in config["models"]:
+        raise ConfigError(f"{path}: unknown model {model!r} in the target path; models configured in config.yaml: {', '.join(sorted(config['models']))}")
+    if method not in config["methods"]:
+        raise ConfigError(f"{path}: unknown method {method!r} in the target path; methods configured in config.yaml: {', '.join(sorted(config['methods']))}")
+
+
+def _reject_unknown_seed(path, method, seed):
+    seeds = seeds_for(method)
+    if not seed.isdigit() or int(seed) not in seeds:
+        raise ConfigError(f"{path}: method {method!r} runs seed(s) {', '.join(map(str, seeds))}, not {seed!r} (config key `seeds`)")
 
 
 def reject_unknown_result(wildcards):
     """Input function of the reject_unknown_result rule: names what in a scores/metrics path is not configured."""
     model, method, seed, benchmark = wildcards.model, wildcards.method, wildcards.seed, wildcards.benchmark
     path = f"results/{model}/{method}/seed{seed}/{wildcards.kind}/{benchmark}.parquet"
-    if model not in config["models"]:
-        raise ConfigError(f"{path}: unknown model {model!r} in the target path; models configured in config.yaml: {', '.join(sorted(config['models']))}")
-    if method not in config["methods"]:
-        raise ConfigError(f"{path}: unknown method {method!r} in the target path; methods configured in config.yaml: {', '.join(sorted(config['methods']))}")
+    _reject_unknown_model_or_method(path, model, method)
     if benchmark not in config["benchmarks"]:
         raise ConfigError(f"{path}: unknown benchmark {benchmark!r} in the target path; benchmarks configured in config.yaml: {', '.join(sorted(config['benchmarks']))}")
-    seeds = seeds_for(method)
-    if not seed.isdigit() or int(seed) not in seeds:
-        raise ConfigError(f"{path}: method {method!r} runs seed(s) {', '.join(map(str, seeds))}, not {seed!r} (config key `seeds`)")
+    _reject_unknown_seed(path, method, seed)
+    raise ConfigError(f"{path}: no rule can build it")
+
+
+def reject_unknown_seed_metrics(wildcards):
+    """Input function of the reject_unknown_seed_metrics rule: the same for a seed's metrics.parquet."""
+    path = f"results/{wildcards.model}/{wildcards.method}/seed{wildcards.seed}/metrics.parquet"
+    _reject_unknown_model_or_method(path, wildcards.model, wildcards.method)
+    _reject_unknown_seed(path, wildcards.method, wildcards.seed)
     raise ConfigError(f"{path}: no rule can build it")
 
 
@@ -520,10 +571,14 @@ def method_job_inputs(wildcards):
 
 
 def metric_benchmark_slice(wildcards):
+    return _metric_slice(wildcards.method, wildcards.benchmark)
+
+
+def _metric_slice(method, benchmark):
     """Only what the metric reads; for an `online` method WinoBias applies online skew (Manela et al.'s -O),
     never the plain variant (that is the pretrained row)."""
-    bench = {k: v for k, v in config["benchmarks"][wildcards.benchmark].items() if k in ("dataset", "metric")}
-    if config["methods"][wildcards.method]["kind"] == "online" and bench["dataset"] == "winobias":
+    bench = {k: v for k, v in config["benchmarks"][benchmark].items() if k in ("dataset", "metric")}
+    if config["methods"][method]["kind"] == "online" and bench["dataset"] == "winobias":
         metric = dict(bench.get("metric") or {})
         skews = [v for v in (metric.get("online_skew") or []) if v != "none"] or ["all_professions"]
         bench = {**bench, "metric": {**metric, "online_skew": skews}}
@@ -537,6 +592,7 @@ def method_names_of_kinds(kinds):
 # Snakemake inspects the signature of an input function on every call (inspect.signature, a few times per
 # job); a precomputed __signature__ makes that a lookup. Behaviour is unchanged.
 for _input_function in (model_entry, method_entry, benchmark_scoring_slice, scoring_inputs, metric_inputs,
+                        seed_metric_inputs, seed_metric_benchmark_slices,
                         summary_metric_files, summary_config_slices, summary_left_out, comparison_entry,
                         comparison_benchmark_slice, comparison_inputs, method_job_inputs, method_settings,
                         method_sd_settings, training_model_entry, metric_benchmark_slice, model_weights_input,

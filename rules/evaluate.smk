@@ -1,5 +1,7 @@
 # Scoring (expensive forward passes, cached per model/method/seed/benchmark) and metrics (cheap,
-# recomputed from the cached scores when a metric option changes). A method with a model folder
+# recomputed from the cached scores when a metric option changes: one job per model/method/seed computes
+# every benchmark's rows into seed{k}/metrics.parquet, which summaries read; metrics/{benchmark}.parquet is
+# one benchmark's rows, built on request). A method with a model folder
 # (rules/train.smk) is scored through lmbias.engine.models.load_method_model; pretrained and online
 # score the base model. Every scoring and metric job of a benchmark (and every fine-tuning or SentenceDebias
 # job) reads its library modules through one fingerprint file (results/library/{library}.sha256), rewritten
@@ -41,6 +43,24 @@ rule score_benchmark:
         gpu=1,
     script:
         "../scripts/score_benchmark.py"
+
+
+rule compute_seed_metrics:
+    input:
+        # scores, library fingerprints and metric files of every benchmark the summary holds
+        unpack(seed_metric_inputs),
+        script="scripts/compute_seed_metrics.py",
+    output:
+        "results/{model}/{method}/seed{seed}/metrics.parquet",
+    params:
+        # Only what the metrics read: editing scoring options reruns scoring (and so this), nothing else.
+        benchmarks=seed_metric_benchmark_slices,
+    conda:
+        "../envs/lmbias.yaml"
+    log:
+        "logs/{model}/{method}/seed{seed}/metrics.log",
+    script:
+        "../scripts/compute_seed_metrics.py"
 
 
 rule compute_metric:

@@ -250,9 +250,10 @@ def test_workflow_runs_da_gender_and_logprob(tmp_path, repo_root):
     summaries = [f"results/{m}/pretrained/summary.parquet" for m in ("tiny-bert", "tiny-gpt2", "tiny-bart")]
     outputs = set(scheduled_outputs(run_snakemake(workdir, "-n", *summaries)))
     for model in ("tiny-bert", "tiny-gpt2", "tiny-bart"):
-        assert f"results/{model}/pretrained/seed0/metrics/da_gender.parquet" in outputs
-    assert "results/tiny-bert/pretrained/seed0/metrics/logprob.parquet" in outputs
-    assert "results/tiny-bart/pretrained/seed0/metrics/logprob.parquet" in outputs
+        assert f"results/{model}/pretrained/seed0/scores/da_gender.parquet" in outputs
+        assert f"results/{model}/pretrained/seed0/metrics.parquet" in outputs
+    assert "results/tiny-bert/pretrained/seed0/scores/logprob.parquet" in outputs
+    assert "results/tiny-bart/pretrained/seed0/scores/logprob.parquet" in outputs
     assert "results/tiny-gpt2/pretrained/seed0/scores/logprob.parquet" not in outputs
     proc = run_snakemake(workdir, "-n", "results/tiny-gpt2/pretrained/seed0/scores/logprob.parquet", check=False)
     assert proc.returncode != 0
@@ -261,7 +262,7 @@ def test_workflow_runs_da_gender_and_logprob(tmp_path, repo_root):
 
 
 def test_jobs_on_the_full_datasets_in_process(base_models, tmp_path, caplog):
-    """What rules parse_benchmark, score_benchmark and compute_metric run, in-process on tiny-bert (the real
+    """What rules parse_benchmark, score_benchmark, compute_metric and compute_seed_metrics run, in-process on tiny-bert (the real
     Snakemake run of both benchmarks happens in tests/test_workflow.py, whose summaries include them)."""
     import logging
 
@@ -297,3 +298,33 @@ def test_jobs_on_the_full_datasets_in_process(base_models, tmp_path, caplog):
     # requests vs unique inputs are logged (TAM contexts repeat a lot)
     text = caplog.text
     assert "2610 items, 10440 requests ->" in text and "4000 items, 8000 requests ->" in text
+
+    # A seed's metrics.parquet (what summaries read) holds exactly the per-benchmark files' rows, and each
+    # benchmark's scoring provenance: here logprob's scores come from a (pretend) 2-process run at a commit.
+    from lmbias.engine.evaluation import compute_seed_metrics_job
+    from lmbias.metrics.summary import METRIC_SCHEMA, file_provenance, provenance_by_benchmark, scores_metadata
+
+    logprob_scores = tmp_path / "scores" / "logprob.parquet"
+    logprob_scores.parent.mkdir()
+    write_table_atomic(pq.read_table(tmp_path / "scores_logprob.parquet"), logprob_scores,
+                       metadata=scores_metadata("c0ffee", 2, None))
+    (tmp_path / "scores" / "da_gender.parquet").write_bytes((tmp_path / "scores_da_gender.parquet").read_bytes())
+    config = yaml.safe_load((Path(__file__).parents[1] / "config.yaml").read_text())["benchmarks"]
+    slices = {name: {k: v for k, v in config[name].items() if k in ("dataset", "metric")} for name in ("da_gender", "logprob")}
+    seed_file = tmp_path / "metrics.parquet"
+    compute_seed_metrics_job(slices, [tmp_path / "scores" / "logprob.parquet", tmp_path / "scores" / "da_gender.parquet"],
+                             seed_file, "tiny-bert", "pretrained", "0")
+    table = pq.read_table(seed_file)
+    assert table.schema.equals(METRIC_SCHEMA, check_metadata=False)
+    key = lambda r: (r["benchmark"], r["metric"], r["variant"], r["subset"])  # noqa: E731
+    assert sorted(table.to_pylist(), key=key) == sorted(rows, key=key)
+    own, by_benchmark = provenance_by_benchmark(seed_file)
+    assert by_benchmark["logprob"]["model_commit"] == "c0ffee" and by_benchmark["logprob"]["score_world_size"] == 2
+    assert by_benchmark["da_gender"] == file_provenance(tmp_path / "scores_da_gender.parquet")
+    assert by_benchmark["da_gender"]["score_world_size"] == 1 and own["score_world_size"] is None
+    # scores and benchmarks that do not match: an error naming the output, nothing written
+    with pytest.raises(ConfigError, match=r"missing\.parquet.*\(logprob\).*\(da_gender, logprob\)"):
+        compute_seed_metrics_job(slices, [logprob_scores], tmp_path / "missing.parquet", "tiny-bert", "pretrained", "0")
+    with pytest.raises(ConfigError, match="not a scores file"):
+        compute_seed_metrics_job(slices, [tmp_path / "scores_logprob.parquet"], tmp_path / "x.parquet", "m", "k", "0")
+    assert not (tmp_path / "missing.parquet").exists() and not (tmp_path / "x.parquet").exists()

@@ -101,7 +101,7 @@ def test_dry_run_chain_corpus_finetune_scores_metrics_summary(dag_workdir, share
     assert "results/corpora/gap/cds-1.0.parquet" in out
     assert "results/bert-large/cds/seed0/model" in out
     assert "results/bert-large/cds/seed0/scores/bec_pro_en.parquet" in out
-    assert "results/bert-large/cds/seed0/metrics/bec_pro_en.parquet" in out
+    assert "results/bert-large/cds/seed0/metrics.parquet" in out
     assert "results/bert-large/cds/summary.parquet" in out
 
 

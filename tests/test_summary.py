@@ -20,7 +20,8 @@ from lmbias.errors import ConfigError, DataError
 from lmbias.io import write_table_atomic
 from lmbias.metrics.summary import (
     METRIC_SCHEMA, SUMMARY_SCHEMA, AggregateSettings, aggregate_over_seeds, bootstrap_interval, carried_metadata,
-    file_provenance, library_versions, scores_metadata, t_interval, training_world_size, with_context,
+    file_provenance, library_versions, scores_metadata, scores_metadata_by_benchmark, t_interval, training_world_size,
+    with_context,
 )
 
 
@@ -174,6 +175,33 @@ def test_versions_and_world_sizes_travel_to_the_summary_and_differences_are_name
     assert (rows["0"]["train_world_size"], rows["1"]["train_world_size"], rows["mean"]["train_world_size"]) == (2, 4, None)
     assert {r["score_world_size"] for r in rows.values()} == {1}
     assert rows["mean"]["value"] == 2.0 and rows["mean"]["n_seeds"] == 2 and rows["mean"]["interval"] == "t"
+
+
+def test_a_seed_metrics_file_gives_each_benchmark_the_provenance_of_its_own_scores(tmp_path):
+    """seed{k}/metrics.parquet holds several benchmarks, each scored by its own job (maybe months apart, in
+    another environment): the summary takes each row's commit, versions and world sizes from its benchmark."""
+    scores = {}
+    for name, meta in (("seat", scores_metadata("", 1, 2)), ("crows_pairs", scores_metadata("abc", 4, 2))):
+        scores[name] = write_table_atomic(pa.Table.from_pylist([{"item_id": "i0"}]), tmp_path / f"{name}.parquet",
+                                          metadata=meta)
+    versions = json.loads(scores_metadata("", 1, 2)["lmbias.versions"])
+    rows = with_context([{"benchmark": b, "metric": "m", "variant": "", "subset": "all", "value": 1.0, "ci_low": None,
+                          "ci_high": None, "p_value": None, "n": 3} for b in scores], "m", "cds", 0)
+    path = write_table_atomic(pa.Table.from_pylist(rows, schema=METRIC_SCHEMA), tmp_path / "metrics.parquet",
+                              METRIC_SCHEMA, metadata=scores_metadata_by_benchmark(scores))
+    slices = {**SLICES, "benchmarks": {"seat": {"dataset": "seat"}, "crows_pairs": {"dataset": "crows_pairs"}}, "seeds": [0]}
+    summarise_job([path], tmp_path / "summary.parquet", slices)
+    got = {(r["benchmark"], r["seed"]): r for r in pq.read_table(tmp_path / "summary.parquet").to_pylist()}
+    for seed in ("0", "mean"):
+        assert (got[("seat", seed)]["model_commit"], got[("seat", seed)]["score_world_size"]) == ("", 1)
+        assert (got[("crows_pairs", seed)]["model_commit"], got[("crows_pairs", seed)]["score_world_size"]) == ("abc", 4)
+        assert got[("crows_pairs", seed)]["train_world_size"] == 2
+        assert got[("seat", seed)]["torch_version"] == versions["torch_version"]
+    broken = write_table_atomic(pa.Table.from_pylist(rows, schema=METRIC_SCHEMA), tmp_path / "broken.parquet",
+                                METRIC_SCHEMA, metadata={"lmbias.scores_metadata_by_benchmark": "[1, 2]"})
+    with pytest.raises(DataError, match="broken.parquet"):
+        summarise_job([broken], tmp_path / "x.parquet", slices)
+    assert not (tmp_path / "x.parquet").exists()
 
 
 def test_aggregate_settings_change_the_mean_rows_and_the_config_hash(tmp_path):

@@ -225,11 +225,11 @@ def test_dry_run_instances_train_on_their_own_corpus_and_compare(workdir, shared
               if "output: results/tiny-bert/cds@swap_rate=0.7/seed0/model" in b]
     assert len(blocks) == 1 and "input: results/corpora/gap/cds-0.7.parquet," in blocks[0], blocks
     for path in ("results/tiny-bert/cds@swap_rate=0.7/seed0/scores/winobias.parquet",
-                 "results/tiny-bert/cds@swap_rate=0.7/seed0/metrics/bec_pro_en.parquet",
+                 "results/tiny-bert/cds@swap_rate=0.7/seed0/metrics.parquet",
                  "results/tiny-gpt2/er@er_lambda=2.0/seed0/model",
                  "results/tiny-gpt2/er@er_lambda=2.0/summary.parquet",
                  "results/tiny-bart/sd@ratio_of_pairs=0.4/seed0/model",
-                 "results/tiny-bart/sd@ratio_of_pairs=0.4/seed0/metrics/winobias.parquet",
+                 "results/tiny-bart/sd@ratio_of_pairs=0.4/seed0/metrics.parquet",
                  "results/tables/paired/cds-sweep.parquet"):
         assert path in out, path
     assert not [o for o in out if "/cds/" in o or "/er/" in o or "/sd/" in o]  # the defaults are not pulled in

@@ -222,7 +222,7 @@ def test_cutoff_edit_reruns_metrics_not_scoring(tiny_run):
     proc = run_snakemake(workdir, "-n", "--configfile", str(edited), "--config", f"data_dir={data}", *targets)
     outputs = scheduled_outputs(proc)
     assert sorted(outputs) == sorted(
-        [f"results/{m}/pretrained/seed0/metrics/winobias.parquet" for m in MODELS]
+        [f"results/{m}/pretrained/seed0/metrics.parquet" for m in MODELS]
         + [f"results/{m}/pretrained/summary.parquet" for m in MODELS]
     ), outputs
     assert not [o for o in outputs if "/scores/" in o or o.startswith(("resources/", "results/data/"))]
@@ -231,7 +231,8 @@ def test_cutoff_edit_reruns_metrics_not_scoring(tiny_run):
 def test_library_edit_reruns_only_the_benchmark_that_reads_it(tiny_run):
     """A benchmark's modules reach its jobs through one fingerprint file (results/library/<dataset>.sha256,
     one line per module): editing metrics/crows_pairs.py rewrites that fingerprint and reruns CrowS-Pairs'
-    scoring and metric jobs and the summaries, nothing of the other benchmarks."""
+    scoring jobs, the seeds' metric jobs (every benchmark's metrics, from cached scores) and the summaries;
+    nothing else is rescored."""
     workdir, data = tiny_run
     fingerprint = (workdir / "results/library/crows_pairs.sha256").read_text()
     assert "  src/lmbias/metrics/crows_pairs.py\n" in fingerprint and "winobias" not in fingerprint
@@ -240,7 +241,8 @@ def test_library_edit_reruns_only_the_benchmark_that_reads_it(tiny_run):
         outputs = scheduled_outputs(run_snakemake(workdir, "-n", "--config", f"data_dir={data}", *targets))
     assert sorted(outputs) == sorted(
         ["results/library/crows_pairs.sha256"]
-        + [f"results/{m}/pretrained/seed0/{kind}/crows_pairs.parquet" for m in MODELS for kind in ("scores", "metrics")]
+        + [f"results/{m}/pretrained/seed0/scores/crows_pairs.parquet" for m in MODELS]
+        + [f"results/{m}/pretrained/seed0/metrics.parquet" for m in MODELS]
         + targets
     ), outputs
 

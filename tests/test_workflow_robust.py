@@ -92,6 +92,9 @@ def test_missing_data_is_an_error_naming_file_and_key(small_run):
     ("results/tiny-bert/magic/seed0/metrics/winobias.parquet", "unknown method 'magic'"),
     ("results/tiny-bert/pretrained/seed0/scores/winobiass.parquet", "unknown benchmark 'winobiass'"),
     ("results/tiny-bert/pretrained/seed3/metrics/winobias.parquet", "runs seed(s) 0, not '3'"),
+    ("results/tiny-bert/magic/seed0/metrics.parquet", "unknown method 'magic'"),
+    ("results/tiny-bret/pretrained/seed0/metrics.parquet", "unknown model 'tiny-bret'"),
+    ("results/tiny-bert/pretrained/seed3/metrics.parquet", "runs seed(s) 0, not '3'"),
     ("resources/models/tiny-bret", "unknown model 'tiny-bret'"),
 ])
 def test_unknown_names_in_scores_metrics_and_model_paths_are_named(small_run, path, message):

@@ -1,18 +1,19 @@
 """The long-format results schema shared by metric files and summary.parquet, plus provenance.
 
-One row per (model, method, seed or aggregate, benchmark, metric, variant, subset). Metric files
-(`metrics/{metric}.parquet`) hold the per-seed rows; `summary.parquet` adds one aggregate row over seeds
-(seed = "mean") per (benchmark, metric, variant, subset): the mean of the seeds' non-null values, their
-sample std (`std`, ddof=1), how many seeds it is over (`n_seeds`) and a confidence interval across seeds
-(config.yaml `aggregate`: a t-interval by default, or a seeded percentile bootstrap over the seeds). A
-row's `interval` column names how its ci_low/ci_high were computed: "t" or "bootstrap" for an aggregate
-over two or more seeds, otherwise the metric's own interval (e.g. "bootstrap_lines" for WinoBias F1,
+One row per (model, method, seed or aggregate, benchmark, metric, variant, subset). Metric files hold the
+per-seed rows: `seed{k}/metrics.parquet` every benchmark of one seed (what summaries read), and
+`seed{k}/metrics/{benchmark}.parquet` one benchmark's (built on request). `summary.parquet` adds one
+aggregate row over seeds (seed = "mean") per (benchmark, metric, variant, subset): the mean of the seeds'
+non-null values, their sample std (`std`, ddof=1), how many seeds it is over (`n_seeds`) and a confidence
+interval across seeds (config.yaml `aggregate`: a t-interval by default, or a seeded percentile bootstrap
+over the seeds). A row's `interval` column names how its ci_low/ci_high were computed: "t" or "bootstrap"
+for an aggregate over two or more seeds, otherwise the metric's own interval (e.g. "bootstrap_lines" for WinoBias F1,
 "wilson" for DA-score; null when the metric gives none). A mean over exactly one seed's value is that
 seed's row: its own interval and p-value.
 
 Provenance columns state what computed the numbers: the library versions and the number of processes
 of the scoring job (recorded in the scores file's metadata at scoring time, carried through the metric
-file) and of the training job (the trained model's training.json). Where the seeds of an aggregate row
+file: per benchmark in a seed's metrics.parquet) and of the training job (the trained model's training.json). Where the seeds of an aggregate row
 differ, its string columns hold the distinct values comma-joined and its world-size columns are null.
 
 Configured benchmarks that a summary leaves out (no data and `missing_data: skip` or listed in
@@ -87,6 +88,9 @@ VERSIONS_KEY = "lmbias.versions"  # JSON {column: version or null}, VERSION_PACK
 SCORE_WORLD_SIZE_KEY = "lmbias.score_world_size"
 TRAIN_WORLD_SIZE_KEY = "lmbias.train_world_size"  # absent: a model that was not trained here
 SCORES_METADATA_KEYS = (COMMIT_KEY, VERSIONS_KEY, SCORE_WORLD_SIZE_KEY, TRAIN_WORLD_SIZE_KEY)
+#: A seed's metrics.parquet holds several benchmarks, each scored by its own job: JSON {benchmark: the
+#: SCORES_METADATA_KEYS of its scores file}.
+BY_BENCHMARK_KEY = "lmbias.scores_metadata_by_benchmark"
 LEFT_OUT_KEY = "lmbias.left_out"
 PANDAS_ATTRS_KEY = "PANDAS_ATTRS"
 #: A metric row with an interval but no `interval` name gets this one.
@@ -197,11 +201,12 @@ def carried_metadata(path: str | os.PathLike) -> dict[str, str]:
     return {k: metadata[k.encode()].decode() for k in SCORES_METADATA_KEYS if k.encode() in metadata}
 
 
-def file_provenance(path: str | os.PathLike) -> dict:
-    """Provenance columns recorded in a scores or metric file's metadata (model_commit, *_version,
-    score_world_size, train_world_size); files written before a key existed give null for it."""
-    metadata = {k.decode(): v.decode() for k, v in (pq.read_schema(path).metadata or {}).items()
-                if k.decode().startswith("lmbias.")}
+def _file_metadata(path: str | os.PathLike) -> dict[str, str]:
+    return {k.decode(): v.decode() for k, v in (pq.read_schema(path).metadata or {}).items()
+            if k.decode().startswith("lmbias.")}
+
+
+def _provenance_of(metadata: dict[str, str], path) -> dict:
     try:
         versions = json.loads(metadata.get(VERSIONS_KEY, "{}"))
         score_ws = metadata.get(SCORE_WORLD_SIZE_KEY)
@@ -214,6 +219,31 @@ def file_provenance(path: str | os.PathLike) -> dict:
     for column in VERSION_PACKAGES:
         out[column] = versions.get(column) if isinstance(versions, dict) else None
     return out
+
+
+def file_provenance(path: str | os.PathLike) -> dict:
+    """Provenance columns recorded in a scores or metric file's metadata (model_commit, *_version,
+    score_world_size, train_world_size); files written before a key existed give null for it."""
+    return _provenance_of(_file_metadata(path), path)
+
+
+def provenance_by_benchmark(path: str | os.PathLike) -> tuple[dict, dict[str, dict]]:
+    """(the file's own provenance columns, {benchmark: provenance columns}) of a metric file: a seed's
+    metrics.parquet records each benchmark's scores metadata; a one-benchmark file only its own."""
+    metadata = _file_metadata(path)
+    try:
+        by_benchmark = json.loads(metadata.get(BY_BENCHMARK_KEY, "{}"))
+        if not isinstance(by_benchmark, dict):
+            raise TypeError(f"{BY_BENCHMARK_KEY} is not a JSON object")
+    except (ValueError, TypeError) as exc:
+        raise DataError(f"unreadable lmbias provenance metadata: {exc}", path) from exc
+    return _provenance_of(metadata, path), {b: _provenance_of(meta, path) for b, meta in by_benchmark.items()}
+
+
+def scores_metadata_by_benchmark(scores_paths: dict[str, str | os.PathLike]) -> dict[str, str]:
+    """The metadata of a seed's metrics.parquet: each benchmark's scores-file provenance (BY_BENCHMARK_KEY)."""
+    return {BY_BENCHMARK_KEY: json.dumps({b: carried_metadata(p) for b, p in sorted(scores_paths.items())},
+                                         sort_keys=True)}
 
 
 def training_world_size(model_dir: str | os.PathLike | None) -> int | None:
