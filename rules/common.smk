@@ -115,10 +115,7 @@ def model_weights_input(wildcards):
 
 def checked_seed(wildcards):
     """The path's seed, after checking that it is one the method runs."""
-    seeds = seeds_for(wildcards.method)
-    if int(wildcards.seed) not in seeds:
-        raise ConfigError(f"results/{wildcards.model}/{wildcards.method}/seed{wildcards.seed}: method {wildcards.method!r} "
-                          f"runs seed(s) {', '.join(map(str, seeds))}, not '{wildcards.seed}' (config key `seeds`)")
+    _reject_unknown_seed(f"results/{wildcards.model}/{wildcards.method}/seed{wildcards.seed}", wildcards.method, wildcards.seed)
     return int(wildcards.seed)
 
 

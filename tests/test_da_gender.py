@@ -262,8 +262,9 @@ def test_workflow_runs_da_gender_and_logprob(tmp_path, repo_root):
 
 
 def test_jobs_on_the_full_datasets_in_process(base_models, tmp_path, caplog):
-    """What rules parse_benchmark, score_benchmark, compute_metric and compute_seed_metrics run, in-process on tiny-bert (the real
-    Snakemake run of both benchmarks happens in tests/test_workflow.py, whose summaries include them)."""
+    """What rules parse_benchmark, score_benchmark, compute_metric and compute_seed_metrics run, in-process on
+    tiny-bert (the real Snakemake run of both benchmarks happens in tests/test_workflow.py, whose summaries
+    include them)."""
     import logging
 
     from lmbias.engine.evaluation import compute_metric_job, score_benchmark_job

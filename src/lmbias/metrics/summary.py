@@ -7,14 +7,15 @@ aggregate row over seeds (seed = "mean") per (benchmark, metric, variant, subset
 non-null values, their sample std (`std`, ddof=1), how many seeds it is over (`n_seeds`) and a confidence
 interval across seeds (config.yaml `aggregate`: a t-interval by default, or a seeded percentile bootstrap
 over the seeds). A row's `interval` column names how its ci_low/ci_high were computed: "t" or "bootstrap"
-for an aggregate over two or more seeds, otherwise the metric's own interval (e.g. "bootstrap_lines" for WinoBias F1,
-"wilson" for DA-score; null when the metric gives none). A mean over exactly one seed's value is that
-seed's row: its own interval and p-value.
+for an aggregate over two or more seeds, otherwise the metric's own interval (e.g. "bootstrap_lines" for
+WinoBias F1, "wilson" for DA-score; null when the metric gives none). A mean over exactly one seed's value
+is that seed's row: its own interval and p-value.
 
 Provenance columns state what computed the numbers: the library versions and the number of processes
 of the scoring job (recorded in the scores file's metadata at scoring time, carried through the metric
-file: per benchmark in a seed's metrics.parquet) and of the training job (the trained model's training.json). Where the seeds of an aggregate row
-differ, its string columns hold the distinct values comma-joined and its world-size columns are null.
+file: per benchmark in a seed's metrics.parquet) and of the training job (the trained model's
+training.json). Where the seeds of an aggregate row differ, its string columns hold the distinct values
+comma-joined and its world-size columns are null.
 
 Configured benchmarks that a summary leaves out (no data and `missing_data: skip` or listed in
 `optional_benchmarks`, or not in a run's `only_benchmarks`) are listed in the file's metadata with the
