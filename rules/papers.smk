@@ -61,6 +61,7 @@ rule paper_table:
     params:
         pairs=paper_table_pairs,
         caption=paper_table_caption,
+        left_out=paper_table_left_out,
     wildcard_constraints:
         table=r"[^/.]+",
     conda:
@@ -87,6 +88,7 @@ rule paper_settings_table:
     params:
         pairs=paper_table_pairs,
         caption=paper_table_caption,
+        left_out=paper_table_left_out,
     wildcard_constraints:
         # the hyper-parameter tables of the transcriptions (lmbias.papers.tables.is_settings_table)
         table=_PAPERS_SETTINGS_PATTERN,

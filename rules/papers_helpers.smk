@@ -73,6 +73,15 @@ def paper_table_pairs(wildcards):
     return [_papers_grid.pair_info(config, m, k, with_settings) for m, k in pairs]
 
 
+def paper_table_left_out(wildcards):
+    """The grid pairs this table would show that are left out (inputs the user cannot have), with the reason."""
+    table = _papers_table(wildcards)
+    left_out = _papers_grid.left_out_pairs(config, wildcards.paper)
+    if _papers_tables.is_settings_table(table):
+        return left_out
+    return [item for item in left_out if item["kind"] in table.method_kinds]
+
+
 def paper_table_inputs(wildcards):
     table, pairs = _papers_table_pairs_of(wildcards)
     summaries = [] if _papers_tables.is_settings_table(table) else [f"results/{m}/{k}/summary.parquet" for m, k in pairs]
@@ -134,8 +143,23 @@ def paper_figure_caption(wildcards):
     return _papers_figure(wildcards).caption
 
 
+_PAPERS_LEFT_OUT_LOGGED = set()
+
+
+def _papers_log_left_out(paper):
+    """Say once per run, in the run's log, which pairs of the paper's grid are left out and why."""
+    left_out = _papers_grid.left_out_pairs(config, paper)
+    if left_out and paper not in _PAPERS_LEFT_OUT_LOGGED:
+        _PAPERS_LEFT_OUT_LOGGED.add(paper)
+        from snakemake.logging import logger as _papers_logger
+
+        _papers_logger.warning(f"paper_{paper}: left out {_papers_grid.left_out_summary(left_out)}; their cells stay "
+                               "missing and each table's notes say why")
+
+
 def paper_targets(paper):
     """Every table (parquet, md, html) and figure (png, svg) of one paper."""
+    _papers_log_left_out(paper)
     tables = _papers_load(paper).tables
     out = [f"results/papers/{paper}/{t}.{ext}" for t in tables for ext in ("parquet", "md", "html")]
     out += [f"results/plots/{paper}/{f.id}.{ext}" for f in _PAPERS_FIGURES.get(paper, []) for ext in ("png", "svg")]

@@ -20,4 +20,5 @@ write_table(
     markdown=snakemake.output.md,  # noqa: F821
     html_path=snakemake.output.html,  # noqa: F821
     paper=published,
+    left_out=list(snakemake.params.left_out),  # noqa: F821
 )

@@ -11,9 +11,9 @@ import pytest
 
 from lmbias.config import check_papers
 from lmbias.errors import ConfigError
-from lmbias.papers.grid import pair_info, paper_pairs
+from lmbias.papers.grid import left_out_pairs, pair_info, paper_pairs
 from lmbias.papers.published import load_published_file
-from lmbias.papers.tables import TABLE_SCHEMA, build_table, is_settings_table, to_html, to_markdown, write_table
+from lmbias.papers.tables import TABLE_SCHEMA, build_table, is_settings_table, pair_notes, to_html, to_markdown, write_table
 
 FIXTURES = Path(__file__).parent / "fixtures" / "published"
 
@@ -181,6 +181,50 @@ def test_paper_grid_skips_pairs_a_family_cannot_run():
     assert paper_pairs(config, "manela2021") == [
         ("tiny-bert", "pretrained"), ("tiny-bert", "gpr-u"), ("tiny-bert", "cds@swap_rate=0.7"),
         ("tiny-gpt2", "pretrained"), ("tiny-gpt2", "cds@swap_rate=0.7")]
+
+
+def test_pairs_whose_inputs_cannot_be_had_are_left_out_with_the_reason(tmp_path, table7):
+    """No OntoNotes path: the gpr pairs are not built, and the tables that show gpr say which and why."""
+    methods = {**CONFIG["methods"], "gpr-u": {"kind": "gpr", "corpus": "results/corpora/ontonotes/gpr-U.parquet"}}
+    config = {**CONFIG, "methods": methods, "corpora": {"ontonotes": {"path": None}},
+              "papers": {"manela2021": {"models": ["tiny-bert", "tiny-gpt2"], "methods": ["pretrained", "gpr-u"]}}}
+    assert paper_pairs(config, "manela2021") == [("tiny-bert", "pretrained"), ("tiny-gpt2", "pretrained")]
+    left_out = left_out_pairs(config, "manela2021")
+    assert left_out == [{"model": "tiny-bert", "method": "gpr-u", "kind": "gpr",
+                         "reason": "needs corpora.ontonotes.path: licensed OntoNotes 5.0 (LDC2013T19), not downloadable"}]
+    from dataclasses import replace
+
+    gpr_table = replace(table7, method_kinds=("pretrained", "gpr"))
+    notes = pair_notes(gpr_table, [TINY], left_out)
+    assert notes == ["Left out: gpr-u for tiny-bert (needs corpora.ontonotes.path: licensed OntoNotes 5.0 "
+                     "(LDC2013T19), not downloadable)."]
+    assert pair_notes(table7, [TINY], left_out) == []  # a table without gpr rows has nothing left out
+    write_table(gpr_table, pd.DataFrame(), [TINY], tmp_path / "t.parquet", tmp_path / "t.md", tmp_path / "t.html",
+                left_out=left_out)
+    assert notes[0] in (tmp_path / "t.md").read_text()
+    assert "Left out: gpr-u for tiny-bert" in (tmp_path / "t.html").read_text()
+    meta = pq.read_schema(tmp_path / "t.parquet").metadata
+    assert b"ontonotes" in meta[b"lmbias.left_out"]
+    config["corpora"]["ontonotes"]["path"] = "/data/conll-2012"
+    assert left_out_pairs(config, "manela2021") == [] and ("tiny-bert", "gpr-u") in paper_pairs(config, "manela2021")
+
+
+def test_table_notes_name_the_recipe_behind_each_method(table7):
+    recipe = {**BERT_CDS, "method": "cds-dagender", "recipe": "the DA-Gender authors' code (recipe dagender)"}
+    from dataclasses import replace
+
+    cds_table = replace(table7, method_kinds=("pretrained", "cds"))
+    assert pair_notes(cds_table, [BERT, BERT_CDS, recipe]) == [
+        "Ours: cds = as the papers describe it (lmbias defaults); "
+        "cds-dagender = the DA-Gender authors' code (recipe dagender)."]
+
+
+def test_a_recipe_must_be_a_text():
+    from lmbias.registry import check_method_entry
+
+    check_method_entry("cds-x", {"kind": "cds", "corpus": "c", "recipe": "DA-Gender code"})
+    with pytest.raises(ConfigError, match="methods.cds-x.recipe: expected a short text"):
+        check_method_entry("cds-x", {"kind": "cds", "corpus": "c", "recipe": ""})
 
 
 def test_scale_converts_to_the_papers_unit(table7):

@@ -375,13 +375,35 @@ def legend(table) -> str:
             + sig + " Rows after the paper's: our pairs with no published row.")
 
 
+def pair_notes(table, pairs: list[dict], left_out: list[dict] | None = None) -> list[str]:
+    """The lines under a table that say what "ours" is: which recipe produced each method shown (a method
+    entry's `recipe`, or the papers' text for one without), and which pairs were left out and why."""
+    from lmbias.papers.grid import left_out_summary
+
+    kinds = set(table.method_kinds or ())
+    shown = [p for p in pairs if is_settings_table(table) or p["kind"] in kinds]
+    lines = []
+    described: dict[str, str] = {}
+    for pair in shown:
+        if pair["method"] in described or pair["kind"] in ("pretrained", "online"):
+            continue
+        described[pair["method"]] = pair.get("recipe") or "as the papers describe it (lmbias defaults)"
+    if described:
+        lines.append("Ours: " + "; ".join(f"{m} = {text}" for m, text in described.items()) + ".")
+    dropped = [item for item in (left_out or []) if is_settings_table(table) or item["kind"] in kinds]
+    if dropped:
+        lines.append("Left out: " + left_out_summary(dropped) + ".")
+    return lines
+
+
 def _md_escape(text: str) -> str:
     return str(text).replace("|", "\\|")
 
 
-def to_markdown(table, long: pd.DataFrame) -> str:
+def to_markdown(table, long: pd.DataFrame, notes: list[str] | None = None) -> str:
     header = ["Row", "Ours"] + _headers(long)
     out = [f"### {table.label}: {table.caption}".rstrip(": "), "", legend(table), "",
+           *[line for note in (notes or []) for line in (note, "")],
            "| " + " | ".join(_md_escape(h) for h in header) + " |",
            "|" + "---|" * len(header)]
     for label, pair, cells in _cells(table, long, lambda s: f"**{s}**"):
@@ -389,7 +411,7 @@ def to_markdown(table, long: pd.DataFrame) -> str:
     return "\n".join(out) + "\n"
 
 
-def to_html(table, long: pd.DataFrame) -> str:
+def to_html(table, long: pd.DataFrame, notes: list[str] | None = None) -> str:
     """A self-contained HTML page of the same cells (for the Snakemake report)."""
     rows = []
     for label, pair, cells in _cells(table, long, lambda s: f"\x00{s}\x01"):
@@ -400,7 +422,9 @@ def to_html(table, long: pd.DataFrame) -> str:
             "<style>table{border-collapse:collapse;font-family:sans-serif;font-size:13px}"
             "td,th{border:1px solid #bbb;padding:3px 6px;text-align:right}td:first-child,td:nth-child(2){text-align:left}</style>"
             f"</head><body><h3>{html.escape(table.label)}</h3><p>{html.escape(table.caption)}</p>"
-            f"<p><i>{html.escape(legend(table))}</i></p><table><thead><tr>{head}</tr></thead><tbody>"
+            f"<p><i>{html.escape(legend(table))}</i></p>"
+            + "".join(f"<p>{html.escape(note)}</p>" for note in (notes or []))
+            + f"<table><thead><tr>{head}</tr></thead><tbody>"
             + "".join(rows) + "</tbody></table></body></html>\n")
 
 
@@ -410,12 +434,18 @@ def read_summaries(paths) -> pd.DataFrame:
 
 
 def write_table(table, summaries: pd.DataFrame, pairs: list[dict], parquet: str | Path, markdown: str | Path,
-                html_path: str | Path | None = None, paper=None) -> pd.DataFrame:
-    """Build one table and write its parquet, markdown (and HTML) atomically."""
+                html_path: str | Path | None = None, paper=None, left_out: list[dict] | None = None) -> pd.DataFrame:
+    """Build one table and write its parquet, markdown (and HTML) atomically. The notes (`pair_notes`: the
+    recipe behind each method shown, the pairs left out and why) go under the legend and into the parquet's
+    metadata (`lmbias.notes`, `lmbias.left_out`, JSON)."""
+    import json
+
     long = build_table(table, summaries, pairs, paper)
+    notes = pair_notes(table, pairs, left_out)
     arrow = pa.Table.from_pandas(long.replace({np.nan: None}), schema=TABLE_SCHEMA, preserve_index=False)
-    write_text_atomic(markdown, to_markdown(table, long))
+    write_text_atomic(markdown, to_markdown(table, long, notes))
     if html_path is not None:
-        write_text_atomic(html_path, to_html(table, long))
-    write_table_atomic(arrow, parquet, TABLE_SCHEMA)
+        write_text_atomic(html_path, to_html(table, long, notes))
+    write_table_atomic(arrow, parquet, TABLE_SCHEMA,
+                       metadata={"lmbias.notes": json.dumps(notes), "lmbias.left_out": json.dumps(left_out or [])})
     return long
