@@ -3,6 +3,8 @@
 # against schemas/config.schema.yaml before any job runs.
 
 import sys
+import time
+from pathlib import Path
 
 from snakemake.utils import min_version, validate
 
@@ -53,3 +55,15 @@ rule all:
     input:
         all_targets(),
     default_target: True
+
+
+_RUN_STARTED = time.time()
+
+
+onsuccess:
+    # The main job's readable result: print the headline table when this run wrote it.
+    _page = Path("results/summary.md")
+    if _page.is_file() and _page.stat().st_mtime >= _RUN_STARTED:
+        print("\n" + _page.read_text(encoding="utf-8"))
+        print(f"Same table as a web page: {Path('results/summary.html').resolve()}; every row: "
+              "results/<model>/<method>/summary.parquet; paper tables and figures: snakemake --report results/report.html <targets>")

@@ -22,6 +22,32 @@ rule summarise:
         "../scripts/summarise.py"
 
 
+# What `snakemake` with no target ends with: one headline number per benchmark, before vs after mitigation,
+# for the default target's models and methods and its comparisons (lmbias.metrics.headline). The run
+# prints it when it finishes (Snakefile, onsuccess).
+rule summary_page:
+    input:
+        summaries=default_target_summaries(),
+        paired=default_target_comparisons(),
+        script="scripts/summary_page.py",
+        library="src/lmbias/metrics/headline.py",
+    output:
+        md="results/summary.md",
+        html="results/summary.html",
+    params:
+        datasets=lambda wildcards: {b: entry["dataset"] for b, entry in config["benchmarks"].items()},
+    conda:
+        "../envs/lmbias.yaml"
+    log:
+        "logs/summary_page.log",
+    script:
+        "../scripts/summary_page.py"
+
+
+localrules:
+    summary_page,
+
+
 # Pre/post paired test of one benchmark between two (model, method) pairs (config.yaml `comparisons`).
 rule paired_comparison:
     input:

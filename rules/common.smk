@@ -305,12 +305,23 @@ def aggregate_settings(wildcards):
     return AggregateSettings.from_config(config.get("aggregate")).to_dict()
 
 
-def all_targets():
+def default_target_summaries():
+    """The summaries of `targets:`, models outer, methods in the order written (pretrained first = before)."""
     return [
         f"results/{model}/{method}/summary.parquet"
         for model in config["targets"]["models"]
         for method in config["targets"]["methods"]
-    ] + [f"results/tables/paired/{name}.parquet" for name in config["targets"].get("comparisons", [])]
+    ]
+
+
+def default_target_comparisons():
+    return [f"results/tables/paired/{name}.parquet" for name in config["targets"].get("comparisons", [])]
+
+
+def all_targets():
+    """What `snakemake` with no target builds: the `targets:` summaries and comparisons, and the page of their
+    headline numbers (results/summary.md, .html)."""
+    return default_target_summaries() + default_target_comparisons() + ["results/summary.md"]
 
 
 def comparison_entry(wildcards):
