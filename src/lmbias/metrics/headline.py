@@ -34,7 +34,7 @@ class Headline:
     subset: str | None  # None: the first subset in sorted order (e.g. WinoBias `type1`)
     label: str
     unbiased: str  # what an unbiased model scores, for the reader
-    variant_contains: str = ""  # among the metric's variants, the first (sorted) containing this text
+    variant_contains: str = ""  # the first variant (sorted) containing this text; none does: the first one
     mean_abs_over_subsets: bool = False  # SEAT: mean |effect size| over the tests
 
 
@@ -43,8 +43,10 @@ HEADLINES: dict[str, tuple[Headline, ...]] = {
                  Headline("mu_stereo", None, "WinoBias mean stereotype", "0")),
     "crows_pairs": (Headline("metric_score", "gender", "CrowS-Pairs metric score (gender)", "50"),),
     "stereoset": (Headline("ss", "gender", "StereoSet stereotype score (gender)", "50"),),
-    "seat": (Headline("effect_size", None, "SEAT mean |effect size| over the tests", "0", mean_abs_over_subsets=True),),
-    "seat_templates": (Headline("effect_size", None, "effect size (test terms)", "0"),),
+    "seat": (Headline("effect_size", None, "SEAT mean |effect size| over the tests", "0",
+                      variant_contains="pooling=mean,ddof=1", mean_abs_over_subsets=True),),
+    "seat_templates": (Headline("effect_size", None, "effect size (test terms)", "0",
+                                variant_contains="pooling=mean,ddof=1"),),
     "logprob": (Headline("effect_size", "test", "logprob-score effect size (test terms)", "0"),),
     "da_gender": (Headline("da_score", "all", "DA-score (genuine associations kept)", "100",
                            variant_contains="association=ratio"),),
@@ -76,9 +78,9 @@ def headline_cell(summary: pd.DataFrame, benchmark: str, headline: Headline) -> 
     """The formatted cell of one headline in one summary frame (one model and method); "–" when absent."""
     rows = summary[(summary["benchmark"] == benchmark) & (summary["metric"] == headline.metric)
                    & (summary["seed"].astype(str) == AGGREGATE_SEED)]
-    variants = sorted(v for v in rows["variant"].unique() if headline.variant_contains in v and "online_skew=" not in v)
-    if not variants:  # the `online` method has only online_skew variants: take the first of them
-        variants = sorted(v for v in rows["variant"].unique() if headline.variant_contains in v)
+    every = sorted(rows["variant"].unique())
+    plain = [v for v in every if "online_skew=" not in v] or every  # `online` has only online_skew variants
+    variants = [v for v in plain if headline.variant_contains in v] or plain
     if not variants:
         return "–"
     rows = rows[rows["variant"] == variants[0]]
