@@ -127,6 +127,12 @@ def test_sentences_after_the_last_pronoun_and_other_documents_start_fresh(winobi
     assert accumulate(texts, [False, True, False, False], 512) == ([[0, 1]], 0)
     assert accumulate(texts, [True, True, True, True], 512) == ([[0], [1], [2], [3]], 0)
     assert accumulate(texts, [False, True], 10) == ([], 1)
+    # nine 55-character sentences before the pronoun: all ten exceed 512 characters, the last 8 fit
+    short = [("It rained again and again on the quiet little town " + str(i) + " .")[:55] for i in range(9)]
+    short.append("Then she left the quiet little town for good, it seems.")
+    expected = their_accumulation(short, [False] * 9 + [True])
+    assert accumulate(short, [False] * 9 + [True], 512) == ([list(range(2, 10))], 0)
+    assert [[short[k] for k in g] for g in accumulate(short, [False] * 9 + [True], 512)[0]] == expected
 
 
 # --- (b) one example per pronoun, every pronoun masked, deduplicated ----------------------------------------
