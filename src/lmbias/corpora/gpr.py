@@ -73,7 +73,7 @@ GPR_SCHEMA = pa.schema(
         ("sentence_id", pa.int32()),
         ("token_index", pa.int32()),  # position of the masked pronoun among the sentence's tokens
         ("text", pa.string()),  # detokenised sentence holding PRONOUN_PLACEHOLDER exactly once
-        ("label", pa.string()),  # the masked pronoun, lower-cased
+        ("label", pa.string()),  # the masked pronoun, lower-cased (training targets `surface`: cased tokenizers)
         ("surface", pa.string()),  # the masked pronoun as written
         ("gender", pa.string()),  # male | female
         ("tag", pa.string()),  # gold POS of the pronoun (null without gold POS)
