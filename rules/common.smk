@@ -459,6 +459,17 @@ def _corpora_ontonotes():
     return _CORPORA.get("ontonotes") or {}
 
 
+def _corpora_gpr_inputs(wildcards):
+    """Sentences, the word lists of the GPR file's `wordlist` (GN-GloVe's through the data rules) and the library."""
+    opts = _corpora.gpr_options(_corpora_ontonotes().get("gpr"), _corpora.gpr_stem_variant(wildcards.gpr))
+    return {
+        "sentences": "results/corpora/ontonotes/sentences.parquet",
+        **_corpora.lexicon_inputs(False, opts["wordlist"]),
+        "wordlists": _CORPORA_WORDLISTS,
+        "library": _corpora_lib("gpr", "anonymise", "conll", "coref", "counterfactual"),
+    }
+
+
 def _corpora_conll_files(wildcards):
     # Raises a ConfigError naming corpora.ontonotes.path when it is unset: only when a GPR file is asked for.
     return [str(p) for p in _corpora.ontonotes_files(_corpora_ontonotes())]
@@ -491,7 +502,7 @@ def corpora_targets():
     for corpus in _CORPORA_WITH_INTERVENTIONS:
         out += _corpus_intervention_files(corpus)
     if _corpora_ontonotes().get("path"):
-        out += [f"results/corpora/ontonotes/gpr-{v}.parquet" for v in ("U", "A")]
+        out += _corpora.gpr_files(_corpora_ontonotes().get("gpr"))
     return out
 
 
@@ -515,7 +526,7 @@ def _method_corpus_files():
     files = ["results/corpora/gap/sentences.parquet"] if _CORPORA.get("gap") else []
     for corpus in _CORPORA_WITH_INTERVENTIONS:
         files += [f"results/corpora/{corpus}/{name}.parquet" for name in _CORPORA[corpus]["interventions"]]
-    return files + [f"results/corpora/ontonotes/gpr-{v}.parquet" for v in ("U", "A")]
+    return files + _corpora.gpr_files(_corpora_ontonotes().get("gpr"))
 
 
 _CORPUS_PATH_CHECKED = set()

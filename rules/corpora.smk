@@ -5,6 +5,8 @@
 #                                                   a cds-{swap_rate} template builds cds-<rate> for any rate)
 #   results/corpora/ontonotes/sentences.parquet     rule corpus_ontonotes       (CoNLL-2012, names -> [E1], [E2], ...)
 #   results/corpora/ontonotes/gpr-U.parquet, gpr-A.parquet   rule corpus_gpr    (Manela et al.'s GPR task)
+#   results/corpora/ontonotes/gpr-<variant>-U.parquet, -A     rule corpus_gpr    (one per corpora.ontonotes.gpr.variants
+#                                                   entry: its keys over corpora.ontonotes.gpr, e.g. gpr-manela)
 #
 # Each job's params are the config slice it reads: editing one intervention's swap_rate (or its
 # protect_proper_noun_clusters) rebuilds that intervention only; the library modules a job imports are
@@ -116,23 +118,23 @@ rule corpus_ontonotes:
 
 rule corpus_gpr:
     input:
-        sentences="results/corpora/ontonotes/sentences.parquet",
-        **_corpora.lexicon_inputs(False, _corpora.gpr_options(_corpora_ontonotes().get("gpr"))["wordlist"]),
-        wordlists=_CORPORA_WORDLISTS,
-        library=_corpora_lib("gpr", "anonymise", "conll", "coref", "counterfactual"),
+        unpack(_corpora_gpr_inputs),
         script=_CORPORA_SCRIPT,
     output:
-        u="results/corpora/ontonotes/gpr-U.parquet",
-        a="results/corpora/ontonotes/gpr-A.parquet",
+        u="results/corpora/ontonotes/{gpr}-U.parquet",
+        a="results/corpora/ontonotes/{gpr}-A.parquet",
+    wildcard_constraints:
+        gpr=_corpora_pattern(["gpr"] + [f"gpr-{v}" for v in _corpora.gpr_variants(_corpora_ontonotes().get("gpr"))]),
     params:
-        options=_corpora_ontonotes().get("gpr") or {},
+        # The variant's own options over the base ones: editing one variant rebuilds that variant only.
+        options=lambda wildcards: _corpora.gpr_options(_corpora_ontonotes().get("gpr"), _corpora.gpr_stem_variant(wildcards.gpr)),
         spacy_model=config["spacy_model"],
     conda:
         "../envs/lmbias.yaml"
     log:
-        "logs/corpora/ontonotes/gpr.log",
+        "logs/corpora/ontonotes/{gpr}.log",
     benchmark:
-        "benchmarks/corpora/ontonotes/gpr.tsv"
+        "benchmarks/corpora/ontonotes/{gpr}.tsv"
     threads: 1
     resources:
         mem_mb=6000,

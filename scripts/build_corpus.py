@@ -29,6 +29,7 @@ elif rule == "corpus_intervention":
 elif rule == "corpus_ontonotes":
     counts = corpora.build_ontonotes_sentences(list(sm.input.conll), sm.output[0], sm.params.options, sm.params.spacy_model)
 elif rule == "corpus_gpr":
+    # params.options: the file's resolved options (a variant's keys already over the base ones)
     lexicon = {k: getattr(sm.input, k) for k in corpora.lexicon_inputs(False, corpora.gpr_options(sm.params.options)["wordlist"])}
     counts = corpora.build_gpr(sm.input.sentences, sm.output.u, sm.output.a, lexicon, sm.params.options, sm.params.spacy_model)
 else:

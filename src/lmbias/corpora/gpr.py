@@ -15,11 +15,28 @@ its tokenizer's mask token) and the pronoun kept as the label. Other pronouns of
 
 Train/validation: a seeded split of *documents* (`validation_fraction`, 0.2 as in Manela et al.'s
 appendix A), so no document, and no swapped copy of a training sentence, reaches validation.
+
+Manela et al.'s code (`process_ontonotes.ipynb`, `BERT_fine_tuning_full_ontonotes.ipynb`) builds the task
+differently; each difference is an option (lmbias.corpora.jobs.GPR_DEFAULTS keeps the behaviour above):
+
+- `examples: accumulated`: sentences of a document are gathered until one holds a pronoun; the example
+  text is all of them joined by SENTENCE_SEPARATOR (the tokenizer's separator token at training time), at
+  most `max_chars` characters, else only the last 8, 7, ..., 1 of them that fit (none fit: dropped), as
+  their `compile_pronoun_strings`. One example per pronoun of the last sentence.
+- `other_pronouns: masked`: the example's other pronouns are hidden too (MASKED_PRONOUN: the mask token,
+  no target), as their `generate_training_data` masks every pronoun of the text.
+- `pronouns`: which pronouns make examples (theirs: he, she, her, his, him).
+- `deduplicate`: drop an example whose (all-pronouns-masked text, label) was seen before (their
+  drop_duplicates(keep='first')), in -U and -A alike only keeping pairs whose both halves survive (their
+  index intersection of the original and flipped frames).
+- `split_by: example`: sklearn's train_test_split(test_size=validation_fraction, random_state=seed) over the
+  rows of each file (-U, and -A separately, as their notebook splits whichever frame it loaded).
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import random
 from typing import Sequence
 
@@ -37,6 +54,16 @@ PRONOUNS = {
     "she": "female", "her": "female", "hers": "female", "herself": "female",
 }
 SPLITS = ("train", "validation")
+EXAMPLE_UNITS = ("sentence", "accumulated")
+SPLIT_UNITS = ("document", "example")
+OTHER_PRONOUNS = ("visible", "masked")
+# Joins the sentences of an accumulated example (Manela et al. join them with " [SEP] "); lmbias.training.data
+# swaps in the tokenizer's separator token, so cased and BPE tokenizers see their own.
+SENTENCE_SEPARATOR = "[SEP]"
+# Another pronoun of the example hidden as well (other_pronouns: masked): the mask token, with no target.
+MASKED_PRONOUN = "[MASKED_PRONOUN]"
+# Manela et al.'s fallback when the gathered sentences exceed max_chars: the last 8, then 7, ..., 1 sentences.
+ACCUMULATE_FALLBACK = 8
 
 GPR_SCHEMA = pa.schema(
     [
@@ -46,7 +73,7 @@ GPR_SCHEMA = pa.schema(
         ("sentence_id", pa.int32()),
         ("token_index", pa.int32()),  # position of the masked pronoun among the sentence's tokens
         ("text", pa.string()),  # detokenised sentence holding PRONOUN_PLACEHOLDER exactly once
-        ("label", pa.string()),  # the masked pronoun, lower-cased
+        ("label", pa.string()),  # the masked pronoun, lower-cased (training targets `surface`: cased tokenizers)
         ("surface", pa.string()),  # the masked pronoun as written
         ("gender", pa.string()),  # male | female
         ("tag", pa.string()),  # gold POS of the pronoun (null without gold POS)
@@ -66,6 +93,93 @@ def assign_splits(documents: Sequence[str], validation_fraction: float = 0.2, se
     random.Random(seed).shuffle(unique)
     n_val = round(len(unique) * validation_fraction)
     return {doc: ("validation" if i < n_val else "train") for i, doc in enumerate(unique)}
+
+
+def example_splits(n: int, validation_fraction: float = 0.2, seed: int = 0) -> list[str]:
+    """train | validation per row, as scikit-learn's train_test_split(test_size=validation_fraction,
+    random_state=seed, shuffle=True): ceil(fraction * n) rows to validation, the first ones of
+    numpy.random.RandomState(seed).permutation(n) (ShuffleSplit), the rest to train."""
+    if not 0.0 <= validation_fraction < 1.0:
+        raise ConfigError(f"corpora.ontonotes.gpr.validation_fraction: must be in [0, 1), got {validation_fraction!r}")
+    import numpy as np
+
+    n_val = math.ceil(validation_fraction * n)
+    out = ["train"] * n
+    for i in np.random.RandomState(seed).permutation(n)[:n_val]:
+        out[int(i)] = "validation"
+    return out
+
+
+def join_sentences(texts: Sequence[str]) -> str:
+    return f" {SENTENCE_SEPARATOR} ".join(texts)
+
+
+def accumulate(texts: Sequence[str], holds_pronoun: Sequence[bool], max_chars: int = 512) -> tuple[list[list[int]], int]:
+    """(groups of sentence indices, dropped): Manela et al.'s `compile_pronoun_strings` over one document.
+    Sentences are gathered until one holds a pronoun; the group is all of them when their joined text
+    (join_sentences) has at most max_chars characters, else the last ACCUMULATE_FALLBACK, ..., 1 of them
+    that fit; when not even that sentence fits the group is dropped (counted). Sentences after the last
+    pronoun of the document make no group (their notebook carries them into the next file)."""
+    groups, pending, dropped = [], [], 0
+    for i, flag in enumerate(holds_pronoun):
+        pending.append(i)
+        if not flag:
+            continue
+        chosen = None
+        if len(join_sentences([texts[j] for j in pending])) <= max_chars:
+            chosen = pending
+        else:
+            for k in range(ACCUMULATE_FALLBACK, 0, -1):
+                if len(join_sentences([texts[j] for j in pending[-k:]])) <= max_chars:
+                    chosen = pending[-k:]
+                    break
+        if chosen is None:
+            dropped += 1
+        else:
+            groups.append(list(chosen))
+        pending = []
+    return groups, dropped
+
+
+def gn_glove_lexicon(male_file, female_file):
+    """Manela et al.'s -A word map from GN-GloVe's word lists (`flipped_gendered_words_map`): line i of the
+    male file pairs with line i of the female file, both directions, plus kingdom <-> queendom; the
+    pronouns are left to the grammatical rules (their POS-based pronoun map); a word listed with several
+    partners takes the one their notebook picks (GN_GLOVE_CHOICES, else the first). A SwapLexicon (no names)."""
+    from lmbias.corpora.counterfactual import PRONOUNS as SWAP_PRONOUNS, SwapLexicon
+    from lmbias.errors import DataError
+
+    lists = []
+    for path in (male_file, female_file):
+        try:
+            lists.append([line.rstrip("\n") for line in open(path, encoding="utf-8")])
+        except OSError as exc:
+            raise DataError(f"GN-GloVe word list not readable ({exc})", path) from None
+    male, female = lists
+    if len(male) != len(female):
+        raise DataError(f"GN-GloVe word lists differ in length ({len(male)} male, {len(female)} female lines)",
+                        male_file)
+    male, female = male + ["kingdom"], female + ["queendom"]
+    partners: dict[str, list[str]] = {}
+    for word, partner in list(zip(male, female)) + list(zip(female, male)):
+        partners.setdefault(word, []).append(partner)
+    lex = SwapLexicon(sources=[str(male_file), str(female_file)])
+    for word, options in partners.items():
+        if word in SWAP_PRONOUNS:
+            continue
+        partner = GN_GLOVE_CHOICES.get(word, options[0])
+        if len(set(options)) > 1:
+            lex.conflicts.append(f"{word}: {options} -> {partner}")
+        lex.word_pairs[word] = partner
+    return lex
+
+
+# Where GN-GloVe lists a word with several partners, Manela et al.'s notebook picks one by hand; these are the
+# words where their pick is not the first listed partner (every other such word keeps its first partner).
+GN_GLOVE_CHOICES = {
+    "bachelor": "maiden", "dudes": "chicks", "gals": "guys", "lady": "gentleman", "manservant": "maid",
+    "nuns": "priests", "penis": "vagina", "priest": "priestess",
+}
 
 
 # Components that tag words and find entities; the swapper reads nothing else.
@@ -89,7 +203,20 @@ def masked_text(words: Sequence[str], index: int) -> str:
     return detokenize([PRONOUN_PLACEHOLDER if i == index else w for i, w in enumerate(words)])
 
 
-def _example(s: AnonymisedSentence, words, tags, i, split, augmented, source) -> dict:
+def example_text(word_lists: Sequence[Sequence[str]], index: int | None, hidden: Sequence[set[int]]) -> str:
+    """The sentences joined (join_sentences), the last one's word `index` as PRONOUN_PLACEHOLDER (None: no
+    target) and the words at `hidden` (per sentence) as MASKED_PRONOUN."""
+    last = len(word_lists) - 1
+    parts = []
+    for k, words in enumerate(word_lists):
+        parts.append(detokenize([
+            PRONOUN_PLACEHOLDER if k == last and i == index else MASKED_PRONOUN if i in hidden[k] else w
+            for i, w in enumerate(words)
+        ]))
+    return join_sentences(parts)
+
+
+def _example(s: AnonymisedSentence, words, tags, i, split, augmented, source, text=None) -> dict:
     suffix = "/swapped" if augmented else ""
     return {
         "example_id": f"{s.doc_key}/{s.sentence_id}/{i}{suffix}",
@@ -97,7 +224,7 @@ def _example(s: AnonymisedSentence, words, tags, i, split, augmented, source) ->
         "document": s.document,
         "sentence_id": s.sentence_id,
         "token_index": i,
-        "text": masked_text(words, i),
+        "text": masked_text(words, i) if text is None else text,
         "label": words[i].lower(),
         "surface": words[i],
         "gender": PRONOUNS[words[i].lower()],
@@ -108,6 +235,24 @@ def _example(s: AnonymisedSentence, words, tags, i, split, augmented, source) ->
     }
 
 
+def _groups(sentences: Sequence[AnonymisedSentence], pronouns: frozenset, examples: str, max_chars: int):
+    """(groups of sentence indices whose last sentence holds the pronouns, dropped): one sentence each, or
+    accumulated per document (documents in order of first appearance)."""
+    holds = [any(w.lower() in pronouns for w in s.words) for s in sentences]
+    if examples == "sentence":
+        return [[k] for k, flag in enumerate(holds) if flag], 0
+    by_document: dict[str, list[int]] = {}
+    for k, s in enumerate(sentences):
+        by_document.setdefault(s.document, []).append(k)
+    groups, dropped = [], 0
+    for members in by_document.values():
+        found, lost = accumulate([detokenize(sentences[k].words) for k in members], [holds[k] for k in members],
+                                 max_chars)
+        groups += [[members[j] for j in group] for group in found]
+        dropped += lost
+    return groups, dropped
+
+
 def gpr_examples(
     sentences: Sequence[AnonymisedSentence],
     swapper,
@@ -115,56 +260,111 @@ def gpr_examples(
     seed: int = 0,
     batch_size: int = 256,
     protect: bool = False,
+    *,
+    examples: str = "sentence",
+    max_chars: int = 512,
+    other_pronouns: str = "visible",
+    pronouns: Sequence[str] | None = None,
+    deduplicate: bool = False,
+    split_by: str = "document",
 ) -> tuple[pa.Table, pa.Table, dict]:
     """(U table, A table, counts). `swapper`: a lmbias.corpora.counterfactual.Swapper (its swap_tokens keeps
     the token count); given gold tags it uses them, otherwise it tags with spaCy. protect: keep the tokens
     of each sentence's `protect` (gold coreference with a proper noun, Lu et al.'s rule); a pronoun kept so
-    gets no swapped copy (counted in not_swapped)."""
-    splits = assign_splits([s.document for s in sentences], validation_fraction, seed)
-    original, swapped = [], []
-    unswapped = 0
-    selected = [s for s in sentences if any(w.lower() in PRONOUNS for w in s.words)]
-    untagged = [i for i, s in enumerate(selected) if s.tags is None]
+    gets no swapped copy (counted in not_swapped). The keyword options are Manela et al.'s code's choices
+    (module docstring); their defaults keep one sentence, one visible-context pronoun, a document split."""
+    chosen = frozenset(PRONOUNS if pronouns is None else (p.lower() for p in pronouns))
+    groups, too_long = _groups(sentences, chosen, examples, max_chars)
+    splits = assign_splits([s.document for s in sentences], validation_fraction, seed) if split_by == "document" else {}
+    # Every sentence an example shows is swapped (accumulated: the context sentences too).
+    needed = sorted({k for g in groups for k in g}) if examples == "accumulated" else [g[-1] for g in groups]
+    untagged = [k for k in needed if sentences[k].tags is None]
     pretagged: dict[int, tuple[list[str], list[str]]] = {}
     if untagged and getattr(swapper, "grammatical", False):
         # One nlp.pipe over every untagged sentence instead of a tagger call per swap_tokens call.
-        tagged = spacy_tags([selected[i].words for i in untagged], swapper.nlp, batch_size)
-        pretagged = dict(zip(untagged, tagged))
-    for k, s in enumerate(selected):
-        positions = [i for i, w in enumerate(s.words) if w.lower() in PRONOUNS]
-        split = splits[s.document]
-        rows = [_example(s, s.words, s.tags, i, split, False, None) for i in positions]
-        original.extend(rows)
+        pretagged = dict(zip(untagged, spacy_tags([sentences[k].words for k in untagged], swapper.nlp, batch_size)))
+    flipped: dict[int, list[str]] = {}
+    for k in needed:
+        s = sentences[k]
         keep = {"protect": s.protect} if protect and s.protect else {}
         if k in pretagged:
             tags, ner = pretagged[k]
-            flipped = list(swapper.swap_tokens(list(s.words), tags=tags, ner=ner, **keep))
+            out = list(swapper.swap_tokens(list(s.words), tags=tags, ner=ner, **keep))
         else:
-            flipped = list(swapper.swap_tokens(list(s.words), tags=list(s.tags) if s.tags is not None else None,
-                                               ner=list(s.ner) if s.ner is not None else None, **keep))
-        if len(flipped) != len(s.words):
+            out = list(swapper.swap_tokens(list(s.words), tags=list(s.tags) if s.tags is not None else None,
+                                           ner=list(s.ner) if s.ner is not None else None, **keep))
+        if len(out) != len(s.words):
             raise RuntimeError(f"swap_tokens changed the token count of {s.doc_key} sentence {s.sentence_id}")
-        for i, row in zip(positions, rows):
-            new = flipped[i].lower()
+        flipped[k] = out
+    pairs: list[tuple[dict, dict | None, tuple, tuple | None]] = []
+    unswapped = 0
+    for group in groups:
+        s = sentences[group[-1]]
+        positions = [i for i, w in enumerate(s.words) if w.lower() in chosen]
+        hidden_all = [{i for i, w in enumerate(sentences[k].words) if w.lower() in chosen} for k in group]
+        original_words = [sentences[k].words for k in group]
+        swapped_words = [flipped[k] for k in group]
+        split = splits.get(s.document)
+        for i in positions:
+            hidden = hidden_all[:-1] + [hidden_all[-1] - {i}] if other_pronouns == "masked" else [set() for _ in group]
+            text = example_text(original_words, i, hidden) if examples == "accumulated" or other_pronouns == "masked" else None
+            row = _example(s, s.words, s.tags, i, split, False, None, text)
+            key = (example_text(original_words, None, hidden_all).lower(), row["label"])
+            new = flipped[group[-1]][i].lower()
             if new not in PRONOUNS or PRONOUNS[new] == row["gender"]:
                 unswapped += 1  # counted and logged: the swapper left this pronoun's gender as it was
+                pairs.append((row, None, key, None))
                 continue
-            swapped.append(_example(s, flipped, s.tags, i, split, True, row["example_id"]))
-    u_table = pa.Table.from_pylist(original, schema=GPR_SCHEMA)
-    a_table = pa.Table.from_pylist(original + swapped, schema=GPR_SCHEMA)
+            copy_text = example_text(swapped_words, i, hidden) if text is not None else None
+            copy = _example(s, flipped[group[-1]], s.tags, i, split, True, row["example_id"], copy_text)
+            pairs.append((row, copy, key, (example_text(swapped_words, None, hidden_all).lower(), copy["label"])))
+    duplicates = 0
+    if deduplicate:
+        # Their drop_duplicates(keep='first') on each frame, then the intersection of the surviving rows.
+        seen_u, seen_a, kept = set(), set(), []
+        for row, copy, key_u, key_a in pairs:
+            new_u = key_u not in seen_u
+            seen_u.add(key_u)
+            new_a = key_a is None or key_a not in seen_a
+            if key_a is not None:
+                seen_a.add(key_a)
+            if new_u and new_a:
+                kept.append((row, copy, key_u, key_a))
+            else:
+                duplicates += 1
+        pairs = kept
+    original = [row for row, *_ in pairs]
+    swapped = [copy for _, copy, *_ in pairs if copy is not None]
+    if split_by == "example":
+        u_rows = [dict(r) for r in original]
+        a_rows = [dict(r) for r in original + swapped]
+        for rows in (u_rows, a_rows):
+            for r, sp in zip(rows, example_splits(len(rows), validation_fraction, seed)):
+                r["split"] = sp
+    else:
+        u_rows, a_rows = original, original + swapped
+    u_table = pa.Table.from_pylist(u_rows, schema=GPR_SCHEMA)
+    a_table = pa.Table.from_pylist(a_rows, schema=GPR_SCHEMA)
     counts = {
         "sentences": len(sentences),
-        "sentences_with_pronoun": len(selected),
-        "documents": len(splits),
-        "validation_documents": sum(v == "validation" for v in splits.values()),
+        "sentences_with_pronoun": len(groups) if examples == "sentence" else sum(
+            any(w.lower() in chosen for w in s.words) for s in sentences),
+        "documents": len({s.document for s in sentences}),
+        **({"validation_documents": sum(v == "validation" for v in splits.values())} if split_by == "document" else {}),
         "examples_u": u_table.num_rows,
         "examples_a": a_table.num_rows,
         "not_swapped": unswapped,
-        **{f"u_{g}": sum(r["gender"] == g for r in original) for g in ("male", "female")},
-        **{f"u_{sp}": sum(r["split"] == sp for r in original) for sp in SPLITS},
+        **{f"u_{g}": sum(r["gender"] == g for r in u_rows) for g in ("male", "female")},
+        **{f"u_{sp}": sum(r["split"] == sp for r in u_rows) for sp in SPLITS},
     }
+    if examples == "accumulated":
+        counts.update(groups=len(groups), too_long=too_long)
+    if deduplicate:
+        counts["duplicates_dropped"] = duplicates
     log.info("GPR: %(sentences_with_pronoun)d of %(sentences)d sentences hold a gendered pronoun -> "
              "%(examples_u)d -U examples (%(u_male)d male, %(u_female)d female; %(u_train)d train, "
              "%(u_validation)d validation), %(examples_a)d -A examples; %(not_swapped)d pronouns the swapper "
              "left unchanged (no swapped copy)", counts)
+    if examples == "accumulated" or deduplicate:
+        log.info("GPR (%s examples): %s", examples, {k: counts.get(k) for k in ("groups", "too_long", "duplicates_dropped")})
     return u_table, a_table, counts

@@ -6,6 +6,8 @@
     results/corpora/ontonotes/sentences.parquet    CoNLL-2012 sentences, person names -> [E1], [E2], ...
     results/corpora/ontonotes/gpr-U.parquet        GPR task, unaugmented (Manela et al.'s BERT-U data)
     results/corpora/ontonotes/gpr-A.parquet        GPR task, plus gender-swapped copies (BERT-A data)
+    results/corpora/ontonotes/gpr-<variant>-U.parquet, -A.parquet   one pair per corpora.ontonotes.gpr.variants
+                                                   entry (e.g. gpr-manela-U: Manela et al.'s code's recipe)
 
 Each function takes paths and the config slice its rule passes as `params:` (never the whole
 config), writes its output atomically and returns the counts it logged.
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 from pathlib import Path
 from typing import Mapping, Sequence
 
@@ -33,8 +36,19 @@ ONTONOTES_DEFAULTS = {"pattern": "**/*gold_conll", "ner": "auto"}
 WORDLISTS = ("lu2018", "winobias", "merged")
 # protect_proper_noun_clusters (Lu et al.'s rule, lmbias.corpora.coref) is off for GPR: Manela et al. (3.3)
 # anonymise the names first and then replace "all possessive and personal pronouns".
+# The other GPR keys default to this project's task (lmbias.corpora.gpr); Manela et al.'s code's choices are
+# examples: accumulated, other_pronouns: masked, pronouns: [he, she, her, his, him], deduplicate: true,
+# split_by: example, seed: 2018, wordlist: gn_glove (the shipped `variants.manela`).
 GPR_DEFAULTS = {"intervention": "grammatical", "validation_fraction": 0.2, "seed": 0, "wordlist": "winobias",
-                "protect_proper_noun_clusters": False}
+                "protect_proper_noun_clusters": False, "examples": "sentence", "max_chars": 512,
+                "other_pronouns": "visible", "pronouns": ["he", "him", "his", "himself", "she", "her", "hers", "herself"],
+                "deduplicate": False, "split_by": "document"}
+# GPR only: GN-GloVe's male/female word lists (Manela et al.'s -A map, lmbias.corpora.gpr.gn_glove_lexicon).
+GPR_WORDLISTS = WORDLISTS + ("gn_glove",)
+GN_GLOVE_INPUTS = {"gn_glove_male": "resources/data/gn_glove/male_word_file.txt",
+                   "gn_glove_female": "resources/data/gn_glove/female_word_file.txt"}
+GPR_KEY = "corpora.ontonotes.gpr"
+GPR_VARIANT = re.compile(r"[a-z0-9][a-z0-9_]*")
 PROTECT_KEY = "protect_proper_noun_clusters"
 # Interventions may not take these names: they are other files of the corpus folder.
 RESERVED_INTERVENTIONS = ("sentences", "gpr-U", "gpr-A")
@@ -77,15 +91,17 @@ WINOBIAS_INPUTS = {k: v for k, v in LEXICON_INPUTS.items() if k.startswith("wino
 
 def lexicon_inputs(names: bool, wordlist: str = "merged") -> dict[str, str]:
     """The word-list files a swapper reads (rule inputs; the WinoBias lists through the data rules)."""
-    lists = {"lu2018": LU2018_INPUT, "winobias": WINOBIAS_INPUTS, "merged": LEXICON_INPUTS}
+    lists = {"lu2018": LU2018_INPUT, "winobias": WINOBIAS_INPUTS, "merged": LEXICON_INPUTS, "gn_glove": GN_GLOVE_INPUTS}
     if wordlist not in lists:
-        raise ConfigError(f"wordlist: must be one of {list(WORDLISTS)}, got {wordlist!r}")
+        raise ConfigError(f"wordlist: must be one of {list(GPR_WORDLISTS)}, got {wordlist!r}")
     return {**lists[wordlist], **(NAMES_INPUT if names else {})}
 
 
 def lexicon_kwargs(files: Mapping[str, str]) -> dict:
     """Rule inputs (keys of lexicon_inputs) -> keyword arguments of counterfactual.load_lexicon."""
     kwargs = {}
+    if "gn_glove_male" in files:  # GN-GloVe's lists alone (lmbias.corpora.gpr.gn_glove_lexicon)
+        return {"gn_glove": (files["gn_glove_male"], files["gn_glove_female"])}
     if "lu2018_pairs" in files:  # Lu et al.'s list alone
         kwargs["wordlists"] = [files["lu2018_pairs"]]
     if "cds_pairs" in files:
@@ -205,6 +221,9 @@ def check_corpora_config(corpora: Mapping, benchmarks: Mapping) -> None:
         bench = gap.get("benchmark", "gap")
         if bench not in benchmarks or benchmarks[bench].get("dataset") != "gap":
             raise ConfigError(f"corpora.gap.benchmark: {bench!r} is not a configured benchmark of dataset gap")
+    if "ontonotes" in corpora:
+        gpr_options((corpora.get("ontonotes") or {}).get("gpr"))
+        gpr_variants((corpora.get("ontonotes") or {}).get("gpr"))
     for corpus, entry in corpora.items():
         for name, intervention in ((entry or {}).get("interventions") or {}).items():
             key = f"corpora.{corpus}.interventions.{name}"
@@ -292,12 +311,75 @@ def build_ontonotes_sentences(
     return {"files": len(conll_files), **counts}
 
 
-def gpr_options(options: Mapping | None) -> dict:
-    opts = {**GPR_DEFAULTS, **(options or {})}
-    if opts["wordlist"] not in WORDLISTS:
-        raise ConfigError(f"corpora.ontonotes.gpr.wordlist: must be one of {list(WORDLISTS)}, got {opts['wordlist']!r}")
-    _check_protect(opts, "corpora.ontonotes.gpr")
+def gpr_options(options: Mapping | None, variant: str | None = None) -> dict:
+    """corpora.ontonotes.gpr with defaults filled in, or (variant) the entry of gpr.variants.<variant> over it;
+    ConfigError naming the key of a bad value."""
+    from lmbias.corpora.gpr import EXAMPLE_UNITS, OTHER_PRONOUNS, PRONOUNS, SPLIT_UNITS
+
+    base = {k: v for k, v in (options or {}).items() if k != "variants"}
+    key = GPR_KEY
+    if variant is not None:
+        variants = (options or {}).get("variants") or {}
+        if variant not in variants:
+            raise ConfigError(f"{GPR_KEY}.variants: no variant {variant!r}; configured: {', '.join(sorted(variants)) or 'none'}")
+        key = f"{GPR_KEY}.variants.{variant}"
+        base.update(variants[variant] or {})
+    unknown = sorted(set(base) - set(GPR_DEFAULTS))
+    if unknown:
+        raise ConfigError(f"{key}.{unknown[0]}: unknown key; known: {', '.join(sorted(GPR_DEFAULTS))}")
+    opts = {**GPR_DEFAULTS, **base}
+
+    def choice(name, allowed):
+        if opts[name] not in allowed:
+            raise ConfigError(f"{key}.{name}: must be one of {list(allowed)}, got {opts[name]!r}")
+
+    choice("wordlist", GPR_WORDLISTS)
+    choice("examples", EXAMPLE_UNITS)
+    choice("other_pronouns", OTHER_PRONOUNS)
+    choice("split_by", SPLIT_UNITS)
+    for name in ("deduplicate",):
+        if not isinstance(opts[name], bool):
+            raise ConfigError(f"{key}.{name}: must be true or false, got {opts[name]!r}")
+    for name, low in (("max_chars", 1), ("seed", 0)):
+        if isinstance(opts[name], bool) or not isinstance(opts[name], int) or opts[name] < low:
+            raise ConfigError(f"{key}.{name}: must be an integer >= {low}, got {opts[name]!r}")
+    fraction = opts["validation_fraction"]
+    if isinstance(fraction, bool) or not isinstance(fraction, (int, float)) or not 0 <= fraction < 1:
+        raise ConfigError(f"{key}.validation_fraction: must be in [0, 1), got {fraction!r}")
+    chosen = opts["pronouns"]
+    if (not isinstance(chosen, (list, tuple)) or not chosen
+            or any(not isinstance(p, str) or p.lower() not in PRONOUNS for p in chosen)):
+        raise ConfigError(f"{key}.pronouns: must be a non-empty list of {sorted(PRONOUNS)}, got {chosen!r}")
+    _check_protect(opts, key)
     return opts
+
+
+def gpr_variants(options: Mapping | None) -> list[str]:
+    """The configured GPR corpus variants (file stems gpr-<name>-U/-A), each checked."""
+    variants = (options or {}).get("variants") or {}
+    if not isinstance(variants, Mapping):
+        raise ConfigError(f"{GPR_KEY}.variants: must map variant names to option overrides, got {variants!r}")
+    for name in variants:
+        if not isinstance(name, str) or not GPR_VARIANT.fullmatch(name) or name in ("u", "a"):
+            raise ConfigError(f"{GPR_KEY}.variants.{name}: a variant name is lower-case letters, digits and _ "
+                              f"(it names results/corpora/ontonotes/gpr-<name>-U.parquet)")
+        gpr_options(options, name)
+    return sorted(variants)
+
+
+def gpr_stem_variant(stem: str) -> str | None:
+    """File stem (gpr, gpr-manela) -> variant name (None for the base corpus)."""
+    if stem == "gpr":
+        return None
+    if not stem.startswith("gpr-"):
+        raise ConfigError(f"{GPR_KEY}: {stem!r} is not a GPR corpus name (gpr or gpr-<variant>)")
+    return stem[len("gpr-"):]
+
+
+def gpr_files(options: Mapping | None) -> list[str]:
+    """Every GPR file the config defines: gpr-U/-A and gpr-<variant>-U/-A."""
+    stems = ["gpr"] + [f"gpr-{v}" for v in gpr_variants(options)]
+    return [f"results/corpora/ontonotes/{stem}-{half}.parquet" for stem in stems for half in ("U", "A")]
 
 
 def build_gpr(
@@ -307,16 +389,19 @@ def build_gpr(
     lexicon_files: Mapping[str, str],
     options: Mapping,
     spacy_model: str,
+    variant: str | None = None,
 ) -> dict:
-    """Anonymised sentences -> GPR -U and -A tables (lmbias.corpora.gpr)."""
+    """Anonymised sentences -> GPR -U and -A tables (lmbias.corpora.gpr); `variant`: a gpr.variants entry."""
     from lmbias.corpora.anonymise import sentences_from_table
     from lmbias.corpora.gpr import GPR_SCHEMA, gpr_examples
 
-    opts = gpr_options(options)
+    opts = gpr_options(options, variant)
     swapper = make_swapper(lexicon_files, opts["intervention"], names=False, spacy_model=spacy_model)
     u, a, counts = gpr_examples(
         sentences_from_table(read_table(sentences)), swapper,
         validation_fraction=opts["validation_fraction"], seed=opts["seed"], protect=opts[PROTECT_KEY],
+        examples=opts["examples"], max_chars=opts["max_chars"], other_pronouns=opts["other_pronouns"],
+        pronouns=opts["pronouns"], deduplicate=opts["deduplicate"], split_by=opts["split_by"],
     )
     write_table_atomic(u, out_u, GPR_SCHEMA)
     write_table_atomic(a, out_a, GPR_SCHEMA)
@@ -327,7 +412,13 @@ def make_swapper(lexicon_files: Mapping[str, str], intervention: str, names: boo
     """A lmbias.corpora.counterfactual.Swapper over the word lists (rule inputs named as in lexicon_inputs)."""
     from lmbias.corpora.counterfactual import Swapper, load_lexicon
 
-    lexicon = load_lexicon(**lexicon_kwargs(lexicon_files))
+    kwargs = lexicon_kwargs(lexicon_files)
+    if "gn_glove" in kwargs:
+        from lmbias.corpora.gpr import gn_glove_lexicon
+
+        lexicon = gn_glove_lexicon(*kwargs["gn_glove"])
+    else:
+        lexicon = load_lexicon(**kwargs)
     nlp = None
     if intervention == "grammatical" or names:
         from lmbias.corpora.nlp import load_spacy

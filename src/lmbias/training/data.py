@@ -22,6 +22,10 @@ from lmbias.training.objectives import Encoded
 log = logging.getLogger(__name__)
 
 PRONOUN_PLACEHOLDER = "[PRONOUN]"
+# lmbias.corpora.gpr: another pronoun hidden too (mask token, no target), and the separator of accumulated
+# sentences (the tokenizer's separator token here).
+MASKED_PRONOUN = "[MASKED_PRONOUN]"
+SENTENCE_SEPARATOR = "[SEP]"
 ER_COLUMNS = ("doc_id", "sentence_id", "is_counterfactual")
 GPR_COLUMNS = ("label", "split")
 
@@ -79,8 +83,8 @@ def load_corpus(path, settings) -> Corpus:
         for r in train + val:
             if (r[col] or "").count(PRONOUN_PLACEHOLDER) != 1:
                 raise DataError(f"gpr example {r.get('example_id')!r}: text must hold {PRONOUN_PLACEHOLDER} exactly once", path)
-        corpus = Corpus([r[col] for r in train], labels=[r["label"] for r in train],
-                        val_texts=[r[col] for r in val], val_labels=[r["label"] for r in val], sha256=digest)
+        corpus = Corpus([r[col] for r in train], labels=[_gpr_target(r) for r in train],
+                        val_texts=[r[col] for r in val], val_labels=[_gpr_target(r) for r in val], sha256=digest)
         if settings.select_epoch == "validation_accuracy" and not val:
             raise DataError("select_epoch validation_accuracy needs rows with split 'validation'; there are none", path)
     elif er:
@@ -110,6 +114,12 @@ def load_corpus(path, settings) -> Corpus:
     return corpus
 
 
+def _gpr_target(row: dict) -> str:
+    """The pronoun as written (`surface`: "He" at a sentence start, so a cased tokenizer's target is "He"),
+    else the lower-cased `label` (corpora written without `surface`). Uncased tokenizers lower-case it anyway."""
+    return row.get("surface") or row["label"]
+
+
 def encode(tokenizer, texts: list[str], max_length: int, words: bool = False) -> list[Encoded]:
     enc = tokenizer(texts, truncation=True, max_length=max_length, return_special_tokens_mask=True)
     out = []
@@ -120,17 +130,39 @@ def encode(tokenizer, texts: list[str], max_length: int, words: bool = False) ->
 
 
 def encode_gpr(tokenizer, texts: list[str], labels: list[str], max_length: int, where) -> list[Encoded]:
-    """[PRONOUN] -> mask token; the target is the token the pronoun takes at that position."""
+    """[PRONOUN] -> mask token; the target is the token the pronoun takes at that position (the label as
+    written; lower-cased when as written it is not one token, e.g. "HE" for a cased BPE vocabulary). Other
+    pronouns hidden too ([MASKED_PRONOUN]) are mask tokens without a target; [SEP] between accumulated
+    sentences becomes the tokenizer's separator token."""
     mask = tokenizer.mask_token
+    sep = tokenizer.sep_token or tokenizer.eos_token or ""
+    texts = [t.replace(f" {SENTENCE_SEPARATOR} ", f" {sep} ").replace(MASKED_PRONOUN, mask) for t in texts]
     masked = encode(tokenizer, [t.replace(PRONOUN_PLACEHOLDER, mask) for t in texts], max_length)
-    filled = encode(tokenizer, [t.replace(PRONOUN_PLACEHOLDER, lab) for t, lab in zip(texts, labels)], max_length)
+
+    def fill(words):
+        return encode(tokenizer, [t.replace(PRONOUN_PLACEHOLDER, w) for t, w in zip(texts, words)], max_length)
+
+    filled = fill(labels)
+    lowered = None
+
+    def target_positions(m, f):
+        # where the masked text has a mask and the filled one the pronoun (other pronouns stay masks in both)
+        if len(m.ids) != len(f.ids):
+            return []
+        return [i for i, (a, b) in enumerate(zip(m.ids, f.ids)) if a == tokenizer.mask_token_id and b != a]
+
     kept, cut = [], 0
-    for k, (m, f) in enumerate(zip(masked, filled)):
-        pos = [i for i, t in enumerate(m.ids) if t == tokenizer.mask_token_id]
+    for k, m in enumerate(masked):
+        f = filled[k]
+        pos = target_positions(m, f)
+        if len(pos) != 1 and labels[k] != labels[k].lower():
+            lowered = lowered or fill([w.lower() for w in labels])
+            f = lowered[k]
+            pos = target_positions(m, f)
         if not pos and len(m.ids) >= max_length:
             cut += 1  # the pronoun lies beyond max_length: no target left
             continue
-        if len(pos) != 1 or len(m.ids) != len(f.ids):
+        if len(pos) != 1:
             raise DataError(f"gpr example {k} ({labels[k]!r}): the pronoun is not one token of this tokenizer at "
                             "the mask position", where)
         m.target_pos, m.target = pos[0], f.ids[pos[0]]
