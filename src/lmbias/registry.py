@@ -135,7 +135,9 @@ METHOD_KEYS = {
     "cda": ("kind", "corpus", "training"),
     "er": ("kind", "corpus", "training"),
     "gpr": ("kind", "corpus", "training"),
-    "sd": ("kind", "corpus") + ("ratio_of_pairs", "k", "batch_size", "max_length", "limit_sentences", "text_column"),
+    "sd": ("kind", "corpus") + ("ratio_of_pairs", "k", "batch_size", "max_length", "limit_sentences", "text_column",
+                                "application", "pair_list", "pair_selection", "pair_matching", "fit_pooling", "pad_to",
+                                "precision"),
 }
 #: SentenceDebias settings (lmbias.training.sentence_debias.SDSettings) a method entry of kind sd may set.
 SD_KEYS = METHOD_KEYS["sd"][2:]
@@ -240,6 +242,11 @@ def resolve_method(model: str, model_entry: dict, method: str, entry: dict) -> d
             raise ConfigError(f"methods.{method}.ratio_of_pairs: {ratio!r}; need a fraction in (0, 1] "
                               f"(or models.{model}.training.ratio_of_pairs)")
         sd = {k: entry[k] for k in SD_KEYS if k in entry}
+        pooling = sd.get("fit_pooling")
+        if pooling is not None:
+            from lmbias.engine.embeddings import check_poolings  # only for entries that set it
+
+            check_poolings(model_entry["family"], [pooling], key=f"methods.{method}.fit_pooling")
         resolved["sd_settings"] = dict(sorted({**sd, "ratio_of_pairs": float(ratio)}.items()))
     return resolved
 
