@@ -93,15 +93,17 @@ class Projection(torch.nn.Module):
         if self.application == "project":
             return self.project(hidden)
         # normalise, project, normalise in float32 whatever the autocast dtype; returned in the input's dtype
-        return _unit(self.project(_unit(hidden.float()))).to(hidden.dtype)
+        with torch.autocast(hidden.device.type, enabled=False):
+            return _unit(self.project(_unit(hidden.float()))).to(hidden.dtype)
 
     def pooled(self, vectors: torch.Tensor) -> torch.Tensor:
         """A pooled sentence vector (float32) as the application leaves it: projected (``project``; equal
         to pooling the projected states, every pooling being linear) or normalised, projected, normalised."""
-        vectors = vectors.float()
-        if self.application == "project":
-            return self.project(vectors)
-        return _unit(self.project(_unit(vectors)))
+        with torch.autocast(vectors.device.type, enabled=False):
+            vectors = vectors.float()
+            if self.application == "project":
+                return self.project(vectors)
+            return _unit(self.project(_unit(vectors)))
 
 
 #: The former private name (training/sentence_debias.py re-exports it).

@@ -56,6 +56,8 @@ import torch
 from lmbias.engine.debias_projection import (  # noqa: F401  (names kept importable from here)
     APPLICATIONS, INFO_FILE, SUBSPACE_FILE, Projection, _project_output, _Projection, install_projection, load_subspace,
 )
+from lmbias.engine.embeddings import POOLINGS, check_poolings
+from lmbias.engine.scoring import PRECISIONS
 from lmbias.errors import ConfigError, DataError
 from lmbias.io import atomic_folder
 from lmbias.progress import job_progress, rate_line
@@ -69,7 +71,6 @@ PAIR_DRAW_SEED = 0
 PAIR_LISTS = ("lmbias", "dagender")
 PAIR_SELECTIONS = ("random", "prefix")
 PAIR_MATCHINGS = ("word_insensitive", "whitespace_case_sensitive")
-FIT_PRECISIONS = ("auto", "fp32", "bf16", "fp16")
 #: The pairs the DA-Gender code appends after Lu et al.'s list and the name pairs, (masculine, feminine).
 DAGENDER_EXTRA_PAIRS: tuple[tuple[str, str], ...] = (("guy", "gal"), ("his", "her"), ("himself", "herself"), ("guys", "gals"))
 _WORD_RE = re.compile(r"[A-Za-z]+(?:-[A-Za-z]+)*")
@@ -97,7 +98,6 @@ class SDSettings:
     def from_dict(cls, d: dict | None, key: str = "sd") -> "SDSettings":
         d = dict(d or {})
         d.pop("kind", None)
-        d.pop("corpus", None)
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(d) - known)
         if unknown:
@@ -132,8 +132,8 @@ class SDSettings:
         _choice("pair_list", PAIR_LISTS)
         _choice("pair_selection", PAIR_SELECTIONS)
         _choice("pair_matching", PAIR_MATCHINGS)
-        _choice("precision", FIT_PRECISIONS)
-        _choice("fit_pooling", sorted({p for ps in _poolings().values() for p in ps}), optional=True)
+        _choice("precision", PRECISIONS)
+        _choice("fit_pooling", sorted({p for ps in POOLINGS.values() for p in ps}), optional=True)
         return s
 
     def to_dict(self) -> dict:
@@ -143,15 +143,7 @@ class SDSettings:
         """The pooling the fit embeds with: `fit_pooling`, checked against the family, or the family's."""
         if self.fit_pooling is None:
             return SD_POOLING[family]
-        from lmbias.engine.embeddings import check_poolings
-
         return check_poolings(family, [self.fit_pooling], key=f"{key}.fit_pooling")[0]
-
-
-def _poolings() -> dict:
-    from lmbias.engine.embeddings import POOLINGS
-
-    return POOLINGS
 
 
 # ------------------------------------------------------------------------------------------- pairs
