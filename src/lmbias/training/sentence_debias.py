@@ -26,7 +26,8 @@ the paper's description, and each difference is an option (defaults: the paper, 
 
 ``pair_list: dagender``        their 1,128-pair list: cda_default_pairs.json (Lu et al.'s 124 pairs, file order),
                                names_pairs_1000_scaled.json (1,000 name pairs), then guy-gal, his-her,
-                               himself-herself, guys-gals (no he-she, no him-her), read from dataset `cds`;
+                               himself-herself, guys-gals, read from dataset `cds` (he-she is Lu's 87th pair,
+                               him-her absent: prefixes of BERT's 0.05 and BART's 0.07 hold no pronoun);
 ``pair_selection: prefix``     the first int(ratio * len) pairs (``define_pairs[:size]``), not a random draw;
 ``pair_matching: whitespace_case_sensitive``  a sentence split on " " matches a word only by exact equality
                                (no lower-casing, punctuation stays attached), and each pair gives, per side
