@@ -10,7 +10,6 @@ from lmbias.training.sentence_debias import fit_job
 from lmbias.workflow import setup_job_logging
 
 setup_job_logging(snakemake.log[0])  # noqa: F821
-inputs = dict(snakemake.input.items())  # noqa: F821
 fit_job(
     model_spec(snakemake.wildcards.model, snakemake.params.model),  # noqa: F821
     sentences_path=snakemake.input.corpus,  # noqa: F821
@@ -18,5 +17,5 @@ fit_job(
     settings=snakemake.params.settings,  # noqa: F821
     key=f"methods.{snakemake.wildcards.method}",  # noqa: F821
     # pair_list dagender: the dataset cds files (rule fit_sentence_debias asks for them only then)
-    pair_files={"words": inputs.get("sd_word_pairs"), "names": inputs.get("sd_name_pairs")},
+    pair_files={"words": snakemake.input.get("sd_word_pairs"), "names": snakemake.input.get("sd_name_pairs")},  # noqa: F821
 )

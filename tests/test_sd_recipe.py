@@ -276,6 +276,17 @@ def test_options_that_do_not_fit_the_family_or_the_files_name_the_key(tiny, cds_
     resolved = registry.resolve_method("tiny-bert", {"family": "mlm"}, "sd-x", {**entry, **DAGENDER, "fit_pooling": "mean_padded",
                                                                                "ratio_of_pairs": 0.05})
     assert resolved["sd_settings"]["pair_list"] == "dagender" and resolved["sd_settings"]["fit_pooling"] == "mean_padded"
+    # One entry for every family: {family: pooling} resolves to this model's (or its default) at DAG build.
+    per_family = {**entry, "fit_pooling": {"mlm": "mean_padded", "clm": "last", "seq2seq": "decoder_mean"}}
+    resolve = lambda family: registry.resolve_method("m", {"family": family}, "sd-x", {**per_family, "ratio_of_pairs": 1.0})  # noqa: E731
+    assert [resolve(f)["sd_settings"]["fit_pooling"] for f in ("mlm", "clm", "seq2seq")] == ["mean_padded", "last", "decoder_mean"]
+    assert "fit_pooling" not in registry.resolve_method("m", {"family": "clm"}, "sd-x", {**entry, "fit_pooling": {"mlm": "mean_padded"},
+                                                                                      "ratio_of_pairs": 1.0})["sd_settings"]
+    with pytest.raises(ConfigError, match=r"^methods\.sd-x\.fit_pooling\.bert: "):
+        registry.resolve_method("m", {"family": "mlm"}, "sd-x", {**entry, "fit_pooling": {"bert": "mean"}, "ratio_of_pairs": 1.0})
+    with pytest.raises(ConfigError, match=r"^methods\.sd-x\.fit_pooling\.seq2seq: "):
+        sd.SDSettings.from_dict({"fit_pooling": {"seq2seq": "mean_padded"}}, "methods.sd-x")
+    assert sd.SDSettings.from_dict({"fit_pooling": {"mlm": "mean_padded"}}).pooling("clm") == "last"
     dagender = sd.SDSettings.from_dict({**DAGENDER, "ratio_of_pairs": 0.05})
     with pytest.raises(ConfigError, match=r"^methods\.sd-x\.pair_list: dagender needs"):
         sd.fit_sentence_debias(model, tok, "mlm", TEXTS, dagender, key="methods.sd-x")

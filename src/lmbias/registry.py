@@ -242,11 +242,19 @@ def resolve_method(model: str, model_entry: dict, method: str, entry: dict) -> d
             raise ConfigError(f"methods.{method}.ratio_of_pairs: {ratio!r}; need a fraction in (0, 1] "
                               f"(or models.{model}.training.ratio_of_pairs)")
         sd = {k: entry[k] for k in SD_KEYS if k in entry}
-        pooling = sd.get("fit_pooling")
-        if pooling is not None:
+        if isinstance(sd.get("fit_pooling"), dict):  # {family: pooling}: this model's, or the family default
+            from lmbias.engine.models import FAMILIES
+
+            per_family = sd.pop("fit_pooling")
+            unknown = sorted(set(per_family) - set(FAMILIES))
+            if unknown:
+                raise ConfigError(f"methods.{method}.fit_pooling.{unknown[0]}: not a model family ({', '.join(FAMILIES)})")
+            if per_family.get(model_entry["family"]) is not None:
+                sd["fit_pooling"] = per_family[model_entry["family"]]
+        if sd.get("fit_pooling") is not None:
             from lmbias.engine.embeddings import check_poolings  # only for entries that set it
 
-            check_poolings(model_entry["family"], [pooling], key=f"methods.{method}.fit_pooling")
+            check_poolings(model_entry["family"], [sd["fit_pooling"]], key=f"methods.{method}.fit_pooling")
         resolved["sd_settings"] = dict(sorted({**sd, "ratio_of_pairs": float(ratio)}.items()))
     return resolved
 

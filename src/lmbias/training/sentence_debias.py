@@ -33,7 +33,8 @@ the paper's description, and each difference is an option (defaults: the paper, 
                                (no lower-casing, punctuation stays attached), and each pair gives, per side
                                found, one pair: (sentence, sentence with that word replaced by its partner);
 ``fit_pooling``                their pooling: BERT ``mean_padded`` (mean over all 128 padded positions),
-                               GPT-2 ``last`` and BART ``decoder_mean`` (already the defaults);
+                               GPT-2 ``last`` and BART ``decoder_mean`` (already the defaults); one entry for
+                               all three: ``{mlm: mean_padded, clm: last, seq2seq: decoder_mean}``;
 ``precision: fp32``            their embeddings run in float32 (``auto``: bfloat16 autocast on a GPU).
 
 Their PCA (sklearn, 10 components, the first kept) centres the stacked rows first, which changes nothing
@@ -91,7 +92,9 @@ class SDSettings:
     pair_list: str = "lmbias"  # lmbias | dagender
     pair_selection: str = "random"  # random | prefix
     pair_matching: str = "word_insensitive"  # word_insensitive | whitespace_case_sensitive
-    fit_pooling: str | None = None  # None: the family's (SD_POOLING); else a pooling of lmbias.engine.embeddings
+    # None: the family's (SD_POOLING); a pooling of lmbias.engine.embeddings; or {family: pooling} (one method
+    # entry for several families; a family it leaves out keeps its default)
+    fit_pooling: str | dict | None = None
     pad_to: int = 128  # padding length of the *_padded poolings (the DA-Gender code's 128)
     precision: str = "auto"  # auto (bf16 autocast on GPU, fp32 on CPU) | fp32 | bf16 | fp16
 
@@ -134,7 +137,13 @@ class SDSettings:
         _choice("pair_selection", PAIR_SELECTIONS)
         _choice("pair_matching", PAIR_MATCHINGS)
         _choice("precision", PRECISIONS)
-        _choice("fit_pooling", sorted({p for ps in POOLINGS.values() for p in ps}), optional=True)
+        if isinstance(s.fit_pooling, dict):
+            for family, pooling in s.fit_pooling.items():
+                if family not in POOLINGS:
+                    raise ConfigError(f"{key}.fit_pooling.{family}: not a model family ({', '.join(POOLINGS)})")
+                check_poolings(family, [pooling], key=f"{key}.fit_pooling.{family}")
+        else:
+            _choice("fit_pooling", sorted({p for ps in POOLINGS.values() for p in ps}), optional=True)
         return s
 
     def to_dict(self) -> dict:
@@ -142,9 +151,10 @@ class SDSettings:
 
     def pooling(self, family: str, key: str = "sd") -> str:
         """The pooling the fit embeds with: `fit_pooling`, checked against the family, or the family's."""
-        if self.fit_pooling is None:
+        pooling = self.fit_pooling.get(family) if isinstance(self.fit_pooling, dict) else self.fit_pooling
+        if pooling is None:
             return SD_POOLING[family]
-        return check_poolings(family, [self.fit_pooling], key=f"{key}.fit_pooling")[0]
+        return check_poolings(family, [pooling], key=f"{key}.fit_pooling")[0]
 
 
 # ------------------------------------------------------------------------------------------- pairs
