@@ -158,7 +158,7 @@ def _library_sets():
             for entry in config["benchmarks"].values()}
     models, sd = str(base / "src/lmbias/engine/models.py"), str(base / "src/lmbias/training/sentence_debias.py")
     sets["finetune"] = [str(base / f) for f in _training_modules() if str(base / f) != sd] + [models]
-    sets["sentence_debias"] = [sd, models]
+    sets["sentence_debias"] = [sd, models, str(base / "src/lmbias/engine/debias_projection.py")]
     return sets
 
 

@@ -15,4 +15,7 @@ fit_job(
     sentences_path=snakemake.input.corpus,  # noqa: F821
     out_dir=snakemake.output[0],  # noqa: F821
     settings=snakemake.params.settings,  # noqa: F821
+    key=f"methods.{snakemake.wildcards.method}",  # noqa: F821
+    # pair_list dagender: the dataset cds files (rule fit_sentence_debias asks for them only then)
+    pair_files={"words": snakemake.input.get("sd_word_pairs"), "names": snakemake.input.get("sd_name_pairs")},  # noqa: F821
 )

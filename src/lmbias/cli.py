@@ -187,7 +187,8 @@ FIT_SD_HELP = """\
 Fit SentenceDebias (Liang et al. 2020) for one model: the gender subspace from counterfactual pairs of the
 sentences that contain a gendered word of the word-pair list, written to DIR as sentence_debias.safetensors
 and sentence_debias.json. Settings (JSON): k, ratio_of_pairs, batch_size, max_length, limit_sentences,
-text_column. See lmbias.training.sentence_debias.
+text_column, application, pair_list, pair_selection, pair_matching, fit_pooling, pad_to, precision
+(pair_list dagender needs --word-pairs and --name-pairs). See lmbias.training.sentence_debias.
 """
 
 
@@ -195,7 +196,8 @@ def run_fit_sd(args) -> int:
     from lmbias.engine.models import model_spec
     from lmbias.training.sentence_debias import fit_job
 
-    fit_job(model_spec(args.model_name, args.model_entry), args.sentences, args.out, args.settings, key=args.settings_key)
+    fit_job(model_spec(args.model_name, args.model_entry), args.sentences, args.out, args.settings, key=args.settings_key,
+            pair_files={"words": args.word_pairs, "names": args.name_pairs})
     return 0
 
 
@@ -209,6 +211,8 @@ def register_fit_sd(subparsers) -> None:
     p.add_argument("--settings", type=_json_arg, default={}, metavar="JSON", help="SentenceDebias settings")
     p.add_argument("--settings-key", default="sd", metavar="KEY",
                    help="config key the settings came from, named in errors (e.g. methods.sd)")
+    p.add_argument("--word-pairs", metavar="PATH", help="cda_default_pairs.json (dataset cds; pair_list dagender)")
+    p.add_argument("--name-pairs", metavar="PATH", help="names_pairs_1000_scaled.json (dataset cds; pair_list dagender)")
     p.set_defaults(func=run_fit_sd, _parser=p)
 
 

@@ -135,7 +135,9 @@ METHOD_KEYS = {
     "cda": ("kind", "corpus", "training"),
     "er": ("kind", "corpus", "training"),
     "gpr": ("kind", "corpus", "training"),
-    "sd": ("kind", "corpus") + ("ratio_of_pairs", "k", "batch_size", "max_length", "limit_sentences", "text_column"),
+    "sd": ("kind", "corpus") + ("ratio_of_pairs", "k", "batch_size", "max_length", "limit_sentences", "text_column",
+                                "application", "pair_list", "pair_selection", "pair_matching", "fit_pooling", "pad_to",
+                                "precision"),
 }
 #: SentenceDebias settings (lmbias.training.sentence_debias.SDSettings) a method entry of kind sd may set.
 SD_KEYS = METHOD_KEYS["sd"][2:]
@@ -245,6 +247,19 @@ def resolve_method(model: str, model_entry: dict, method: str, entry: dict) -> d
             raise ConfigError(f"methods.{method}.ratio_of_pairs: {ratio!r}; need a fraction in (0, 1] "
                               f"(or models.{model}.training.ratio_of_pairs)")
         sd = {k: entry[k] for k in SD_KEYS if k in entry}
+        if isinstance(sd.get("fit_pooling"), dict):  # {family: pooling}: this model's, or the family default
+            from lmbias.engine.models import FAMILIES
+
+            per_family = sd.pop("fit_pooling")
+            unknown = sorted(set(per_family) - set(FAMILIES))
+            if unknown:
+                raise ConfigError(f"methods.{method}.fit_pooling.{unknown[0]}: not a model family ({', '.join(FAMILIES)})")
+            if per_family.get(model_entry["family"]) is not None:
+                sd["fit_pooling"] = per_family[model_entry["family"]]
+        if sd.get("fit_pooling") is not None:
+            from lmbias.engine.embeddings import check_poolings  # only for entries that set it
+
+            check_poolings(model_entry["family"], [sd["fit_pooling"]], key=f"methods.{method}.fit_pooling")
         resolved["sd_settings"] = dict(sorted({**sd, "ratio_of_pairs": float(ratio)}.items()))
     return resolved
 

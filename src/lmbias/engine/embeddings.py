@@ -25,7 +25,10 @@ seq2seq (BART): the model reads the text in its encoder and, as ``BartModel`` do
                    contextual embeddings for ... BART (decoder's)")
   ``decoder_mean_padded``, ``decoder_last``, ``encoder_mean``, ``encoder_mean_padded``
 
-The last layer is the model's final hidden state (after GPT-2's final layer norm). On GPU the forward pass
+The last layer is the model's final hidden state (after GPT-2's final layer norm). A SentenceDebias model
+applied with ``normalise_project_normalise`` is embedded as the DA-Gender SEAT code does: pooled from its
+unprojected final states, then the pooled vector normalised, projected and normalised
+(lmbias.engine.debias_projection). On GPU the forward pass
 runs under bfloat16 autocast; poolings are computed in float32 and returned as float32.
 
 ``naive_sentence_embeddings`` computes the same thing one text at a time through the model's full forward
@@ -172,36 +175,48 @@ def sentence_embeddings(
         groups.setdefault((p.special_tokens, p.how == "mean_padded"), []).append(name)
 
     results: dict[str, np.ndarray] = {}
-    for (special, padded), names in groups.items():
-        encoded = _encode(tokenizer, distinct, special, max_length)
-        lengths = [len(ids) for ids in encoded]
-        fixed_width = pad_to if padded else None
-        if fixed_width is not None and max(lengths) > fixed_width:
-            raise DataError(f"sentence embedding: an input of {max(lengths)} tokens is longer than pad_to={fixed_width}")
-        pools = {n: _parse_pooling(n) for n in names}
-        stacks = {p.stack for p in pools.values()}
-        out = {n: None for n in names}
-        order = sorted(range(len(distinct)), key=lambda i: (lengths[i], i))
-        budget = max_tokens if fixed_width is None else None
-        with torch.inference_mode(), _autocast(device):
-            for batch in _batches(order, lengths, batch_size, budget):
-                seqs = [encoded[i] for i in batch]
-                width = fixed_width or max(len(s) for s in seqs)
-                ids, attn = _pad(seqs, pad_id, device, width)
-                hidden = _hidden_states(model, ids, attn, stacks)
-                for name, p in pools.items():
-                    vecs = _pool(hidden[p.stack], attn, p.how).cpu().numpy().astype(np.float32)
-                    if out[name] is None:
-                        out[name] = np.zeros((len(distinct), vecs.shape[1]), dtype=np.float32)
-                    out[name][batch] = vecs
-                stats.forward_passes += 1
-                stats.sequences_run += len(batch)
-        index = np.array([unique[t] for t in texts], dtype=np.int64)
-        for name in names:
-            results[name] = out[name][index]
+    # A SentenceDebias model whose application works on pooled vectors (normalise_project_normalise) runs
+    # unprojected here and each pooled vector is finished by it (lmbias.engine.debias_projection).
+    with _pooled_states(model) as finish:
+        for (special, padded), names in groups.items():
+            encoded = _encode(tokenizer, distinct, special, max_length)
+            lengths = [len(ids) for ids in encoded]
+            fixed_width = pad_to if padded else None
+            if fixed_width is not None and max(lengths) > fixed_width:
+                raise DataError(f"sentence embedding: an input of {max(lengths)} tokens is longer than pad_to={fixed_width}")
+            pools = {n: _parse_pooling(n) for n in names}
+            stacks = {p.stack for p in pools.values()}
+            out = {n: None for n in names}
+            order = sorted(range(len(distinct)), key=lambda i: (lengths[i], i))
+            budget = max_tokens if fixed_width is None else None
+            with torch.inference_mode(), _autocast(device):
+                for batch in _batches(order, lengths, batch_size, budget):
+                    seqs = [encoded[i] for i in batch]
+                    width = fixed_width or max(len(s) for s in seqs)
+                    ids, attn = _pad(seqs, pad_id, device, width)
+                    hidden = _hidden_states(model, ids, attn, stacks)
+                    for name, p in pools.items():
+                        pooled = _pool(hidden[p.stack], attn, p.how)
+                        if finish is not None:
+                            pooled = finish.pooled(pooled)
+                        vecs = pooled.cpu().numpy().astype(np.float32)
+                        if out[name] is None:
+                            out[name] = np.zeros((len(distinct), vecs.shape[1]), dtype=np.float32)
+                        out[name][batch] = vecs
+                    stats.forward_passes += 1
+                    stats.sequences_run += len(batch)
+            index = np.array([unique[t] for t in texts], dtype=np.int64)
+            for name in names:
+                results[name] = out[name][index]
     stats.requests += len(texts)
     stats.unique_inputs += len(distinct)
     return {name: results[name] for name in poolings}
+
+
+def _pooled_states(model):
+    from lmbias.engine.debias_projection import pooled_states  # imports torch
+
+    return pooled_states(model)
 
 
 def naive_sentence_embeddings(model, tokenizer, texts: Sequence[str], pooling: str, family: str,
@@ -213,7 +228,7 @@ def naive_sentence_embeddings(model, tokenizer, texts: Sequence[str], pooling: s
     device = _model_device(model)
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
     rows = []
-    with torch.inference_mode():
+    with torch.inference_mode(), _pooled_states(model) as finish:
         for text in texts:
             ids = tokenizer(text, add_special_tokens=p.special_tokens)["input_ids"]
             width = pad_to if (p.how == "mean_padded" and pad_to is not None) else len(ids)
@@ -235,5 +250,7 @@ def naive_sentence_embeddings(model, tokenizer, texts: Sequence[str], pooling: s
                 vec = hidden[0]
             else:
                 vec = hidden[len(ids) - 1]
+            if finish is not None:
+                vec = finish.pooled(vec[None])[0]
             rows.append(vec.cpu().numpy().astype(np.float32))
     return np.stack(rows)

@@ -340,7 +340,7 @@ _TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "voc
 
 def _method_kind(method_dir) -> str:
     """'base' (None), 'sentence_debias' (a fitted subspace) or 'finetuned' (an HF model folder)."""
-    from lmbias.training.sentence_debias import SUBSPACE_FILE
+    from lmbias.engine.debias_projection import SUBSPACE_FILE
 
     if method_dir is None:
         return "base"
@@ -379,7 +379,8 @@ def load_method_model(spec: ModelSpec, method_dir: str | os.PathLike | None, dev
     """(model, tokenizer) of a method, as load_model returns them.
 
     `method_dir` None: the base model (`spec`). A folder with sentence_debias.safetensors: the base model with
-    the SentenceDebias projection installed (lmbias.training.sentence_debias). Any other folder: a fine-tuned
+    the SentenceDebias projection installed as its sentence_debias.json's `application` says
+    (lmbias.engine.debias_projection). Any other folder: a fine-tuned
     HF folder (config.json + model.safetensors [+ tokenizer]) loaded with the spec's family; its tokenizer,
     or the base's when it has none. A missing folder or one without weights is a DataError naming it.
     """
@@ -387,15 +388,16 @@ def load_method_model(spec: ModelSpec, method_dir: str | os.PathLike | None, dev
     if kind == "base":
         return load_model(spec, device=device, torch_dtype=torch_dtype, strict=strict)
     if kind == "sentence_debias":
-        from lmbias.training.sentence_debias import install_projection, load_subspace
+        from lmbias.engine.debias_projection import fitted_application, install_projection, load_subspace
 
         components, info = load_subspace(method_dir)
+        application = fitted_application(method_dir, info)
         base = info.get("base_model") or {}
         if base.get("source") not in (None, spec.source) or base.get("family") not in (None, spec.family):
             log.warning("%s was fitted on %s (%s), now applied to models.%s = %s (%s)", method_dir, base.get("source"),
                         base.get("family"), spec.name, spec.source, spec.family)
         model, tokenizer = load_model(spec, device=device, torch_dtype=torch_dtype, strict=strict)
-        install_projection(model, components)
+        install_projection(model, components, application)
         return model, tokenizer
     tuned = _finetuned_spec(spec, method_dir)
     if any((Path(tuned.source) / f).is_file() for f in _TOKENIZER_FILES):

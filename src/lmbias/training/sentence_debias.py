@@ -17,13 +17,28 @@ Fitting (deterministic, no seed; SD runs once):
    the paper use k = 1). The sign of each direction is fixed so that the mean male-minus-female difference
    projects positively on it, so a refit gives the same bytes.
 
-Applying: the hidden state h that feeds the LM head becomes h - V^T V h (V: k orthonormal rows) -- BERT the
-encoder's last hidden state before the MLM head transform, GPT-2 the state after ln_f before lm_head, BART
-the decoder's last hidden state before lm_head, a headless encoder its last hidden state. The projection
-is a forward hook on the model's base (``model.base_model``) that rewrites the returned ModelOutput's last
-hidden state *and* the last element of its hidden-states tuple, so logits, ``output_hidden_states`` and the
-engine's sentence embeddings all see the same debiased state. No mean is subtracted (as in bias-bench);
-BART's encoder states are not projected.
+Applying (lmbias.engine.debias_projection, which this module imports; the engine never imports training):
+the hidden state h that feeds the LM head becomes h - V^T V h (V: k orthonormal rows), or, with
+``application: normalise_project_normalise``, unit(P unit(h)) as the DA-Gender code does; see there.
+
+The DA-Gender authors' fit (mulinShi/DA-Gender, bert|gpt2|bart/debias_methods/*_sent_debias.py) differs from
+the paper's description, and each difference is an option (defaults: the paper, as above):
+
+``pair_list: dagender``        their 1,128-pair list: cda_default_pairs.json (Lu et al.'s 124 pairs, file order),
+                               names_pairs_1000_scaled.json (1,000 name pairs), then guy-gal, his-her,
+                               himself-herself, guys-gals, read from dataset `cds` (he-she is Lu's 87th pair,
+                               him-her absent: prefixes of BERT's 0.05 and BART's 0.07 hold no pronoun);
+``pair_selection: prefix``     the first int(ratio * len) pairs (``define_pairs[:size]``), not a random draw;
+``pair_matching: whitespace_case_sensitive``  a sentence split on " " matches a word only by exact equality
+                               (no lower-casing, punctuation stays attached), and each pair gives, per side
+                               found, one pair: (sentence, sentence with that word replaced by its partner);
+``fit_pooling``                their pooling: BERT ``mean_padded`` (mean over all 128 padded positions),
+                               GPT-2 ``last`` and BART ``decoder_mean`` (already the defaults); one entry for
+                               all three: ``{mlm: mean_padded, clm: last, seq2seq: decoder_mean}``;
+``precision: fp32``            their embeddings run in float32 (``auto``: bfloat16 autocast on a GPU).
+
+Their PCA (sklearn, 10 components, the first kept) centres the stacked rows first, which changes nothing
+here: the pair-centred rows already sum to zero column by column.
 """
 
 from __future__ import annotations
@@ -40,24 +55,32 @@ from typing import Sequence
 import numpy as np
 import torch
 
+from lmbias.engine.debias_projection import (  # noqa: F401  (names kept importable from here)
+    APPLICATIONS, INFO_FILE, SUBSPACE_FILE, Projection, _project_output, _Projection, install_projection, load_subspace,
+)
+from lmbias.engine.embeddings import POOLINGS, check_poolings
+from lmbias.engine.scoring import PRECISIONS
 from lmbias.errors import ConfigError, DataError
 from lmbias.io import atomic_folder
 from lmbias.progress import job_progress, rate_line
 
 log = logging.getLogger(__name__)
 
-SUBSPACE_FILE = "sentence_debias.safetensors"
-INFO_FILE = "sentence_debias.json"
 PRONOUN_PAIRS: tuple[tuple[str, str], ...] = (("he", "she"), ("him", "her"), ("his", "her"), ("himself", "herself"))
 #: The family's pooling for the subspace: the paper computes SD's sentence representations as for ER.
 SD_POOLING = {"mlm": "mean", "encoder": "mean", "clm": "last", "seq2seq": "decoder_mean"}
 PAIR_DRAW_SEED = 0
+PAIR_LISTS = ("lmbias", "dagender")
+PAIR_SELECTIONS = ("random", "prefix")
+PAIR_MATCHINGS = ("word_insensitive", "whitespace_case_sensitive")
+#: The pairs the DA-Gender code appends after Lu et al.'s list and the name pairs, (masculine, feminine).
+DAGENDER_EXTRA_PAIRS: tuple[tuple[str, str], ...] = (("guy", "gal"), ("his", "her"), ("himself", "herself"), ("guys", "gals"))
 _WORD_RE = re.compile(r"[A-Za-z]+(?:-[A-Za-z]+)*")
 
 
 @dataclass(frozen=True)
 class SDSettings:
-    """Settings of one SentenceDebias fit (config.yaml `methods.<name>` keys besides `kind`)."""
+    """Settings of one SentenceDebias fit (config.yaml `methods.<name>` keys besides `kind` and `corpus`)."""
 
     k: int = 1  # principal directions removed (bias-bench and the paper: 1)
     ratio_of_pairs: float = 1.0  # fraction of the word-pair list used (paper Table 12)
@@ -65,6 +88,15 @@ class SDSettings:
     max_length: int = 128  # longer sentences (in tokens) are left out, and counted
     limit_sentences: int | None = None  # first N sentences of the file only (tests)
     text_column: str = "text"
+    application: str = "project"  # project | normalise_project_normalise (lmbias.engine.debias_projection)
+    pair_list: str = "lmbias"  # lmbias | dagender
+    pair_selection: str = "random"  # random | prefix
+    pair_matching: str = "word_insensitive"  # word_insensitive | whitespace_case_sensitive
+    # None: the family's (SD_POOLING); a pooling of lmbias.engine.embeddings; or {family: pooling} (one method
+    # entry for several families; a family it leaves out keeps its default)
+    fit_pooling: str | dict | None = None
+    pad_to: int = 128  # padding length of the *_padded poolings (the DA-Gender code's 128)
+    precision: str = "auto"  # auto (bf16 autocast on GPU, fp32 on CPU) | fp32 | bf16 | fp16
 
     @classmethod
     def from_dict(cls, d: dict | None, key: str = "sd") -> "SDSettings":
@@ -83,19 +115,46 @@ class SDSettings:
             if not isinstance(v, int) or isinstance(v, bool) or v < minimum:
                 raise ConfigError(f"{key}.{name}: {v!r} is not an integer >= {minimum}")
 
+        def _choice(name, choices, optional=False):
+            v = getattr(s, name)
+            if optional and v is None:
+                return
+            if not isinstance(v, str) or v not in choices:
+                raise ConfigError(f"{key}.{name}: {v!r} is not one of {', '.join(choices)}")
+
         _int("k", 1)
         _int("batch_size", 1)
         _int("max_length", 2)
         _int("limit_sentences", 1, optional=True)
+        _int("pad_to", 1)
         r = s.ratio_of_pairs
         if isinstance(r, bool) or not isinstance(r, (int, float)) or not (0 < r <= 1):
             raise ConfigError(f"{key}.ratio_of_pairs: {r!r} is not a number in (0, 1]")
         if not isinstance(s.text_column, str) or not s.text_column:
             raise ConfigError(f"{key}.text_column: {s.text_column!r} is not a column name")
+        _choice("application", APPLICATIONS)
+        _choice("pair_list", PAIR_LISTS)
+        _choice("pair_selection", PAIR_SELECTIONS)
+        _choice("pair_matching", PAIR_MATCHINGS)
+        _choice("precision", PRECISIONS)
+        if isinstance(s.fit_pooling, dict):
+            for family, pooling in s.fit_pooling.items():
+                if family not in POOLINGS:
+                    raise ConfigError(f"{key}.fit_pooling.{family}: not a model family ({', '.join(POOLINGS)})")
+                check_poolings(family, [pooling], key=f"{key}.fit_pooling.{family}")
+        else:
+            _choice("fit_pooling", sorted({p for ps in POOLINGS.values() for p in ps}), optional=True)
         return s
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+    def pooling(self, family: str, key: str = "sd") -> str:
+        """The pooling the fit embeds with: `fit_pooling`, checked against the family, or the family's."""
+        pooling = self.fit_pooling.get(family) if isinstance(self.fit_pooling, dict) else self.fit_pooling
+        if pooling is None:
+            return SD_POOLING[family]
+        return check_poolings(family, [pooling], key=f"{key}.fit_pooling")[0]
 
 
 # ------------------------------------------------------------------------------------------- pairs
@@ -120,6 +179,68 @@ def draw_pairs(pairs: Sequence[tuple[str, str]], ratio: float) -> list[tuple[str
     n = max(1, int(round(ratio * len(pairs))))
     chosen = sorted(np.random.default_rng(PAIR_DRAW_SEED).permutation(len(pairs))[:n].tolist())
     return [pairs[i] for i in chosen]
+
+
+def dagender_pair_list(words_file, names_file) -> list[tuple[str, str]]:
+    """The DA-Gender code's 1,128 (masculine, feminine) pairs, in its order: `words_file`
+    (cda_default_pairs.json, Lu et al.'s 124 pairs), `names_file` (names_pairs_1000_scaled.json), then
+    guy-gal, his-her, himself-herself, guys-gals. Not deduplicated (their list is not). A missing or
+    malformed file is a DataError naming it."""
+    from lmbias.parsers.cds import parse_cds
+
+    pairs: list[tuple[str, str]] = []
+    for kind, path in (("words", words_file), ("names", names_file)):
+        if path is None:
+            raise ConfigError(f"pair_list dagender needs the {kind} file of dataset cds")
+        table = parse_cds({kind: path})
+        pairs += list(zip(table.column("male").to_pylist(), table.column("female").to_pylist()))
+    return pairs + list(DAGENDER_EXTRA_PAIRS)
+
+
+def prefix_pairs(pairs: Sequence[tuple[str, str]], ratio: float) -> list[tuple[str, str]]:
+    """The first int(ratio * len(pairs)) pairs (the DA-Gender code's ``define_pairs[:size]``, rounding down)."""
+    return list(pairs[: int(len(pairs) * ratio)])
+
+
+def whitespace_counterfactual_pairs(texts: Sequence[str], pairs: Sequence[tuple[str, str]]) -> list[tuple[str, str, int]]:
+    """(male version, female version, index of the text) as the DA-Gender code builds them.
+
+    A text is split on single spaces; for each pair (m, f) in list order, if the exact token f occurs, the
+    text (female version) is paired with the text in which every token equal to f is replaced by m; then,
+    if the exact token m occurs, the text (male version) with every m replaced by f. Case-sensitive, no
+    punctuation stripping; the other pairs' words are left as they are.
+    """
+    out = []
+    for i, text in enumerate(texts):
+        tokens = text.split(" ")
+        present = set(tokens)
+        for m, f in pairs:
+            if f in present:
+                out.append((" ".join(m if t == f else t for t in tokens), text, i))
+            if m in present:
+                out.append((text, " ".join(f if t == m else t for t in tokens), i))
+    return out
+
+
+def select_pairs(settings: "SDSettings", pair_files: dict | None = None, wordlist_dir=None,
+                 key: str = "sd") -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+    """(the whole pair list, the pairs used) as `settings` say; `pair_files` {"words", "names"} for dagender."""
+    if settings.pair_list == "dagender":
+        files = pair_files or {}
+        if not files.get("words") or not files.get("names"):
+            raise ConfigError(f"{key}.pair_list: dagender needs the files cda_default_pairs.json and "
+                              "names_pairs_1000_scaled.json of dataset cds")
+        all_pairs = dagender_pair_list(files["words"], files["names"])
+    else:
+        all_pairs = word_pair_list(wordlist_dir)
+    if settings.pair_selection == "prefix":
+        pairs = prefix_pairs(all_pairs, settings.ratio_of_pairs)
+        if not pairs:
+            raise ConfigError(f"{key}.ratio_of_pairs: {settings.ratio_of_pairs} of {len(all_pairs)} pairs leaves "
+                              "none (pair_selection prefix rounds down)")
+    else:
+        pairs = draw_pairs(all_pairs, settings.ratio_of_pairs)
+    return all_pairs, pairs
 
 
 def _with_case(original: str, word: str) -> str:
@@ -188,33 +309,45 @@ def _library_versions() -> dict:
 
 
 def fit_sentence_debias(model, tokenizer, family: str, texts: Sequence[str], settings: SDSettings,
-                        wordlist_dir=None) -> tuple[np.ndarray, dict]:
-    """(components, info) of the gender subspace of `model` from `texts`; see the module docstring."""
+                        wordlist_dir=None, pair_files: dict | None = None, key: str = "sd") -> tuple[np.ndarray, dict]:
+    """(components, info) of the gender subspace of `model` from `texts`; see the module docstring.
+    `pair_files` ({"words": cda_default_pairs.json, "names": names_pairs_1000_scaled.json}) for pair_list dagender."""
     from lmbias.engine.embeddings import sentence_embeddings
+    from lmbias.engine.scoring import _model_device, scoring_precision
 
     if family not in SD_POOLING:
         raise ConfigError(f"SentenceDebias: unknown family {family!r}")
-    all_pairs = word_pair_list(wordlist_dir)
-    pairs = draw_pairs(all_pairs, settings.ratio_of_pairs)
-    cf = counterfactual_pairs(texts, pairs)
+    pooling = settings.pooling(family, key)
+    all_pairs, pairs = select_pairs(settings, pair_files, wordlist_dir, key)
+    if settings.pair_matching == "whitespace_case_sensitive":
+        cf = whitespace_counterfactual_pairs(texts, pairs)
+    else:
+        cf = counterfactual_pairs(texts, pairs)
     n_long = 0
     if cf:
         lengths = tokenizer([t for m, f, _ in cf for t in (m, f)], add_special_tokens=True, truncation=False)["input_ids"]
-        keep = [len(lengths[2 * i]) <= settings.max_length and len(lengths[2 * i + 1]) <= settings.max_length
-                for i in range(len(cf))]
+        limit = min(settings.max_length, settings.pad_to) if pooling.endswith("mean_padded") else settings.max_length
+        keep = [len(lengths[2 * i]) <= limit and len(lengths[2 * i + 1]) <= limit for i in range(len(cf))]
         n_long = keep.count(False)
         cf = [p for p, ok in zip(cf, keep) if ok]
     if len(cf) < 2:
         raise DataError(f"SentenceDebias: only {len(cf)} counterfactual pair(s) from {len(texts)} sentences with "
                         f"{len(pairs)} word pair(s) (ratio_of_pairs={settings.ratio_of_pairs}); at least 2 are needed")
-    pooling = SD_POOLING[family]
-    male = sentence_embeddings(model, tokenizer, [m for m, _, _ in cf], [pooling], family,
-                               batch_size=settings.batch_size, max_length=settings.max_length)[pooling]
-    female = sentence_embeddings(model, tokenizer, [f for _, f, _ in cf], [pooling], family,
-                                 batch_size=settings.batch_size, max_length=settings.max_length)[pooling]
+    device = _model_device(model)
+    precision = settings.precision
+    if precision == "auto":
+        precision = "bf16" if device.type == "cuda" else "fp32"
+    with scoring_precision(precision, f"{key}.precision"):
+        male, female = (sentence_embeddings(model, tokenizer, side, [pooling], family, batch_size=settings.batch_size,
+                                            max_length=settings.max_length, pad_to=settings.pad_to)[pooling]
+                        for side in ([m for m, _, _ in cf], [f for _, f, _ in cf]))
     components, ratio = fit_subspace(male, female, settings.k)
     info = {
         "pooling": pooling,
+        "pad_to": settings.pad_to if pooling.endswith("mean_padded") else None,
+        "precision_used": precision,
+        "application": settings.application,
+        "pair_list": settings.pair_list,
         "word_pairs_total": len(all_pairs),
         "word_pairs_used": [list(p) for p in pairs],
         "sentences": len(texts),
@@ -242,78 +375,6 @@ def save_subspace(out_dir, components: np.ndarray, info: dict) -> Path:
     return out_dir
 
 
-def load_subspace(method_dir) -> tuple[torch.Tensor, dict]:
-    """(components (k, d) float32, info) of a fitted folder; DataError naming the file when unusable."""
-    from safetensors import SafetensorError
-    from safetensors.torch import load_file
-
-    folder = Path(method_dir)
-    path = folder / SUBSPACE_FILE
-    try:
-        tensors = load_file(str(path))
-    except (SafetensorError, OSError) as exc:
-        raise DataError(f"SentenceDebias subspace unreadable: {exc}", path) from exc
-    comps = tensors.get("components")
-    if comps is None or comps.ndim != 2 or comps.shape[0] < 1:
-        raise DataError(f"SentenceDebias subspace: expected a (k, hidden) tensor 'components', got "
-                        f"{None if comps is None else tuple(comps.shape)}", path)
-    info_path = folder / INFO_FILE
-    try:
-        info = json.loads(info_path.read_text(encoding="utf-8")) if info_path.exists() else {}
-    except json.JSONDecodeError as exc:
-        raise DataError(f"not valid JSON: {exc}", info_path) from exc
-    return comps.float(), info
-
-
-# ------------------------------------------------------------------------------------------- apply
-
-class _Projection(torch.nn.Module):
-    """Holds the subspace as a (non-persistent) buffer, so it follows model.to(device)."""
-
-    def __init__(self, components: torch.Tensor):
-        super().__init__()
-        self.register_buffer("components", components.float(), persistent=False)
-
-    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
-        v = self.components.to(hidden.dtype)
-        return hidden - (hidden @ v.T) @ v
-
-
-def _project_output(module, args, output):
-    proj = module._sentence_debias
-    if isinstance(output, tuple):  # return_dict=False: element 0 is the last hidden state
-        return (proj(output[0]),) + tuple(output[1:])
-    original = output[0]
-    projected = proj(original)
-    output["last_hidden_state"] = projected
-    for name in ("hidden_states", "decoder_hidden_states"):
-        states = output.get(name) if hasattr(output, "get") else None
-        if states is not None and len(states) and states[-1].shape == original.shape:
-            output[name] = tuple(states[:-1]) + (proj(states[-1]),)
-    return output
-
-
-def install_projection(model, components: torch.Tensor):
-    """Project the final hidden states of `model` (any family) orthogonally to `components` (k, d) from now on.
-
-    Idempotent per model: installing again replaces the subspace. Returns the model.
-    """
-    base = model.base_model
-    hidden = getattr(model.config, "d_model", None) or getattr(model.config, "hidden_size", None) or model.config.n_embd
-    comps = torch.as_tensor(components, dtype=torch.float32)
-    if comps.ndim != 2 or comps.shape[1] != hidden:
-        raise DataError(f"SentenceDebias subspace of shape {tuple(comps.shape)} does not fit a model with hidden size {hidden}")
-    q, _ = torch.linalg.qr(comps.double().T)  # orthonormalise (a no-op for fit_subspace's output)
-    comps = q.T.float()
-    device = next(model.parameters()).device
-    if getattr(base, "_sentence_debias", None) is not None:
-        base._sentence_debias.components = comps.to(device)
-        return model
-    base._sentence_debias = _Projection(comps).to(device)
-    base.register_forward_hook(_project_output)
-    return model
-
-
 # --------------------------------------------------------------------------------------------- job
 
 def _read_texts(path, settings: SDSettings) -> list[str]:
@@ -334,10 +395,11 @@ def _read_texts(path, settings: SDSettings) -> list[str]:
 
 
 def fit_job(model_spec, sentences_path, out_dir, settings: dict, log: logging.Logger | None = None,
-            key: str = "sd") -> None:
+            key: str = "sd", pair_files: dict | None = None) -> None:
     """Fit SentenceDebias for `model_spec` (a lmbias.engine.models.ModelSpec) on the GAP sentences parquet and
     write `out_dir` (sentence_debias.safetensors + sentence_debias.json) atomically. `key` prefixes the
-    config key in errors about `settings` (e.g. ``methods.sd``)."""
+    config key in errors about `settings` (e.g. ``methods.sd``); `pair_files` ({"words", "names"}: the
+    dataset cds files) are read when `pair_list` is dagender."""
     from lmbias.engine.models import load_model
     from lmbias.workflow import pick_device
 
@@ -348,7 +410,8 @@ def fit_job(model_spec, sentences_path, out_dir, settings: dict, log: logging.Lo
     model, tokenizer = load_model(model_spec, device=pick_device())
     fit_started = time.perf_counter()
     with job_progress("SentenceDebias embeddings", unit="sentences"):
-        components, info = fit_sentence_debias(model, tokenizer, model_spec.family, texts, resolved)
+        components, info = fit_sentence_debias(model, tokenizer, model_spec.family, texts, resolved,
+                                               pair_files=pair_files, key=key)
     fit_seconds = time.perf_counter() - fit_started
     info.update({
         "settings": resolved.to_dict(),
@@ -356,6 +419,8 @@ def fit_job(model_spec, sentences_path, out_dir, settings: dict, log: logging.Lo
                        "revision": model_spec.revision},
         "sentences_file": str(sentences_path),
         "sentences_sha256": hashlib.sha256(Path(sentences_path).read_bytes()).hexdigest(),
+        "pair_files": ({kind: {"path": str(path), "sha256": hashlib.sha256(Path(path).read_bytes()).hexdigest()}
+                        for kind, path in sorted(pair_files.items())} if resolved.pair_list == "dagender" else None),
         "library_versions": _library_versions(),
         "seconds": round(time.perf_counter() - started, 3),
     })
