@@ -58,6 +58,22 @@ def one_step_loss(trainer: Trainer, epoch: int = 0) -> tuple[torch.Tensor, float
     return loss, lm_sum, er_sum, batch
 
 
+def one_step_inputs(trainer: Trainer) -> tuple[tuple, dict]:
+    """one_step_loss and the tensors the model was called with (the LM rows, then the ER sentences)."""
+    seen: dict = {}
+    forward = trainer.model.forward
+
+    def spy(**inputs):
+        seen.update(inputs)
+        return forward(**inputs)
+
+    trainer.model.forward = spy
+    try:
+        return one_step_loss(trainer), seen
+    finally:
+        del trainer.model.forward
+
+
 def padded(tok, texts, **kw):
     enc = tok(list(texts), truncation=True, max_length=LENGTH, padding="max_length", return_tensors="pt", **kw)
     return enc["input_ids"], enc["attention_mask"]
@@ -86,13 +102,21 @@ def their_gpt2_lm_loss(model, tok, texts) -> tuple[torch.Tensor, torch.Tensor]:
     return F.cross_entropy(logits.reshape(-1, logits.size(-1)), ids[:, 1:].reshape(-1)), out.hidden_states[-1]
 
 
-def their_bart_lm_loss(model, tok, texts, noised) -> torch.Tensor:
-    """bart_CDS.py: encoder noised + '</s>', decoder '<s>' + s, labels s + '</s>', each tokenised without
-    special tokens and padded to 128; decoder pads masked; HF's mean over all 128 label positions."""
+def bart_inputs(tok, texts, noised) -> dict[str, torch.Tensor]:
+    """bart_CDS.py's tensors: encoder noised + '</s>', decoder '<s>' + s, labels s + '</s>', each tokenised
+    without special tokens and padded to 128 (labels with the pad token: pads are targets)."""
     enc, enc_mask = padded(tok, [n + "</s>" for n in noised], add_special_tokens=False)
     dec, dec_mask = padded(tok, ["<s>" + t for t in texts], add_special_tokens=False)
     labels, _ = padded(tok, [t + "</s>" for t in texts], add_special_tokens=False)
-    logits = model(input_ids=enc, attention_mask=enc_mask, decoder_input_ids=dec, decoder_attention_mask=dec_mask).logits
+    return {"input_ids": enc, "attention_mask": enc_mask, "decoder_input_ids": dec, "decoder_attention_mask": dec_mask,
+            "labels": labels}
+
+
+def their_bart_lm_loss(model, tok, texts, noised) -> torch.Tensor:
+    """bart_CDS.py's loss: HF's mean over all 128 label positions, decoder pads masked from attention."""
+    b = bart_inputs(tok, texts, noised)
+    labels = b.pop("labels")
+    logits = model(**b).logits
     return F.cross_entropy(logits.reshape(-1, logits.size(-1)), labels.reshape(-1))
 
 
@@ -114,9 +138,11 @@ def test_gpt2_template_and_padding_in_loss_equal_their_loss(tiny):
     real = batch["attention_mask"].sum(1)
     assert (ids[torch.arange(3), real - 1] == eos).all() and (ids[:, -1] == eos).all()
     assert trainer._count_targets(batch) == 3 * (LENGTH - 1)  # most of them pads
+    their_ids, their_mask = padded(tok, [GPT2_TEMPLATE.replace("{text}", t) for t in ORIGINALS])
+    assert torch.equal(ids, their_ids) and torch.equal(batch["attention_mask"], their_mask)
     with torch.no_grad():
         theirs, _ = their_gpt2_lm_loss(model, tok, ORIGINALS)
-    assert loss.item() == pytest.approx(theirs.item(), rel=1e-5)
+    assert loss.item() == pytest.approx(theirs.item(), rel=1e-6)
     plain = make_trainer(tiny, "gpt2", ORIGINALS)  # the default: no template, dynamic padding, pads not targets
     assert one_step_loss(plain)[0].item() != pytest.approx(theirs.item(), rel=1e-3)
 
@@ -167,9 +193,12 @@ def test_bart_static_words_are_the_same_every_epoch_and_the_loss_is_theirs(tiny)
     assert batch["input_ids"][0, 0] != tok.bos_token_id and batch["decoder_input_ids"][0, 0] == tok.bos_token_id
     assert (batch["labels"] == tok.pad_token_id).sum() > 0  # pads are targets
     noised = [mask_words(t, example_generator(0, 0, i)) for i, t in enumerate(ORIGINALS)]
+    their_batch = bart_inputs(tok, ORIGINALS, noised)
+    for key, value in their_batch.items():
+        assert torch.equal(batch[key], value), key
     with torch.no_grad():
         theirs = their_bart_lm_loss(trainer.hf_model, tok, ORIGINALS, noised)
-    assert loss.item() == pytest.approx(theirs.item(), rel=1e-5)
+    assert loss.item() == pytest.approx(theirs.item(), rel=1e-6)
 
 
 # -------------------------------------------------------------------------------------------------- ER
@@ -181,15 +210,19 @@ def test_er_dagender_gpt2_equals_their_loss(tiny):
     trainer = make_trainer(tiny, "gpt2", ORIGINALS, SWAPS, er_lambda=lam, er_lm_side="counterfactual",
                            er_pooling="pad_position", text_template=GPT2_TEMPLATE, pad_to_length=LENGTH,
                            padding_in_loss=True)
-    loss, _, er_sum, _ = one_step_loss(trainer)
+    (loss, _, er_sum, _), seen = one_step_inputs(trainer)
     flipped = [s if s is not None else t for t, s in zip(ORIGINALS, SWAPS)]
     model, tok = trainer.hf_model, trainer.tok
+    rows = [padded(tok, [GPT2_TEMPLATE.replace("{text}", t) for t in texts]) for texts in (flipped, flipped, ORIGINALS)]
+    assert torch.equal(seen["input_ids"], torch.cat([r[0] for r in rows]))
+    assert torch.equal(seen["attention_mask"], torch.cat([r[1] for r in rows]))
     with torch.no_grad():
         lm, e1 = their_gpt2_lm_loss(model, tok, flipped)
         _, e2 = their_gpt2_lm_loss(model, tok, ORIGINALS)  # the re-flip of the flipped sentence
         cos = cosines(e1[:, -1], e2[:, -1])
-    assert er_sum == pytest.approx((1 - cos).sum().item(), abs=1e-5)
-    assert loss.item() == pytest.approx((lam * -cos.mean() + lm).item() + lam, rel=1e-5)
+    assert er_sum == pytest.approx((1 - cos).sum().item(), rel=1e-4, abs=1e-7)
+    assert loss.item() - lam * er_sum / 3 == pytest.approx(lm.item(), rel=1e-6)
+    assert loss.item() == pytest.approx((lam * -cos.mean() + lm).item() + lam, rel=1e-6)
     family = make_trainer(tiny, "gpt2", ORIGINALS, SWAPS, er_lambda=lam)  # default: last real token, LM on originals
     assert one_step_loss(family)[2] != pytest.approx(er_sum, rel=1e-3)
 
@@ -204,7 +237,7 @@ def test_er_mean_padded_bert_equals_their_embeddings(tiny):
         e = [model(input_ids=ids, attention_mask=mask, output_hidden_states=True).hidden_states[-1].mean(1)
              for ids, mask in (padded(tok, ORIGINALS), padded(tok, partners))]
     has = torch.tensor([s is not None for s in SWAPS], dtype=torch.float32)
-    assert er_sum == pytest.approx(((1 - cosines(*e)) * has).sum().item(), abs=1e-5)
+    assert er_sum == pytest.approx(((1 - cosines(*e)) * has).sum().item(), rel=1e-4, abs=1e-7)
     mean = one_step_loss(make_trainer(tiny, "bert", ORIGINALS, SWAPS, er_lambda=1.0, er_pooling="mean"))[2]
     assert one_step_loss(make_trainer(tiny, "bert", ORIGINALS, SWAPS, er_lambda=1.0))[2] == pytest.approx(mean, abs=1e-6)
     assert mean != pytest.approx(er_sum, rel=1e-3)
@@ -217,16 +250,24 @@ def test_er_dagender_bart_equals_their_loss(tiny):
     trainer = make_trainer(tiny, "bart", ORIGINALS, SWAPS, er_lambda=lam, er_lm_side="counterfactual",
                            er_pooling="mean_padded", infilling_mode="static_words", infilling_layout="bos_decoder",
                            pad_to_length=LENGTH, padding_in_loss=True)
-    loss, _, _, _ = one_step_loss(trainer)
+    (loss, _, er_sum, _), seen = one_step_inputs(trainer)
     flipped = [s if s is not None else t for t, s in zip(ORIGINALS, SWAPS)]
     model, tok = trainer.hf_model, trainer.tok
     noised = [mask_words(t, example_generator(0, 0, i)) for i, t in enumerate(flipped)]
+    lm_rows = bart_inputs(tok, flipped, noised)
+    for key in ("input_ids", "attention_mask", "decoder_input_ids", "decoder_attention_mask"):
+        assert torch.equal(seen[key][:3], lm_rows[key]), key
+    er_rows = torch.cat([padded(tok, flipped)[0], padded(tok, ORIGINALS)[0]])
+    assert torch.equal(seen["input_ids"][3:], er_rows)
+    assert (seen["decoder_attention_mask"][3:] == 1).all()  # their ER forward passes no decoder mask
     with torch.no_grad():
         lm = their_bart_lm_loss(model, tok, flipped, noised)
         e = [model(input_ids=ids, attention_mask=mask, output_hidden_states=True).decoder_hidden_states[-1].mean(1)
              for ids, mask in (padded(tok, flipped), padded(tok, ORIGINALS))]
         cos = cosines(*e)
-    assert loss.item() == pytest.approx((lam * -cos.mean() + lm).item() + lam, rel=1e-5)
+    assert er_sum == pytest.approx((1 - cos).sum().item(), rel=1e-4, abs=1e-7)
+    assert loss.item() - lam * er_sum / 3 == pytest.approx(lm.item(), rel=1e-6)
+    assert loss.item() == pytest.approx((lam * -cos.mean() + lm).item() + lam, rel=1e-6)
 
 
 # -------------------------------------------------------------------------------------------- warm-up
