@@ -24,9 +24,8 @@ Options reproducing the DA-Gender authors' scripts (settings.TrainingSettings do
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import math
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -220,8 +219,11 @@ def embeddings_from(out, attention_mask: torch.Tensor, family: str, pooling: str
     decoder, the sentence being the teacher-forced decoder input). pooling (settings.ER_POOLINGS): family =
     the mean over real tokens, GPT-2 the last real token's state; mean = the mean over real tokens;
     mean_padded = the mean over the first `length` positions, pads included; pad_position = the state at
-    position `length` - 1 (the rows must be padded to at least `length`)."""
+    position `length` - 1 (the rows must be padded to at least `length`); family_padded = pad_position for
+    clm, mean_padded otherwise (DA-Gender's *_ER.py)."""
     hidden = out.decoder_hidden_states[-1] if family == "seq2seq" else out.hidden_states[-1]
+    if pooling == "family_padded":
+        pooling = "pad_position" if family == "clm" else "mean_padded"
     if pooling == "mean_padded":
         return hidden[:, :length].mean(1)
     if pooling == "pad_position":

@@ -27,8 +27,10 @@ ER_LM_SIDES = ("original", "counterfactual")
 #: e(s) of ER: family = mean over real tokens (mlm; seq2seq decoder) or the last real token (clm); mean = mean
 #: over real tokens for every family; mean_padded = mean over all max_length positions of the sentence padded
 #: to max_length (pads attention-masked; DA-Gender BERT/BART); pad_position = the state at position
-#: max_length - 1 of the sentence padded to max_length (DA-Gender GPT-2: hidden_states[-1][:, -1])
-ER_POOLINGS = ("family", "mean", "mean_padded", "pad_position")
+#: max_length - 1 of the sentence padded to max_length (DA-Gender GPT-2: hidden_states[-1][:, -1]);
+#: family_padded = DA-Gender's per family: pad_position for clm, mean_padded for mlm and seq2seq (so one
+#: method entry reproduces their *_ER.py on every family)
+ER_POOLINGS = ("family", "mean", "mean_padded", "pad_position", "family_padded")
 #: the one rule for er_lambda, shared by these settings and the sweeps (lmbias.registry.SWEEP_SETTINGS)
 ER_LAMBDA_RANGE = "> 0"
 
@@ -56,11 +58,12 @@ class TrainingSettings:
     whole_word_masking: bool = False
     infilling_mask_ratio: float = 0.3
     infilling_poisson_lambda: float = 3.0
+    #: infilling only (ignored otherwise; INFILLING_MODES): static_words masks infilling_mask_ratio of the words
     infilling_mode: str = "poisson_spans"
-    infilling_layout: str = "shift_right"
+    infilling_layout: str = "shift_right"  # infilling only (ignored otherwise; INFILLING_LAYOUTS)
     er_lambda: float | None = None
-    er_lm_side: str = "original"
-    er_pooling: str = "family"
+    er_lm_side: str = "original"  # ER only (ER_LM_SIDES)
+    er_pooling: str = "family"  # ER only (ER_POOLINGS)
     #: clm only (ignored for other objectives): the text each sentence is written into, "{text}" its place
     text_template: str = "{text}"
     #: null = dynamic padding (to the batch's longest row); n = every batch padded to n (>= max_length)

@@ -140,7 +140,7 @@ class Trainer:
             self.swaps = encode(tokenizer, self._templated(partners), s.max_length)
             self.has_swap = [t is not None for t in corpus.swaps]
         # ER sentences padded to max_length for the pooled positions of mean_padded / pad_position
-        self.er_width = s.max_length if s.er_pooling in ("mean_padded", "pad_position") else None
+        self.er_width = s.max_length if s.er_pooling in ("mean_padded", "pad_position", "family_padded") else None
         self.lengths = [len(e.ids) for e in self.examples]
         self.world, self.rank = accelerator.num_processes, accelerator.process_index
         self.global_batch = s.batch_size * self.world
