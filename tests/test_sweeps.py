@@ -72,12 +72,12 @@ def test_instances_resolve_over_table12_defaults(config, model, swap, lam, ratio
 def test_names_floats_shortest_ints_as_written_and_combinations():
     methods = {"cds": {"kind": "cds", "corpus": "c-{swap_rate}", "training": {"epochs": 8},
                        "sweep": {"swap_rate": [1, 0.5], "epochs": [2, 3]}},
-               "er": {"kind": "er", "corpus": "c", "sweep": {"lambda": [0, 1.25], "learning_rate": [2e-5]}}}
+               "er": {"kind": "er", "corpus": "c", "sweep": {"lambda": [1, 1.25], "learning_rate": [2e-5]}}}
     out = registry.expand_sweeps(methods)
     assert list(out) == ["cds", "er",
                          "cds@epochs=2,swap_rate=1.0", "cds@epochs=3,swap_rate=1.0",
                          "cds@epochs=2,swap_rate=0.5", "cds@epochs=3,swap_rate=0.5",
-                         "er@er_lambda=0.0,learning_rate=2e-05", "er@er_lambda=1.25,learning_rate=2e-05"]
+                         "er@er_lambda=1.0,learning_rate=2e-05", "er@er_lambda=1.25,learning_rate=2e-05"]
     assert out["cds"] == {"kind": "cds", "corpus": "c-{swap_rate}", "training": {"epochs": 8}}
     assert out["cds@epochs=3,swap_rate=0.5"]["training"] == {"epochs": 3, "swap_rate": 0.5}
     assert isinstance(out["cds@epochs=3,swap_rate=0.5"]["training"]["epochs"], int)
@@ -108,7 +108,9 @@ CDS = {"kind": "cds", "corpus": "results/corpora/gap/cds-{swap_rate}.parquet"}
     ("cds", {**CDS, "sweep": {"swap_rate": [0]}}, "methods.cds.sweep.swap_rate[0]: 0.0 is out of range; swap_rate must be in (0, 1]"),
     ("sd", {"kind": "sd", "corpus": "c", "sweep": {"ratio_of_pairs": [0.0]}}, "methods.sd.sweep.ratio_of_pairs[0]: 0.0 is out of range; ratio_of_pairs must be in (0, 1]"),
     ("sd", {"kind": "sd", "corpus": "c", "sweep": {"ratio_of_pairs": [1.01]}}, "methods.sd.sweep.ratio_of_pairs[0]: 1.01 is out of range"),
-    ("er", {"kind": "er", "corpus": "c", "sweep": {"lambda": [0.5, -0.1]}}, "methods.er.sweep.lambda[1]: -0.1 is out of range; er_lambda must be >= 0"),
+    ("er", {"kind": "er", "corpus": "c", "sweep": {"lambda": [0.5, -0.1]}}, "methods.er.sweep.lambda[1]: -0.1 is out of range; er_lambda must be > 0"),
+    # the training settings' own rule (er_lambda > 0), so a sweep never expands to a job that fails inside
+    ("er", {"kind": "er", "corpus": "c", "sweep": {"lambda": [0, 0.5]}}, "methods.er.sweep.lambda[0]: 0.0 is out of range; er_lambda must be > 0"),
     ("er", {"kind": "er", "corpus": "c", "sweep": {"er_lambda": [float("inf")]}}, "methods.er.sweep.er_lambda[0]: inf is not a finite number"),
     ("er", {"kind": "er", "corpus": "c", "sweep": {"er_lambda": [float("nan")]}}, "methods.er.sweep.er_lambda[0]: nan is not a finite number"),
     ("cds", {**CDS, "sweep": {"swap_rate": [0.6, 0.7, 0.70]}}, "methods.cds.sweep.swap_rate[2]: 0.7 repeats methods.cds.sweep.swap_rate[1]"),

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from lmbias.errors import ConfigError
+from lmbias.training.settings import ER_LAMBDA_RANGE, TrainingSettings, er_lambda_ok
 
 
 
@@ -152,6 +153,9 @@ TRAINING_KEYS = frozenset({
     "mlm_probability", "whole_word_masking", "infilling_mask_ratio", "infilling_poisson_lambda", "er_lambda",
     "dropout", "select_epoch", "group_by_length", "checkpoint_every_steps", "precision",
     "eval_bias_every_steps", "eval_bias_metric", "limit_examples", "text_column",
+    # the DA-Gender authors' recipes (settings.TrainingSettings documents each; null/default = the paper's)
+    "warmup_steps", "text_template", "pad_to_length", "padding_in_loss", "infilling_mode", "infilling_layout",
+    "er_lm_side", "er_pooling",
 })
 #: Per-model defaults (over-debiasing paper, Table 12) that are not trainer settings: the CDS swap rate
 #: (fills `{swap_rate}` in a method's corpus path) and SentenceDebias' ratio of word pairs.
@@ -240,6 +244,10 @@ def resolve_method(model: str, model_entry: dict, method: str, entry: dict) -> d
         else:
             settings.pop("er_lambda", None)  # the model's ER default must not turn CDS/CDA into ER
         settings["objective"] = "gpr" if kind == "gpr" else FAMILY_OBJECTIVE[model_entry["family"]]
+        # values checked when the DAG is built (not first inside the job), each error naming its block
+        own = entry.get("training") or {}
+        origins = {k: f"methods.{method}.training" if k in own else f"models.{model}.training" for k in settings}
+        TrainingSettings.from_dict(settings, f"methods.{method}.training", origins)
         resolved["settings"] = dict(sorted(settings.items()))
     if kind == "sd":
         ratio = entry.get("ratio_of_pairs", merged.get("ratio_of_pairs"))
@@ -294,7 +302,7 @@ _TRAINED_OR_TUNED = frozenset({"cds", "cda", "er", "gpr"})
 #: SentenceDebias options; learning_rate and epochs are trainer settings of every fine-tuning kind.
 SWEEP_SETTINGS = {
     "swap_rate": SweepSetting(frozenset({"cds"}), "training", False, lambda v: 0 < v <= 1, "in (0, 1]"),
-    "er_lambda": SweepSetting(frozenset({"er"}), "training", False, lambda v: v >= 0, ">= 0"),
+    "er_lambda": SweepSetting(frozenset({"er"}), "training", False, er_lambda_ok, ER_LAMBDA_RANGE),
     "ratio_of_pairs": SweepSetting(frozenset({"sd"}), "entry", False, lambda v: 0 < v <= 1, "in (0, 1]"),
     "k": SweepSetting(frozenset({"sd"}), "entry", True, lambda v: v >= 1, ">= 1"),
     "learning_rate": SweepSetting(_TRAINED_OR_TUNED, "training", False, lambda v: v > 0, "> 0"),

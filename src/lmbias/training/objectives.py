@@ -11,10 +11,20 @@ draws them: a resumed or data-parallel run sees exactly the noise of an uninterr
   of the tokens are covered; each span becomes ONE <mask> (a 0-length span inserts a <mask>); the
   decoder reconstructs the original sentence.
 - gpr (Manela et al.): [PRONOUN] -> the mask token; loss only at that position, target the pronoun's token.
+
+Options reproducing the DA-Gender authors' scripts (settings.TrainingSettings documents each):
+- infilling_mode static_words (bart_CDS.py / bart_ER.py `noise_sentence`): ceil(ratio * n) of the n
+  space-separated words, drawn without replacement from all but the last word, become <mask> (a word that is
+  exactly "." is drawn but kept); each run of adjacent masks is one <mask>. Drawn once per example from a
+  generator seeded by (seed, example), so every epoch sees the same noised input (theirs: once, unseeded).
+- infilling_layout bos_decoder: their sequences: encoder x </s> (no <s>), decoder input <s> x, labels x </s>.
+- padding_in_loss (clm, infilling): rows padded to pad_to_length with the pad token, and the pad positions
+  are targets too (their labels are the padded input ids; HF's loss ignores only -100).
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -39,6 +49,7 @@ class Encoded:
     words: list | None = None
     target: int | None = None
     target_pos: int | None = None
+    noised: list[int] | None = None  # infilling static_words: the encoder ids, fixed for all epochs
 
 
 def mask_mlm(ex: Encoded, gen: torch.Generator, mask_id: int, vocab_size: int, probability: float = 0.15,
@@ -103,17 +114,47 @@ def infill(ex: Encoded, gen: torch.Generator, mask_id: int, ratio: float = 0.3, 
     return noised, list(ids), lengths
 
 
-def pad(rows: list[list[int]], value: int) -> torch.Tensor:
-    """Right-pad to the longest row (dynamic padding)."""
-    width = max(len(r) for r in rows)
+def draw_masked_words(n: int, gen: torch.Generator, ratio: float = 0.3) -> set[int]:
+    """ceil(ratio * n) distinct word positions drawn from all but the last of n words (DA-Gender's
+    `random.sample(range(max(1, n - 1)), ceil(n * ratio))`, here from a seeded generator)."""
+    candidates = max(1, n - 1)
+    k = min(math.ceil(n * ratio), candidates)
+    return set(torch.randperm(candidates, generator=gen)[:k].tolist())
+
+
+def mask_words(text: str, gen: torch.Generator, ratio: float = 0.3, mask_token: str = "<mask>") -> str:
+    """DA-Gender's word infilling noise for one sentence (see the module docstring). Words are split on
+    whitespace and joined by one space; every run of masked words is ONE <mask> (their two regex passes
+    leave ceil(k / 4) masks for a run of k >= 5 words, short of what their comment intends)."""
+    words = text.split()
+    chosen = draw_masked_words(len(words), gen, ratio)
+    out: list[str] = []
+    previous_masked = False
+    for pos, word in enumerate(words):
+        masked = pos in chosen and word != "."
+        if not masked:
+            out.append(word)
+        elif not previous_masked:
+            out.append(mask_token)
+        previous_masked = masked
+    return " ".join(out)
+
+
+def pad(rows: list[list[int]], value: int, width: int | None = None) -> torch.Tensor:
+    """Right-pad to the longest row (dynamic padding), or to `width` if that is longer."""
+    width = max([len(r) for r in rows] + [width or 0])
     return torch.tensor([r + [value] * (width - len(r)) for r in rows], dtype=torch.long)
 
 
 def collate(objective: str, examples: list[Encoded], indices: list[int], seed: int, epoch: int, tokenizer,
             settings, decoder_start_token_id: int | None = None) -> dict[str, torch.Tensor]:
-    """A padded batch for `objective`: input_ids, attention_mask, labels (+ decoder_input_ids for infilling)."""
+    """A padded batch for `objective`: input_ids, attention_mask, labels (+ decoder_input_ids for infilling;
+    + decoder_attention_mask when pad positions are targets, as DA-Gender's bart scripts pass it)."""
     pad_id = tokenizer.pad_token_id
-    inputs, labels = [], []
+    width = settings.pad_to_length
+    pads_in_loss = settings.padding_in_loss and objective in ("clm", "infilling")
+    bos_decoder = objective == "infilling" and settings.infilling_layout == "bos_decoder"
+    inputs, labels, decoder = [], [], []
     for ex, i in zip(examples, indices):
         if objective == "mlm":
             x, y = mask_mlm(ex, example_generator(seed, epoch, i), tokenizer.mask_token_id, len(tokenizer),
@@ -121,8 +162,16 @@ def collate(objective: str, examples: list[Encoded], indices: list[int], seed: i
         elif objective == "clm":
             x, y = list(ex.ids), list(ex.ids)
         elif objective == "infilling":
-            x, y, _ = infill(ex, example_generator(seed, epoch, i), tokenizer.mask_token_id,
-                             settings.infilling_mask_ratio, settings.infilling_poisson_lambda)
+            if settings.infilling_mode == "static_words":
+                x, y = list(ex.noised), list(ex.ids)
+            else:
+                x, y, _ = infill(ex, example_generator(seed, epoch, i), tokenizer.mask_token_id,
+                                 settings.infilling_mask_ratio, settings.infilling_poisson_lambda)
+            if bos_decoder:  # no <s> in the encoder; the decoder reads <s> x and predicts x </s>
+                bos = tokenizer.bos_token_id
+                x = x[1:] if x and x[0] == bos else x
+                decoder.append(y[:-1])
+                y = y[1:]
         elif objective == "gpr":
             x = list(ex.ids)
             y = [IGNORE] * len(x)
@@ -131,19 +180,26 @@ def collate(objective: str, examples: list[Encoded], indices: list[int], seed: i
             raise ValueError(objective)
         inputs.append(x)
         labels.append(y)
-    batch = {"input_ids": pad(inputs, pad_id), "attention_mask": pad([[1] * len(x) for x in inputs], 0),
-             "labels": pad(labels, IGNORE)}
+    batch = {"input_ids": pad(inputs, pad_id, width), "attention_mask": pad([[1] * len(x) for x in inputs], 0, width),
+             "labels": pad(labels, pad_id if pads_in_loss else IGNORE, width)}
     if objective == "infilling":
-        from transformers.models.bart.modeling_bart import shift_tokens_right
+        if bos_decoder:
+            batch["decoder_input_ids"] = pad(decoder, pad_id, width)
+            real = [len(d) for d in decoder]
+        else:
+            from transformers.models.bart.modeling_bart import shift_tokens_right
 
-        batch["decoder_input_ids"] = shift_tokens_right(batch["labels"], pad_id, decoder_start_token_id)
+            batch["decoder_input_ids"] = shift_tokens_right(batch["labels"], pad_id, decoder_start_token_id)
+            real = [len(y) for y in labels]
+        if pads_in_loss:
+            batch["decoder_attention_mask"] = pad([[1] * n for n in real], 0, batch["decoder_input_ids"].size(1))
     return batch
 
 
-def clean_batch(examples: list[Encoded], pad_id: int) -> dict[str, torch.Tensor]:
-    """The un-noised sentences, padded (for ER embeddings)."""
+def clean_batch(examples: list[Encoded], pad_id: int, width: int | None = None) -> dict[str, torch.Tensor]:
+    """The un-noised sentences, padded (for ER embeddings): to the longest row, or to `width`."""
     rows = [list(e.ids) for e in examples]
-    return {"input_ids": pad(rows, pad_id), "attention_mask": pad([[1] * len(r) for r in rows], 0)}
+    return {"input_ids": pad(rows, pad_id, width), "attention_mask": pad([[1] * len(r) for r in rows], 0, width)}
 
 
 def lm_loss_sum(logits: torch.Tensor, labels: torch.Tensor, objective: str) -> tuple[torch.Tensor, int]:
@@ -157,13 +213,23 @@ def lm_loss_sum(logits: torch.Tensor, labels: torch.Tensor, objective: str) -> t
     return loss, int(keep.sum())
 
 
-def embeddings_from(out, attention_mask: torch.Tensor, family: str) -> torch.Tensor:
-    """e(s) of the over-debiasing paper's ER from a forward's final hidden states: the mean over real tokens
-    (BERT: encoder; BART: decoder, the sentence being the teacher-forced decoder input); GPT-2: the last
-    real token's state."""
+def embeddings_from(out, attention_mask: torch.Tensor, family: str, pooling: str = "family",
+                    length: int | None = None) -> torch.Tensor:
+    """e(s) of the over-debiasing paper's ER from a forward's final hidden states (BERT: encoder; BART:
+    decoder, the sentence being the teacher-forced decoder input). pooling (settings.ER_POOLINGS): family =
+    the mean over real tokens, GPT-2 the last real token's state; mean = the mean over real tokens;
+    mean_padded = the mean over the first `length` positions, pads included; pad_position = the state at
+    position `length` - 1 (the rows must be padded to at least `length`); family_padded = pad_position for
+    clm, mean_padded otherwise (DA-Gender's *_ER.py)."""
     hidden = out.decoder_hidden_states[-1] if family == "seq2seq" else out.hidden_states[-1]
+    if pooling == "family_padded":
+        pooling = "pad_position" if family == "clm" else "mean_padded"
+    if pooling == "mean_padded":
+        return hidden[:, :length].mean(1)
+    if pooling == "pad_position":
+        return hidden[:, length - 1]
     mask = attention_mask.to(hidden.device)
-    if family == "clm":
+    if family == "clm" and pooling == "family":
         last = mask.sum(1) - 1
         return hidden[torch.arange(hidden.size(0), device=hidden.device), last]
     m = mask.to(hidden.dtype).unsqueeze(-1)

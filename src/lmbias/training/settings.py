@@ -15,6 +15,28 @@ FAMILY_OBJECTIVE = {"mlm": "mlm", "clm": "clm", "seq2seq": "infilling"}
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")
 SELECT_EPOCH = ("last", "validation_accuracy")
 BIAS_METRICS = ("occupations_aob",)  # the cheap probe Lu et al. (section 5.3) track: occupation AOB
+#: infilling noise: BART's Poisson(3) spans redrawn every epoch, or DA-Gender's (bart_CDS.py / bart_ER.py)
+#: whitespace words masked once for all epochs
+INFILLING_MODES = ("poisson_spans", "static_words")
+#: infilling sequences: BART's (encoder <s> x </s>; labels <s> x </s>; decoder input = labels shifted right
+#: behind decoder_start_token_id), or DA-Gender's (encoder x </s> without <s>; decoder input <s> x; labels x </s>)
+INFILLING_LAYOUTS = ("shift_right", "bos_decoder")
+#: which side of an ER pair carries the LM loss: the corpus' original sentence (the paper), or its
+#: counterfactual (DA-Gender's *_ER.py train on the flipped corpus; the partner is the re-flip, the original)
+ER_LM_SIDES = ("original", "counterfactual")
+#: e(s) of ER: family = mean over real tokens (mlm; seq2seq decoder) or the last real token (clm); mean = mean
+#: over real tokens for every family; mean_padded = mean over all max_length positions of the sentence padded
+#: to max_length (pads attention-masked; DA-Gender BERT/BART); pad_position = the state at position
+#: max_length - 1 of the sentence padded to max_length (DA-Gender GPT-2: hidden_states[-1][:, -1]);
+#: family_padded = DA-Gender's per family: pad_position for clm, mean_padded for mlm and seq2seq (so one
+#: method entry reproduces their *_ER.py on every family)
+ER_POOLINGS = ("family", "mean", "mean_padded", "pad_position", "family_padded")
+#: the one rule for er_lambda, shared by these settings and the sweeps (lmbias.registry.SWEEP_SETTINGS)
+ER_LAMBDA_RANGE = "> 0"
+
+
+def er_lambda_ok(value) -> bool:
+    return _is_number(value) and value > 0
 
 
 @dataclass(frozen=True)
@@ -36,7 +58,21 @@ class TrainingSettings:
     whole_word_masking: bool = False
     infilling_mask_ratio: float = 0.3
     infilling_poisson_lambda: float = 3.0
+    #: infilling only (ignored otherwise; INFILLING_MODES): static_words masks infilling_mask_ratio of the words
+    infilling_mode: str = "poisson_spans"
+    infilling_layout: str = "shift_right"  # infilling only (ignored otherwise; INFILLING_LAYOUTS)
     er_lambda: float | None = None
+    er_lm_side: str = "original"  # ER only (ER_LM_SIDES)
+    er_pooling: str = "family"  # ER only (ER_POOLINGS)
+    #: clm only (ignored for other objectives): the text each sentence is written into, "{text}" its place
+    text_template: str = "{text}"
+    #: null = dynamic padding (to the batch's longest row); n = every batch padded to n (>= max_length)
+    pad_to_length: int | None = None
+    #: clm/infilling only (ignored for mlm/gpr): the pad positions up to pad_to_length are loss targets
+    #: (target = the pad token; GPT-2's pad is its end-of-text), as DA-Gender's gpt2_*/bart_* scripts
+    padding_in_loss: bool = False
+    #: linear warm-up over this many optimizer steps (null: warmup_ratio of the total)
+    warmup_steps: int | None = None
     dropout: float | None = None
     select_epoch: str = "last"
     group_by_length: bool = True
@@ -48,7 +84,13 @@ class TrainingSettings:
     text_column: str = "text"
 
     @classmethod
-    def from_dict(cls, d: dict, key: str = "settings") -> "TrainingSettings":
+    def from_dict(cls, d: dict, key: str = "settings", origins: dict | None = None) -> "TrainingSettings":
+        """Validated settings; errors name `<key>.<field>`, or `<origins[field]>.<field>` where `origins`
+        says which config block a value came from (models.<m>.training or methods.<m>.training)."""
+
+        def where(name: str) -> str:
+            return f"{(origins or {}).get(name, key)}.{name}"
+
         if not isinstance(d, dict):
             raise ConfigError(f"{key}: expected a mapping of training settings, got {d!r}")
         known = {f.name: f for f in fields(cls)}
@@ -59,13 +101,22 @@ class TrainingSettings:
             raise ConfigError(f"{key}.objective: missing (one of {', '.join(OBJECTIVES)})")
         values = {}
         for name, value in d.items():
-            values[name] = _check(name, value, f"{key}.{name}")
+            values[name] = _check(name, value, where(name))
         settings = cls(**values)
         if settings.select_epoch == "validation_accuracy" and settings.objective != "gpr":
             raise ConfigError(f"{key}.select_epoch: validation_accuracy needs objective gpr (pronoun accuracy), "
                               f"not {settings.objective}")
         if settings.er_lambda is not None and settings.objective == "gpr":
             raise ConfigError(f"{key}.er_lambda: embedding regularisation is for mlm/clm/infilling, not gpr")
+        if settings.warmup_steps is not None and settings.warmup_ratio > 0:
+            raise ConfigError(f"{where('warmup_steps')}: {settings.warmup_steps!r} together with warmup_ratio "
+                              f"{settings.warmup_ratio!r}; set one of them (warmup_ratio: 0 or warmup_steps: null)")
+        if settings.pad_to_length is not None and settings.pad_to_length < settings.max_length:
+            raise ConfigError(f"{where('pad_to_length')}: {settings.pad_to_length!r} is below max_length "
+                              f"{settings.max_length!r}; need >= max_length so every batch is pad_to_length wide")
+        if settings.padding_in_loss and settings.pad_to_length is None:
+            raise ConfigError(f"{where('padding_in_loss')}: true needs pad_to_length (with dynamic padding the "
+                              "pad targets would depend on which sentences share a batch)")
         return settings
 
     def to_dict(self) -> dict:
@@ -78,14 +129,17 @@ class TrainingSettings:
         return hashlib.sha256(payload.encode()).hexdigest()
 
 
+TEXT_PLACEHOLDER = "{text}"
 _POSITIVE_INT = ("batch_size", "gradient_accumulation_steps", "epochs", "max_length")
-_OPTIONAL_POSITIVE_INT = ("max_steps", "checkpoint_every_steps", "eval_bias_every_steps", "limit_examples")
+_OPTIONAL_POSITIVE_INT = ("max_steps", "checkpoint_every_steps", "eval_bias_every_steps", "limit_examples",
+                          "pad_to_length")
 _POSITIVE_FLOAT = ("learning_rate", "infilling_poisson_lambda")
 _FRACTION = ("warmup_ratio", "adam_beta1", "adam_beta2")
 _NONNEG_FLOAT = ("weight_decay", "adam_epsilon")
 _PROBABILITY = ("mlm_probability", "infilling_mask_ratio")
 _CHOICES = {"objective": OBJECTIVES, "precision": PRECISIONS, "select_epoch": SELECT_EPOCH,
-            "eval_bias_metric": BIAS_METRICS}
+            "eval_bias_metric": BIAS_METRICS, "infilling_mode": INFILLING_MODES,
+            "infilling_layout": INFILLING_LAYOUTS, "er_lm_side": ER_LM_SIDES, "er_pooling": ER_POOLINGS}
 
 
 def _is_int(v) -> bool:
@@ -119,13 +173,22 @@ def _check(name: str, value, where: str):
     elif name in _PROBABILITY:
         if not (_is_number(value) and 0 < value < 1):
             bad = "a number in (0, 1)"
-    elif name == "max_grad_norm" or name == "er_lambda":
+    elif name == "max_grad_norm":
         if value is not None and not (_is_number(value) and value > 0):
             bad = "null or a number > 0"
+    elif name == "er_lambda":
+        if value is not None and not er_lambda_ok(value):
+            bad = f"null or a number {ER_LAMBDA_RANGE}"
+    elif name == "warmup_steps":
+        if value is not None and not (_is_int(value) and value >= 0):
+            bad = "null or an integer >= 0"
+    elif name == "text_template":
+        if not isinstance(value, str) or value.count(TEXT_PLACEHOLDER) != 1:
+            bad = f"a string holding {TEXT_PLACEHOLDER} exactly once"
     elif name == "dropout":
         if value is not None and not (_is_number(value) and 0 <= value < 1):
             bad = "null or a number in [0, 1)"
-    elif name in ("whole_word_masking", "group_by_length"):
+    elif name in ("whole_word_masking", "group_by_length", "padding_in_loss"):
         if not isinstance(value, bool):
             bad = "true or false"
     elif name == "text_column":

@@ -24,8 +24,9 @@ import torch
 from lmbias.progress import progress_bar, rate_line
 from lmbias.training import checkpoints
 from lmbias.training.data import Corpus, encode, encode_gpr, global_batches
-from lmbias.training.objectives import IGNORE, clean_batch, collate, embeddings_from, lm_loss_sum, pad
-from lmbias.training.settings import TrainingSettings
+from lmbias.training.objectives import (IGNORE, clean_batch, collate, embeddings_from, example_generator, lm_loss_sum,
+                                        mask_words, pad)
+from lmbias.training.settings import TEXT_PLACEHOLDER, TrainingSettings
 
 log = logging.getLogger(__name__)
 
@@ -122,14 +123,24 @@ class Trainer:
                 if corpus.val_texts else []
         else:
             words = s.objective == "mlm" and s.whole_word_masking
-            self.examples = encode(tokenizer, corpus.texts, s.max_length, words=words)
+            texts, partners = corpus.texts, None
+            if s.er_lambda is not None:
+                partners = [t if t is not None else corpus.texts[i] for i, t in enumerate(corpus.swaps)]
+                if s.er_lm_side == "counterfactual":  # the LM loss reads the counterfactual, the partner is the original
+                    texts, partners = partners, texts
+            self.examples = encode(tokenizer, self._templated(texts), s.max_length, words=words)
+            if s.objective == "infilling" and s.infilling_mode == "static_words":
+                noised = [mask_words(t, example_generator(seed, 0, i), s.infilling_mask_ratio, tokenizer.mask_token)
+                          for i, t in enumerate(texts)]
+                for ex, enc in zip(self.examples, encode(tokenizer, noised, s.max_length)):
+                    ex.noised = enc.ids
             self.val = []
         self.swaps = None
         if s.er_lambda is not None:
-            swap_enc = encode(tokenizer, [t if t is not None else corpus.texts[i] for i, t in enumerate(corpus.swaps)],
-                              s.max_length)
-            self.swaps = swap_enc
+            self.swaps = encode(tokenizer, self._templated(partners), s.max_length)
             self.has_swap = [t is not None for t in corpus.swaps]
+        # ER sentences padded to max_length for the pooled positions of mean_padded / pad_position
+        self.er_width = s.max_length if s.er_pooling in ("mean_padded", "pad_position", "family_padded") else None
         self.lengths = [len(e.ids) for e in self.examples]
         self.world, self.rank = accelerator.num_processes, accelerator.process_index
         self.global_batch = s.batch_size * self.world
@@ -143,10 +154,17 @@ class Trainer:
         from transformers import get_linear_schedule_with_warmup
 
         optimizer = _optimizer(model, s)
-        self.scheduler = get_linear_schedule_with_warmup(optimizer, math.ceil(s.warmup_ratio * self.total_steps),
-                                                         self.total_steps)
+        warmup = s.warmup_steps if s.warmup_steps is not None else math.ceil(s.warmup_ratio * self.total_steps)
+        self.scheduler = get_linear_schedule_with_warmup(optimizer, warmup, self.total_steps)
         self.hf_model = model
         self.model, self.optimizer = accelerator.prepare(TrainModule(model, s.objective), optimizer)
+
+    def _templated(self, texts: list[str]) -> list[str]:
+        """clm: each text written into settings.text_template (other objectives: the text as is)."""
+        template = self.s.text_template
+        if self.s.objective != "clm" or template == TEXT_PLACEHOLDER:
+            return list(texts)
+        return [template.replace(TEXT_PLACEHOLDER, t) for t in texts]
 
     # ------------------------------------------------------------------------------------------ one step
 
@@ -154,8 +172,8 @@ class Trainer:
         ex = [self.examples[i] for i in idx]
         batch = collate(self.s.objective, ex, idx, self.seed, epoch, self.tok, self.s, self.decoder_start)
         if self.swaps is not None:
-            batch["er"] = (clean_batch(ex, self.tok.pad_token_id), clean_batch([self.swaps[i] for i in idx],
-                                                                                self.tok.pad_token_id),
+            pad_id, width = self.tok.pad_token_id, self.er_width
+            batch["er"] = (clean_batch(ex, pad_id, width), clean_batch([self.swaps[i] for i in idx], pad_id, width),
                            torch.tensor([self.has_swap[i] for i in idx], dtype=torch.float32))
         return batch
 
@@ -165,8 +183,9 @@ class Trainer:
         model, dev = self.model, self.acc.device
         b = batch["input_ids"].size(0)
         inputs = {"input_ids": batch["input_ids"], "attention_mask": batch["attention_mask"]}
-        if "decoder_input_ids" in batch:
-            inputs["decoder_input_ids"] = batch["decoder_input_ids"]
+        for key in ("decoder_input_ids", "decoder_attention_mask"):
+            if key in batch:
+                inputs[key] = batch[key]
         er = batch.get("er")
         if er is not None:
             s_clean, c_clean, has = er
@@ -180,6 +199,10 @@ class Trainer:
                        shift_tokens_right(s_clean["input_ids"], self.tok.pad_token_id, self.decoder_start).tolist(),
                        shift_tokens_right(c_clean["input_ids"], self.tok.pad_token_id, self.decoder_start).tolist()]
                 stacked["decoder_input_ids"] = pad([r for d in dec for r in d], self.tok.pad_token_id)
+                if "decoder_attention_mask" in inputs:  # the ER rows' decoders unmasked, as without the mask
+                    width = stacked["decoder_input_ids"].size(1)
+                    stacked["decoder_attention_mask"] = pad(
+                        inputs["decoder_attention_mask"].tolist() + [[1] * width] * (2 * b), 0)
             inputs = stacked
         inputs = {k: v.to(dev) for k, v in inputs.items()}
         labels = batch["labels"]
@@ -203,7 +226,7 @@ class Trainer:
         er_sum = 0.0
         if er is not None:
             # seq2seq: the decoder input is the shifted sentence, as many real positions as the encoder's mask
-            e = embeddings_from(out, inputs["attention_mask"], self.family).float()
+            e = embeddings_from(out, inputs["attention_mask"], self.family, self.s.er_pooling, self.er_width).float()
             e_s, e_c = e[b:2 * b], e[2 * b:]
             terms = (1.0 - torch.nn.functional.cosine_similarity(e_s, e_c, dim=-1)) * has.to(dev)
             er_total = terms.sum()
