@@ -367,3 +367,21 @@ def test_dagender_blocks_train_every_family(tiny, tmp_path, arch):
         log = pq.read_table(out / "train_log.parquet").to_pylist()
         assert len(log) == 2 and log[0]["learning_rate"] == 0.0  # the first of 100 warm-up steps
         assert (log[0]["er_loss"] is not None) == (kind == "er")
+
+
+def test_a_per_family_training_value_resolves_to_the_model_family():
+    """One recipe entry, each family its authors' value: warmup_steps 0 for BERT, 100 for GPT-2 and BART."""
+    from lmbias.errors import ConfigError
+    from lmbias.registry import resolve_method
+
+    entry = {"kind": "cds", "corpus": "results/corpora/gap/cds-1.0.parquet",
+             "training": {"warmup_steps": {"clm": 100, "seq2seq": 100}, "learning_rate": 2e-5}}
+    model = {"family": "mlm", "training": {"batch_size": 8, "warmup_steps": 7}}
+    assert resolve_method("m", model, "cds-x", entry)["settings"]["warmup_steps"] == 7  # mlm not named: model default
+    assert resolve_method("m", {**model, "family": "clm"}, "cds-x", entry)["settings"]["warmup_steps"] == 100
+    bad = {**entry, "training": {"warmup_steps": {"gpt": 100}}}
+    with pytest.raises(ConfigError, match=r"methods.cds-x.training.warmup_steps.gpt: not a model family"):
+        resolve_method("m", model, "cds-x", bad)
+    shared = {**entry, "training": {"swap_rate": {"mlm": 1.0}}}
+    with pytest.raises(ConfigError, match=r"methods.cds-x.training.swap_rate: one value for every family"):
+        resolve_method("m", model, "cds-x", shared)

@@ -225,7 +225,8 @@ def resolve_method(model: str, model_entry: dict, method: str, entry: dict) -> d
     kind = entry["kind"]
     defaults = model_entry.get("training") or {}
     check_training_block(defaults, f"models.{model}.training", MODEL_METHOD_DEFAULTS)
-    merged = {**defaults, **(entry.get("training") or {})}
+    own = per_family_values(entry.get("training") or {}, model_entry["family"], f"methods.{method}.training")
+    merged = {**defaults, **own}
     resolved = {"kind": kind}
     if kind in TRAINED_METHOD_KINDS | FITTED_METHOD_KINDS:
         corpus = entry["corpus"]
@@ -245,7 +246,6 @@ def resolve_method(model: str, model_entry: dict, method: str, entry: dict) -> d
             settings.pop("er_lambda", None)  # the model's ER default must not turn CDS/CDA into ER
         settings["objective"] = "gpr" if kind == "gpr" else FAMILY_OBJECTIVE[model_entry["family"]]
         # values checked when the DAG is built (not first inside the job), each error naming its block
-        own = entry.get("training") or {}
         origins = {k: f"methods.{method}.training" if k in own else f"models.{model}.training" for k in settings}
         TrainingSettings.from_dict(settings, f"methods.{method}.training", origins)
         resolved["settings"] = dict(sorted(settings.items()))
@@ -270,6 +270,34 @@ def resolve_method(model: str, model_entry: dict, method: str, entry: dict) -> d
             check_poolings(model_entry["family"], [sd["fit_pooling"]], key=f"methods.{method}.fit_pooling")
         resolved["sd_settings"] = dict(sorted({**sd, "ratio_of_pairs": float(ratio)}.items()))
     return resolved
+
+
+#: The model families a per-family training value may name (lmbias.engine.models.FAMILIES).
+PER_FAMILY_KEYS = ("mlm", "clm", "seq2seq", "encoder")
+
+
+def per_family_values(block: dict, family: str, key: str) -> dict:
+    """A method's `training` block with each per-family value resolved for `family`.
+
+    A value written as a mapping of family -> value (`warmup_steps: {mlm: 0, clm: 100, seq2seq: 100}`) is the
+    value of this model's family; a family it does not name leaves the setting at the model's default (the
+    key is dropped). One recipe entry can so carry what an authors' code does differently per model family.
+    A mapping with a key that is not a family is a ConfigError naming it."""
+    out = {}
+    for name, value in block.items():
+        if isinstance(value, dict):
+            if name in MODEL_METHOD_DEFAULTS:
+                raise ConfigError(f"{key}.{name}: one value for every family (a per-family mapping is for trainer "
+                                  "settings; the corpus a swap rate names is shared by all models)")
+            unknown = sorted(set(value) - set(PER_FAMILY_KEYS))
+            if unknown:
+                raise ConfigError(f"{key}.{name}.{unknown[0]}: not a model family; a per-family value maps "
+                                  f"families ({', '.join(PER_FAMILY_KEYS)}) to values")
+            if family in value:
+                out[name] = value[family]
+            continue
+        out[name] = value
+    return out
 
 
 def seeds_for(method_entry: dict, seeds: list[int]) -> list[int]:
