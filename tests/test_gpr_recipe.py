@@ -195,10 +195,17 @@ def test_example_split_equals_sklearn_train_test_split(n):
     assert {i for i, s in enumerate(splits) if s == "train"} == train
 
 
-def test_split_by_example_splits_each_file_over_its_own_rows(long_document, naive_swapper):
+def test_split_by_example_keeps_each_swapped_copy_with_its_original(long_document, naive_swapper):
+    """-U: their train_test_split over the examples. -A: the originals as in -U, every copy beside its
+    original (their notebook splits -A's frame on its own, leaking twins across the split: not copied)."""
     u, a, _ = gpr_examples(long_document, naive_swapper, **MANELA)
     assert u.column("split").to_pylist() == example_splits(u.num_rows, 0.2, 2018)
-    assert a.column("split").to_pylist() == example_splits(a.num_rows, 0.2, 2018)
+    rows = a.to_pylist()
+    split_of = {r["example_id"]: r["split"] for r in u.to_pylist()}
+    assert [r["split"] for r in rows if not r["augmented"]] == u.column("split").to_pylist()
+    copies = [r for r in rows if r["augmented"]]
+    assert copies and all(r["split"] == split_of[r["source_example"]] for r in copies)
+    assert {r["split"] for r in copies} == {"train", "validation"}
 
 
 # --- (d) the GN-GloVe -A map ----------------------------------------------------------------------------------
@@ -252,7 +259,9 @@ def test_gn_glove_corpus_variant_files_side_by_side(tmp_path, shared_data, long_
     counts = build_gpr(sentences, tmp_path / "u.parquet", tmp_path / "a.parquet", files, opts, "en_core_web_sm")
     assert counts["examples_a"] == 2 * counts["examples_u"] > 0
     a = pq.read_table(tmp_path / "a.parquet").to_pylist()
-    assert [r["split"] for r in a] == example_splits(len(a), 0.2, 2018)
+    originals = [r["split"] for r in a if not r["augmented"]]
+    assert originals == example_splits(len(originals), 0.2, 2018)
+    assert [r["split"] for r in a if r["augmented"]] == originals  # each copy beside its original
 
 
 # --- (e) casing -------------------------------------------------------------------------------------------------

@@ -30,7 +30,9 @@ differently; each difference is an option (lmbias.corpora.jobs.GPR_DEFAULTS keep
   drop_duplicates(keep='first')), in -U and -A alike only keeping pairs whose both halves survive (their
   index intersection of the original and flipped frames).
 - `split_by: example`: sklearn's train_test_split(test_size=validation_fraction, random_state=seed) over the
-  rows of each file (-U, and -A separately, as their notebook splits whichever frame it loaded).
+  examples (the -U rows). -A's original rows keep the same split and each swapped copy takes its original's.
+  Their notebook splits the -A frame (originals and copies) on its own, so a validation example's swapped twin
+  can sit in training, which inflates the validation accuracy that picks the epoch: a defect, not copied.
 """
 
 from __future__ import annotations
@@ -337,10 +339,10 @@ def gpr_examples(
     swapped = [copy for _, copy, *_ in pairs if copy is not None]
     if split_by == "example":
         u_rows = [dict(r) for r in original]
-        a_rows = [dict(r) for r in original + swapped]
-        for rows in (u_rows, a_rows):
-            for r, sp in zip(rows, example_splits(len(rows), validation_fraction, seed)):
-                r["split"] = sp
+        for r, sp in zip(u_rows, example_splits(len(u_rows), validation_fraction, seed)):
+            r["split"] = sp
+        split_of = {r["example_id"]: r["split"] for r in u_rows}  # a swapped copy goes where its original went
+        a_rows = [dict(r) for r in u_rows] + [dict(r, split=split_of[r["source_example"]]) for r in swapped]
     else:
         u_rows, a_rows = original, original + swapped
     u_table = pa.Table.from_pylist(u_rows, schema=GPR_SCHEMA)
