@@ -504,7 +504,7 @@ def _method_corpus_files():
     files = ["results/corpora/gap/sentences.parquet"] if _CORPORA.get("gap") else []
     for corpus in _CORPORA_WITH_INTERVENTIONS:
         files += [f"results/corpora/{corpus}/{name}.parquet" for name in _CORPORA[corpus]["interventions"]]
-    return files + [f"results/corpora/ontonotes/gpr-{v}.parquet" for v in ("U", "A")]
+    return files + [f"results/corpora/ontonotes/gpr-{v}.parquet" for v in ("U", "A")] + _corpora.bartl_corpus_files(_CORPORA)
 
 
 _CORPUS_PATH_CHECKED = set()

@@ -6,6 +6,7 @@
     results/corpora/ontonotes/sentences.parquet    CoNLL-2012 sentences, person names -> [E1], [E2], ...
     results/corpora/ontonotes/gpr-U.parquet        GPR task, unaugmented (Manela et al.'s BERT-U data)
     results/corpora/ontonotes/gpr-A.parquet        GPR task, plus gender-swapped copies (BERT-A data)
+    results/corpora/bartl2020/gap-flipped.parquet  Bartl et al.'s gap_flipped.tsv in sentences (lmbias.corpora.bartl)
 
 Each function takes paths and the config slice its rule passes as `params:` (never the whole
 config), writes its output atomically and returns the counts it logged.
@@ -103,7 +104,7 @@ def lexicon_kwargs(files: Mapping[str, str]) -> dict:
 
 def check_intervention(entry: Mapping, key: str) -> dict:
     """One `corpora.<corpus>.interventions.<name>` entry with defaults filled in; ConfigError naming the key."""
-    from lmbias.corpora.augment import SWAP_UNITS, check_swap_rate
+    from lmbias.corpora.augment import SELECTIONS, SWAP_UNITS, check_swap_rate
     from lmbias.corpora.counterfactual import INTERVENTIONS
 
     method = entry.get("method")
@@ -123,8 +124,12 @@ def check_intervention(entry: Mapping, key: str) -> dict:
         out.setdefault("swap_unit", "sentence")  # the over-debiasing paper's definition (section 7.3)
         if out["swap_unit"] not in SWAP_UNITS:
             raise ConfigError(f"{key}.swap_unit: must be one of {list(SWAP_UNITS)}, got {out['swap_unit']!r}")
+        # random: a seeded draw; prefix: the first int(swap_rate * N) in file order (the DA-Gender code)
+        out.setdefault("selection", "random")
+        if out["selection"] not in SELECTIONS:
+            raise ConfigError(f"{key}.selection: must be one of {list(SELECTIONS)}, got {out['selection']!r}")
     else:
-        for extra in ("swap_rate", "seed", "swap_unit"):
+        for extra in ("swap_rate", "seed", "swap_unit", "selection"):
             if extra in entry:
                 raise ConfigError(f"{key}.{extra}: only cds interventions take a {extra} (CDA keeps every sentence)")
     return out
@@ -243,7 +248,7 @@ def build_counterfactual(
         result = cda_corpus(table, swapper, batch_size=opts["batch_size"], protect=protect)
     else:
         result = cds_corpus(table, swapper, opts["swap_rate"], opts["seed"], batch_size=opts["batch_size"],
-                            unit=opts["swap_unit"], protect=protect)
+                            unit=opts["swap_unit"], selection=opts["selection"], protect=protect)
     write_table_atomic(result, out, COUNTERFACTUAL_SCHEMA)
     flags = result.column("is_counterfactual").to_pylist()
     counts = {
@@ -257,6 +262,28 @@ def build_counterfactual(
              "gold coreference with a name (%s)", out, *counts.values(),
              "coreference unknown" if protect is None and opts[PROTECT_KEY] else
              f"{PROTECT_KEY}: {str(opts[PROTECT_KEY]).lower()}")
+    return counts
+
+
+BARTL_DATA = "resources/data/bartl2020_gap_flipped/gap_flipped.tsv"
+
+
+def bartl_corpus_files(corpora: Mapping) -> list[str]:
+    """The Bartl et al. corpus file when `corpora.bartl2020` is configured (a target and a method corpus)."""
+    from lmbias.corpora.bartl import CORPUS_NAME
+
+    return [f"results/corpora/bartl2020/{CORPUS_NAME}.parquet"] if "bartl2020" in corpora else []
+
+
+def build_bartl_corpus(tsv: str | os.PathLike, out: str | os.PathLike, options: Mapping, spacy_model: str) -> dict:
+    """gap_flipped.tsv -> results/corpora/bartl2020/gap-flipped.parquet (lmbias.corpora.bartl)."""
+    from lmbias.corpora.bartl import BARTL_DEFAULTS, bartl_corpus
+    from lmbias.corpora.sentences import load_splitter
+
+    opts = {**BARTL_DEFAULTS, **{k: v for k, v in (options or {}).items() if k in BARTL_DEFAULTS}}
+    nlp = load_splitter(spacy_model, opts["splitter"], key="corpora.bartl2020.splitter")
+    table, counts = bartl_corpus(tsv, nlp, batch_size=opts["batch_size"])
+    write_table_atomic(table, out, COUNTERFACTUAL_SCHEMA)
     return counts
 
 
