@@ -440,7 +440,7 @@ def _corpora_intervention_inputs(wildcards):
         "sentences": f"results/corpora/{wildcards.corpus}/sentences.parquet",
         **_corpora.lexicon_inputs(entry["names"], entry["wordlist"]),
         "wordlists": _CORPORA_WORDLISTS,
-        "library": _corpora_lib("augment", "counterfactual"),
+        "library": _corpora_lib("augment", "counterfactual", "hall_maudslay"),
     }
 
 

@@ -108,8 +108,8 @@ def test_the_dagender_template_builds_a_prefix_corpus_through_the_job(config, ga
                                               "corpora.gap.interventions")
     assert key == "corpora.gap.interventions.cds-dagender-{swap_rate}" and resolved == {**entry, "swap_rate": 0.9}
     opts = jobs.check_intervention(resolved, key)
-    assert (opts["names"], opts["protect_proper_noun_clusters"], opts["selection"], opts["swap_unit"]) == \
-        (True, False, "prefix", "sentence")
+    assert (opts["names"], opts["protect_proper_noun_clusters"], opts["selection"], opts["swap_unit"],
+            opts["substitutor"], opts["wordlist"]) == (True, False, "prefix", "sentence", "hall_maudslay", "lu2018")
     # the job passes the selection through (naive: no spaCy pipeline needed)
     sentences = tmp_path / "sentences.parquet"
     pq.write_table(gap_validation.slice(0, 40), sentences)
@@ -138,7 +138,9 @@ def test_names_without_protection_flip_every_pronoun(config, gap_validation, sha
     sentences = tmp_path / "sentences.parquet"
     pq.write_table(pa.Table.from_pylist(linked, schema=SENTENCES_SCHEMA), sentences)
     lexicon = {"lu2018_pairs": LU2018, "name_pairs": str(shared_data / "cds" / "names_pairs_1000_scaled.json")}
-    dagender = {**config["corpora"]["gap"]["interventions"]["cds-dagender-{swap_rate}"], "swap_rate": 1.0}
+    # the recipe's options with our substitutor (hall_maudslay keeps himself/herself: tested below)
+    dagender = {**config["corpora"]["gap"]["interventions"]["cds-dagender-{swap_rate}"], "swap_rate": 1.0,
+                "substitutor": "lmbias"}
     default = {k: v for k, v in dagender.items() if k not in ("protect_proper_noun_clusters", "selection")}
     built = {}
     for name, entry in (("dagender", dagender), ("default", default)):
@@ -149,6 +151,94 @@ def test_names_without_protection_flip_every_pronoun(config, gap_validation, sha
         [(o, s) for o, s in zip(originals, built["dagender"]) if _pronouns_kept(o, s)]
     assert sum(len(_pronouns_kept(o, s)) for o, s in zip(originals, built["default"])) > 0, \
         "the default (Lu et al.'s rule on) keeps pronouns linked to a kept name"
+
+
+# -- Hall Maudslay et al.'s substitutor (substitutor: hall_maudslay) ------------------------------------
+
+
+def _their_two_way(pairs) -> dict:
+    """CDA/substitutor.py's TwoWayDict filled pair by pair: a new pair drops both words' old pairings."""
+    table = {}
+    for male, female in pairs:
+        male, female = male.lower(), female.lower()
+        for word in (male, female):
+            if word in table:
+                old = table[word]
+                del table[old], table[word]
+        table[male], table[female] = female, male
+    return table
+
+
+def _their_invert(doc, base: dict, names: dict) -> str:
+    """CDA/substitutor.py invert_document + invert_word + match_case, over a spaCy doc."""
+    out = doc.text
+    for word in reversed(doc):
+        low, new = word.text.lower(), None
+        if low in base:
+            new = base[low]
+        elif low in names and word.ent_type_ == "PERSON":
+            new = names[low]
+        elif low == "him":
+            new = "her"
+        elif low == "his":
+            new = "hers" if word.tag_ == "NNS" else "her"
+        elif low == "her":
+            new = "his" if word.tag_ == "PRP$" else "him"
+        elif low == "hers":
+            new = "his"
+        if new is None:
+            continue
+        t = word.text
+        if t.islower():
+            new = new.lower()
+        elif t.isupper():
+            new = new.upper()
+        elif t[0].isupper() and t[1:].islower():
+            new = new[0].upper() + new[1:].lower()
+        out = out[: word.idx] + new + out[word.idx + len(t):]
+    return out
+
+
+@pytest.fixture(scope="module")
+def hall_maudslay(shared_data):
+    lexicon = {"lu2018_pairs": LU2018, "name_pairs": str(shared_data / "cds" / "names_pairs_1000_scaled.json")}
+    return jobs.make_swapper(lexicon, "grammatical", True, "en_core_web_sm", "hall_maudslay")
+
+
+def test_hall_maudslay_substitutor_is_theirs_on_gap(hall_maudslay, gap_validation, shared_data):
+    """Their lists as they load them (the JSON files), their word-by-word rules, on 80 GAP sentences."""
+    import json
+
+    base = _their_two_way(json.loads((shared_data / "cds" / "cda_default_pairs.json").read_text()))
+    names = _their_two_way(json.loads((shared_data / "cds" / "names_pairs_1000_scaled.json").read_text()))
+    texts = gap_validation.column("text").to_pylist()[:80]
+    ours = hall_maudslay.swap_texts(texts)
+    theirs = [_their_invert(doc, base, names) for doc in hall_maudslay.nlp.pipe(texts)]
+    assert ours == theirs
+    assert sum(o != t for o, t in zip(ours, texts)) > 40
+
+
+def test_hall_maudslay_differs_from_ours_where_their_code_does(hall_maudslay, shared_data):
+    text = "Queen Elizabeth said she saw herself at King's College with her brother John Taylor."
+    assert hall_maudslay.swap_text(text) == \
+        "King William said he saw herself at Queen's College with his sister Mary Jordan."
+    lexicon = load_lexicon(wordlists=[LU2018], names=shared_data / "cds" / "names_pairs_1000_scaled.json")
+    ours = Swapper(lexicon, "grammatical", names=True).swap_text(text)
+    assert "himself" in ours and "King's College" in ours and "Taylor" in ours
+
+
+@pytest.mark.parametrize("extra, message", [
+    ({"intervention": "naive"}, "x.intervention: the hall_maudslay substitutor decides"),
+    ({"wordlist": "merged"}, "x.wordlist: the hall_maudslay substitutor reads its own list"),
+    ({"protect_proper_noun_clusters": True}, "x.protect_proper_noun_clusters: the hall_maudslay substitutor keeps"),
+    ({"substitutor": "spacy"}, "x.substitutor: must be one of"),
+])
+def test_hall_maudslay_options_are_checked(extra, message):
+    entry = {"method": "cds", "intervention": "grammatical", "swap_rate": 1.0, "substitutor": "hall_maudslay", **extra}
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        jobs.check_intervention(entry, "x")
+    plain = {"method": "cds", "intervention": "grammatical", "swap_rate": 1.0, "substitutor": "hall_maudslay"}
+    assert jobs.check_intervention(plain, "x")["protect_proper_noun_clusters"] is False  # its default
 
 
 # -- (c), (d) Bartl et al.'s gap_flipped.tsv ----------------------------------------------------------

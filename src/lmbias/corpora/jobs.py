@@ -37,6 +37,9 @@ WORDLISTS = ("lu2018", "winobias", "merged")
 GPR_DEFAULTS = {"intervention": "grammatical", "validation_fraction": 0.2, "seed": 0, "wordlist": "winobias",
                 "protect_proper_noun_clusters": False}
 PROTECT_KEY = "protect_proper_noun_clusters"
+# Who swaps the words: lmbias (lmbias.corpora.counterfactual.Swapper, default) or hall_maudslay (Hall Maudslay et
+# al.'s substitutor as the over-debiasing authors run it, lmbias.corpora.hall_maudslay).
+SUBSTITUTORS = ("lmbias", "hall_maudslay")
 # Interventions may not take these names: they are other files of the corpus folder.
 RESERVED_INTERVENTIONS = ("sentences", "gpr-U", "gpr-A")
 
@@ -112,7 +115,11 @@ def check_intervention(entry: Mapping, key: str) -> dict:
         raise ConfigError(f"{key}.method: must be one of {list(METHODS)}, got {method!r}")
     if entry.get("intervention") not in INTERVENTIONS:
         raise ConfigError(f"{key}.intervention: must be one of {list(INTERVENTIONS)}, got {entry.get('intervention')!r}")
-    out = {"names": False, "batch_size": 256, "wordlist": "lu2018", **entry}
+    out = {"names": False, "batch_size": 256, "wordlist": "lu2018", "substitutor": "lmbias", **entry}
+    if out["substitutor"] not in SUBSTITUTORS:
+        raise ConfigError(f"{key}.substitutor: must be one of {list(SUBSTITUTORS)}, got {out['substitutor']!r}")
+    if out["substitutor"] == "hall_maudslay":
+        _check_hall_maudslay(out, key)
     _check_protect(out, key)
     if out["wordlist"] not in WORDLISTS:
         raise ConfigError(f"{key}.wordlist: must be one of {list(WORDLISTS)}, got {out['wordlist']!r}")
@@ -133,6 +140,19 @@ def check_intervention(entry: Mapping, key: str) -> dict:
             if extra in entry:
                 raise ConfigError(f"{key}.{extra}: only cds interventions take a {extra} (CDA keeps every sentence)")
     return out
+
+
+def _check_hall_maudslay(opts: dict, key: str) -> None:
+    """Their substitutor has its own rules: one word list (theirs, lu2018), no gold coreference."""
+    if opts["intervention"] != "grammatical":
+        raise ConfigError(f"{key}.intervention: the hall_maudslay substitutor decides his/her by the tag "
+                          f"(grammatical), got {opts['intervention']!r}")
+    if opts["wordlist"] != "lu2018":
+        raise ConfigError(f"{key}.wordlist: the hall_maudslay substitutor reads its own list, lu2018 "
+                          f"(cda_default_pairs.json), got {opts['wordlist']!r}")
+    if opts.setdefault(PROTECT_KEY, False) is not False:
+        raise ConfigError(f"{key}.{PROTECT_KEY}: the hall_maudslay substitutor keeps nothing for gold coreference; "
+                          f"set it false")
 
 
 def _check_protect(opts: dict, key: str) -> None:
@@ -243,7 +263,7 @@ def build_counterfactual(
     table = full.select(["doc_id", "sentence_id", "split", "text"])
     # gold coreference (GAP's pronoun-name links) where the sentences carry it; None: unknown, flip everything
     protect = protect_from_table(full) if opts[PROTECT_KEY] else None
-    swapper = make_swapper(lexicon_files, opts["intervention"], opts["names"], spacy_model)
+    swapper = make_swapper(lexicon_files, opts["intervention"], opts["names"], spacy_model, opts["substitutor"])
     if opts["method"] == "cda":
         result = cda_corpus(table, swapper, batch_size=opts["batch_size"], protect=protect)
     else:
@@ -350,9 +370,21 @@ def build_gpr(
     return counts
 
 
-def make_swapper(lexicon_files: Mapping[str, str], intervention: str, names: bool, spacy_model: str):
-    """A lmbias.corpora.counterfactual.Swapper over the word lists (rule inputs named as in lexicon_inputs)."""
+def make_swapper(lexicon_files: Mapping[str, str], intervention: str, names: bool, spacy_model: str,
+                 substitutor: str = "lmbias"):
+    """A lmbias.corpora.counterfactual.Swapper over the word lists (rule inputs named as in lexicon_inputs), or
+    with substitutor "hall_maudslay" a lmbias.corpora.hall_maudslay.HallMaudslaySubstitutor."""
     from lmbias.corpora.counterfactual import Swapper, load_lexicon
+
+    if substitutor == "hall_maudslay":
+        from lmbias.corpora.counterfactual import _read_json_pairs, _read_tsv_pairs
+        from lmbias.corpora.hall_maudslay import HallMaudslaySubstitutor
+        from lmbias.corpora.nlp import load_spacy
+
+        words = [(a, b) for a, b, _ in _read_tsv_pairs(Path(lexicon_files["lu2018_pairs"]))]
+        name_pairs = [(a, b) for a, b, _ in _read_json_pairs(Path(lexicon_files["name_pairs"]))] if names else None
+        # the tagger (his/her) and NER (names); the parser and lemmatizer change neither
+        return HallMaudslaySubstitutor(words, name_pairs, load_spacy(spacy_model, exclude=["parser", "lemmatizer"]))
 
     lexicon = load_lexicon(**lexicon_kwargs(lexicon_files))
     nlp = None
