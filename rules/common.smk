@@ -451,7 +451,7 @@ def _corpora_intervention_inputs(wildcards):
         "sentences": f"results/corpora/{wildcards.corpus}/sentences.parquet",
         **_corpora.lexicon_inputs(entry["names"], entry["wordlist"]),
         "wordlists": _CORPORA_WORDLISTS,
-        "library": _corpora_lib("augment", "counterfactual"),
+        "library": _corpora_lib("augment", "counterfactual", "hall_maudslay"),
     }
 
 
@@ -526,7 +526,7 @@ def _method_corpus_files():
     files = ["results/corpora/gap/sentences.parquet"] if _CORPORA.get("gap") else []
     for corpus in _CORPORA_WITH_INTERVENTIONS:
         files += [f"results/corpora/{corpus}/{name}.parquet" for name in _CORPORA[corpus]["interventions"]]
-    return files + _corpora.gpr_files(_corpora_ontonotes().get("gpr"))
+    return files + _corpora.gpr_files(_corpora_ontonotes().get("gpr")) + _corpora.bartl_corpus_files(_CORPORA)
 
 
 _CORPUS_PATH_CHECKED = set()

@@ -7,6 +7,7 @@
 #   results/corpora/ontonotes/gpr-U.parquet, gpr-A.parquet   rule corpus_gpr    (Manela et al.'s GPR task)
 #   results/corpora/ontonotes/gpr-<variant>-U.parquet, -A     rule corpus_gpr    (one per corpora.ontonotes.gpr.variants
 #                                                   entry: its keys over corpora.ontonotes.gpr, e.g. gpr-manela)
+#   results/corpora/bartl2020/gap-flipped.parquet   rule corpus_bartl2020       (Bartl et al.'s gap_flipped.tsv -> sentences)
 #
 # Each job's params are the config slice it reads: editing one intervention's swap_rate (or its
 # protect_proper_noun_clusters) rebuilds that intervention only; the library modules a job imports are
@@ -37,6 +38,7 @@ localrules:
 rule corpora:
     input:
         corpora_targets(),
+        _corpora.bartl_corpus_files(_CORPORA),
 
 
 rule corpus_gap_sentences:
@@ -139,5 +141,29 @@ rule corpus_gpr:
     resources:
         mem_mb=6000,
         runtime=60,
+    script:
+        "../scripts/build_corpus.py"
+
+
+rule corpus_bartl2020:
+    input:
+        tsv=_corpora.BARTL_DATA,
+        library=_corpora_lib("bartl", "sentences", "coref", "conll"),
+        script=_CORPORA_SCRIPT,
+    output:
+        "results/corpora/bartl2020/gap-flipped.parquet",
+    params:
+        options=_CORPORA.get("bartl2020") or {},
+        spacy_model=config["spacy_model"],
+    conda:
+        "../envs/lmbias.yaml"
+    log:
+        "logs/corpora/bartl2020/gap-flipped.log",
+    benchmark:
+        "benchmarks/corpora/bartl2020/gap-flipped.tsv"
+    threads: 1
+    resources:
+        mem_mb=3000,
+        runtime=30,
     script:
         "../scripts/build_corpus.py"

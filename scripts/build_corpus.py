@@ -1,4 +1,5 @@
-"""Rules of rules/corpora.smk: GAP sentences, counterfactual variants, OntoNotes anonymisation, GPR task.
+"""Rules of rules/corpora.smk: GAP sentences, counterfactual variants, OntoNotes anonymisation, GPR task,
+Bartl et al.'s flipped GAP in sentences.
 
 Dispatches on the rule name; every value comes from snakemake.input/output/params/wildcards.
 """
@@ -32,6 +33,8 @@ elif rule == "corpus_gpr":
     # params.options: the file's resolved options (a variant's keys already over the base ones)
     lexicon = {k: getattr(sm.input, k) for k in corpora.lexicon_inputs(False, corpora.gpr_options(sm.params.options)["wordlist"])}
     counts = corpora.build_gpr(sm.input.sentences, sm.output.u, sm.output.a, lexicon, sm.params.options, sm.params.spacy_model)
+elif rule == "corpus_bartl2020":
+    counts = corpora.build_bartl_corpus(sm.input.tsv, sm.output[0], sm.params.options, sm.params.spacy_model)
 else:
     raise ValueError(f"build_corpus.py does not know rule {rule!r}")
 logging.info("%s -> %s: %s (%.1f s)", rule, ", ".join(map(str, sm.output)), counts, time.perf_counter() - start)

@@ -1,4 +1,5 @@
-"""lmbias.corpora.augment: CDA doubles the corpus, CDS swaps a seeded fraction of whole documents."""
+"""lmbias.corpora.augment: CDA doubles the corpus, CDS swaps a seeded fraction of the sentences (or of whole
+documents, unit="document")."""
 
 from __future__ import annotations
 
@@ -60,7 +61,7 @@ def test_cds_swap_rate_one_swaps_every_document(naive):
 @pytest.mark.parametrize("n_docs, rate", [(10, 0.6), (7, 0.6), (13, 0.8), (5, 0.1)])
 def test_cds_swaps_round_rate_times_n_whole_documents(naive, n_docs, rate):
     table = sentences(n_docs, 3)
-    out = cds_corpus(table, naive, swap_rate=rate, seed=3)
+    out = cds_corpus(table, naive, swap_rate=rate, seed=3, unit="document")
     by_doc: dict[str, set] = {}
     for row in out.to_pylist():
         by_doc.setdefault(row["doc_id"], set()).add(row["swapped"])
@@ -76,7 +77,7 @@ def test_cds_swaps_round_rate_times_n_whole_documents(naive, n_docs, rate):
 
 def test_cds_choice_is_seeded_and_independent_of_row_order(naive):
     table = sentences(20, 2)
-    chosen = lambda t, seed: {r["doc_id"] for r in cds_corpus(t, naive, 0.6, seed).to_pylist() if r["swapped"]}
+    chosen = lambda t, seed: {r["doc_id"] for r in cds_corpus(t, naive, 0.6, seed, unit="document").to_pylist() if r["swapped"]}
     first = chosen(table, 7)
     assert chosen(table, 7) == first
     assert chosen(table.take(pa.array(list(range(table.num_rows))[::-1])), 7) == first

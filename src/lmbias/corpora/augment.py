@@ -6,10 +6,14 @@ doc_id). Nothing is dropped: a sentence with nothing to swap keeps its row, flag
 
 - CDA: every original row followed by its counterfactual (2x rows). ``is_counterfactual`` marks the copy;
   ``changed`` is True on a copy whose text differs from its original (always False on originals).
-- CDS: the same rows, in place; a seeded random fraction ``swap_rate`` of the *documents* (round(rate*N) of
-  the N distinct doc ids, drawn with ``random.Random(seed)`` from the sorted ids, so the choice does not
-  depend on row order) has all its sentences replaced by their counterfactuals. ``swapped`` marks rows of
-  chosen documents (``is_counterfactual`` is the same flag, kept for a schema shared with CDA).
+- CDS: the same rows, in place; a fraction ``swap_rate`` of the *sentences* (``unit="sentence"``, the
+  default and the over-debiasing paper's definition, section 7.3) or of the *documents* (``unit="document"``:
+  all sentences of a chosen doc id) is replaced by its counterfactual. ``selection="random"`` (default)
+  draws round(rate*N) of the N units with ``random.Random(seed)`` from the sorted keys, so the choice does
+  not depend on row order; ``selection="prefix"`` takes the first int(rate*N) units in row order, as the
+  over-debiasing authors' code does (DA-Gender ``bert_CDS.py``: ``sents[:int(CDS_ratio * len(sents))]``).
+  ``swapped`` marks the replaced rows (``is_counterfactual`` is the same flag, kept for a schema shared
+  with CDA).
 
 Both take ``protect``: per row, character spans ``(start, end[, name])`` the swapper must not flip (gold
 coreference with a proper noun, Lu et al.'s rule; ``protect_spans`` of the GAP sentences, see
@@ -104,12 +108,14 @@ def check_swap_rate(swap_rate, key: str = "swap_rate") -> float:
     if isinstance(swap_rate, bool) or not isinstance(swap_rate, numbers.Real) or swap_rate != swap_rate:
         raise ConfigError(f"{key}: must be a number in (0, 1], got {swap_rate!r}")
     if not 0 < swap_rate <= 1:
-        raise ConfigError(f"{key}: must be in (0, 1] (the fraction of documents to swap), got {swap_rate!r}")
+        raise ConfigError(f"{key}: must be in (0, 1] (the fraction of sentences to swap, or of documents with "
+                          f"swap_unit: document), got {swap_rate!r}")
     return float(swap_rate)
 
 
 def choose_documents(doc_ids, swap_rate: float, seed: int) -> set:
-    """The round(swap_rate * N) documents (of the N distinct ids) to swap: seeded, independent of row order."""
+    """The round(swap_rate * N) of the N distinct keys (doc ids, or (doc_id, sentence_id) pairs) to swap:
+    seeded, independent of row order."""
     swap_rate = check_swap_rate(swap_rate)
     if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
         raise ConfigError(f"seed: must be an integer, got {seed!r}")
@@ -121,12 +127,24 @@ def choose_documents(doc_ids, swap_rate: float, seed: int) -> set:
 #: What CDS' swap_rate is a fraction of: sentences (the over-debiasing paper, section 7.3: "the number of
 #: sentences where a gender word is switched") or whole documents (all their sentences; Hall Maudslay et al.).
 SWAP_UNITS = ("sentence", "document")
+#: How the swapped units are chosen: a seeded random draw (default), or the first int(swap_rate * N) in row
+#: (file) order, as the over-debiasing authors' code does.
+SELECTIONS = ("random", "prefix")
+
+
+def choose_prefix(keys, swap_rate: float) -> set:
+    """The first int(swap_rate * N) of the N distinct keys in their order of first appearance (Python's
+    float product truncated, as the DA-Gender code computes its size: int(0.29 * 100) == 28)."""
+    swap_rate = check_swap_rate(swap_rate)
+    unique = list(dict.fromkeys(keys))
+    return set(unique[: int(swap_rate * len(unique))])
 
 
 def cds_corpus(documents: pa.Table, swapper, swap_rate: float, seed: int, *, batch_size: int = 256,
-               unit: str = "document", protect=None) -> pa.Table:
-    """In-place substitution of a seeded random fraction `swap_rate` of sentences (unit="sentence") or of
-    documents, all their sentences (unit="document").
+               unit: str = "sentence", selection: str = "random", protect=None) -> pa.Table:
+    """In-place substitution of a fraction `swap_rate` of the sentences (unit="sentence", default) or of the
+    documents, all their sentences (unit="document"), drawn at random with `seed` (selection="random") or
+    taken from the top of the table (selection="prefix").
 
     Same rows and order as the input; columns doc_id, sentence_id, text, (extra input columns),
     is_counterfactual, changed, swapped.
@@ -134,17 +152,21 @@ def cds_corpus(documents: pa.Table, swapper, swap_rate: float, seed: int, *, bat
     check_swap_rate(swap_rate)
     if unit not in SWAP_UNITS:
         raise ConfigError(f"swap_unit: must be one of {list(SWAP_UNITS)}, got {unit!r}")
+    if selection not in SELECTIONS:
+        raise ConfigError(f"selection: must be one of {list(SELECTIONS)}, got {selection!r}")
     texts = _check_sentences(documents, "cds_corpus")
     protect = _check_protect(protect, len(texts), "cds_corpus")
     documents = _ordered_columns(documents)
     doc_ids = documents.column("doc_id").to_pylist()
     if unit == "document":
-        chosen = choose_documents(doc_ids, swap_rate, seed)
-        rows = [i for i, d in enumerate(doc_ids) if d in chosen]
+        keys = doc_ids
     else:
         keys = list(zip(doc_ids, documents.column("sentence_id").to_pylist()))
-        chosen = choose_documents(keys, swap_rate, seed)  # the same seeded draw, over (doc_id, sentence_id)
-        rows = [i for i, k in enumerate(keys) if k in chosen]
+    if selection == "prefix":
+        chosen = choose_prefix(keys, swap_rate)
+    else:
+        chosen = choose_documents(keys, swap_rate, seed)  # the same seeded draw for either unit
+    rows = [i for i, k in enumerate(keys) if k in chosen]
     swapped_texts = swapper.swap_texts([texts[i] for i in rows], batch_size=batch_size,
                                        doc_ids=[doc_ids[i] for i in rows],
                                        protect=[protect[i] for i in rows] if protect is not None else None)
@@ -162,8 +184,9 @@ def cds_corpus(documents: pa.Table, swapper, swap_rate: float, seed: int, *, bat
     out = out.append_column(pa.field("changed", pa.bool_(), nullable=False), pa.array(changed, type=pa.bool_()))
     out = out.append_column(pa.field("swapped", pa.bool_(), nullable=False), flags)
     n_docs = len(set(doc_ids))
-    log.info("CDS (%s%s, swap_rate=%g of %ss, seed=%d): %d sentences in %d documents -> %d rows out; %d %ss "
+    log.info("CDS (%s%s, swap_rate=%g of %ss, %s): %d sentences in %d documents -> %d rows out; %d %ss "
              "(%d sentences) swapped, %d sentences changed, %d sentences kept as they are",
-             swapper.intervention, "+names" if swapper.names else "", swap_rate, unit, seed, len(texts), n_docs,
+             swapper.intervention, "+names" if swapper.names else "", swap_rate, unit,
+             f"seed={seed}" if selection == "random" else "first in row order", len(texts), n_docs,
              out.num_rows, len(chosen), unit, len(rows), sum(changed), len(texts) - len(rows))
     return out

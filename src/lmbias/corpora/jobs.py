@@ -8,6 +8,7 @@
     results/corpora/ontonotes/gpr-A.parquet        GPR task, plus gender-swapped copies (BERT-A data)
     results/corpora/ontonotes/gpr-<variant>-U.parquet, -A.parquet   one pair per corpora.ontonotes.gpr.variants
                                                    entry (e.g. gpr-manela-U: Manela et al.'s code's recipe)
+    results/corpora/bartl2020/gap-flipped.parquet  Bartl et al.'s gap_flipped.tsv in sentences (lmbias.corpora.bartl)
 
 Each function takes paths and the config slice its rule passes as `params:` (never the whole
 config), writes its output atomically and returns the counts it logged.
@@ -50,6 +51,9 @@ GN_GLOVE_INPUTS = {"gn_glove_male": "resources/data/gn_glove/male_word_file.txt"
 GPR_KEY = "corpora.ontonotes.gpr"
 GPR_VARIANT = re.compile(r"[a-z0-9][a-z0-9_]*")
 PROTECT_KEY = "protect_proper_noun_clusters"
+# Who swaps the words: lmbias (lmbias.corpora.counterfactual.Swapper, default) or hall_maudslay (Hall Maudslay et
+# al.'s substitutor as the over-debiasing authors run it, lmbias.corpora.hall_maudslay).
+SUBSTITUTORS = ("lmbias", "hall_maudslay")
 # Interventions may not take these names: they are other files of the corpus folder.
 RESERVED_INTERVENTIONS = ("sentences", "gpr-U", "gpr-A")
 
@@ -119,7 +123,7 @@ def lexicon_kwargs(files: Mapping[str, str]) -> dict:
 
 def check_intervention(entry: Mapping, key: str) -> dict:
     """One `corpora.<corpus>.interventions.<name>` entry with defaults filled in; ConfigError naming the key."""
-    from lmbias.corpora.augment import SWAP_UNITS, check_swap_rate
+    from lmbias.corpora.augment import SELECTIONS, SWAP_UNITS, check_swap_rate
     from lmbias.corpora.counterfactual import INTERVENTIONS
 
     method = entry.get("method")
@@ -127,7 +131,11 @@ def check_intervention(entry: Mapping, key: str) -> dict:
         raise ConfigError(f"{key}.method: must be one of {list(METHODS)}, got {method!r}")
     if entry.get("intervention") not in INTERVENTIONS:
         raise ConfigError(f"{key}.intervention: must be one of {list(INTERVENTIONS)}, got {entry.get('intervention')!r}")
-    out = {"names": False, "batch_size": 256, "wordlist": "lu2018", **entry}
+    out = {"names": False, "batch_size": 256, "wordlist": "lu2018", "substitutor": "lmbias", **entry}
+    if out["substitutor"] not in SUBSTITUTORS:
+        raise ConfigError(f"{key}.substitutor: must be one of {list(SUBSTITUTORS)}, got {out['substitutor']!r}")
+    if out["substitutor"] == "hall_maudslay":
+        _check_hall_maudslay(out, key)
     _check_protect(out, key)
     if out["wordlist"] not in WORDLISTS:
         raise ConfigError(f"{key}.wordlist: must be one of {list(WORDLISTS)}, got {out['wordlist']!r}")
@@ -139,11 +147,28 @@ def check_intervention(entry: Mapping, key: str) -> dict:
         out.setdefault("swap_unit", "sentence")  # the over-debiasing paper's definition (section 7.3)
         if out["swap_unit"] not in SWAP_UNITS:
             raise ConfigError(f"{key}.swap_unit: must be one of {list(SWAP_UNITS)}, got {out['swap_unit']!r}")
+        # random: a seeded draw; prefix: the first int(swap_rate * N) in file order (the DA-Gender code)
+        out.setdefault("selection", "random")
+        if out["selection"] not in SELECTIONS:
+            raise ConfigError(f"{key}.selection: must be one of {list(SELECTIONS)}, got {out['selection']!r}")
     else:
-        for extra in ("swap_rate", "seed", "swap_unit"):
+        for extra in ("swap_rate", "seed", "swap_unit", "selection"):
             if extra in entry:
                 raise ConfigError(f"{key}.{extra}: only cds interventions take a {extra} (CDA keeps every sentence)")
     return out
+
+
+def _check_hall_maudslay(opts: dict, key: str) -> None:
+    """Their substitutor has its own rules: one word list (theirs, lu2018), no gold coreference."""
+    if opts["intervention"] != "grammatical":
+        raise ConfigError(f"{key}.intervention: the hall_maudslay substitutor decides his/her by the tag "
+                          f"(grammatical), got {opts['intervention']!r}")
+    if opts["wordlist"] != "lu2018":
+        raise ConfigError(f"{key}.wordlist: the hall_maudslay substitutor reads its own list, lu2018 "
+                          f"(cda_default_pairs.json), got {opts['wordlist']!r}")
+    if opts.setdefault(PROTECT_KEY, False) is not False:
+        raise ConfigError(f"{key}.{PROTECT_KEY}: the hall_maudslay substitutor keeps nothing for gold coreference; "
+                          f"set it false")
 
 
 def _check_protect(opts: dict, key: str) -> None:
@@ -257,12 +282,12 @@ def build_counterfactual(
     table = full.select(["doc_id", "sentence_id", "split", "text"])
     # gold coreference (GAP's pronoun-name links) where the sentences carry it; None: unknown, flip everything
     protect = protect_from_table(full) if opts[PROTECT_KEY] else None
-    swapper = make_swapper(lexicon_files, opts["intervention"], opts["names"], spacy_model)
+    swapper = make_swapper(lexicon_files, opts["intervention"], opts["names"], spacy_model, opts["substitutor"])
     if opts["method"] == "cda":
         result = cda_corpus(table, swapper, batch_size=opts["batch_size"], protect=protect)
     else:
         result = cds_corpus(table, swapper, opts["swap_rate"], opts["seed"], batch_size=opts["batch_size"],
-                            unit=opts["swap_unit"], protect=protect)
+                            unit=opts["swap_unit"], selection=opts["selection"], protect=protect)
     write_table_atomic(result, out, COUNTERFACTUAL_SCHEMA)
     flags = result.column("is_counterfactual").to_pylist()
     counts = {
@@ -276,6 +301,28 @@ def build_counterfactual(
              "gold coreference with a name (%s)", out, *counts.values(),
              "coreference unknown" if protect is None and opts[PROTECT_KEY] else
              f"{PROTECT_KEY}: {str(opts[PROTECT_KEY]).lower()}")
+    return counts
+
+
+BARTL_DATA = "resources/data/bartl2020_gap_flipped/gap_flipped.tsv"
+
+
+def bartl_corpus_files(corpora: Mapping) -> list[str]:
+    """The Bartl et al. corpus file when `corpora.bartl2020` is configured (a target and a method corpus)."""
+    from lmbias.corpora.bartl import CORPUS_NAME
+
+    return [f"results/corpora/bartl2020/{CORPUS_NAME}.parquet"] if "bartl2020" in corpora else []
+
+
+def build_bartl_corpus(tsv: str | os.PathLike, out: str | os.PathLike, options: Mapping, spacy_model: str) -> dict:
+    """gap_flipped.tsv -> results/corpora/bartl2020/gap-flipped.parquet (lmbias.corpora.bartl)."""
+    from lmbias.corpora.bartl import BARTL_DEFAULTS, bartl_corpus
+    from lmbias.corpora.sentences import load_splitter
+
+    opts = {**BARTL_DEFAULTS, **{k: v for k, v in (options or {}).items() if k in BARTL_DEFAULTS}}
+    nlp = load_splitter(spacy_model, opts["splitter"], key="corpora.bartl2020.splitter")
+    table, counts = bartl_corpus(tsv, nlp, batch_size=opts["batch_size"])
+    write_table_atomic(table, out, COUNTERFACTUAL_SCHEMA)
     return counts
 
 
@@ -408,9 +455,21 @@ def build_gpr(
     return counts
 
 
-def make_swapper(lexicon_files: Mapping[str, str], intervention: str, names: bool, spacy_model: str):
-    """A lmbias.corpora.counterfactual.Swapper over the word lists (rule inputs named as in lexicon_inputs)."""
+def make_swapper(lexicon_files: Mapping[str, str], intervention: str, names: bool, spacy_model: str,
+                 substitutor: str = "lmbias"):
+    """A lmbias.corpora.counterfactual.Swapper over the word lists (rule inputs named as in lexicon_inputs), or
+    with substitutor "hall_maudslay" a lmbias.corpora.hall_maudslay.HallMaudslaySubstitutor."""
     from lmbias.corpora.counterfactual import Swapper, load_lexicon
+
+    if substitutor == "hall_maudslay":
+        from lmbias.corpora.counterfactual import _read_json_pairs, _read_tsv_pairs
+        from lmbias.corpora.hall_maudslay import HallMaudslaySubstitutor
+        from lmbias.corpora.nlp import load_spacy
+
+        words = [(a, b) for a, b, _ in _read_tsv_pairs(Path(lexicon_files["lu2018_pairs"]))]
+        name_pairs = [(a, b) for a, b, _ in _read_json_pairs(Path(lexicon_files["name_pairs"]))] if names else None
+        # the tagger (his/her) and NER (names); the parser and lemmatizer change neither
+        return HallMaudslaySubstitutor(words, name_pairs, load_spacy(spacy_model, exclude=["parser", "lemmatizer"]))
 
     kwargs = lexicon_kwargs(lexicon_files)
     if "gn_glove" in kwargs:
