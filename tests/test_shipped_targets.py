@@ -1,0 +1,72 @@
+"""The shipped config.yaml as a new user meets it (no overlay): every paper target and the default target build
+their DAG, the paper grids schedule the authors' recipes, and what a user cannot have is left out by name."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from test_workflow import _copy_workflow, run_snakemake, scheduled_outputs
+
+pytestmark = pytest.mark.workflow
+
+PAPER_TARGETS = ["paper_manela2021", "paper_bartl2020", "paper_lu2018", "paper_over_debiasing"]
+
+
+@pytest.fixture(scope="module")
+def shipped(tmp_path_factory, repo_root):
+    return _copy_workflow(repo_root, tmp_path_factory.mktemp("shipped"))
+
+
+_DRY_RUNS: dict = {}
+
+
+def dry_run(workdir, target):
+    """One dry run per target for the module (the over-debiasing grid alone is 2,000+ jobs)."""
+    if target not in _DRY_RUNS:
+        _DRY_RUNS[target] = run_snakemake(workdir, "-n", *([target] if target else []))
+    return _DRY_RUNS[target]
+
+
+def _methods(proc) -> set[str]:
+    return set(re.findall(r"wildcards: model=[^,\n]+, method=([^,\n]+)", proc.stdout + proc.stderr))
+
+
+@pytest.mark.parametrize("target", PAPER_TARGETS)
+def test_every_paper_target_builds_its_dag_on_the_shipped_config(shipped, target):
+    proc = dry_run(shipped, target)  # run_snakemake fails the test on a non-zero exit, printing the error
+    assert re.search(rf"^{target}\s+1$", proc.stdout + proc.stderr, re.M), "the target is a job of the DAG"
+
+
+def test_paper_grids_schedule_the_recipes(shipped):
+    over = dry_run(shipped, "paper_over_debiasing")
+    methods = _methods(over)
+    assert {"cds-dagender", "er-dagender", "sd-dagender", "cds-dagender@swap_rate=0.7",
+            "er-dagender@er_lambda=2.0", "sd-dagender@ratio_of_pairs=0.4"} <= methods
+    assert not methods & {"cds", "er", "sd"}, "the paper target compares the authors' code, not the papers' text"
+    outputs = scheduled_outputs(over)
+    assert "results/corpora/gap/cds-dagender-1.0.parquet" in outputs  # BERT and BART: swap rate 1.0
+    assert "results/corpora/gap/cds-dagender-0.9.parquet" in outputs  # GPT-2: 0.9 (Table 12)
+    assert "results/corpora/bartl2020/gap-flipped.parquet" in outputs  # sd-dagender fits on the flipped sentences
+    bartl = dry_run(shipped, "paper_bartl2020")
+    assert "cds-bartl" in _methods(bartl)
+    assert "results/bert-base/cds-bartl/seed0/model" in scheduled_outputs(bartl)
+
+
+def test_manela_without_ontonotes_leaves_gpr_out_by_name(shipped):
+    proc = dry_run(shipped, "paper_manela2021")
+    text = proc.stdout + proc.stderr
+    assert re.search(r"paper_manela2021: left out gpr-u-manela, gpr-a-manela for bert-base, .*"
+                     r"\(needs corpora\.ontonotes\.path: licensed OntoNotes 5\.0", text), text[-3000:]
+    assert not any("gpr" in m for m in _methods(proc))
+    assert {"pretrained", "online"} <= _methods(proc)
+
+
+def test_default_target_is_a_before_and_after_grid(shipped):
+    proc = dry_run(shipped, None)
+    outputs = scheduled_outputs(proc)
+    for method in ("pretrained", "cds", "sd"):
+        assert f"results/tiny-bert/{method}/summary.parquet" in outputs
+    assert "results/tables/paired/tiny-bert-cds.parquet" in outputs
+    assert re.search(r"output: results/summary\.md, results/summary\.html$", proc.stdout + proc.stderr, re.M)
