@@ -261,6 +261,15 @@ def test_unreachable_hub_is_named(hub, no_retry_pause, tmp_path):
     assert not (tmp_path / "m").exists()
 
 
+def test_offline_mode_is_named(hub, tmp_path, monkeypatch):
+    from huggingface_hub import constants
+
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    with pytest.raises(HubDownloadError, match=r"models\.hub-bert: HF_HUB_OFFLINE is set"):
+        fetch_hub_model("hub-bert", _entry(), tmp_path / "m")
+    assert not (tmp_path / "m").exists() and not hub.requests
+
+
 def test_wanted_files_take_pickles_only_when_allowed():
     repo = ["config.json", "model.safetensors", "pytorch_model.bin", "vocab.txt", "onnx/model.onnx", "README.md"]
     assert wanted_files(repo, False) == (["config.json", "model.safetensors", "vocab.txt"], ["model.safetensors"])
@@ -360,8 +369,9 @@ def test_online_wrong_revision_stops_naming_the_key(tiny_files, data_server, rep
 
 @pytest.mark.workflow
 def test_hub_model_jobs_read_the_fetched_folder_and_fetching_is_local(repo_root, tmp_path, shared_data):
-    """Dry run with the Slurm profile: fetch_hub_model and the data rules run on the submit host; scoring,
-    fine-tuning and SentenceDebias jobs of a hub model list its folder as an input."""
+    """Dry run with the Slurm profile: scoring, fine-tuning and SentenceDebias jobs of a hub model list its
+    folder (under models_dir, here outside the checkout) as an input; fetch_hub_model and the data rules are
+    localrules (they run on the submit host), the model jobs are not."""
     from test_workflow import run_snakemake
 
     workdir = _copy_workflow(repo_root, tmp_path / "wf")
@@ -371,12 +381,15 @@ def test_hub_model_jobs_read_the_fetched_folder_and_fetching_is_local(repo_root,
     config = yaml.safe_load((workdir / "config.yaml").read_text())
     methods = {n: e["kind"] for n, e in config["methods"].items()}
     targets = [t for t in targets if t.split("/")[2] in methods]
-    proc = run_snakemake(workdir, "-n", "--profile", "profiles/slurm", *targets)
+    models_dir = tmp_path / "scratch" / "models"
+    proc = run_snakemake(workdir, "-n", "--profile", "profiles/slurm", *targets, "--config", f"models_dir={models_dir}")
     text = proc.stdout + proc.stderr
-    assert "rule fetch_hub_model:\n    output: resources/models/bert-base\n" in text, text[-3000:]
+    folder = f"{models_dir}/bert-base"
+    assert f"rule fetch_hub_model:\n    output: {folder}\n" in text, text[-3000:]
+    assert text.count("rule fetch_hub_model:") == 1
     for target in targets:
         block = text.split(f"output: {target}\n", 1)[0].rsplit("\n\n", 1)[1]
-        assert "resources/models/bert-base" in block, block
+        assert folder in block.split("output:")[0], block
     local = json.loads(subprocess.run([sys.executable, "-c", _LOCALRULES], cwd=workdir, capture_output=True, text=True,
                                       check=True).stdout.strip().splitlines()[-1])
     assert "fetch_hub_model" in local
