@@ -2,9 +2,9 @@
 
 The over-debiasing paper's 6 models x (pretrained, cds, er, sd and their Table 11 sweeps: 8 swap rates,
 8 lambdas, 8 ratios of pairs) x seeds 0-4, plus Manela et al.'s 7 models x (pretrained, online, gpr-u,
-gpr-a); targets: every pair's summary. Hub models are never fetched in a dry run (their weights are no
-rule's output), data comes from the pinned downloads (not fetched either) and corpora.ontonotes.path points
-at an empty stand-in folder. Target: the DAG built in under 15 s.
+gpr-a); targets: every pair's summary. A dry run fetches nothing: each hub model is one fetch_hub_model
+job, data comes from the pinned downloads (not fetched either) and corpora.ontonotes.path points at an
+empty stand-in folder. Target: the DAG built in under 15 s.
 
     .venv/bin/python bench/dag_build.py [--repeats 3] [--keep DIR]
 

@@ -78,10 +78,22 @@ wildcard_constraints:
     comparison=_alternatives(config.get("comparisons", {})) or "(?!)",
 
 
+def hub_model_folder(name):
+    """Where hub model `name` is fetched to (by fetch_hub_model), <models_dir>/<name> (default
+    resources/models, like the tiny models)."""
+    return f"{str(config.get('models_dir') or 'resources/models').rstrip('/')}/{name}"
+
+
+def _with_snapshot(name, entry):
+    """A hub entry gains `snapshot`, the folder its job loads offline (lmbias.engine.models)."""
+    return {**entry, "snapshot": hub_model_folder(name)} if "hub_id" in entry else entry
+
+
 def model_entry(wildcards):
     """The model's entry for scoring: without its `training` defaults, so editing those rescores nothing
-    that did not retrain."""
-    return {k: v for k, v in config["models"][wildcards.model].items() if k != "training"}
+    that did not retrain; a hub model's with the folder it was fetched into."""
+    entry = {k: v for k, v in config["models"][wildcards.model].items() if k != "training"}
+    return _with_snapshot(wildcards.model, entry)
 
 
 def method_entry(wildcards):
@@ -101,7 +113,8 @@ def seeds_for(method):
 
 
 def model_weights_input(wildcards):
-    """The weights a scoring job reads: a locally built or local model dir, or nothing for hub ids."""
+    """The weights a job reads: a locally built or local model dir, or a hub id's fetched folder (rule
+    fetch_hub_model)."""
     entry = config["models"][wildcards.model]
     if "tiny" in entry:
         return f"resources/models/{wildcards.model}"
@@ -110,7 +123,7 @@ def model_weights_input(wildcards):
             raise ConfigError(f"models.{wildcards.model}.path: model folder {entry['path']} does not exist "
                               "(put the downloaded model there, or fix the path)")
         return entry["path"]
-    return []
+    return hub_model_folder(wildcards.model)
 
 
 def checked_seed(wildcards):
@@ -563,7 +576,8 @@ def method_model_dir(wildcards):
 def training_model_entry(wildcards):
     """What training reads of the model entry: not its scoring precision nor its training defaults (those
     reach the job resolved, in `settings`)."""
-    return {k: v for k, v in config["models"][wildcards.model].items() if k not in ("training", "precision")}
+    entry = {k: v for k, v in config["models"][wildcards.model].items() if k not in ("training", "precision")}
+    return _with_snapshot(wildcards.model, entry)
 
 
 def method_settings(wildcards):

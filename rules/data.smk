@@ -1,5 +1,5 @@
-# Data layer: raw files (downloaded from pinned URLs or copied from a local folder, sha256-verified)
-# and their parsed benchmark tables. Included by the Snakefile after rules/common.smk.
+# Data layer: raw files (downloaded from pinned URLs or copied from a local folder, sha256-verified; data_*
+# are localrules) and their parsed benchmark tables. Included by the Snakefile after rules/common.smk.
 #
 # One rule per dataset (data_<dataset>), so each dataset's files can only come from its own rule and
 # a job's params are that file's config slice: editing data.gap reruns GAP files only.
@@ -27,6 +27,9 @@ for _data_dataset, _data_entry in config["data"].items():
             f"logs/data/{_data_dataset}/{{file}}.log",
         message:
             f"{_data_dataset}: fetch and verify {{wildcards.file}}"
+        # Downloads run where snakemake runs (a cluster's compute nodes often have no internet); copying
+        # from data_dir is as cheap there.
+        localrule: True
         script:
             "../scripts/fetch_data.py"
 

@@ -1,5 +1,7 @@
 # Tiny models: built locally (random weights, fixed seed, tokenizer from resources/vocab/tiny_words.txt)
-# so the whole DAG runs without the model hub. Hub models need no rule: lmbias.engine.models.load_model reads them.
+# so the whole DAG runs without the model hub. Hub models: fetched once by fetch_hub_model, a localrule (on a
+# cluster only the submit host reaches the hub), into <models_dir>/{model}; every job that loads one has that
+# folder as an input and reads it offline.
 
 from lmbias.config import tiny_model_pattern as _tiny_model_pattern
 
@@ -29,3 +31,21 @@ rule build_tiny_model:
         runtime=10,
     script:
         "../scripts/build_tiny_model.py"
+
+
+rule fetch_hub_model:
+    output:
+        directory(hub_model_folder("{model}")),
+    params:
+        # Only what fetching reads: a new hub_id, revision or allow_pickle fetches again, nothing else does.
+        entry=lambda wildcards: {k: v for k, v in config["models"][wildcards.model].items()
+                                 if k in ("hub_id", "revision", "allow_pickle")},
+    conda:
+        "../envs/lmbias.yaml"
+    log:
+        "logs/models/{model}.log",
+    wildcard_constraints:
+        model=_alternatives(n for n, e in config["models"].items() if "hub_id" in e) or "(?!)",
+    localrule: True
+    script:
+        "../scripts/fetch_hub_model.py"

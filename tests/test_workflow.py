@@ -280,12 +280,13 @@ def test_precision_edit_rescores_that_model_without_rebuilding_it(tiny_run):
     assert "resources/models/tiny-bert-he" not in outputs
 
 
-def test_hub_model_dry_run_resolves_without_fetching(tiny_run):
+def test_hub_model_dry_run_fetches_it_once(tiny_run):
+    """A hub model's files come from one fetch_hub_model job (tests/test_hub.py runs it over loopback)."""
     workdir, data = tiny_run
     proc = run_snakemake(workdir, "-n", "--config", f"data_dir={data}", "results/bert-large/pretrained/summary.parquet")
     outputs = scheduled_outputs(proc)
     assert "results/bert-large/pretrained/seed0/scores/winobias.parquet" in outputs
-    assert not any(o.startswith("resources/models/") for o in outputs)
+    assert [o for o in outputs if o.startswith("resources/models/")] == ["resources/models/bert-large"]
 
 
 def test_unknown_model_or_method_in_target_is_named(tiny_run):

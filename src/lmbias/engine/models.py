@@ -10,7 +10,9 @@ Loading never runs hub code (`trust_remote_code=False`), reads local folders as 
 never contacts the hub for them (`local_files_only=True`). Hub ids load safetensors only too (a pickled
 `pytorch_model.bin` can run code when unpickled) unless the entry says `allow_pickle: true`; a hub id at
 a moving revision (`main`, a branch or tag) loads with a warning, and the commit it resolved to is kept
-(`resolved_commit`) for the summary's provenance.
+(`resolved_commit`) for the summary's provenance. In the workflow a hub id's files are fetched once into a
+folder (lmbias.engine.hub, rule fetch_hub_model) that the job's entry names as `snapshot`: the model loads
+from there offline, and the commit comes from the folder's record.
 """
 
 from __future__ import annotations
@@ -30,7 +32,8 @@ log = logging.getLogger(__name__)
 FAMILIES = ("mlm", "clm", "seq2seq", "encoder")
 
 # `training` (defaults of the methods trained from this model) is checked by lmbias.registry, not here.
-_KNOWN_KEYS = ("path", "hub_id", "family", "revision", "tiny", "precision", "allow_pickle", "training")
+# `snapshot` is set by the workflow, not the user: the folder a hub id was fetched into (lmbias.engine.hub).
+_KNOWN_KEYS = ("path", "hub_id", "family", "revision", "tiny", "precision", "allow_pickle", "training", "snapshot")
 _COMMIT = re.compile(r"[0-9a-f]{40}")
 
 
@@ -45,6 +48,7 @@ class ModelSpec:
     is_local: bool
     tiny: bool = False  # built by the workflow's build_tiny_model rule
     allow_pickle: bool = False  # hub ids: also accept pickled (.bin) weights
+    snapshot: str | None = None  # hub ids: the folder fetch_hub_model downloaded them into, read offline
 
     @property
     def build_target(self) -> str | None:
@@ -109,8 +113,14 @@ def model_spec(name: str, entry: Mapping, root: str | os.PathLike | None = None)
         source = entry["hub_id"]
         if not isinstance(source, str) or not source.strip():
             raise ConfigError(f"{key}.hub_id: {source!r} is not a hub id")
+    snapshot = entry.get("snapshot")
+    if snapshot is not None:
+        if has_path:
+            raise ConfigError(f"{key}.snapshot: only hub ids are fetched into a snapshot folder; this model has a path")
+        folder = Path(snapshot).expanduser()
+        snapshot = str((folder if folder.is_absolute() else Path(root if root is not None else os.getcwd()) / folder).resolve())
     return ModelSpec(name=name, family=family, source=source, revision=revision, is_local=has_path,
-                     tiny=tiny is not None, allow_pickle=allow_pickle)
+                     tiny=tiny is not None, allow_pickle=allow_pickle, snapshot=snapshot)
 
 
 def is_pinned(revision: str | None) -> bool:
@@ -171,9 +181,21 @@ def _auto_class(family: str):
 
 
 def _source_kwargs(spec: ModelSpec) -> dict:
-    if spec.is_local:
+    if spec.is_local or spec.snapshot:
         return {"local_files_only": True}
     return {"revision": spec.revision or "main"}
+
+
+def _load_path(spec: ModelSpec) -> str:
+    """What from_pretrained reads: a local folder, a hub id's fetched snapshot folder, or the hub id."""
+    return spec.snapshot if spec.snapshot and not spec.is_local else spec.source
+
+
+def _check_snapshot(spec: ModelSpec) -> None:
+    if spec.is_local or not spec.snapshot or Path(spec.snapshot).is_dir():
+        return
+    raise ConfigError(f"models.{spec.name}: {spec.source} has not been fetched into {spec.snapshot}; fetch it with "
+                      f"`snakemake --cores 1 {spec.snapshot}` (rule fetch_hub_model, on a host that reaches the hub)")
 
 
 def _check_local(spec: ModelSpec) -> None:
@@ -240,8 +262,9 @@ def load_tokenizer(spec: ModelSpec):
 
     if spec.is_local:
         _check_local(spec)
+    _check_snapshot(spec)
     try:
-        tokenizer = AutoTokenizer.from_pretrained(spec.source, trust_remote_code=False, **_source_kwargs(spec))
+        tokenizer = AutoTokenizer.from_pretrained(_load_path(spec), trust_remote_code=False, **_source_kwargs(spec))
     except (OSError, ValueError) as exc:
         raise ConfigError(f"models.{spec.name}: cannot load the tokenizer of {spec.source}: {exc}") from exc
     tokenizer.padding_side = "right"
@@ -266,11 +289,12 @@ def load_model(spec: ModelSpec, device: str = "cpu", torch_dtype=None, strict: b
         raise ConfigError(f"models.{spec.name}.family: {spec.family!r} is not one of {', '.join(FAMILIES)}")
     if spec.is_local:
         _check_local(spec)
+    _check_snapshot(spec)
     kwargs = _source_kwargs(spec)
     try:
-        config = AutoConfig.from_pretrained(spec.source, trust_remote_code=False, **kwargs)
+        config = AutoConfig.from_pretrained(_load_path(spec), trust_remote_code=False, **kwargs)
     except (OSError, ValueError) as exc:
-        where = "a local folder" if spec.is_local else f"hub id at revision {spec.revision or 'main'} (offline? not in the HF cache?)"
+        where = "a local folder" if spec.is_local else f"fetched into {spec.snapshot}" if spec.snapshot else f"hub id at revision {spec.revision or 'main'} (offline? not in the HF cache?)"
         raise ConfigError(f"models.{spec.name}: cannot read the config of {spec.source} ({where}): {exc}") from exc
     _check_family(spec, config)
 
@@ -281,7 +305,7 @@ def load_model(spec: ModelSpec, device: str = "cpu", torch_dtype=None, strict: b
     if dtype is not None:
         load_kwargs["dtype"] = dtype
     try:
-        model, info = _auto_class(spec.family).from_pretrained(spec.source, **load_kwargs)
+        model, info = _auto_class(spec.family).from_pretrained(_load_path(spec), **load_kwargs)
     except ValueError as exc:
         if "Unrecognized configuration class" in str(exc):
             raise ConfigError(
@@ -304,7 +328,12 @@ def load_model(spec: ModelSpec, device: str = "cpu", torch_dtype=None, strict: b
             + (f"rebuild it with `snakemake --cores 1 {spec.build_target}`" if spec.tiny else "download or copy it again")
         ) from exc
     if not spec.is_local:
-        model.lmbias_commit = _hub_commit(spec)
+        if spec.snapshot:
+            from lmbias.engine.hub import recorded_commit
+
+            model.lmbias_commit = recorded_commit(spec.snapshot)
+        else:
+            model.lmbias_commit = _hub_commit(spec)
         _warn_unpinned(spec, model.lmbias_commit)
 
     missing = sorted(k for k in info.get("missing_keys") or [] if not _unused_by_family(spec.family, k))

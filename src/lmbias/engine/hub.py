@@ -1,0 +1,177 @@
+"""Hub models fetched once, into a folder that every job then reads offline.
+
+On most clusters only the submit host reaches the internet, and ten scoring jobs of one model must not race
+to download the same files into the HF cache. So the workflow's `fetch_hub_model` rule (a localrule) calls
+fetch_hub_model here: it resolves the entry's `revision` to a commit, downloads that commit's config,
+tokenizer and safetensors files (pickled `*.bin` weights only with `allow_pickle: true`) into a temporary
+folder beside the destination, records where they came from in SOURCE_FILE (hub id, requested revision,
+resolved commit, every file's size and sha256) and renames the folder into place. A failure leaves no
+folder. Jobs load the folder with `local_files_only=True` (lmbias.engine.models, `snapshot`) and take the
+commit for the summary's `model_commit` from SOURCE_FILE (recorded_commit).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import hashlib
+import json
+import logging
+import os
+import shutil
+from collections.abc import Mapping
+from pathlib import Path
+
+from lmbias.errors import ConfigError, LmbiasError
+from lmbias.io import atomic_folder
+
+log = logging.getLogger(__name__)
+
+#: What a fetched folder records about its origin (read back by recorded_commit).
+SOURCE_FILE = "lmbias_source.json"
+#: Top-level repo files a model needs besides its weights: config, tokenizer files (json, txt vocabularies
+#: and merges, sentencepiece models).
+CONFIG_PATTERNS = ("*.json", "*.txt", "*.model")
+SAFE_WEIGHT_PATTERNS = ("*.safetensors",)
+PICKLED_WEIGHT_PATTERNS = ("*.bin",)
+
+
+#: Modules whose exceptions mean the connection failed or broke off (httpx2: huggingface_hub >= 1.x's client).
+_TRANSPORT_MODULES = ("httpx", "httpcore", "h11", "requests", "urllib3")
+
+
+class HubDownloadError(LmbiasError):
+    """The hub could not be reached, or a download broke off or came back short; nothing was kept."""
+
+
+def wanted_files(repo_files, allow_pickle: bool) -> tuple[list[str], list[str]]:
+    """(files to fetch, weight files among them) of a repo's file list: top-level files only, config and
+    tokenizer files plus safetensors weights, plus pickled `*.bin` weights only with `allow_pickle`."""
+    weight_patterns = SAFE_WEIGHT_PATTERNS + (PICKLED_WEIGHT_PATTERNS if allow_pickle else ())
+    top = sorted(f for f in repo_files if "/" not in f)
+    weights = [f for f in top if any(fnmatch.fnmatch(f, p) for p in weight_patterns)]
+    if allow_pickle and any(f.endswith(".safetensors") for f in weights):  # never both copies of the weights
+        weights = [f for f in weights if f.endswith(".safetensors")]
+    others = [f for f in top if any(fnmatch.fnmatch(f, p) for p in CONFIG_PATTERNS)]
+    return sorted(set(weights) | set(others)), weights
+
+
+def sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _endpoint() -> str:
+    from huggingface_hub import constants
+
+    return constants.ENDPOINT
+
+
+def _resolve(name: str, repo: str, revision: str):
+    """(commit, repo file names) of `repo` at `revision`; ConfigError naming the key for a wrong hub id or
+    revision, HubDownloadError when the hub cannot be reached."""
+    from huggingface_hub import HfApi
+    from huggingface_hub.errors import (
+        GatedRepoError, HfHubHTTPError, OfflineModeIsEnabled, RepositoryNotFoundError, RevisionNotFoundError,
+    )
+
+    key = f"models.{name}"
+    try:
+        info = HfApi(endpoint=_endpoint()).model_info(repo, revision=revision)
+    except RevisionNotFoundError:
+        raise ConfigError(f"{key}.revision: {revision!r} is not a revision (commit, branch or tag) of {repo} on "
+                          f"{_endpoint()}; fix {key}.revision") from None
+    except GatedRepoError:
+        raise ConfigError(f"{key}.hub_id: {repo} is gated on {_endpoint()}; accept its terms and log in "
+                          "(`hf auth login`) on the host that fetches models") from None
+    except RepositoryNotFoundError:
+        raise ConfigError(f"{key}.hub_id: {repo} is not a model on {_endpoint()} (or it is private: log in with "
+                          f"`hf auth login`); fix {key}.hub_id") from None
+    except OfflineModeIsEnabled:
+        raise HubDownloadError(f"{key}: HF_HUB_OFFLINE is set, so {repo} cannot be fetched; unset it where the "
+                               f"model is fetched (the submit host), or download the model yourself and set "
+                               f"{key}.path") from None
+    except (HfHubHTTPError, OSError) as exc:  # httpx's transport errors are not OSErrors
+        raise HubDownloadError(f"{key}: cannot reach {_endpoint()} to resolve {repo}@{revision}: "
+                               f"{type(exc).__name__}: {exc}") from exc
+    except Exception as exc:
+        if type(exc).__module__.startswith(_TRANSPORT_MODULES):
+            raise HubDownloadError(f"{key}: cannot reach {_endpoint()} to resolve {repo}@{revision}: "
+                                   f"{type(exc).__name__}: {exc}") from exc
+        raise
+    if not info.sha:
+        raise HubDownloadError(f"{key}: {_endpoint()} did not say which commit {repo}@{revision} is")
+    return info.sha, [s.rfilename for s in info.siblings or []]
+
+
+def fetch_hub_model(name: str, entry: Mapping, out_dir: str | os.PathLike) -> Path:
+    """Download models.<name> (its `hub_id`, `revision` and `allow_pickle`) at its revision into `out_dir`,
+    atomically; see the module doc."""
+    from lmbias.engine.models import ModelSpec, _warn_unpinned
+
+    key = f"models.{name}"
+    repo, revision, allow_pickle = entry.get("hub_id"), entry.get("revision") or "main", entry.get("allow_pickle", False)
+    if not isinstance(repo, str) or not repo.strip():
+        raise ConfigError(f"{key}.hub_id: {repo!r} is not a hub id (only hub models are fetched)")
+    if not isinstance(revision, str):
+        raise ConfigError(f"{key}.revision: {revision!r} is not a string (quote commit hashes)")
+    if not isinstance(allow_pickle, bool):
+        raise ConfigError(f"{key}.allow_pickle: {allow_pickle!r} is not true or false")
+    spec = ModelSpec(name=name, family=str(entry.get("family", "")), source=repo, revision=revision,
+                     is_local=False, allow_pickle=allow_pickle)
+    commit, repo_files = _resolve(name, repo, revision)
+    files, weights = wanted_files(repo_files, spec.allow_pickle)
+    if not weights:
+        pickled, _ = wanted_files(repo_files, True)
+        pickled = [f for f in pickled if f.endswith(".bin")]
+        if pickled:
+            raise ConfigError(
+                f"{key}.allow_pickle: {repo}@{commit} has no safetensors weights, only pickled ones "
+                f"({', '.join(pickled)}), which can run code when loaded; if you trust it, set {key}.allow_pickle: true")
+        raise ConfigError(f"{key}.hub_id: {repo}@{commit} has no weight files (*.safetensors) at its top level")
+    _warn_unpinned(spec, commit)
+    out = Path(out_dir)
+    log.info("%s: fetching %d files of %s@%s (revision %s) from %s into %s", key, len(files), repo, commit,
+             revision, _endpoint(), out)
+    with atomic_folder(out) as tmp:
+        _download(key, repo, commit, files, tmp)
+        shutil.rmtree(tmp / ".cache", ignore_errors=True)  # huggingface_hub's download metadata
+        missing = [f for f in files if not (tmp / f).is_file()]
+        if missing:
+            raise HubDownloadError(f"{key}: {repo}@{commit}: {', '.join(missing)} did not arrive")
+        record = {"hub_id": repo, "revision": revision, "commit": commit, "allow_pickle": spec.allow_pickle,
+                  "endpoint": _endpoint(),
+                  "files": {f: {"size": (tmp / f).stat().st_size, "sha256": sha256_file(tmp / f)} for f in files}}
+        (tmp / SOURCE_FILE).write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
+    log.info("%s: %s@%s in %s", key, repo, commit, out)
+    return out
+
+
+def _download(key: str, repo: str, commit: str, files: list[str], folder: Path) -> None:
+    from huggingface_hub import snapshot_download
+    from huggingface_hub.errors import HfHubHTTPError
+
+    try:
+        snapshot_download(repo, revision=commit, allow_patterns=files, local_dir=folder, max_workers=4,
+                          endpoint=_endpoint())
+    except (HfHubHTTPError, OSError) as exc:  # includes huggingface_hub's size check of each file
+        raise HubDownloadError(f"{key}: downloading {repo}@{commit} from {_endpoint()} failed: "
+                               f"{type(exc).__name__}: {exc}; nothing was kept, run again to retry") from exc
+    except Exception as exc:
+        if type(exc).__module__.startswith(_TRANSPORT_MODULES):  # broke off mid-download, server gone
+            raise HubDownloadError(f"{key}: downloading {repo}@{commit} from {_endpoint()} broke off: "
+                                   f"{type(exc).__name__}: {exc}; nothing was kept, run again to retry") from exc
+        raise
+
+
+def read_source(folder: str | os.PathLike) -> dict:
+    """The SOURCE_FILE record of a fetched folder ({} when there is none)."""
+    path = Path(folder) / SOURCE_FILE
+    return json.loads(path.read_text()) if path.is_file() else {}
+
+
+def recorded_commit(folder: str | os.PathLike) -> str:
+    """The hub commit a fetched folder's files came from ("" when it records none)."""
+    return str(read_source(folder).get("commit") or "")
