@@ -31,7 +31,13 @@ pytestmark = pytest.mark.workflow
 
 MLM_METHODS = ["pretrained", "cds", "cda", "er", "sd", "gpr-u", "gpr-a", "online"]
 OTHER_METHODS = ["pretrained", "cds", "cda", "er", "sd", "online"]
-GRID = {"tiny-bert": MLM_METHODS, "tiny-roberta": MLM_METHODS, "tiny-gpt2": OTHER_METHODS, "tiny-bart": OTHER_METHODS}
+#: The authors' code (README, "Reproducing the authors' mitigation") on every tiny family; Manela et al.'s GPR on
+#: tiny-bert, with the WinoBias CoNLL files standing in for OntoNotes.
+RECIPES = ["cds-dagender", "er-dagender", "sd-dagender", "cds-bartl"]
+MANELA = ["gpr-u-manela", "gpr-a-manela"]
+GRID = {"tiny-bert": MLM_METHODS + RECIPES + MANELA, "tiny-roberta": MLM_METHODS,
+        "tiny-gpt2": OTHER_METHODS + RECIPES, "tiny-bart": OTHER_METHODS + RECIPES}
+TRAINED_KINDS = {"cds", "cda", "er", "gpr"}
 PAIRED = "results/tables/paired/tiny-bert-cds.parquet"
 TARGETS = [f"results/{m}/{k}/summary.parquet" for m, methods in GRID.items() for k in methods] + [PAIRED]
 PAPERS = ["manela2021", "bartl2020", "lu2018", "over_debiasing"]
@@ -55,15 +61,18 @@ def _cheap(config: dict, shared_data) -> dict:
     config["benchmarks"]["winobias"]["metric"]["bootstrap"] = 0
     config["benchmarks"]["winobias"]["metric"]["alice_bob"] = False
     config["corpora"]["gap"]["interventions"] = {k: v for k, v in config["corpora"]["gap"]["interventions"].items()
-                                                 if k in ("cda-grammatical", "cds-1.0", "cds-0.9")}
+                                                 if k in ("cda-grammatical", "cds-1.0", "cds-0.9",
+                                                          "cds-dagender-{swap_rate}", "cda-dagender")}
     config["corpora"]["ontonotes"].update(path=str(shared_data / "winobias" / "conll_format"), pattern="dev_type1_*_conll")
     for model in GRID:
         config["models"][model]["training"].update(max_steps=2, limit_examples=16, batch_size=4)
-    for method in ("gpr-u", "gpr-a"):
+    for method in ("gpr-u", "gpr-a", *MANELA):
         config["methods"][method]["training"]["epochs"] = 2
     config["methods"]["sd"]["limit_sentences"] = 64
-    for method in ("cds", "er"):  # the shipped Table 11 grids; only the sd sweep below runs here
-        config["methods"][method].pop("sweep", None)
+    # their whitespace, case-sensitive matching of the first pairs finds few sentences in 64: all pairs, 400 sentences
+    config["methods"]["sd-dagender"].update(limit_sentences=400, ratio_of_pairs=1.0)
+    for method in ("cds", "er", "cds-dagender", "er-dagender", "sd-dagender"):  # the shipped Table 11 grids; only
+        config["methods"][method].pop("sweep", None)                           # the sd sweep below runs here
     config["methods"]["sd"]["sweep"] = {"ratio_of_pairs": [0.5]}
     config["papers"] = {p: {"models": PAPER_MODELS, "methods": PAPER_METHODS[p]} for p in PAPERS}
     config["comparisons"] = {"tiny-bert-cds": {"benchmark": "bec_pro_en", "test": "wilcoxon",
@@ -100,17 +109,47 @@ def test_every_supported_method_reaches_a_summary(methods_run, model):
             assert not summary["variant"].str.contains("online_skew=none").any()
         else:
             assert "winobias" in benches
-        if method in ("cds", "cda", "er", "gpr-u", "gpr-a"):
+        kind = _kind(methods_run, method)
+        if kind in TRAINED_KINDS:
             info = json.loads((methods_run / f"results/{model}/{method}/seed0/model/training.json").read_text())
             assert info["steps"] >= 1 and info["seed"] == 0
-            objective = "gpr" if method.startswith("gpr") else {"tiny-gpt2": "clm", "tiny-bart": "infilling"}.get(model, "mlm")
+            objective = "gpr" if kind == "gpr" else {"tiny-gpt2": "clm", "tiny-bart": "infilling"}.get(model, "mlm")
             assert info["settings"]["objective"] == objective
-            assert (info["settings"]["er_lambda"] is not None) == (method == "er")
+            assert (info["settings"]["er_lambda"] is not None) == (kind == "er")
             # the summary says how many processes trained the model it scored (training.json's world_size)
             assert (summary["train_world_size"] == info["world_size"]).all()
         else:  # pretrained, online, sd: nothing trained here
             assert summary["train_world_size"].isna().all()
         assert (summary["score_world_size"] == 1).all() and summary["torch_version"].notna().all()
+
+
+def _kind(workdir, method) -> str:
+    return yaml.safe_load((workdir / "config.yaml").read_text())["methods"][method]["kind"]
+
+
+def _training_settings(workdir, model, method) -> dict:
+    return json.loads((workdir / f"results/{model}/{method}/seed0/model/training.json").read_text())["settings"]
+
+
+def test_recipes_train_with_the_authors_options_per_family(methods_run):
+    """One recipe entry, each family its authors' script: the per-family values reach the trainer."""
+    bert, gpt2, bart = (_training_settings(methods_run, m, "cds-dagender") for m in ("tiny-bert", "tiny-gpt2", "tiny-bart"))
+    assert gpt2["text_template"] == "<|startoftext|>{text}<|endoftext|>" and bert["text_template"] == "{text}"
+    assert (bert["warmup_steps"], gpt2["warmup_steps"], bart["warmup_steps"]) == (0, 100, 100)
+    assert gpt2["padding_in_loss"] and bart["padding_in_loss"] and not bert["padding_in_loss"]
+    assert bart["infilling_mode"] == "static_words" and gpt2["pad_to_length"] == 128
+    er = _training_settings(methods_run, "tiny-gpt2", "er-dagender")
+    assert (er["er_lm_side"], er["er_pooling"], er["er_lambda"]) == ("counterfactual", "family_padded", 0.5)
+    bartl = json.loads((methods_run / "results/tiny-bert/cds-bartl/seed0/model/training.json").read_text())
+    assert bartl["settings"]["epochs"] == 3 and bartl["settings"]["batch_size"] == 1
+    assert "results/corpora/bartl2020/gap-flipped.parquet" in json.dumps(bartl)
+    sd = json.loads((methods_run / "results/tiny-bert/sd-dagender/seed0/model/sentence_debias.json").read_text())
+    assert sd["settings"]["application"] == "normalise_project_normalise"
+    assert sd["settings"]["pair_list"] == "dagender" and sd["settings"]["fit_pooling"] == "mean_padded"
+    sd_gpt2 = json.loads((methods_run / "results/tiny-gpt2/sd-dagender/seed0/model/sentence_debias.json").read_text())
+    assert sd_gpt2["settings"]["fit_pooling"] == "last"
+    manela = json.loads((methods_run / "results/tiny-bert/gpr-a-manela/seed0/model/training.json").read_text())
+    assert "gpr-manela-A.parquet" in json.dumps(manela) and manela["settings"]["max_length"] == 164
 
 
 def test_trained_model_scores_differ_from_pretrained(methods_run):
@@ -150,8 +189,8 @@ def test_editing_a_scoring_option_rescores_without_retraining(methods_run):
 def test_editing_a_model_training_default_retrains_that_model_only(methods_run):
     out = _dry_run_after(methods_run, lambda c: c["models"]["tiny-gpt2"]["training"].update(learning_rate=1e-3))
     models = sorted(o for o in out if o.endswith("/model"))
-    # sd reads no learning rate: it is not refitted
-    assert models == [f"results/tiny-gpt2/{k}/seed0/model" for k in ("cda", "cds", "er")]
+    # sd reads no learning rate: it is not refitted; cds-bartl sets its own
+    assert models == [f"results/tiny-gpt2/{k}/seed0/model" for k in ("cda", "cds", "cds-dagender", "er", "er-dagender")]
 
 
 def test_editing_a_trainer_module_retrains_the_fine_tuned_methods_only(methods_run):
@@ -160,9 +199,9 @@ def test_editing_a_trainer_module_retrains_the_fine_tuned_methods_only(methods_r
     with edited_module(methods_run / "src/lmbias/training/objectives.py"):
         out = scheduled_outputs(run_snakemake(methods_run, "-n", *TARGETS))
     assert "results/library/finetune.sha256" in out and "results/library/sentence_debias.sha256" not in out
-    trained = {"cds", "cda", "er", "gpr-u", "gpr-a"}
     models = sorted(o for o in out if o.endswith("/model"))
-    assert models == sorted(f"results/{m}/{k}/seed0/model" for m, methods in GRID.items() for k in methods if k in trained)
+    assert models == sorted(f"results/{m}/{k}/seed0/model" for m, methods in GRID.items() for k in methods
+                            if _kind(methods_run, k) in TRAINED_KINDS)
 
 
 def _published(workdir, paper):
