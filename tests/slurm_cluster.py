@@ -16,6 +16,7 @@ or serves it configless). So `env` also puts a `srun` first on PATH that sets SL
 from __future__ import annotations
 
 import os
+import pwd
 import shutil
 import socket
 import subprocess
@@ -93,7 +94,7 @@ ClusterName=lmbiastest
 SlurmctldHost={host}(127.0.0.1)
 SlurmctldPort={_free_port()}
 SlurmdPort={_free_port()}
-SlurmUser={os.environ.get("USER") or "root"}
+SlurmUser={pwd.getpwuid(os.getuid()).pw_name}
 SlurmdUser=root
 AuthType=auth/munge
 CredType=cred/munge

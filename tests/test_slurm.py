@@ -87,13 +87,13 @@ def test_summary_under_slurm_equals_the_local_run(slurm, repo_root, shared_data,
     jobs = [j for j in _jobs(slurm) if j["comment"].startswith("rule_")]
     assert len(jobs) == 9 and {j["state"] for j in jobs} == {"COMPLETED"}, jobs
     for job in jobs:  # what sbatch was asked for: the profile's resources, not a local profile's
-        rule = job["comment"]
+        rule, asked = job["comment"], (job["partition"], job["time_limit"], job["cpus"], job["memory"])
         if rule.startswith("rule_score_benchmark"):
-            assert (job["partition"], job["time_limit"], job["cpus"], job["memory"]) == ("cpu", "4:00:00", "8", "32000M")
+            assert asked == ("cpu", "4:00:00", "8", "32000M"), job
         elif rule.startswith("rule_build_tiny_model"):
-            assert (job["partition"], job["time_limit"], job["memory"]) == ("cpu", "10:00", "4000M"), job
+            assert asked == ("cpu", "10:00", "2", "4000M"), job
         else:
-            assert (job["partition"], job["time_limit"], job["cpus"], job["memory"]) == ("cpu", "1:00:00", "2", "8000M")
+            assert asked == ("cpu", "1:00:00", "2", "8000M"), job
         assert job["gres"] == "N/A", job  # no --gpus: the CPU-only profile's gpu: 0
 
     a, b = pq.read_table(local / TARGET), pq.read_table(cluster / TARGET)
