@@ -57,7 +57,9 @@ def run_snakemake(workdir: Path, *args: str, check: bool = True) -> subprocess.C
             args = args[:i] + args[i + 2 :] + args[i : i + 2]
     cut = next((i for i, a in enumerate(args) if a in ("--configfile", "--config")), len(args))
     args = args[:cut] + ONE_THREAD_PER_JOB + args[cut:]
-    proc = subprocess.run(SNAKEMAKE + ["--cores", "2", *args], cwd=workdir, env=env, capture_output=True, text=True)
+    profile = [] if "--profile" in args else ["--profile", "profiles/local"]  # README's local runs use it
+    proc = subprocess.run(SNAKEMAKE + ["--cores", "2", *profile, *args], cwd=workdir, env=env, capture_output=True,
+                          text=True)
     if check and proc.returncode != 0:
         raise AssertionError(f"snakemake {' '.join(args)} failed:\n{proc.stdout[-4000:]}\n{proc.stderr[-6000:]}")
     return proc
@@ -326,6 +328,19 @@ def test_checksum_mismatch_stops_and_leaves_no_file(tmp_path, repo_root, shared_
     assert "pro_stereotyped_type2.txt.dev" in log and "sha256" in log.lower()
 
 
+def _dry_run_resources(workdir: Path, data: Path, profile: str, target: str) -> dict[str, str]:
+    """rule name -> its first job's `resources:` line in a dry run under the profile."""
+    proc = run_snakemake(workdir, "-n", "--profile", profile, target, "--config", f"data_dir={data}")
+    text = proc.stdout + proc.stderr
+    assert "workflow specific profile" not in text, "a workflow profile (profiles/default) would override " + profile
+    blocks = re.findall(r"^rule (\w+):\n(.*?)(?:\n\n|\Z)", text, re.M | re.S)
+    lines = {}
+    for rule, block in blocks:
+        found = re.search(r"^\s*resources: (.*)$", block, re.M)
+        lines.setdefault(rule, found.group(1) if found else "")
+    return lines
+
+
 def test_slurm_profile_parses_and_gives_gpu_to_scoring(tiny_run):
     workdir, data = tiny_run
     proc = run_snakemake(
@@ -335,4 +350,44 @@ def test_slurm_profile_parses_and_gives_gpu_to_scoring(tiny_run):
     text = proc.stdout + proc.stderr
     block = text.split("output: results/bert-large/pretrained/seed0/scores/winobias.parquet", 1)[1].split("\n\n", 1)[0]
     assert "gpu=1" in block and "slurm_partition=gpu" in block, block
-    assert "runtime=240" in block
+    assert "runtime=240" in block and "cpus_per_task=8" in block and "mem_mb=32000" in block, block
+
+
+@pytest.mark.parametrize("profile", ["profiles/slurm", "profiles/slurm-cpu"])
+def test_slurm_profiles_are_not_overridden_by_a_workflow_profile(tmp_path, repo_root, shared_data, profile):
+    """Snakemake loads a workflow's profiles/default on every run and its keys win: a local profile by that
+    name replaced the Slurm profile's whole default-resources (no time limit, 4 GB for every CPU job)."""
+    workdir, data = _copy_workflow(repo_root, tmp_path / "wf"), shared_data
+    assert not (workdir / "profiles" / "default").exists()
+    lines = _dry_run_resources(workdir, data, profile, "results/tiny-bert/pretrained/summary.parquet")
+    for rule in ("parse_benchmark", "compute_seed_metrics", "summarise"):
+        assert "slurm_partition=cpu" in lines[rule] and "runtime=60" in lines[rule], (rule, lines[rule])
+        assert "mem_mb=8000" in lines[rule] and "cpus_per_task=2" in lines[rule], (rule, lines[rule])
+    assert "runtime=10" in lines["build_tiny_model"] and "mem_mb=4000" in lines["build_tiny_model"]
+    scoring = lines["score_benchmark"]
+    assert "cpus_per_task=8" in scoring and "runtime=240" in scoring and "mem_mb=32000" in scoring, scoring
+    if profile == "profiles/slurm-cpu":  # no GPU gres: gpu=0 overrides the rule's gpu=1 (no --gpus)
+        assert "gpu=0" in scoring and "slurm_partition=cpu" in scoring, scoring
+    else:
+        assert "gpu=1" in scoring and "slurm_partition=gpu" in scoring, scoring
+
+
+def test_cpu_only_slurm_profile_is_the_gpu_profile_without_gpus(repo_root):
+    """profiles/slurm-cpu differs from profiles/slurm only in the three GPU rules' gpu (0) and partition."""
+    gpu = yaml.safe_load((repo_root / "profiles/slurm/config.yaml").read_text())
+    cpu = yaml.safe_load((repo_root / "profiles/slurm-cpu/config.yaml").read_text())
+    gpu_rules = {rule for rule, res in gpu["set-resources"].items() if res.get("gpu")}
+    assert gpu_rules == {"score_benchmark", "finetune", "fit_sentence_debias"}
+    for rule in gpu_rules:
+        assert cpu["set-resources"][rule] == {**gpu["set-resources"][rule], "gpu": 0, "slurm_partition": "cpu"}
+
+    def without_gpu_rules(profile: dict) -> dict:
+        return {**profile, "set-resources": {k: v for k, v in profile["set-resources"].items() if k not in gpu_rules}}
+
+    assert without_gpu_rules(cpu) == without_gpu_rules(gpu)
+    # every rule that asks for a GPU is one the CPU profile overrides
+    declared = set()
+    for smk in (repo_root / "rules").glob("*.smk"):
+        declared |= set(re.findall(r"^rule (\w+):(?:(?!^rule ).)*?^\s+gpu=\d", smk.read_text(), re.M | re.S))
+    assert declared == gpu_rules
+    assert "slurm_account" not in gpu["default-resources"]  # unset = the user's default account

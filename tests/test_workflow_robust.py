@@ -35,7 +35,8 @@ def _run_with_config(workdir, rest, values, check):
     import sys
 
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONHASHSEED": "0"}
-    cmd = [sys.executable, "-m", "snakemake", "--cores", "2", *rest, *ONE_THREAD_PER_JOB, "--config", *values]
+    cmd = [sys.executable, "-m", "snakemake", "--cores", "2", "--profile", "profiles/local", *rest, *ONE_THREAD_PER_JOB,
+           "--config", *values]
     proc = subprocess.run(cmd, cwd=workdir, env=env, capture_output=True, text=True)
     if check and proc.returncode != 0:
         raise AssertionError(f"{' '.join(cmd)} failed:\n{proc.stdout[-4000:]}\n{proc.stderr[-6000:]}")

@@ -2,11 +2,14 @@
 
 out_dir holds model.safetensors, config.json, tokenizer files, train_log.parquet and training.json;
 it is written to a temp folder beside it and renamed, so a failed job leaves nothing. Checkpoints go to
-`checkpoint_dir` (default `<out_dir>.checkpoints`) and are removed after success.
+`checkpoint_dir` (default `<out_dir>.checkpoints`) and are removed after success. The main process holds
+`<checkpoint_dir>/LOCK` for the whole job (lmbias.training.output_lock): a second job for the same output
+stops at once instead of resuming from the first one's checkpoints.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import platform
@@ -18,6 +21,7 @@ import torch
 
 from lmbias.errors import ConfigError
 from lmbias.io import atomic_folder, write_table_atomic
+from lmbias.training.output_lock import is_main_process, training_lock
 from lmbias.training.settings import FAMILY_OBJECTIVE, TrainingSettings
 
 log = logging.getLogger(__name__)
@@ -63,10 +67,7 @@ def weights_sha256(model) -> str:
 
 def train_job(model_entry: dict, model_name: str, corpus: str, out_dir: str, seed: int, settings: dict,
               checkpoint_dir: str | None = None, log=None) -> None:
-    from lmbias.engine.models import load_model, model_spec
-    from lmbias.training.bias_probe import make_probe
-    from lmbias.training.data import load_corpus
-    from lmbias.training.trainer import Trainer, make_accelerator
+    from lmbias.engine.models import model_spec
 
     logger = log or logging.getLogger(__name__)
     s = TrainingSettings.from_dict(settings, "settings")
@@ -76,6 +77,17 @@ def train_job(model_entry: dict, model_name: str, corpus: str, out_dir: str, see
         raise ConfigError(f"seed: {seed!r} is not an integer")
     out = Path(out_dir)
     ckpt = Path(checkpoint_dir) if checkpoint_dir else out.with_name(out.name + ".checkpoints")
+    # One process per output: a duplicate job (an orphan of a lost session still running) stops here.
+    with training_lock(ckpt) if is_main_process() else contextlib.nullcontext():
+        _train(model_name, corpus, out, seed, s, spec, ckpt, logger)
+
+
+def _train(model_name, corpus, out: Path, seed: int, s: TrainingSettings, spec, ckpt: Path, logger) -> None:
+    from lmbias.engine.models import load_model
+    from lmbias.training.bias_probe import make_probe
+    from lmbias.training.data import load_corpus
+    from lmbias.training.trainer import Trainer, make_accelerator
+
     data = load_corpus(corpus, s)
     probe = make_probe(s.eval_bias_metric, spec.family) if s.eval_bias_every_steps else None
     model, tokenizer = load_model(spec)
