@@ -78,7 +78,8 @@ def _cheap(config: dict, shared_data) -> dict:
     config["comparisons"] = {"tiny-bert-cds": {"benchmark": "bec_pro_en", "test": "wilcoxon",
                                                "before": {"model": "tiny-bert", "method": "pretrained"},
                                                "after": {"model": "tiny-bert", "method": "cds"}}}
-    config["targets"]["comparisons"] = []
+    # the main job's page (results/summary.md) over the same pairs as the shipped default target
+    config["targets"] = {"models": ["tiny-bert"], "methods": ["pretrained", "cds", "sd"], "comparisons": ["tiny-bert-cds"]}
     return config
 
 
@@ -92,9 +93,24 @@ def methods_run(tmp_path_factory, repo_root, shared_data):
         if not (workdir / f"resources/published/{paper}.yaml").exists():
             (workdir / "resources/published").mkdir(parents=True, exist_ok=True)
             shutil.copy(FIXTURES / f"{paper}.yaml", workdir / f"resources/published/{paper}.yaml")
-    run_snakemake(workdir, *TARGETS, *PAPER_TARGETS)
+    proc = run_snakemake(workdir, *TARGETS, *PAPER_TARGETS, "results/summary.md")
+    (workdir / "run.out").write_text(proc.stdout + proc.stderr)
     run_snakemake(workdir, "--report", "results/report.html", *PAPER_TARGETS)
     return workdir
+
+
+def test_the_run_ends_by_printing_the_before_and_after_page(methods_run):
+    """The main job's readable result: one headline per benchmark, before (pretrained) vs after (cds, sd),
+    the paired BEC-Pro test, printed when the run ends, and the same table as a web page."""
+    page = (methods_run / "results/summary.md").read_text()
+    lines = page.splitlines()
+    assert "| benchmark | headline | unbiased | tiny-bert / pretrained | tiny-bert / cds | tiny-bert / sd |" in lines
+    rows = [line for line in lines if line.startswith(("| winobias |", "| bec_pro_en |", "| seat_v1 |"))]
+    assert len(rows) == 4 and all("–" not in line.split("|")[4] for line in rows), rows  # skew, stereotype, gap, SEAT
+    assert any(line.startswith("| tiny-bert-cds | tiny-bert / pretrained | tiny-bert / cds |") for line in lines)
+    printed = (methods_run / "run.out").read_text()
+    assert page in printed and str((methods_run / "results/summary.html").resolve()) in printed
+    assert "<table>" in (methods_run / "results/summary.html").read_text()
 
 
 @pytest.mark.parametrize("model", sorted(GRID))
