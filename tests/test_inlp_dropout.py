@@ -5,7 +5,11 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 import re
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
@@ -88,6 +92,16 @@ def test_inlp_projection_is_the_product_of_the_null_space_projections():
         product = null @ product
         data = x @ product.T
     assert np.allclose(P, product, atol=1e-6)
+
+
+def test_inlp_settings_load_without_torch_and_name_the_engine_files():
+    from lmbias.engine import debias_projection
+
+    assert (inlp.INLP_FILE, inlp.INLP_INFO_FILE) == (debias_projection.INLP_FILE, debias_projection.INLP_INFO_FILE)
+    code = ("import sys; import lmbias.registry, lmbias.training.inlp; "
+            "assert 'torch' not in sys.modules and 'sklearn' not in sys.modules")
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(__file__).resolve().parents[1],
+                   env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1] / "src")})
 
 
 def test_inlp_sentences_are_male_female_or_neutral():

@@ -46,13 +46,16 @@ from typing import Sequence
 
 import numpy as np
 
-from lmbias.engine.debias_projection import INLP_FILE, INLP_INFO_FILE
 from lmbias.engine.scoring import PRECISIONS
 from lmbias.errors import ConfigError, DataError
 from lmbias.io import atomic_folder
 
 log = logging.getLogger(__name__)
 
+#: The fitted folder's files, as lmbias.engine.debias_projection reads them (not imported from there: that
+#: module imports torch, and the workflow checks INLP settings when it builds the DAG, without torch).
+INLP_FILE = "inlp.safetensors"
+INLP_INFO_FILE = "inlp.json"
 CLASSIFIERS = ("linear_svc", "sgd")
 #: The pooling of the representations per family: the mean of the hidden states the hook projects.
 INLP_POOLING = {"mlm": "mean", "clm": "mean", "seq2seq": "decoder_mean", "encoder": "mean"}
