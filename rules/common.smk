@@ -74,7 +74,7 @@ wildcard_constraints:
     method=_alternatives(config["methods"]),
     benchmark=_alternatives(config["benchmarks"]),
     seed=r"\d+",
-    library=_alternatives({entry["dataset"] for entry in config["benchmarks"].values()} | {"finetune", "sentence_debias"}),
+    library=_alternatives({entry["dataset"] for entry in config["benchmarks"].values()} | {"finetune", "sentence_debias", "inlp"}),
     comparison=_alternatives(config.get("comparisons", {})) or "(?!)",
 
 
@@ -170,8 +170,11 @@ def _library_sets():
     sets = {entry["dataset"]: sorted(set(registry.source_files(entry["dataset"])) | {str(base / "src/lmbias/engine/scoring.py")})
             for entry in config["benchmarks"].values()}
     models, sd = str(base / "src/lmbias/engine/models.py"), str(base / "src/lmbias/training/sentence_debias.py")
-    sets["finetune"] = [str(base / f) for f in _training_modules() if str(base / f) != sd] + [models]
+    inlp = str(base / "src/lmbias/training/inlp.py")
+    sets["finetune"] = [str(base / f) for f in _training_modules() if str(base / f) not in (sd, inlp)] + [models]
     sets["sentence_debias"] = [sd, models, str(base / "src/lmbias/engine/debias_projection.py")]
+    # INLP: its module, the word lists it picks gendered sentences with (through sentence_debias) and the hook
+    sets["inlp"] = [inlp] + sets["sentence_debias"] + sorted(str(p) for p in (base / "resources/wordlists").glob("*.tsv"))
     return sets
 
 
@@ -588,6 +591,10 @@ def method_sd_settings(wildcards):
     return resolved_method(wildcards.model, wildcards.method)["sd_settings"]
 
 
+def method_inlp_settings(wildcards):
+    return resolved_method(wildcards.model, wildcards.method)["inlp_settings"]
+
+
 @lru_cache(maxsize=None)
 def _training_modules():
     return tuple(sorted(f"src/lmbias/training/{p.name}" for p in Path(workflow.basedir, "src/lmbias/training").glob("*.py")))
@@ -599,7 +606,7 @@ def method_job_inputs(wildcards):
         "corpus": resolved["corpus"],
         "weights": model_weights_input(wildcards),
         # the trainer's modules for fine-tuning, SentenceDebias' for fitting: editing one reruns only its jobs
-        "library": library_fingerprint_file("sentence_debias" if resolved["kind"] == "sd" else "finetune"),
+        "library": library_fingerprint_file({"sd": "sentence_debias", "inlp": "inlp"}.get(resolved["kind"], "finetune")),
     }
 
 
@@ -628,7 +635,7 @@ for _input_function in (model_entry, method_entry, benchmark_scoring_slice, scor
                         seed_metric_inputs, seed_metric_benchmark_slices,
                         summary_metric_files, summary_config_slices, summary_left_out, comparison_entry,
                         comparison_benchmark_slice, comparison_inputs, method_job_inputs, method_settings,
-                        method_sd_settings, training_model_entry, metric_benchmark_slice, model_weights_input,
+                        method_sd_settings, method_inlp_settings, training_model_entry, metric_benchmark_slice, model_weights_input,
                         method_model_dir, _corpora_intervention_inputs, _corpora_intervention_entry,
                         _corpora_intervention_key, _corpora_conll_files):
     _input_function.__signature__ = inspect.signature(_input_function)

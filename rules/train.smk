@@ -1,7 +1,8 @@
-# Mitigation: fine-tuning (cds, cda, er, gpr) and fitting (sd) a model from a counterfactual corpus.
+# Mitigation: fine-tuning (cds, cda, er, gpr, dropout) and fitting (sd, inlp) a model from a corpus.
 #
 #   results/{model}/{method}/seed{seed}/model/    rule finetune              (lmbias.training.jobs.train_job)
 #                                                 rule fit_sentence_debias   (lmbias.training.sentence_debias.fit_job)
+#                                                 rule fit_inlp              (lmbias.training.inlp.fit_job)
 #
 # params are the resolved settings slice only (the method's `training` merged over models.<model>.training,
 # with the objective implied by family and kind), so editing one method retrains that method only and
@@ -64,7 +65,7 @@ rule fit_sentence_debias:
         settings=method_sd_settings,
         model=training_model_entry,
     wildcard_constraints:
-        method=_alternatives(method_names_of_kinds(registry.FITTED_METHOD_KINDS)) or "(?!)",
+        method=_alternatives(method_names_of_kinds({"sd"})) or "(?!)",
         seed="0",
     conda:
         "../envs/lmbias.yaml"
@@ -79,3 +80,30 @@ rule fit_sentence_debias:
         runtime=4 * 60,
     script:
         "../scripts/fit_sentence_debias.py"
+
+
+rule fit_inlp:
+    input:
+        unpack(method_job_inputs),
+        script="scripts/fit_inlp.py",
+    output:
+        directory("results/{model}/{method}/seed{seed}/model"),
+    params:
+        settings=method_inlp_settings,
+        model=training_model_entry,
+    wildcard_constraints:
+        method=_alternatives(method_names_of_kinds({"inlp"})) or "(?!)",
+        seed="0",
+    conda:
+        "../envs/lmbias.yaml"
+    log:
+        "logs/{model}/{method}/seed{seed}/fit_inlp.log",
+    benchmark:
+        "benchmarks/{model}/{method}/seed{seed}/fit_inlp.tsv"
+    threads: 2
+    resources:
+        gpu=1,
+        mem_mb=16000,
+        runtime=4 * 60,
+    script:
+        "../scripts/fit_inlp.py"

@@ -30,7 +30,7 @@ SNAKEMAKE = [sys.executable, "-m", "snakemake"]
 #: single-threaded, so two such jobs side by side on the 2 cores finish about twice as fast as one job
 #: holding both cores (the shipped rules ask for 2). Threads are no rerun trigger, so runs with and without
 #: this agree on what is up to date. It goes after the targets: --set-threads takes every following word.
-ONE_THREAD_PER_JOB = ["--set-threads", "score_benchmark=1", "finetune=1", "fit_sentence_debias=1"]
+ONE_THREAD_PER_JOB = ["--set-threads", "score_benchmark=1", "finetune=1", "fit_sentence_debias=1", "fit_inlp=1"]
 MODELS = ["tiny-bert", "tiny-bert-he", "tiny-gpt2", "tiny-bart"]
 PLAIN_WINOBIAS = "cutoff=0.1,probability=pair"  # the paper's variant, without -O / names
 PAIRED = "results/tables/paired/tiny-bert-vs-planted.parquet"  # config.yaml's example: tiny-bert vs tiny-bert-he

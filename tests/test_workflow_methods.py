@@ -35,9 +35,11 @@ OTHER_METHODS = ["pretrained", "cds", "cda", "er", "sd", "online"]
 #: tiny-bert, with the WinoBias CoNLL files standing in for OntoNotes.
 RECIPES = ["cds-dagender", "er-dagender", "sd-dagender", "cds-bartl"]
 MANELA = ["gpr-u-manela", "gpr-a-manela"]
-GRID = {"tiny-bert": MLM_METHODS + RECIPES + MANELA, "tiny-roberta": MLM_METHODS,
-        "tiny-gpt2": OTHER_METHODS + RECIPES, "tiny-bart": OTHER_METHODS + RECIPES}
-TRAINED_KINDS = {"cds", "cda", "er", "gpr"}
+#: bias-bench's further methods: INLP (fitted, like sd) and Dropout (trained, like cds).
+BIAS_BENCH = ["inlp", "dropout"]
+GRID = {"tiny-bert": MLM_METHODS + RECIPES + MANELA + BIAS_BENCH, "tiny-roberta": MLM_METHODS,
+        "tiny-gpt2": OTHER_METHODS + RECIPES + BIAS_BENCH, "tiny-bart": OTHER_METHODS + RECIPES + BIAS_BENCH}
+TRAINED_KINDS = {"cds", "cda", "er", "gpr", "dropout"}
 PAIRED = "results/tables/paired/tiny-bert-cds.parquet"
 TARGETS = [f"results/{m}/{k}/summary.parquet" for m, methods in GRID.items() for k in methods] + [PAIRED]
 PAPERS = ["manela2021", "bartl2020", "lu2018", "over_debiasing"]
@@ -69,6 +71,7 @@ def _cheap(config: dict, shared_data) -> dict:
     for method in ("gpr-u", "gpr-a", *MANELA):
         config["methods"][method]["training"]["epochs"] = 2
     config["methods"]["sd"]["limit_sentences"] = 64
+    config["methods"]["inlp"].update(limit_sentences=400, n_iterations=3, sentences_per_class=60)
     # their whitespace, case-sensitive matching of the first pairs finds few sentences in 64: all pairs, 400 sentences
     config["methods"]["sd-dagender"].update(limit_sentences=400, ratio_of_pairs=1.0)
     for method in ("cds", "er", "cds-dagender", "er-dagender", "sd-dagender"):  # the shipped Table 11 grids; only
@@ -168,6 +171,20 @@ def test_recipes_train_with_the_authors_options_per_family(methods_run):
     assert "gpr-manela-A.parquet" in json.dumps(manela) and manela["settings"]["max_length"] == 164
 
 
+def test_bias_bench_methods_per_family(methods_run):
+    """Dropout's per-family rates reach the trainer and the saved config (BART keeps its own); INLP's
+    overlay reaches its fit, one accuracy row per iteration."""
+    bert, gpt2, bart = (_training_settings(methods_run, m, "dropout") for m in ("tiny-bert", "tiny-gpt2", "tiny-bart"))
+    assert (bert["hidden_dropout"], bert["attention_dropout"]) == (0.2, 0.15)
+    assert (gpt2["hidden_dropout"], gpt2["attention_dropout"]) == (0.15, 0.15)
+    assert (bart["hidden_dropout"], bart["attention_dropout"]) == (None, None)
+    config = json.loads((methods_run / "results/tiny-bert/dropout/seed0/model/config.json").read_text())
+    assert (config["hidden_dropout_prob"], config["attention_probs_dropout_prob"]) == (0.2, 0.15)
+    for model in ("tiny-bert", "tiny-gpt2", "tiny-bart"):
+        info = json.loads((methods_run / f"results/{model}/inlp/seed0/model/inlp.json").read_text())
+        assert info["settings"]["n_iterations"] == 3 and len(info["iterations"]) == 3
+
+
 def test_trained_model_scores_differ_from_pretrained(methods_run):
     before = pq.read_table(methods_run / "results/tiny-bert/pretrained/seed0/scores/bec_pro_en.parquet").to_pandas()
     after = pq.read_table(methods_run / "results/tiny-bert/cds/seed0/scores/bec_pro_en.parquet").to_pandas()
@@ -205,8 +222,9 @@ def test_editing_a_scoring_option_rescores_without_retraining(methods_run):
 def test_editing_a_model_training_default_retrains_that_model_only(methods_run):
     out = _dry_run_after(methods_run, lambda c: c["models"]["tiny-gpt2"]["training"].update(learning_rate=1e-3))
     models = sorted(o for o in out if o.endswith("/model"))
-    # sd reads no learning rate: it is not refitted; cds-bartl sets its own
-    assert models == [f"results/tiny-gpt2/{k}/seed0/model" for k in ("cda", "cds", "cds-dagender", "er", "er-dagender")]
+    # sd and inlp read no learning rate: they are not refitted; cds-bartl sets its own
+    assert models == [f"results/tiny-gpt2/{k}/seed0/model" for k in ("cda", "cds", "cds-dagender", "dropout", "er",
+                                                                     "er-dagender")]
 
 
 def test_editing_a_trainer_module_retrains_the_fine_tuned_methods_only(methods_run):

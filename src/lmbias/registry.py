@@ -123,10 +123,11 @@ def benchmarks_for(family: str, benchmarks: dict) -> list[str]:
 # time, so a method a model's family cannot run, an unknown kind or a misspelt key fails before any job.
 
 #: Methods whose result does not depend on a random seed: they run once, in seed0/.
-DETERMINISTIC_METHOD_KINDS = frozenset({"pretrained", "online", "sd"})
-#: Kinds that fine-tune the model (rule finetune), and the kind that fits a projection (rule fit_sentence_debias).
-TRAINED_METHOD_KINDS = frozenset({"cds", "cda", "er", "gpr"})
-FITTED_METHOD_KINDS = frozenset({"sd"})
+DETERMINISTIC_METHOD_KINDS = frozenset({"pretrained", "online", "sd", "inlp"})
+#: Kinds that fine-tune the model (rule finetune), and the kinds that fit a projection of the final hidden
+#: states (rules fit_sentence_debias and fit_inlp).
+TRAINED_METHOD_KINDS = frozenset({"cds", "cda", "er", "gpr", "dropout"})
+FITTED_METHOD_KINDS = frozenset({"sd", "inlp"})
 
 #: Keys each kind accepts (the schema's enum of kinds is closed; this closes each kind's keys).
 METHOD_KEYS = {
@@ -136,12 +137,19 @@ METHOD_KEYS = {
     "cda": ("kind", "corpus", "training"),
     "er": ("kind", "corpus", "training"),
     "gpr": ("kind", "corpus", "training"),
+    # Webster et al.'s Dropout: continued pre-training with raised dropout (training.hidden_dropout/attention_dropout)
+    "dropout": ("kind", "corpus", "training"),
+    # INLP (Ravfogel et al. 2020, as bias-bench): lmbias.training.inlp.INLPSettings
+    "inlp": ("kind", "corpus") + ("n_iterations", "classifier", "sentences_per_class", "dev_fraction", "seed",
+                                  "batch_size", "max_length", "limit_sentences", "text_column", "precision"),
     "sd": ("kind", "corpus") + ("ratio_of_pairs", "k", "batch_size", "max_length", "limit_sentences", "text_column",
                                 "application", "pair_list", "pair_selection", "pair_matching", "fit_pooling", "pad_to",
                                 "precision"),
 }
 #: SentenceDebias settings (lmbias.training.sentence_debias.SDSettings) a method entry of kind sd may set.
 SD_KEYS = METHOD_KEYS["sd"][2:]
+#: INLP settings (lmbias.training.inlp.INLPSettings) a method entry of kind inlp may set.
+INLP_KEYS = METHOD_KEYS["inlp"][2:]
 
 #: The pre-training objective each family fine-tunes with (cds, cda, er).
 FAMILY_OBJECTIVE = {"mlm": "mlm", "clm": "clm", "seq2seq": "infilling"}
@@ -151,7 +159,7 @@ TRAINING_KEYS = frozenset({
     "learning_rate", "batch_size", "gradient_accumulation_steps", "epochs", "max_steps", "warmup_ratio",
     "weight_decay", "adam_beta1", "adam_beta2", "adam_epsilon", "max_grad_norm", "max_length",
     "mlm_probability", "whole_word_masking", "infilling_mask_ratio", "infilling_poisson_lambda", "er_lambda",
-    "dropout", "select_epoch", "group_by_length", "checkpoint_every_steps", "precision",
+    "dropout", "hidden_dropout", "attention_dropout", "select_epoch", "group_by_length", "checkpoint_every_steps", "precision",
     "eval_bias_every_steps", "eval_bias_metric", "limit_examples", "text_column",
     # the DA-Gender authors' recipes (settings.TrainingSettings documents each; null/default = the paper's)
     "warmup_steps", "text_template", "pad_to_length", "padding_in_loss", "infilling_mode", "infilling_layout",
@@ -269,6 +277,12 @@ def resolve_method(model: str, model_entry: dict, method: str, entry: dict) -> d
 
             check_poolings(model_entry["family"], [sd["fit_pooling"]], key=f"methods.{method}.fit_pooling")
         resolved["sd_settings"] = dict(sorted({**sd, "ratio_of_pairs": float(ratio)}.items()))
+    if kind == "inlp":
+        from lmbias.training.inlp import INLPSettings  # checked when the DAG is built
+
+        inlp = {k: entry[k] for k in INLP_KEYS if k in entry}
+        INLPSettings.from_dict(inlp, f"methods.{method}")
+        resolved["inlp_settings"] = dict(sorted(inlp.items()))
     return resolved
 
 
@@ -324,7 +338,7 @@ class SweepSetting:
     range_text: str
 
 
-_TRAINED_OR_TUNED = frozenset({"cds", "cda", "er", "gpr"})
+_TRAINED_OR_TUNED = frozenset({"cds", "cda", "er", "gpr", "dropout"})
 #: Settings a sweep may vary. swap_rate fills "{swap_rate}" in a cds corpus path (the corpus is rebuilt per
 #: rate); er_lambda (alias `lambda`, the paper's name) weighs ER's regulariser; ratio_of_pairs and k are
 #: SentenceDebias options; learning_rate and epochs are trainer settings of every fine-tuning kind.

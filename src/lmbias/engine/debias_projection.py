@@ -23,6 +23,11 @@ Applications (config ``methods.<name>.application``):
     does: the sentence is embedded from the *unprojected* final states with the benchmark's pooling, and
     the pooled vector is normalised, projected and normalised (:func:`pooled_states` and
     :meth:`Projection.pooled`), not pooled from per-token normalised states.
+
+INLP (Ravfogel et al. 2020; lmbias.training.inlp) goes through the same hook with a full (d, d) projection
+matrix P instead of a subspace: every token's state becomes P h (``h @ P.T`` row-wise), as bias-bench's INLP
+models apply their projection to the final hidden states before the LM head. A fitted INLP folder holds
+``inlp.safetensors`` (tensor ``projection``) and ``inlp.json``.
 """
 
 from __future__ import annotations
@@ -37,6 +42,8 @@ from lmbias.errors import DataError
 
 SUBSPACE_FILE = "sentence_debias.safetensors"
 INFO_FILE = "sentence_debias.json"
+INLP_FILE = "inlp.safetensors"
+INLP_INFO_FILE = "inlp.json"
 APPLICATIONS = ("project", "normalise_project_normalise")
 DEFAULT_APPLICATION = "project"
 
@@ -77,15 +84,20 @@ def _unit(x: torch.Tensor) -> torch.Tensor:
 
 
 class Projection(torch.nn.Module):
-    """Holds the subspace as a (non-persistent) buffer, so it follows model.to(device), and the application."""
+    """Holds the subspace (or, for INLP, the full projection matrix) as a (non-persistent) buffer, so it
+    follows model.to(device), and the application."""
 
-    def __init__(self, components: torch.Tensor, application: str = DEFAULT_APPLICATION):
+    def __init__(self, components: torch.Tensor | None, application: str = DEFAULT_APPLICATION,
+                 matrix: torch.Tensor | None = None):
         super().__init__()
-        self.register_buffer("components", components.float(), persistent=False)
+        self.register_buffer("components", None if components is None else components.float(), persistent=False)
+        self.register_buffer("matrix", None if matrix is None else matrix.float(), persistent=False)
         self.application = application
         self.active = True  # False inside pooled_states(): the hook passes the states through
 
     def project(self, hidden: torch.Tensor) -> torch.Tensor:
+        if self.matrix is not None:  # INLP: h -> P h
+            return hidden @ self.matrix.to(hidden.dtype).T
         v = self.components.to(hidden.dtype)
         return hidden - (hidden @ v.T) @ v
 
@@ -150,11 +162,56 @@ def install_projection(model, components, application: str = DEFAULT_APPLICATION
     device = next(model.parameters()).device
     if getattr(base, "_sentence_debias", None) is not None:
         base._sentence_debias.components = comps.to(device)
+        base._sentence_debias.matrix = None  # a previously installed INLP matrix
         base._sentence_debias.application = application
         return model
     base._sentence_debias = Projection(comps, application).to(device)
     base.register_forward_hook(_project_output)
     return model
+
+
+def _hidden_size(model) -> int:
+    config = model.config
+    return getattr(config, "d_model", None) or getattr(config, "hidden_size", None) or config.n_embd
+
+
+def install_projection_matrix(model, matrix):
+    """Apply the (d, d) projection `matrix` P to the final hidden states of `model` (any family) from now on:
+    h -> P h, through the SentenceDebias hook (module docstring). Idempotent: installing again replaces it."""
+    base = model.base_model
+    hidden = _hidden_size(model)
+    P = torch.as_tensor(matrix, dtype=torch.float32)
+    if P.shape != (hidden, hidden):
+        raise DataError(f"projection matrix of shape {tuple(P.shape)} does not fit a model with hidden size {hidden}")
+    device = next(model.parameters()).device
+    had_hook = getattr(base, "_sentence_debias", None) is not None
+    base._sentence_debias = Projection(None, "project", matrix=P).to(device)
+    if not had_hook:
+        base.register_forward_hook(_project_output)
+    return model
+
+
+def load_projection_matrix(method_dir) -> tuple[torch.Tensor, dict]:
+    """(P (d, d) float32, info dict) of a fitted INLP folder; DataError naming the file when unusable."""
+    from safetensors import SafetensorError
+    from safetensors.torch import load_file
+
+    folder = Path(method_dir)
+    path = folder / INLP_FILE
+    try:
+        tensors = load_file(str(path))
+    except (SafetensorError, OSError) as exc:
+        raise DataError(f"INLP projection unreadable: {exc}", path) from exc
+    P = tensors.get("projection")
+    if P is None or P.ndim != 2 or P.shape[0] != P.shape[1]:
+        raise DataError(f"INLP projection: expected a square tensor 'projection', got "
+                        f"{None if P is None else tuple(P.shape)}", path)
+    info_path = folder / INLP_INFO_FILE
+    try:
+        info = json.loads(info_path.read_text(encoding="utf-8")) if info_path.exists() else {}
+    except json.JSONDecodeError as exc:
+        raise DataError(f"not valid JSON: {exc}", info_path) from exc
+    return P.float(), info
 
 
 @contextlib.contextmanager

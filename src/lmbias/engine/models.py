@@ -368,8 +368,9 @@ _TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "voc
 
 
 def _method_kind(method_dir) -> str:
-    """'base' (None), 'sentence_debias' (a fitted subspace) or 'finetuned' (an HF model folder)."""
-    from lmbias.engine.debias_projection import SUBSPACE_FILE
+    """'base' (None), 'sentence_debias' (a fitted subspace), 'inlp' (a fitted projection matrix) or
+    'finetuned' (an HF model folder)."""
+    from lmbias.engine.debias_projection import INLP_FILE, SUBSPACE_FILE
 
     if method_dir is None:
         return "base"
@@ -380,6 +381,8 @@ def _method_kind(method_dir) -> str:
         raise DataError("method model folder not found", folder)
     if (folder / SUBSPACE_FILE).is_file():
         return "sentence_debias"
+    if (folder / INLP_FILE).is_file():
+        return "inlp"
     return "finetuned"
 
 
@@ -409,7 +412,8 @@ def load_method_model(spec: ModelSpec, method_dir: str | os.PathLike | None, dev
 
     `method_dir` None: the base model (`spec`). A folder with sentence_debias.safetensors: the base model with
     the SentenceDebias projection installed as its sentence_debias.json's `application` says
-    (lmbias.engine.debias_projection). Any other folder: a fine-tuned
+    (lmbias.engine.debias_projection). A folder with inlp.safetensors: the base model with INLP's projection
+    matrix applied to its final hidden states (the same hook). Any other folder: a fine-tuned
     HF folder (config.json + model.safetensors [+ tokenizer]) loaded with the spec's family; its tokenizer,
     or the base's when it has none. A missing folder or one without weights is a DataError naming it.
     """
@@ -427,6 +431,17 @@ def load_method_model(spec: ModelSpec, method_dir: str | os.PathLike | None, dev
                         base.get("family"), spec.name, spec.source, spec.family)
         model, tokenizer = load_model(spec, device=device, torch_dtype=torch_dtype, strict=strict)
         install_projection(model, components, application)
+        return model, tokenizer
+    if kind == "inlp":
+        from lmbias.engine.debias_projection import install_projection_matrix, load_projection_matrix
+
+        matrix, info = load_projection_matrix(method_dir)
+        base = info.get("base_model") or {}
+        if base.get("source") not in (None, spec.source) or base.get("family") not in (None, spec.family):
+            log.warning("%s was fitted on %s (%s), now applied to models.%s = %s (%s)", method_dir, base.get("source"),
+                        base.get("family"), spec.name, spec.source, spec.family)
+        model, tokenizer = load_model(spec, device=device, torch_dtype=torch_dtype, strict=strict)
+        install_projection_matrix(model, matrix)
         return model, tokenizer
     tuned = _finetuned_spec(spec, method_dir)
     if any((Path(tuned.source) / f).is_file() for f in _TOKENIZER_FILES):

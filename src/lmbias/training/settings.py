@@ -74,6 +74,10 @@ class TrainingSettings:
     #: linear warm-up over this many optimizer steps (null: warmup_ratio of the total)
     warmup_steps: int | None = None
     dropout: float | None = None
+    #: Webster et al.'s Dropout recipe: the rate of the hidden-state (residual, embedding) dropout and of the
+    #: attention-probability dropout, set separately (null: the model's own; applied after `dropout`)
+    hidden_dropout: float | None = None
+    attention_dropout: float | None = None
     select_epoch: str = "last"
     group_by_length: bool = True
     checkpoint_every_steps: int | None = None
@@ -185,7 +189,7 @@ def _check(name: str, value, where: str):
     elif name == "text_template":
         if not isinstance(value, str) or value.count(TEXT_PLACEHOLDER) != 1:
             bad = f"a string holding {TEXT_PLACEHOLDER} exactly once"
-    elif name == "dropout":
+    elif name in ("dropout", "hidden_dropout", "attention_dropout"):
         if value is not None and not (_is_number(value) and 0 <= value < 1):
             bad = "null or a number in [0, 1)"
     elif name in ("whole_word_masking", "group_by_length", "padding_in_loss"):

@@ -43,12 +43,22 @@ class TrainResult:
     resumed_from: int | None
 
 
-def set_dropout(model, p: float):
-    """The same model with every dropout rate set to `p` (GPR: 0.1 as Manela et al.)."""
+#: The config keys of the hidden-state dropout (residual and embedding) and of the attention-probability
+#: dropout: BERT/RoBERTa/ALBERT, GPT-2, BART.
+HIDDEN_DROPOUT_KEYS = ("hidden_dropout_prob", "resid_pdrop", "embd_pdrop", "dropout")
+ATTENTION_DROPOUT_KEYS = ("attention_probs_dropout_prob", "attn_pdrop", "attention_dropout")
+
+
+def set_dropout(model, p: float | None = None, hidden: float | None = None, attention: float | None = None):
+    """The same model with every dropout rate set to `p` (GPR: 0.1 as Manela et al.), then the hidden and
+    attention rates set to `hidden` / `attention` where given (the Dropout recipe, Webster et al. 2020)."""
     config = model.config
-    for key in _DROPOUT_KEYS:
-        if isinstance(getattr(config, key, None), float):
-            setattr(config, key, float(p))
+    for keys, value in ((_DROPOUT_KEYS, p), (HIDDEN_DROPOUT_KEYS, hidden), (ATTENTION_DROPOUT_KEYS, attention)):
+        if value is None:
+            continue
+        for key in keys:
+            if isinstance(getattr(config, key, None), float):
+                setattr(config, key, float(value))
     new = type(model)(config)
     new.load_state_dict(model.state_dict())
     return new
@@ -113,8 +123,8 @@ class Trainer:
         self.acc, self.checkpoint_dir, self.fingerprint, self.probe = accelerator, checkpoint_dir, fingerprint, probe
         s = settings
         torch.manual_seed(seed)
-        if s.dropout is not None:
-            model = set_dropout(model, s.dropout)
+        if (s.dropout, s.hidden_dropout, s.attention_dropout) != (None, None, None):
+            model = set_dropout(model, s.dropout, s.hidden_dropout, s.attention_dropout)
         self.decoder_start = getattr(model.config, "decoder_start_token_id", None)
         if s.objective == "gpr":
             self.examples = encode_gpr(tokenizer, corpus.texts, corpus.labels, s.max_length, corpus.path)

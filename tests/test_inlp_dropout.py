@@ -1,0 +1,250 @@
+"""bias-bench's further methods: INLP (Ravfogel et al. 2020; kind `inlp`) and Dropout (Webster et al. 2020;
+kind `dropout`). Known-answer tests on synthetic representations and tiny models; cheap."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from lmbias import registry
+from lmbias.engine.debias_projection import load_projection_matrix
+from lmbias.engine.models import load_method_model, load_model, model_spec
+from lmbias.engine.tiny import FAMILY_OF, build_tiny_model
+from lmbias.errors import ConfigError
+from lmbias.training import inlp
+from lmbias.training.jobs import train_job
+from lmbias.training.trainer import set_dropout
+
+MALE = ["he", "his", "him", "man", "father", "son", "brother", "husband", "boy"]
+FEMALE = ["she", "her", "woman", "mother", "daughter", "sister", "wife", "girl"]
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    root = tmp_path_factory.mktemp("inlp-tiny")
+    return {arch: build_tiny_model(arch, root / arch, seed=0) for arch in ("bert", "gpt2", "bart")}
+
+
+def _spec(tiny, arch):
+    return model_spec(f"tiny-{arch}", {"path": str(tiny[arch]), "family": FAMILY_OF[arch], "revision": "local"})
+
+
+@pytest.fixture(scope="module")
+def gap_texts(shared_data):
+    """The sentences of 500 real GAP texts (development split)."""
+    with open(shared_data / "gap" / "gap-development.tsv", newline="", encoding="utf-8") as fh:
+        rows = list(csv.DictReader(fh, delimiter="\t"))[:500]
+    return [s for r in rows for s in re.split(r"(?<=\.) ", r["Text"]) if len(s.split()) <= 40]
+
+
+def _planted_gender(n: int, d: int, seed: int):
+    """(x, y): labels 1/0/-1 (male/female/neutral) decodable along two directions, plus isotropic noise."""
+    rng = np.random.default_rng(seed)
+    y = rng.choice([1, 0, -1], size=n)
+    g = np.linalg.qr(rng.normal(size=(d, 2)))[0]
+    signal = np.where(y[:, None] == 1, 3.0 * g[:, 0], np.where(y[:, None] == 0, -3.0 * g[:, 0], 3.0 * g[:, 1]))
+    return rng.normal(size=(n, d)) + signal, y
+
+
+# ----------------------------------------------------------------------------------------------- INLP
+
+@pytest.mark.parametrize("classifier", inlp.CLASSIFIERS)
+def test_inlp_removes_a_planted_gender_signal_to_chance(classifier):
+    x, y = _planted_gender(600, 24, seed=1)
+    x_train, y_train, x_dev, y_dev = x[:400], y[:400], x[400:], y[400:]
+    P, rows = inlp.fit_projection(x_train, y_train, x_dev, y_dev, n_iterations=4, classifier=classifier, seed=0)
+    chance = inlp.majority_rate(y_dev)
+    assert rows[0]["dev_accuracy"] > 0.9  # linearly decodable before
+    assert abs(rows[-1]["dev_accuracy"] - chance) < 0.1, rows  # at chance after
+    # P is an orthogonal projection (P P = P, symmetric) onto the intersection of the classifiers' null spaces
+    assert np.allclose(P @ P, P, atol=1e-8) and np.allclose(P, P.T, atol=1e-10)
+    assert rows[-1]["dimensions_removed"] == round(24 - np.trace(P)) <= 4 * 3
+    # a fresh classifier of the same kind on the projected held-out data learns nothing either
+    clf = inlp.make_classifier(classifier, 0).fit(x_train @ P, y_train)
+    assert abs(clf.score(x_dev @ P, y_dev) - chance) < 0.1
+    again, _ = inlp.fit_projection(x_train, y_train, x_dev, y_dev, n_iterations=4, classifier=classifier, seed=0)
+    assert np.array_equal(P, again)  # seeded: the same fit twice
+
+
+def test_inlp_projection_is_the_product_of_the_null_space_projections():
+    """Ravfogel et al.: with each classifier trained on the previous projection's output, P = P_n ... P_1,
+    P_i = I - W_i^+ W_i (the null space of classifier i); transcribed with LinearSVC as bias-bench sets it."""
+    from sklearn.svm import LinearSVC
+
+    x, y = _planted_gender(300, 12, seed=2)
+    P, _ = inlp.fit_projection(x, y, x, y, n_iterations=3, classifier="linear_svc", seed=0)
+    product, data = np.eye(12), x.copy()
+    for _ in range(3):
+        w = LinearSVC(fit_intercept=False, dual=False, random_state=0).fit(data, y).coef_
+        null = np.eye(12) - np.linalg.pinv(w) @ w
+        product = null @ product
+        data = x @ product.T
+    assert np.allclose(P, product, atol=1e-6)
+
+
+def test_inlp_settings_load_without_torch_and_name_the_engine_files():
+    from lmbias.engine import debias_projection
+
+    assert (inlp.INLP_FILE, inlp.INLP_INFO_FILE) == (debias_projection.INLP_FILE, debias_projection.INLP_INFO_FILE)
+    code = ("import sys; import lmbias.registry, lmbias.training.inlp; "
+            "assert 'torch' not in sys.modules and 'sklearn' not in sys.modules")
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(__file__).resolve().parents[1],
+                   env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1] / "src")})
+
+
+def test_inlp_sentences_are_male_female_or_neutral():
+    male, female = inlp.gender_words()
+    assert {"he", "his", "father"} <= male and {"she", "her", "mother"} <= female and not male & female
+    texts = ["He met his father at the station.", "She met her mother at the station.",
+             "They met at the old station today.", "He met her at the old station.", "He met her."]
+    assert inlp.classify_sentences(texts, male, female) == ["male", "female", "neutral", None, None]
+    chosen = inlp.select_sentences(texts * 2, inlp.classify_sentences(texts * 2, male, female), 5, seed=0)
+    assert {c: len(v) for c, v in chosen.items()} == {"male": 1, "female": 1, "neutral": 1}  # distinct only
+
+
+def _planted_tiny_bert(tiny, tmp_path):
+    """tiny-bert with +g / -g added to the input embeddings of masculine / feminine words."""
+    model, tok = load_model(_spec(tiny, "bert"))
+    emb = model.get_input_embeddings().weight
+    g = torch.randn(emb.shape[1], generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        for words, sign in ((MALE, 1.0), (FEMALE, -1.0)):
+            for w in words:
+                emb[tok(w, add_special_tokens=False)["input_ids"]] += sign * 12.0 * g / g.norm()
+    folder = tmp_path / "planted"
+    model.save_pretrained(folder, safe_serialization=True)
+    tok.save_pretrained(folder)
+    return model_spec("tiny-bert", {"path": str(folder), "family": "mlm", "revision": "local"})
+
+
+def test_inlp_fit_on_a_tiny_bert_reaches_chance_and_scoring_applies_it(tiny, gap_texts, tmp_path):
+    spec = _planted_tiny_bert(tiny, tmp_path)
+    corpus = tmp_path / "sentences.parquet"
+    pq.write_table(pa.table({"text": gap_texts}), corpus)
+    out = tmp_path / "inlp"
+    inlp.fit_job(spec, corpus, out, {"n_iterations": 6, "sentences_per_class": 200}, key="methods.inlp")
+    info = json.loads((out / inlp.INLP_INFO_FILE).read_text())
+    assert [r["iteration"] for r in info["iterations"]] == list(range(1, 7))
+    assert info["iterations"][0]["dev_accuracy"] > info["chance_level"] + 0.2  # gender decodable at first
+    assert abs(info["final_dev_accuracy"] - info["chance_level"]) <= 0.12, info["iterations"]
+    assert min(info["sentences_per_class"].values()) >= 30 and "scikit-learn" in info["library_versions"]
+    P, _ = load_projection_matrix(out)
+    assert torch.allclose(P @ P, P, atol=1e-4) and torch.allclose(P, P.T, atol=1e-5)
+    model, tok = load_method_model(spec, out)
+    assert type(model).__name__ == "BertForMaskedLM"
+
+
+@pytest.mark.parametrize("arch", ["bert", "gpt2", "bart"])
+def test_inlp_folder_projects_the_state_before_the_lm_head(tiny, tmp_path, arch):
+    """load_method_model(inlp folder): logits = LM head(P h) of the base model's final hidden state h."""
+    spec = _spec(tiny, arch)
+    base, tok = load_method_model(spec, None)
+    d = base.config.hidden_size
+    u = np.linalg.qr(np.random.default_rng(0).normal(size=(d, 5)))[0]
+    inlp.save_projection(tmp_path / "inlp", (np.eye(d) - u @ u.T).astype(np.float32), {"hidden_size": d})
+    debiased, _ = load_method_model(spec, tmp_path / "inlp")
+    P = load_file(str(tmp_path / "inlp" / "inlp.safetensors"))["projection"]
+    enc = tok(["his father is a doctor .", "she is here ."], return_tensors="pt", padding=True)
+    with torch.no_grad():
+        out_b = base(**enc, output_hidden_states=True)
+        out_d = debiased(**enc, output_hidden_states=True)
+        name = "decoder_hidden_states" if arch == "bart" else "hidden_states"
+        projected = getattr(out_b, name)[-1] @ P.T
+        logits = base.cls(projected) if arch == "bert" else base.get_output_embeddings()(projected)
+        if arch == "bart":
+            logits = logits + base.final_logits_bias
+    assert torch.allclose(getattr(out_d, name)[-1], projected, atol=1e-5)
+    assert torch.allclose(out_d.logits, logits, atol=1e-4)
+    assert not torch.allclose(out_d.logits, out_b.logits, atol=1e-3)
+
+
+@pytest.mark.parametrize("entry, key", [
+    ({"n_iterations": 0}, "methods.inlp.n_iterations"),
+    ({"classifier": "perceptron"}, "methods.inlp.classifier"),
+    ({"dev_fraction": 1.0}, "methods.inlp.dev_fraction"),
+    ({"sentences_per_class": 1}, "methods.inlp.sentences_per_class"),
+    ({"seed": -1}, "methods.inlp.seed"),
+    ({"k": 1}, "methods.inlp.k"),
+    ({"training": {}}, "methods.inlp.training"),
+])
+def test_bad_inlp_options_are_named(entry, key):
+    method = {"kind": "inlp", "corpus": "results/corpora/gap/sentences.parquet", **entry}
+    with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
+        registry.resolve_method("tiny-bert", {"family": "mlm"}, "inlp", method)
+
+
+def test_method_kinds_seeds_and_families():
+    entry = {"kind": "inlp", "corpus": "results/corpora/gap/sentences.parquet", "n_iterations": 3}
+    assert registry.resolve_method("m", {"family": "seq2seq"}, "inlp", entry)["inlp_settings"] == {"n_iterations": 3}
+    assert registry.seeds_for(entry, [0, 1, 2]) == [0]
+    assert registry.seeds_for({"kind": "dropout"}, [0, 1, 2]) == [0, 1, 2]
+    for kind in ("inlp", "dropout"):
+        with pytest.raises(ConfigError, match="family encoder"):
+            registry.resolve_method("enc", {"family": "encoder"}, kind, {"kind": kind, "corpus": "c.parquet"})
+
+
+# -------------------------------------------------------------------------------------------- Dropout
+
+DROPOUT_TRAINING = {"hidden_dropout": {"mlm": 0.2, "clm": 0.15}, "attention_dropout": {"mlm": 0.15, "clm": 0.15}}
+
+
+def test_dropout_settings_resolve_per_family_and_bad_values_are_named():
+    entry = {"kind": "dropout", "corpus": "results/corpora/gap/sentences.parquet", "training": DROPOUT_TRAINING}
+    got = {f: registry.resolve_method("m", {"family": f}, "dropout", entry)["settings"] for f in ("mlm", "clm", "seq2seq")}
+    assert (got["mlm"]["hidden_dropout"], got["mlm"]["attention_dropout"], got["mlm"]["objective"]) == (0.2, 0.15, "mlm")
+    assert (got["clm"]["hidden_dropout"], got["clm"]["attention_dropout"]) == (0.15, 0.15)
+    assert "hidden_dropout" not in got["seq2seq"] and got["seq2seq"]["objective"] == "infilling"  # BART keeps its own
+    for bad in (1.0, -0.1, "high"):
+        with pytest.raises(ConfigError, match=r"methods\.dropout\.training\.hidden_dropout"):
+            registry.resolve_method("m", {"family": "mlm"}, "dropout", {**entry, "training": {"hidden_dropout": bad}})
+
+
+@pytest.mark.parametrize("arch, hidden, attention", [
+    ("gpt2", ("resid_pdrop", "embd_pdrop"), ("attn_pdrop",)),
+    ("bart", ("dropout",), ("attention_dropout",)),
+])
+def test_set_dropout_sets_hidden_and_attention_rates_per_architecture(tiny, arch, hidden, attention):
+    model, _ = load_model(_spec(tiny, arch))
+    raised = set_dropout(model, hidden=0.31, attention=0.17)
+    assert all(getattr(raised.config, k) == 0.31 for k in hidden) and all(getattr(raised.config, k) == 0.17 for k in attention)
+    drops = {m.p for m in raised.modules() if isinstance(m, torch.nn.Dropout)}
+    assert 0.31 in drops or arch == "bart"  # BART applies its rates functionally, from the config
+    assert all(torch.equal(a, b) for a, b in zip(model.state_dict().values(), raised.state_dict().values()))
+
+
+def test_dropout_training_uses_the_raised_rates_and_differs_from_cds(tiny, gap_texts, tmp_path):
+    plain = tmp_path / "plain.parquet"
+    swapped = tmp_path / "cds.parquet"
+    texts = gap_texts[:16]
+    pq.write_table(pa.table({"text": texts}), plain)
+    swap = {" he ": " she ", " his ": " her ", " He ": " She ", " His ": " Her "}
+    cds = []
+    for t in texts:
+        for a, b in swap.items():
+            t = t.replace(a, b)
+        cds.append(t)
+    pq.write_table(pa.table({"text": cds}), swapped)
+    entry = {"path": str(tiny["bert"]), "family": "mlm"}
+    base = {"objective": "mlm", "batch_size": 4, "max_steps": 2, "learning_rate": 1e-3, "max_length": 128,
+            "precision": "fp32"}
+    runs = {"dropout": (plain, {"hidden_dropout": 0.2, "attention_dropout": 0.15}), "cds": (swapped, {})}
+    for name, (corpus, extra) in runs.items():
+        train_job(entry, "tiny-bert", str(corpus), str(tmp_path / name), 0, {**base, **extra})
+    config = json.loads((tmp_path / "dropout" / "config.json").read_text())
+    assert (config["hidden_dropout_prob"], config["attention_probs_dropout_prob"]) == (0.2, 0.15)
+    before = json.loads((tiny["bert"] / "config.json").read_text())
+    assert (before["hidden_dropout_prob"], before["attention_probs_dropout_prob"]) != (0.2, 0.15)
+    a, b = (load_file(str(tmp_path / n / "model.safetensors")) for n in runs)
+    assert any(not torch.equal(a[k], b[k]) for k in a)
