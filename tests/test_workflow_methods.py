@@ -35,8 +35,8 @@ OTHER_METHODS = ["pretrained", "cds", "cda", "er", "sd", "online"]
 #: tiny-bert, with the WinoBias CoNLL files standing in for OntoNotes.
 RECIPES = ["cds-dagender", "er-dagender", "sd-dagender", "cds-bartl"]
 MANELA = ["gpr-u-manela", "gpr-a-manela"]
-GRID = {"tiny-bert": MLM_METHODS + RECIPES + MANELA, "tiny-roberta": MLM_METHODS,
-        "tiny-gpt2": OTHER_METHODS + RECIPES, "tiny-bart": OTHER_METHODS + RECIPES}
+GRID = {"tiny-bert": MLM_METHODS + RECIPES + MANELA + ["self_debias"], "tiny-roberta": MLM_METHODS,
+        "tiny-gpt2": OTHER_METHODS + RECIPES + ["self_debias"], "tiny-bart": OTHER_METHODS + RECIPES}
 TRAINED_KINDS = {"cds", "cda", "er", "gpr"}
 PAIRED = "results/tables/paired/tiny-bert-cds.parquet"
 TARGETS = [f"results/{m}/{k}/summary.parquet" for m, methods in GRID.items() for k in methods] + [PAIRED]
@@ -110,6 +110,10 @@ def test_every_supported_method_reaches_a_summary(methods_run, model):
         else:
             assert "winobias" in benches
         kind = _kind(methods_run, method)
+        if kind == "self_debias":  # SEAT reads embeddings, which Self-Debias does not change: left out, with why
+            assert "seat_v1" not in benches
+            left_out = {e["benchmark"]: e["reason"] for e in summary.attrs["left_out"]}
+            assert "embedding benchmarks do not apply" in left_out["seat_v1"]
         if kind in TRAINED_KINDS:
             info = json.loads((methods_run / f"results/{model}/{method}/seed0/model/training.json").read_text())
             assert info["steps"] >= 1 and info["seed"] == 0
@@ -118,7 +122,7 @@ def test_every_supported_method_reaches_a_summary(methods_run, model):
             assert (info["settings"]["er_lambda"] is not None) == (kind == "er")
             # the summary says how many processes trained the model it scored (training.json's world_size)
             assert (summary["train_world_size"] == info["world_size"]).all()
-        else:  # pretrained, online, sd: nothing trained here
+        else:  # pretrained, online, sd, self_debias: nothing trained here
             assert summary["train_world_size"].isna().all()
         assert (summary["score_world_size"] == 1).all() and summary["torch_version"].notna().all()
 

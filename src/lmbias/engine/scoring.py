@@ -101,8 +101,12 @@ def _mlm_head(model) -> Callable[[torch.Tensor], torch.Tensor] | None:
     """The masked-LM head as a function of final hidden states, when the architecture exposes one.
 
     Applying the head only at masked positions avoids a (tokens x vocab) matmul per sentence. Unknown
-    architectures return None and fall back to the full forward pass (same numbers, slower).
+    architectures return None and fall back to the full forward pass (same numbers, slower), and so does a
+    model whose output distribution is rescaled from whole forward passes (Self-Debias,
+    lmbias.engine.self_debias: `rescales_output`).
     """
+    if getattr(model, "rescales_output", False):
+        return None
     if hasattr(model, "cls") and hasattr(model.cls, "predictions"):  # BERT
         return model.cls
     if hasattr(model, "lm_head") and model.config.model_type in ("roberta", "xlm-roberta", "camembert"):
