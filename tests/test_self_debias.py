@@ -20,7 +20,9 @@ from lmbias.benchmarks.crows_pairs import align, score_crows_pairs
 from lmbias.engine.evaluation import _load_for_method
 from lmbias.engine.models import load_model, model_spec
 from lmbias.engine.pll import encode
-from lmbias.engine.scoring import MaskedIdsRequest, masked_logprobs_ids, sentence_logprobs
+from lmbias.engine.scoring import (
+    MaskedIdsRequest, MaskedRequest, masked_logprobs_ids, naive_masked_logprobs, naive_sentence_logprobs, sentence_logprobs,
+)
 from lmbias.engine.self_debias import SelfDebiasSettings, rescaled_logprobs, wrap
 from lmbias.engine.tiny import build_tiny_model
 from lmbias.errors import ConfigError
@@ -87,6 +89,10 @@ def test_masked_lm_distribution_equals_direct_computation(planted):
     got = masked_logprobs_ids(wrapped, tok, requests, batch_size=2)  # padded batches of unequal lengths
     for g, e in zip(got, expected):
         np.testing.assert_allclose(g, e, atol=1e-6)
+    # the wrapper's full forward (token_type_ids included), one text at a time, gives the same
+    naive = naive_masked_logprobs(wrapped, tok, [MaskedRequest(s.format(tok.mask_token), tuple(probe)) for s in SENTENCES])
+    for n, e in zip(naive, expected):
+        np.testing.assert_allclose(n, e, atol=1e-6)
     plain = masked_logprobs_ids(model, tok, requests)
     assert max(abs(g - p).max() for g, p in zip(got, plain)) > 0.1  # the method moved the distribution
 
@@ -102,6 +108,7 @@ def test_causal_lm_sentence_loglik_equals_direct_computation(planted):
         expected.append(float(sum(logp[t, regular[t + 1]] for t in range(len(regular) - 1))))
     got = sentence_logprobs(wrapped, tok, texts, batch_size=2)
     np.testing.assert_allclose(got, expected, atol=1e-6)
+    np.testing.assert_allclose(naive_sentence_logprobs(wrapped, tok, texts), expected, atol=1e-6)
     assert np.abs(got - sentence_logprobs(model, tok, texts)).max() > 0.1
 
 

@@ -171,12 +171,9 @@ class SelfDebiasingLM:
         config = self.inner.config
         return getattr(config, "max_position_embeddings", None) or getattr(config, "n_positions", None)
 
-    def forward(self, input_ids, attention_mask=None, token_type_ids=None, output_hidden_states=False, **kwargs):
-        if output_hidden_states:
-            raise ConfigError(NOT_APPLICABLE_REASON + " (hidden states are not rescaled)")
-        unknown = sorted(k for k, v in kwargs.items() if v is not None and k != "return_dict")
-        if unknown:
-            raise TypeError(f"SelfDebiasingLM.forward: unsupported argument(s) {', '.join(unknown)}")
+    def _prefixed(self, input_ids, attention_mask, token_type_ids):
+        """(regular inputs, prefixed inputs) as keyword arguments of the inner model, after checking that every
+        row starts with the start token and that the prefixed rows fit the model's positions."""
         if attention_mask is None:
             attention_mask = torch.ones_like(input_ids)
         if not bool((input_ids[:, 0] == self.start_id).all()):
@@ -187,16 +184,40 @@ class SelfDebiasingLM:
         if limit is not None and input_ids.shape[1] + k - 1 > limit:
             raise DataError(f"Self-Debias: an input of {input_ids.shape[1]} tokens behind the {k}-token prefix exceeds "
                             f"the model's {limit} positions")
-        extra = {} if token_type_ids is None else {"token_type_ids": token_type_ids}
-        regular = self.inner(input_ids=input_ids, attention_mask=attention_mask, **extra).logits
+        regular = {"input_ids": input_ids, "attention_mask": attention_mask}
         prefix = torch.tensor(self.prefix_ids, dtype=input_ids.dtype, device=input_ids.device).expand(rows, k)
-        prefixed_ids = torch.cat([prefix, input_ids[:, 1:]], dim=1)
-        prefixed_mask = torch.cat([torch.ones_like(prefix), attention_mask[:, 1:]], dim=1)
+        prefixed = {"input_ids": torch.cat([prefix, input_ids[:, 1:]], dim=1),
+                    "attention_mask": torch.cat([torch.ones_like(prefix), attention_mask[:, 1:]], dim=1)}
         if token_type_ids is not None:
-            extra = {"token_type_ids": torch.cat([torch.zeros_like(prefix), token_type_ids[:, 1:]], dim=1)}
-        prefixed = self.inner(input_ids=prefixed_ids, attention_mask=prefixed_mask, **extra).logits[:, k - 1:]
-        logits = rescaled_logprobs(regular, prefixed, self.settings.decay_constant, self.settings.epsilon)
+            regular["token_type_ids"] = token_type_ids
+            prefixed["token_type_ids"] = torch.cat([torch.zeros_like(prefix), token_type_ids[:, 1:]], dim=1)
+        return regular, prefixed
+
+    def forward(self, input_ids, attention_mask=None, token_type_ids=None, output_hidden_states=False, **kwargs):
+        if output_hidden_states:
+            raise ConfigError(NOT_APPLICABLE_REASON + " (hidden states are not rescaled)")
+        unknown = sorted(k for k, v in kwargs.items() if v is not None and k != "return_dict")
+        if unknown:
+            raise TypeError(f"SelfDebiasingLM.forward: unsupported argument(s) {', '.join(unknown)}")
+        regular, prefixed = self._prefixed(input_ids, attention_mask, token_type_ids)
+        shift = len(self.prefix_ids) - 1
+        logits = rescaled_logprobs(self.inner(**regular).logits, self.inner(**prefixed).logits[:, shift:],
+                                   self.settings.decay_constant, self.settings.epsilon)
         return SimpleNamespace(logits=logits)
+
+    def logits_at(self, input_ids, attention_mask, rows, cols):
+        """log p_debiased at the (row, col) pairs only: for masked LMs whose head the engine knows, the head runs
+        at those positions alone (lmbias.engine.scoring._mlm_head), not over every token of both inputs."""
+        from lmbias.engine.scoring import _mlm_head
+
+        head = _mlm_head(self.inner)
+        if head is None:
+            return self.forward(input_ids, attention_mask).logits[rows, cols]
+        regular, prefixed = self._prefixed(input_ids, attention_mask, None)
+        shift = len(self.prefix_ids) - 1
+        hidden = self.inner.base_model(**regular).last_hidden_state[rows, cols]
+        hidden_prefixed = self.inner.base_model(**prefixed).last_hidden_state[rows, [c + shift for c in cols]]
+        return rescaled_logprobs(head(hidden), head(hidden_prefixed), self.settings.decay_constant, self.settings.epsilon)
 
 
 def wrap(model, tokenizer, family: str, settings: SelfDebiasSettings | dict | None = None,
