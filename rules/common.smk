@@ -74,7 +74,7 @@ wildcard_constraints:
     method=_alternatives(config["methods"]),
     benchmark=_alternatives(config["benchmarks"]),
     seed=r"\d+",
-    library=_alternatives({entry["dataset"] for entry in config["benchmarks"].values()} | {"finetune", "sentence_debias", "inlp"}),
+    library=_alternatives({entry["dataset"] for entry in config["benchmarks"].values()} | {"finetune", "sentence_debias", "inlp", "self_debias"}),
     comparison=_alternatives(config.get("comparisons", {})) or "(?!)",
 
 
@@ -97,9 +97,13 @@ def model_entry(wildcards):
 
 
 def method_entry(wildcards):
-    """What scoring needs of the method: its kind (the weights come in as the method's model folder)."""
+    """What scoring needs of the method: its kind (the weights come in as the method's model folder), and
+    Self-Debias' options (prefix, decay_constant, epsilon, defaults filled in): editing them rescores."""
     check_model_method(wildcards.model, wildcards.method)
-    return {"kind": config["methods"][wildcards.method]["kind"]}
+    kind = config["methods"][wildcards.method]["kind"]
+    if kind == "self_debias":
+        return {"kind": kind, **resolved_method(wildcards.model, wildcards.method)["self_debias"]}
+    return {"kind": kind}
 
 
 def benchmark_scoring_slice(wildcards):
@@ -138,6 +142,7 @@ def checked_benchmark(wildcards):
     checked_seed(wildcards)
     entry = config["benchmarks"][wildcards.benchmark]
     registry.check_family(wildcards.benchmark, entry, config["models"][wildcards.model]["family"], wildcards.model)
+    registry.check_method_benchmark(wildcards.method, config["methods"][wildcards.method], wildcards.benchmark, entry)
     return entry
 
 
@@ -150,8 +155,11 @@ def scoring_inputs(wildcards):
         "benchmark_items": f"results/data/{wildcards.benchmark}.parquet",
         "library": library_fingerprint_file(bench["dataset"]),
         "weights": model_weights_input(wildcards),
-        # The method's fine-tuned or fitted model folder (none for pretrained and online).
+        # The method's fine-tuned or fitted model folder (none for pretrained, online and self_debias).
         "method_model": method_model_dir(wildcards),
+        # Self-Debias' module (the wrapper scoring loads): editing it rescores that method only.
+        "method_library": (library_fingerprint_file("self_debias")
+                           if config["methods"][wildcards.method]["kind"] == "self_debias" else []),
     }
 
 
@@ -175,6 +183,7 @@ def _library_sets():
     sets["sentence_debias"] = [sd, models, str(base / "src/lmbias/engine/debias_projection.py")]
     # INLP: its module, the word lists it picks gendered sentences with (through sentence_debias) and the hook
     sets["inlp"] = [inlp] + sets["sentence_debias"] + sorted(str(p) for p in (base / "resources/wordlists").glob("*.tsv"))
+    sets["self_debias"] = [str(base / "src/lmbias/engine/self_debias.py")]
     return sets
 
 
@@ -285,15 +294,27 @@ def _summary_benchmarks(wildcards):
     benches = list(_summary_selection(wildcards.model)[0])
     if config["methods"][wildcards.method]["kind"] == "online":  # Online Skewness Mitigation changes WinoBias only
         benches = [b for b in benches if config["benchmarks"][b]["dataset"] == "winobias"]
+    benches = [b for b in benches if not _method_exclusion(wildcards.method, b)]
     if not benches:
         raise ConfigError(f"model {wildcards.model!r}: no configured benchmark applies to family "
                           f"{config['models'][wildcards.model]['family']!r} (or only_benchmarks leaves none)")
     return benches
 
 
+def _method_exclusion(method, benchmark):
+    """Why `method` does not apply to `benchmark` (Self-Debias: embedding benchmarks), or None."""
+    return registry.method_benchmark_exclusion(method, config["methods"][method], config["benchmarks"][benchmark])
+
+
 def summary_left_out(wildcards):
-    """The configured benchmarks this summary leaves out, and why (recorded in the summary's metadata)."""
-    return [dict(entry) for entry in _summary_selection(wildcards.model)[1]]
+    """The configured benchmarks this summary leaves out, and why (recorded in the summary's metadata):
+    missing data or only_benchmarks (every method of the model), and benchmarks the method does not apply to."""
+    left_out = [dict(entry) for entry in _summary_selection(wildcards.model)[1]]
+    for name in _summary_selection(wildcards.model)[0]:
+        reason = _method_exclusion(wildcards.method, name)
+        if reason:
+            left_out.append({"benchmark": name, "reason": reason, "config_key": f"methods.{wildcards.method}.kind"})
+    return left_out
 
 
 def summary_metric_files(wildcards):

@@ -24,6 +24,7 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
+from lmbias.metrics.summary import left_out as summary_left_out
 from lmbias.papers.tables import is_parameter_table, is_settings_table
 from test_workflow import _copy_workflow, edited_module, run_snakemake, scheduled_outputs, write_config
 
@@ -35,10 +36,11 @@ OTHER_METHODS = ["pretrained", "cds", "cda", "er", "sd", "online"]
 #: tiny-bert, with the WinoBias CoNLL files standing in for OntoNotes.
 RECIPES = ["cds-dagender", "er-dagender", "sd-dagender", "cds-bartl"]
 MANELA = ["gpr-u-manela", "gpr-a-manela"]
-#: bias-bench's further methods: INLP (fitted, like sd) and Dropout (trained, like cds).
-BIAS_BENCH = ["inlp", "dropout"]
+#: bias-bench's further methods: INLP (fitted, like sd), Dropout (trained, like cds), Self-Debias (decoding
+#: time; not defined for seq2seq).
+BIAS_BENCH = ["inlp", "dropout", "self_debias"]
 GRID = {"tiny-bert": MLM_METHODS + RECIPES + MANELA + BIAS_BENCH, "tiny-roberta": MLM_METHODS,
-        "tiny-gpt2": OTHER_METHODS + RECIPES + BIAS_BENCH, "tiny-bart": OTHER_METHODS + RECIPES + BIAS_BENCH}
+        "tiny-gpt2": OTHER_METHODS + RECIPES + BIAS_BENCH, "tiny-bart": OTHER_METHODS + RECIPES + ["inlp", "dropout"]}
 TRAINED_KINDS = {"cds", "cda", "er", "gpr", "dropout"}
 PAIRED = "results/tables/paired/tiny-bert-cds.parquet"
 TARGETS = [f"results/{m}/{k}/summary.parquet" for m, methods in GRID.items() for k in methods] + [PAIRED]
@@ -129,6 +131,11 @@ def test_every_supported_method_reaches_a_summary(methods_run, model):
         else:
             assert "winobias" in benches
         kind = _kind(methods_run, method)
+        if kind == "self_debias":  # SEAT reads embeddings, which Self-Debias does not change: left out, with why
+            assert "seat_v1" not in benches
+            path = methods_run / f"results/{model}/{method}/summary.parquet"
+            left_out = {e["benchmark"]: e["reason"] for e in summary_left_out(path)}
+            assert "embedding benchmarks do not apply" in left_out["seat_v1"]
         if kind in TRAINED_KINDS:
             info = json.loads((methods_run / f"results/{model}/{method}/seed0/model/training.json").read_text())
             assert info["steps"] >= 1 and info["seed"] == 0
@@ -137,7 +144,7 @@ def test_every_supported_method_reaches_a_summary(methods_run, model):
             assert (info["settings"]["er_lambda"] is not None) == (kind == "er")
             # the summary says how many processes trained the model it scored (training.json's world_size)
             assert (summary["train_world_size"] == info["world_size"]).all()
-        else:  # pretrained, online, sd: nothing trained here
+        else:  # pretrained, online, sd, self_debias: nothing trained here
             assert summary["train_world_size"].isna().all()
         assert (summary["score_world_size"] == 1).all() and summary["torch_version"].notna().all()
 

@@ -123,7 +123,7 @@ def benchmarks_for(family: str, benchmarks: dict) -> list[str]:
 # time, so a method a model's family cannot run, an unknown kind or a misspelt key fails before any job.
 
 #: Methods whose result does not depend on a random seed: they run once, in seed0/.
-DETERMINISTIC_METHOD_KINDS = frozenset({"pretrained", "online", "sd", "inlp"})
+DETERMINISTIC_METHOD_KINDS = frozenset({"pretrained", "online", "sd", "inlp", "self_debias"})
 #: Kinds that fine-tune the model (rule finetune), and the kinds that fit a projection of the final hidden
 #: states (rules fit_sentence_debias and fit_inlp).
 TRAINED_METHOD_KINDS = frozenset({"cds", "cda", "er", "gpr", "dropout"})
@@ -133,6 +133,8 @@ FITTED_METHOD_KINDS = frozenset({"sd", "inlp"})
 METHOD_KEYS = {
     "pretrained": ("kind",),
     "online": ("kind",),
+    # Self-Debias (lmbias.engine.self_debias): decoding-time, nothing trained; options with bias-bench's defaults
+    "self_debias": ("kind", "prefix", "decay_constant", "epsilon"),
     "cds": ("kind", "corpus", "training"),
     "cda": ("kind", "corpus", "training"),
     "er": ("kind", "corpus", "training"),
@@ -193,6 +195,31 @@ def check_method_entry(name: str, entry: dict) -> None:
     if kind in TRAINED_METHOD_KINDS | FITTED_METHOD_KINDS and not entry.get("corpus"):
         raise ConfigError(f"methods.{name}.corpus: kind {kind!r} needs a corpus file (results/corpora/...)")
     check_training_block(entry.get("training") or {}, f"methods.{name}.training", MODEL_METHOD_DEFAULTS)
+    if kind == "self_debias":
+        from lmbias.engine.self_debias import SelfDebiasSettings
+
+        SelfDebiasSettings.from_entry(entry, f"methods.{name}")
+
+
+#: Datasets whose scores are embeddings (hidden states), not output probabilities: a method that only
+#: rescales the output distribution (Self-Debias) does not change them.
+EMBEDDING_DATASETS = frozenset({"seat", "seat_templates"})
+
+
+def method_benchmark_exclusion(method: str, entry: dict, benchmark_cfg: dict) -> str | None:
+    """Why `method` does not apply to a benchmark (recorded in the summary's left_out), or None."""
+    if method_kind(method, entry) == "self_debias" and benchmark_cfg.get("dataset") in EMBEDDING_DATASETS:
+        from lmbias.engine.self_debias import NOT_APPLICABLE_REASON
+
+        return NOT_APPLICABLE_REASON
+    return None
+
+
+def check_method_benchmark(method: str, entry: dict, benchmark: str, benchmark_cfg: dict) -> None:
+    """ConfigError naming both when `method` does not apply to the benchmark (asked for by path)."""
+    reason = method_benchmark_exclusion(method, entry, benchmark_cfg)
+    if reason:
+        raise ConfigError(f"benchmark {benchmark!r} does not apply to method {method!r}: {reason}")
 
 
 def check_training_block(block: dict, key: str, extra=frozenset()) -> None:
@@ -213,6 +240,11 @@ def check_method_family(model: str, family: str, method: str, entry: dict) -> No
     if kind == "gpr" and family != "mlm":
         raise ConfigError(f"method {method!r} (kind gpr) cannot run on model {model!r} of family {family!r}: "
                           "GPR fine-tunes pronoun prediction at a [MASK] position (family mlm only)")
+    if kind == "self_debias" and family not in ("mlm", "clm"):
+        raise ConfigError(f"method {method!r} (kind self_debias) cannot run on model {model!r} of family {family!r}: "
+                          "Self-Debias is defined for masked (mlm) and causal (clm) LMs, as in bias-bench; for an "
+                          "encoder-decoder (BART) it is not defined here (the prefix would have to enter both the "
+                          "encoder and the decoder input)")
     if family not in FAMILY_OBJECTIVE and kind in TRAINED_METHOD_KINDS | FITTED_METHOD_KINDS:
         raise ConfigError(f"method {method!r} (kind {kind}) cannot run on model {model!r} of family {family!r}")
 
@@ -257,6 +289,10 @@ def resolve_method(model: str, model_entry: dict, method: str, entry: dict) -> d
         origins = {k: f"methods.{method}.training" if k in own else f"models.{model}.training" for k in settings}
         TrainingSettings.from_dict(settings, f"methods.{method}.training", origins)
         resolved["settings"] = dict(sorted(settings.items()))
+    if kind == "self_debias":
+        from lmbias.engine.self_debias import SelfDebiasSettings
+
+        resolved["self_debias"] = SelfDebiasSettings.from_entry(entry, f"methods.{method}").to_dict()
     if kind == "sd":
         ratio = entry.get("ratio_of_pairs", merged.get("ratio_of_pairs"))
         if ratio is None or not (0 < float(ratio) <= 1):

@@ -43,6 +43,12 @@ def _load_for_method(model_name: str, model_entry: dict, method_entry: dict, dev
     spec = model_spec(model_name, {k: v for k, v in model_entry.items() if k != "training"})
     if kind in BASE_MODEL_KINDS:
         return load_model(spec, device=device)
+    if kind == "self_debias":  # the base model behind the method's prefix (nothing trained)
+        from lmbias.engine.self_debias import wrap
+
+        model, tokenizer = load_model(spec, device=device)
+        settings = {k: v for k, v in method_entry.items() if k in ("prefix", "decay_constant", "epsilon")}
+        return wrap(model, tokenizer, spec.family, settings), tokenizer
     method_dir = method_entry.get("model_dir")
     if not method_dir:
         raise ConfigError(f"method kind {kind!r} of model {model_name!r}: no model folder given to score "

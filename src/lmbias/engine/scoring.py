@@ -101,8 +101,12 @@ def _mlm_head(model) -> Callable[[torch.Tensor], torch.Tensor] | None:
     """The masked-LM head as a function of final hidden states, when the architecture exposes one.
 
     Applying the head only at masked positions avoids a (tokens x vocab) matmul per sentence. Unknown
-    architectures return None and fall back to the full forward pass (same numbers, slower).
+    architectures return None and fall back to the full forward pass (same numbers, slower). A model that
+    rescales its output distribution (Self-Debias, lmbias.engine.self_debias) has no head of its own: it
+    computes the logits at given positions itself (`logits_at`).
     """
+    if getattr(model, "rescales_output", False):
+        return None
     if hasattr(model, "cls") and hasattr(model.cls, "predictions"):  # BERT
         return model.cls
     if hasattr(model, "lm_head") and model.config.model_type in ("roberta", "xlm-roberta", "camembert"):
@@ -409,7 +413,9 @@ def masked_logprobs_ids(
                     cols.append(pos)
                     keys.append((uid, pos))
                     cands.append(sorted(wanted))
-            if head is not None:
+            if hasattr(model, "logits_at"):
+                logits = model.logits_at(ids, attn, rows, cols)
+            elif head is not None:
                 hidden = model.base_model(input_ids=ids, attention_mask=attn).last_hidden_state
                 logits = head(hidden[rows, cols])
             else:
