@@ -50,7 +50,7 @@ class Side:
 
 def comparable_benchmarks(benchmarks: dict) -> list[str]:
     return sorted(b for b, cfg in benchmarks.items() if registry.is_measurable(cfg)
-                  and registry.definitions()[cfg["dataset"]].paired is not None)
+                  and registry.definitions()[registry.measure_of(cfg)].paired is not None)
 
 
 def check_comparison(name: str, entry: dict, config: dict) -> tuple[Side, Side]:
