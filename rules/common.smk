@@ -42,6 +42,7 @@ def _check_config():
     for name, bench in benchmarks.items():
         if bench["dataset"] not in config["data"] and not is_generated_dataset(bench["dataset"]):
             raise ConfigError(f"benchmarks.{name}.dataset: {bench['dataset']!r} is not a key of `data`")
+        registry.measure_of(bench, name)  # a misspelt `measure` fails here, naming the entry
     for i, name in enumerate(config.get("only_benchmarks") or []):
         if name not in benchmarks:
             raise ConfigError(f"only_benchmarks[{i}]: unknown benchmark {name!r}; configured: {', '.join(sorted(benchmarks))}")

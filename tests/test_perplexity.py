@@ -102,6 +102,25 @@ def test_pseudo_perplexity_equals_direct_computation(tiny_bert):
         pytest.approx(math.log(expected), rel=1e-9)
 
 
+def test_seq2seq_pseudo_perplexity_equals_direct_computation(tmp_path_factory):
+    """BART: the encoder reads the text with token i replaced by <mask>; the decoder, fed the decoder start
+    token and the true tokens before i, scores token i (its denoising objective)."""
+    model, tokenizer = _tiny(tmp_path_factory, "bart", "seq2seq")
+    text = TEXTS[0]
+    ids = tokenizer(text)["input_ids"]
+    pll = 0.0
+    with torch.no_grad():
+        for i in range(1, len(ids) - 1):
+            masked = torch.tensor([ids])
+            masked[0, i] = tokenizer.mask_token_id
+            decoder = torch.tensor([[model.config.decoder_start_token_id] + ids[:i]])
+            logits = model(input_ids=masked, decoder_input_ids=decoder).logits[0, -1].double()
+            pll += float(torch.log_softmax(logits, -1)[ids[i]])
+    row = _value(score_perplexity(_items([text]), model, tokenizer, "seq2seq", {}))
+    assert row["n"] == len(ids) - 2 and row["variant"] == "seq2seq=pseudo_perplexity"
+    assert row["value"] == pytest.approx(math.exp(-pll / (len(ids) - 2)), rel=1e-6)
+
+
 def test_causal_windows_score_every_token_once_with_their_context(tiny_gpt2):
     model, tokenizer = tiny_gpt2
     text = " ".join(TEXTS * 3)
@@ -206,8 +225,8 @@ def test_measure_makes_gap_entries_measurable_only_when_asked(repo_root):
     benchmarks = _config(repo_root)["benchmarks"]
     assert not registry.is_measurable(benchmarks["gap"])  # the CDS corpus entry is never scored
     assert {"perplexity_gap", "perplexity_wikitext2"} <= set(registry.benchmarks_for("seq2seq", benchmarks))
-    with pytest.raises(ConfigError, match="measure: 'perplexty' is not a measure"):
-        registry.measure_of({"dataset": "gap", "measure": "perplexty"})
+    with pytest.raises(ConfigError, match=r"benchmarks\.ppl\.measure: 'perplexty' is not a measure"):
+        registry.measure_of({"dataset": "gap", "measure": "perplexty"}, "ppl")
 
 
 def test_wikitext_data_entry_is_pinned_to_a_commit(repo_root):

@@ -94,14 +94,14 @@ def definition(dataset: str, benchmark: str = "?") -> BenchmarkDef:
         ) from None
 
 
-def measure_of(benchmark_cfg: dict) -> str:
+def measure_of(benchmark_cfg: dict, benchmark: str = "?") -> str:
     """The definition that scores a benchmark entry: its `measure` key when set (a measure that applies to
     any text, e.g. `perplexity` over GAP's texts), else its dataset's own (e.g. `crows_pairs`)."""
     measure = benchmark_cfg.get("measure")
     if measure is None:
         return benchmark_cfg["dataset"]
     if measure not in definitions():
-        raise ConfigError(f"benchmarks.?.measure: {measure!r} is not a measure; known: {', '.join(sorted(definitions()))}")
+        raise ConfigError(f"benchmarks.{benchmark}.measure: {measure!r} is not a measure; known: {', '.join(sorted(definitions()))}")
     return measure
 
 
