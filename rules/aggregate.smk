@@ -35,7 +35,7 @@ rule summary_page:
         md="results/summary.md",
         html="results/summary.html",
     params:
-        datasets=lambda wildcards: {b: entry["dataset"] for b, entry in config["benchmarks"].items()},
+        datasets=lambda wildcards: {b: registry.measure_of(entry) for b, entry in config["benchmarks"].items()},
     conda:
         "../envs/lmbias.yaml"
     log:

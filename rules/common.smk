@@ -42,6 +42,7 @@ def _check_config():
     for name, bench in benchmarks.items():
         if bench["dataset"] not in config["data"] and not is_generated_dataset(bench["dataset"]):
             raise ConfigError(f"benchmarks.{name}.dataset: {bench['dataset']!r} is not a key of `data`")
+        registry.measure_of(bench, name)  # a misspelt `measure` fails here, naming the entry
     for i, name in enumerate(config.get("only_benchmarks") or []):
         if name not in benchmarks:
             raise ConfigError(f"only_benchmarks[{i}]: unknown benchmark {name!r}; configured: {', '.join(sorted(benchmarks))}")
@@ -74,7 +75,7 @@ wildcard_constraints:
     method=_alternatives(config["methods"]),
     benchmark=_alternatives(config["benchmarks"]),
     seed=r"\d+",
-    library=_alternatives({entry["dataset"] for entry in config["benchmarks"].values()} | {"finetune", "sentence_debias", "inlp", "self_debias"}),
+    library=_alternatives({registry.measure_of(entry) for entry in config["benchmarks"].values()} | {"finetune", "sentence_debias", "inlp", "self_debias"}),
     comparison=_alternatives(config.get("comparisons", {})) or "(?!)",
 
 
@@ -153,7 +154,7 @@ def scoring_inputs(wildcards):
     bench = checked_benchmark(wildcards)
     return {
         "benchmark_items": f"results/data/{wildcards.benchmark}.parquet",
-        "library": library_fingerprint_file(bench["dataset"]),
+        "library": library_fingerprint_file(registry.measure_of(bench)),
         "weights": model_weights_input(wildcards),
         # The method's fine-tuned or fitted model folder (none for pretrained, online and self_debias).
         "method_model": method_model_dir(wildcards),
@@ -175,7 +176,7 @@ def _library_sets():
     """{name: source files} of every fingerprint: each benchmark dataset's modules and resource files plus
     the scoring engine; the trainer's modules (fine-tuning); SentenceDebias' module (fitting)."""
     base = Path(workflow.basedir)
-    sets = {entry["dataset"]: sorted(set(registry.source_files(entry["dataset"])) | {str(base / "src/lmbias/engine/scoring.py")})
+    sets = {registry.measure_of(entry): sorted(set(registry.source_files(registry.measure_of(entry))) | {str(base / "src/lmbias/engine/scoring.py")})
             for entry in config["benchmarks"].values()}
     models, sd = str(base / "src/lmbias/engine/models.py"), str(base / "src/lmbias/training/sentence_debias.py")
     inlp = str(base / "src/lmbias/training/inlp.py")
@@ -197,7 +198,7 @@ def _metric_inputs_of(benchmark, wildcards):
     bench = config["benchmarks"][benchmark]
     labels = (bench.get("metric") or {}).get("competency_labels")
     return (f"results/{wildcards.model}/{wildcards.method}/seed{wildcards.seed}/scores/{benchmark}.parquet",
-            library_fingerprint_file(bench["dataset"]), [labels] if labels else [])
+            library_fingerprint_file(registry.measure_of(bench)), [labels] if labels else [])
 
 
 def metric_inputs(wildcards):
@@ -378,7 +379,7 @@ def comparison_inputs(wildcards):
                for seed in seeds_for(entry[side]["method"])]
         for side in ("before", "after")
     }
-    inputs["library"] = [library_fingerprint_file(config["benchmarks"][bench]["dataset"])] + [
+    inputs["library"] = [library_fingerprint_file(registry.measure_of(config["benchmarks"][bench]))] + [
         str(Path(workflow.basedir) / f"src/lmbias/metrics/{m}.py") for m in ("comparison", "summary")]
     return inputs
 
@@ -638,7 +639,7 @@ def metric_benchmark_slice(wildcards):
 def _metric_slice(method, benchmark):
     """Only what the metric reads; for an `online` method WinoBias applies online skew (Manela et al.'s -O),
     never the plain variant (that is the pretrained row)."""
-    bench = {k: v for k, v in config["benchmarks"][benchmark].items() if k in ("dataset", "metric")}
+    bench = {k: v for k, v in config["benchmarks"][benchmark].items() if k in ("dataset", "measure", "metric")}
     if config["methods"][method]["kind"] == "online" and bench["dataset"] == "winobias":
         metric = dict(bench.get("metric") or {})
         skews = [v for v in (metric.get("online_skew") or []) if v != "none"] or ["all_professions"]

@@ -449,7 +449,8 @@ def test_parse_benchmark_every_configured_benchmark(config, shared_data):
         folder = shared_data / entry["dataset"]
         files = {f: folder / f for f in required_files(entry, config["data"], name)}
         if not all(p.exists() for p in files.values()):
-            assert entry["dataset"] == "stereoset"  # the only configured dataset shared/data lacks
+            # shared/data lacks StereoSet and WikiText-2: their benchmarks are optional (left out offline)
+            assert entry["dataset"] in ("stereoset", "wikitext2") and name in config["optional_benchmarks"], name
             continue
         table = parse_benchmark(entry, files, name)
         assert table.schema.equals(PARSERS[entry["dataset"]].SCHEMA, check_metadata=False)

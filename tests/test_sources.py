@@ -337,6 +337,7 @@ def test_unpinned_file_is_accepted_with_a_warning_that_prints_its_hash(config, f
     with caplog.at_level(logging.WARNING):
         fetch_file(url, dest, UNPINNED)
     assert "UNVERIFIED" in caplog.text and sha256_file(dest) in caplog.text
-    # only files we had no copy of are unpinned (StereoSet dev, WinoBias test split)
+    # only files we had no copy of are unpinned (StereoSet dev, WikiText-2 test, WinoBias test split)
     unpinned = [(d, f) for d, e in config["data"].items() for f, s in e["files"].items() if s["sha256"] == UNPINNED]
-    assert sorted(unpinned) == [("stereoset", "dev.json")] + [("winobias", f"{s}_stereotyped_type{t}.txt.test") for s in ("anti", "pro") for t in (1, 2)]
+    assert sorted(unpinned) == [("stereoset", "dev.json"), ("wikitext2", "wikitext-2-raw-v1-test.parquet")] + [
+        ("winobias", f"{s}_stereotyped_type{t}.txt.test") for s in ("anti", "pro") for t in (1, 2)]

@@ -94,8 +94,19 @@ def definition(dataset: str, benchmark: str = "?") -> BenchmarkDef:
         ) from None
 
 
+def measure_of(benchmark_cfg: dict, benchmark: str = "?") -> str:
+    """The definition that scores a benchmark entry: its `measure` key when set (a measure that applies to
+    any text, e.g. `perplexity` over GAP's texts), else its dataset's own (e.g. `crows_pairs`)."""
+    measure = benchmark_cfg.get("measure")
+    if measure is None:
+        return benchmark_cfg["dataset"]
+    if measure not in definitions():
+        raise ConfigError(f"benchmarks.{benchmark}.measure: {measure!r} is not a measure; known: {', '.join(sorted(definitions()))}")
+    return measure
+
+
 def is_measurable(benchmark_cfg: dict) -> bool:
-    return benchmark_cfg["dataset"] in definitions()
+    return measure_of(benchmark_cfg) in definitions()
 
 
 def source_files(dataset: str) -> list[str]:
@@ -105,7 +116,7 @@ def source_files(dataset: str) -> list[str]:
 
 
 def check_family(benchmark: str, benchmark_cfg: dict, family: str, model: str) -> None:
-    d = definition(benchmark_cfg["dataset"], benchmark)
+    d = definition(measure_of(benchmark_cfg), benchmark)
     if family not in d.families:
         raise ConfigError(
             f"benchmark {benchmark!r} does not apply to model {model!r} of family {family!r} "
@@ -115,7 +126,7 @@ def check_family(benchmark: str, benchmark_cfg: dict, family: str, model: str) -
 
 def benchmarks_for(family: str, benchmarks: dict) -> list[str]:
     """Configured, measurable benchmarks that apply to `family`."""
-    return sorted(b for b, cfg in benchmarks.items() if is_measurable(cfg) and family in definitions()[cfg["dataset"]].families)
+    return sorted(b for b, cfg in benchmarks.items() if is_measurable(cfg) and family in definitions()[measure_of(cfg)].families)
 
 
 # ------------------------------------------------------------------------------------------- methods

@@ -101,7 +101,7 @@ def score_distributed_job(items_path, output_path, model_name, model_entry, meth
         score_benchmark_job(items_path, output_path, model_name, model_entry, method_entry, benchmark_name,
                             benchmark_entry, weights_dir=weights_dir, threads=threads)
         return
-    dataset = benchmark_entry["dataset"]
+    dataset = registry.measure_of(benchmark_entry)  # the definition that scores it (its dataset's own by default)
     definition = registry.definition(dataset, benchmark_name)
     registry.check_family(benchmark_name, benchmark_entry, model_entry["family"], model_name)
     torch.manual_seed(0)

@@ -60,7 +60,7 @@ def _load_for_method(model_name: str, model_entry: dict, method_entry: dict, dev
 
 def score_benchmark_job(items_path, output_path, model_name, model_entry, method_entry, benchmark_name,
                         benchmark_entry, weights_dir=None, threads: int | None = None) -> None:
-    definition = registry.definition(benchmark_entry["dataset"], benchmark_name)
+    definition = registry.definition(registry.measure_of(benchmark_entry), benchmark_name)
     registry.check_family(benchmark_name, benchmark_entry, model_entry["family"], model_name)
     torch.manual_seed(0)
     if threads:  # the job's Snakemake threads: parallel jobs must not oversubscribe the cores
@@ -91,7 +91,7 @@ def scoring_provenance(model, method_entry: dict, world_size: int) -> dict[str, 
 
 def _metric_rows(benchmark: str, benchmark_entry: dict, scores_path) -> list[dict]:
     """One benchmark's metric rows from its cached scores, with the options its `metric` block sets."""
-    definition = registry.definition(benchmark_entry["dataset"], benchmark)
+    definition = registry.definition(registry.measure_of(benchmark_entry), benchmark)
     opts = definition.parse_options(benchmark_entry.get("metric", {}), f"benchmarks.{benchmark}.metric")
     rows = [{**r, "benchmark": benchmark} for r in definition.rows(pq.read_table(scores_path), opts)]
     log.info("%s: %d metric rows (%s)", benchmark, len(rows), opts)

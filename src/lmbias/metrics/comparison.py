@@ -50,7 +50,7 @@ class Side:
 
 def comparable_benchmarks(benchmarks: dict) -> list[str]:
     return sorted(b for b, cfg in benchmarks.items() if registry.is_measurable(cfg)
-                  and registry.definitions()[cfg["dataset"]].paired is not None)
+                  and registry.definitions()[registry.measure_of(cfg)].paired is not None)
 
 
 def check_comparison(name: str, entry: dict, config: dict) -> tuple[Side, Side]:
@@ -106,7 +106,7 @@ def mean_over_seeds(tables: list[pa.Table], key: str = "row_id") -> pa.Table:
 
 
 def paired_rows(benchmark: str, benchmark_entry: dict, before: list[pa.Table], after: list[pa.Table], test: str) -> list[dict]:
-    definition = registry.definition(benchmark_entry["dataset"], benchmark)
+    definition = registry.definition(registry.measure_of(benchmark_entry), benchmark)
     if definition.paired is None:
         raise ConfigError(f"benchmark {benchmark!r} has no paired pre/post test")
     options = definition.parse_options(benchmark_entry.get("metric", {}), f"benchmarks.{benchmark}.metric")

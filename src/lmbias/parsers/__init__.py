@@ -19,7 +19,7 @@ from typing import Mapping
 import pyarrow as pa
 
 from lmbias.errors import ConfigError
-from lmbias.parsers import bec_pro, cds, crows_pairs, da_gender, gap, logprob, occupations, seat, seat_templates, stereoset, winobias
+from lmbias.parsers import bec_pro, cds, crows_pairs, da_gender, gap, logprob, occupations, seat, seat_templates, stereoset, wikitext2, winobias
 from lmbias.parsers.bec_pro import parse_bec_pro
 from lmbias.parsers.cds import parse_cds
 from lmbias.parsers.crows_pairs import parse_crows_pairs
@@ -40,6 +40,7 @@ PARSERS: dict[str, ModuleType] = {
     "da_gender": da_gender,
     "logprob": logprob,
     "occupations": occupations,
+    "wikitext2": wikitext2,
 }
 
 # Keys of a benchmark entry that belong to later stages: they never reach the parser, so editing

@@ -1,0 +1,213 @@
+"""Language-modelling ability: perplexity (causal models) and pseudo-perplexity (masked, seq2seq).
+
+Debiasing that breaks the model is not debiasing: bias-bench reports GPT-2's perplexity on WikiText-2's
+test split (experiments/perplexity.py). This measure applies to any text table with a `text` column;
+a benchmark entry selects it with `measure: perplexity` (config.yaml: perplexity_wikitext2 over
+data.wikitext2, and perplexity_gap, the offline stand-in over GAP's test contexts).
+
+* clm: every token but a text's first is scored, log p(token | the tokens before it), no BOS added.
+  A text longer than the window (`scoring.max_length`, default the tokenizer's model_max_length) is
+  scored in windows: the targets are cut into consecutive chunks of `scoring.stride` tokens (default
+  max_length - 1), each read with the max_length tokens ending at the chunk's end as context (the
+  Hugging Face sliding-window recipe). Every token is scored exactly once; a smaller stride gives each
+  chunk more context. bias-bench's defaults are windows of n_positions - 32 = 992 tokens without
+  overlap, whose first token is never scored; `max_length: 992` gives the same windows, scored here with
+  one token of carried context so that no token is skipped.
+* mlm / seq2seq: Salazar et al.'s (2020) pseudo-log-likelihood, each non-special token hidden in turn
+  (`lmbias.engine.pll`, as CrowS-Pairs; seq2seq: BART's encoder reads the masked text, the decoder
+  scores the token after the true prefix). A text longer than max_length is cut into consecutive chunks
+  of max_length minus the special tokens, each wrapped in the model's special tokens.
+
+Cached per window: the NLL sum and the tokens scored; the metric (`lmbias.metrics.perplexity`) turns them
+into exp(sum NLL / tokens). `scoring.limit_texts` keeps the first N texts (file order).
+"""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+import pyarrow as pa
+
+from lmbias.engine.pll import token_logprobs
+from lmbias.engine.scoring import EngineStats, _autocast, _batches, _model_device, _pad
+from lmbias.errors import ConfigError, DataError
+from lmbias.lazy import lazy_module
+from lmbias.metrics.perplexity import PerplexityOptions, perplexity_metric_rows
+from lmbias.registry import BenchmarkDef
+
+torch = lazy_module("torch")
+
+log = logging.getLogger(__name__)
+
+SCORES_SCHEMA = pa.schema(
+    [
+        ("text_id", pa.int32()),  # row of the parsed items
+        ("window", pa.int32()),  # window (clm) or chunk (mlm, seq2seq) of that text
+        ("source", pa.string()),  # wikitext2-<split> | gap-<split> (a stand-in)
+        ("score_kind", pa.string()),  # clm=perplexity | mlm=pseudo_perplexity | seq2seq=pseudo_perplexity
+        ("nll_sum", pa.float64()),  # - sum of log p over the window's scored tokens
+        ("n_tokens", pa.int32()),
+    ]
+)
+
+SCORING_KEY = "benchmarks.<perplexity>.scoring"
+SCORING_KEYS = ("batch_size", "max_length", "stride", "limit_texts")
+SCORE_KIND = {"clm": "clm=perplexity", "mlm": "mlm=pseudo_perplexity", "seq2seq": "seq2seq=pseudo_perplexity"}
+#: Tokenizers without a real limit report a huge model_max_length; then this is the window.
+FALLBACK_MAX_LENGTH = 512
+
+
+def _positive_int(value, key: str, minimum: int = 1):
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < minimum):
+        raise ConfigError(f"{key}: {value!r} must be an integer >= {minimum} or null")
+    return value
+
+
+def check_scoring(scoring: dict) -> dict:
+    """`scoring` with its keys checked (ConfigError naming the key)."""
+    scoring = dict(scoring or {})
+    unknown = sorted(set(scoring) - set(SCORING_KEYS))
+    if unknown:
+        raise ConfigError(f"{SCORING_KEY}.{unknown[0]}: unknown option (allowed: {', '.join(SCORING_KEYS)})")
+    _positive_int(scoring.get("batch_size", 64), f"{SCORING_KEY}.batch_size")
+    _positive_int(scoring.get("max_length"), f"{SCORING_KEY}.max_length", minimum=4)
+    _positive_int(scoring.get("stride"), f"{SCORING_KEY}.stride")
+    _positive_int(scoring.get("limit_texts"), f"{SCORING_KEY}.limit_texts")
+    return scoring
+
+
+def window_length(tokenizer, scoring: dict) -> int:
+    """The window: scoring.max_length, at most the tokenizer's model_max_length."""
+    limit = getattr(tokenizer, "model_max_length", None)
+    limit = limit if isinstance(limit, int) and limit < 10**6 else FALLBACK_MAX_LENGTH
+    wanted = scoring.get("max_length")
+    return limit if wanted is None else min(wanted, limit)
+
+
+def text_sources(items: pa.Table) -> list[str]:
+    """Where each text comes from: the parser's `source` column (WikiText-2), or GAP's split."""
+    if "source" in items.column_names:
+        return [str(s) for s in items.column("source").to_pylist()]
+    if "split" in items.column_names and "pronoun" in items.column_names:
+        return [f"gap-{s}" for s in items.column("split").to_pylist()]
+    raise DataError("perplexity: the items have neither a `source` column (WikiText-2) nor GAP's `split`")
+
+
+def causal_windows(n_tokens: int, max_length: int, stride: int) -> list[tuple[int, int, int]]:
+    """(begin, first target, end) of each window over a text of n_tokens: targets 1..n-1 in chunks of
+    `stride`, each read with at most max_length tokens of input ending at the chunk's end."""
+    windows = []
+    first = 1
+    while first < n_tokens:
+        end = min(first + stride, n_tokens)
+        windows.append((max(0, end - max_length), first, end))
+        first = end
+    return windows
+
+
+def causal_nll(model, tokenizer, windows: list[tuple[list[int], int]], batch_size: int = 8,
+               stats: EngineStats | None = None) -> np.ndarray:
+    """- sum log p(ids[t] | ids[:t]) for t >= first, for each (ids, first) window (length-sorted batches)."""
+    stats = stats if stats is not None else EngineStats()
+    device = _model_device(model)
+    lengths = [len(ids) for ids, _ in windows]
+    order = sorted(range(len(windows)), key=lambda i: (lengths[i], i))
+    out = np.zeros(len(windows), dtype=np.float64)
+    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+    with torch.inference_mode(), _autocast(device):
+        for batch in _batches(order, lengths, batch_size, None):
+            ids, attn = _pad([windows[i][0] for i in batch], pad_id, device)
+            logits = model(input_ids=ids, attention_mask=attn).logits
+            for row, i in enumerate(batch):
+                first, n = windows[i][1], lengths[i]
+                # float64 log-softmax over the predicting rows only, in slices (a 1024 x 50k float64
+                # block per row would be 400 MB)
+                total = 0.0
+                for lo in range(first, n, 256):
+                    hi = min(lo + 256, n)
+                    lp = torch.log_softmax(logits[row, lo - 1: hi - 1].double(), dim=-1)
+                    total += float(lp.gather(-1, ids[row, lo:hi].unsqueeze(-1)).sum().cpu())
+                out[i] = -total
+            stats.forward_passes += 1
+            stats.sequences_run += len(batch)
+    stats.requests += len(windows)
+    stats.unique_inputs += len(windows)
+    return out
+
+
+def _masked_chunks(tokenizer, text: str, max_length: int) -> list[tuple[list[int], list[int]]]:
+    """(ids with special tokens, positions of the text's own tokens) per chunk that fits max_length.
+    Every token of the text is scored, [UNK] included; only the added [CLS]/[SEP] (<s>/</s>) are not.
+    A chunk is the text's own special-token frame (what the tokenizer adds around it) around a slice."""
+    content = list(tokenizer(text, add_special_tokens=False, verbose=False)["input_ids"])
+    framed = list(tokenizer(text, add_special_tokens=True, verbose=False)["input_ids"])
+    start = next((k for k in range(len(framed) - len(content) + 1) if framed[k: k + len(content)] == content), None)
+    if start is None:
+        raise DataError(f"perplexity: {type(tokenizer).__name__} does not keep a text's ids together when adding "
+                        f"special tokens: {text[:80]!r}")
+    head, tail = framed[:start], framed[start + len(content):]
+    room = max_length - len(head) - len(tail)
+    if room < 1:
+        raise ConfigError(f"{SCORING_KEY}.max_length: {max_length} leaves no room for a token")
+    return [(head + content[i: i + room] + tail, list(range(len(head), len(head) + len(content[i: i + room]))))
+            for i in range(0, len(content), room)]
+
+
+def score_perplexity(items: pa.Table, model, tokenizer, family: str, scoring: dict | None = None,
+                     stats: EngineStats | None = None) -> pa.Table:
+    """One row per window of every text (texts without a token to score have none)."""
+    scoring = check_scoring(scoring or {})
+    if family not in SCORE_KIND:
+        raise DataError(f"perplexity: unknown model family {family!r}")
+    if "text" not in items.column_names:
+        raise DataError("perplexity: the items have no `text` column")
+    limit = scoring.get("limit_texts")
+    if limit is not None:
+        items = items.slice(0, limit)
+    texts = [str(t) for t in items.column("text").to_pylist()]
+    sources = text_sources(items)
+    max_length = window_length(tokenizer, scoring)
+    batch_size = scoring.get("batch_size", 64)
+    plan: list[tuple[int, int]] = []  # (text, window) per scored window
+    if family == "clm":
+        stride = scoring.get("stride") or max_length - 1
+        if stride > max_length - 1:
+            raise ConfigError(f"{SCORING_KEY}.stride: {stride} must be at most max_length - 1 = {max_length - 1}")
+        windows = []
+        for t, text in enumerate(texts):
+            ids = list(tokenizer(text, add_special_tokens=False, verbose=False)["input_ids"])
+            for w, (begin, first, end) in enumerate(causal_windows(len(ids), max_length, stride)):
+                windows.append((ids[begin:end], first - begin))
+                plan.append((t, w))
+        nll = causal_nll(model, tokenizer, windows, batch_size=batch_size, stats=stats)
+        counts = [len(ids) - first for ids, first in windows]
+    else:
+        seqs, positions = [], []
+        for t, text in enumerate(texts):
+            for w, (ids, where) in enumerate(_masked_chunks(tokenizer, text, max_length)):
+                if where:
+                    seqs.append(ids)
+                    positions.append(where)
+                    plan.append((t, w))
+        values = token_logprobs(model, tokenizer, family, seqs, positions, batch_size=batch_size,
+                                max_length=max_length, stats=stats)
+        nll = [-float(v.sum()) for v in values]
+        counts = [len(p) for p in positions]
+    rows = [{"text_id": t, "window": w, "source": sources[t], "score_kind": SCORE_KIND[family],
+             "nll_sum": float(nll[k]), "n_tokens": int(counts[k])} for k, (t, w) in enumerate(plan)]
+    log.info("perplexity: %d texts, %d windows, %d tokens scored (max_length %d)", len(texts), len(rows),
+             sum(counts), max_length)
+    return pa.Table.from_pylist(rows, schema=SCORES_SCHEMA)
+
+
+BENCHMARKS = [
+    BenchmarkDef(
+        dataset="perplexity",
+        families=("mlm", "clm", "seq2seq"),
+        score=score_perplexity,
+        parse_options=PerplexityOptions.from_config,
+        rows=perplexity_metric_rows,
+        description="language-modelling ability: perplexity (causal) / pseudo-perplexity (Salazar et al. 2020)",
+    )
+]
