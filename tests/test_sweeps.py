@@ -41,7 +41,11 @@ def test_config_yaml_declares_table11_and_keeps_the_defaults(config):
         assert config["methods"][base]["sweep"] == {setting: values}
         assert "sweep" not in methods[base]  # the Table 12 default, its slice free of the grid
         assert registry.sweep_instances(base, methods) == [f"{base}@{setting}={v!r}" for v in values]
-    assert len(methods) == len(config["methods"]) + 24
+        # the recipe of the authors' code sweeps the same grid (paper_over_debiasing reads it)
+        recipe = f"{base}-dagender"
+        assert config["methods"][recipe]["sweep"] == {setting: values}
+        assert registry.sweep_instances(recipe, methods) == [f"{recipe}@{setting}={v!r}" for v in values]
+    assert len(methods) == len(config["methods"]) + 2 * 24
 
 
 def test_each_value_goes_where_its_setting_lives(config):

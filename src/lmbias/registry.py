@@ -19,7 +19,14 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from lmbias.errors import ConfigError
-from lmbias.training.settings import ER_LAMBDA_RANGE, TrainingSettings, er_lambda_ok
+
+#: The one rule for er_lambda, shared by the sweeps below and lmbias.training.settings (which imports it from
+#: here: the engine imports this module, and nothing the engine imports may import lmbias.training).
+ER_LAMBDA_RANGE = "> 0"
+
+
+def er_lambda_ok(value) -> bool:
+    return isinstance(value, numbers.Real) and not isinstance(value, bool) and value > 0
 
 
 
@@ -298,6 +305,8 @@ def resolve_method(model: str, model_entry: dict, method: str, entry: dict) -> d
         settings["objective"] = "gpr" if kind == "gpr" else FAMILY_OBJECTIVE[model_entry["family"]]
         # values checked when the DAG is built (not first inside the job), each error naming its block
         origins = {k: f"methods.{method}.training" if k in own else f"models.{model}.training" for k in settings}
+        from lmbias.training.settings import TrainingSettings  # lazily: the engine imports this module
+
         TrainingSettings.from_dict(settings, f"methods.{method}.training", origins)
         resolved["settings"] = dict(sorted(settings.items()))
     if kind == "self_debias":
