@@ -48,26 +48,32 @@ APPLICATIONS = ("project", "normalise_project_normalise")
 DEFAULT_APPLICATION = "project"
 
 
-def load_subspace(method_dir) -> tuple[torch.Tensor, dict]:
-    """(components (k, d) float32 tensor, info dict) of a fitted folder; DataError naming the file when unusable."""
+def _read_fitted(method_dir, weights_file: str, info_file: str, what: str) -> tuple[dict, dict, Path]:
+    """(tensors, info dict, weights path) of a fitted folder; DataError naming the file when unreadable."""
     from safetensors import SafetensorError
     from safetensors.torch import load_file
 
     folder = Path(method_dir)
-    path = folder / SUBSPACE_FILE
+    path = folder / weights_file
     try:
         tensors = load_file(str(path))
     except (SafetensorError, OSError) as exc:
-        raise DataError(f"SentenceDebias subspace unreadable: {exc}", path) from exc
-    comps = tensors.get("components")
-    if comps is None or comps.ndim != 2 or comps.shape[0] < 1:
-        raise DataError(f"SentenceDebias subspace: expected a (k, hidden) tensor 'components', got "
-                        f"{None if comps is None else tuple(comps.shape)}", path)
-    info_path = folder / INFO_FILE
+        raise DataError(f"{what} unreadable: {exc}", path) from exc
+    info_path = folder / info_file
     try:
         info = json.loads(info_path.read_text(encoding="utf-8")) if info_path.exists() else {}
     except json.JSONDecodeError as exc:
         raise DataError(f"not valid JSON: {exc}", info_path) from exc
+    return tensors, info, path
+
+
+def load_subspace(method_dir) -> tuple[torch.Tensor, dict]:
+    """(components (k, d) float32 tensor, info dict) of a fitted folder; DataError naming the file when unusable."""
+    tensors, info, path = _read_fitted(method_dir, SUBSPACE_FILE, INFO_FILE, "SentenceDebias subspace")
+    comps = tensors.get("components")
+    if comps is None or comps.ndim != 2 or comps.shape[0] < 1:
+        raise DataError(f"SentenceDebias subspace: expected a (k, hidden) tensor 'components', got "
+                        f"{None if comps is None else tuple(comps.shape)}", path)
     return comps.float(), info
 
 
@@ -193,24 +199,11 @@ def install_projection_matrix(model, matrix):
 
 def load_projection_matrix(method_dir) -> tuple[torch.Tensor, dict]:
     """(P (d, d) float32, info dict) of a fitted INLP folder; DataError naming the file when unusable."""
-    from safetensors import SafetensorError
-    from safetensors.torch import load_file
-
-    folder = Path(method_dir)
-    path = folder / INLP_FILE
-    try:
-        tensors = load_file(str(path))
-    except (SafetensorError, OSError) as exc:
-        raise DataError(f"INLP projection unreadable: {exc}", path) from exc
+    tensors, info, path = _read_fitted(method_dir, INLP_FILE, INLP_INFO_FILE, "INLP projection")
     P = tensors.get("projection")
     if P is None or P.ndim != 2 or P.shape[0] != P.shape[1]:
         raise DataError(f"INLP projection: expected a square tensor 'projection', got "
                         f"{None if P is None else tuple(P.shape)}", path)
-    info_path = folder / INLP_INFO_FILE
-    try:
-        info = json.loads(info_path.read_text(encoding="utf-8")) if info_path.exists() else {}
-    except json.JSONDecodeError as exc:
-        raise DataError(f"not valid JSON: {exc}", info_path) from exc
     return P.float(), info
 
 
