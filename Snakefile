@@ -64,6 +64,6 @@ onsuccess:
     # The main job's readable result: print the headline table when this run wrote it.
     _page = Path("results/summary.md")
     if _page.is_file() and _page.stat().st_mtime >= _RUN_STARTED:
-        print("\n" + _page.read_text(encoding="utf-8"))
+        print(f"\n{_page.read_text(encoding='utf-8')}")
         print(f"Same table as a web page: {Path('results/summary.html').resolve()}; every row: "
               "results/<model>/<method>/summary.parquet; paper tables and figures: snakemake --report results/report.html <targets>")

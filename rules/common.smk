@@ -7,6 +7,8 @@ import re
 from functools import lru_cache
 from pathlib import Path
 
+from lmbias.config import hub_model_folder as _hub_model_folder
+from lmbias.corpora.jobs import LEXICON_INPUTS as _TRAIN_LEXICON, NAMES_INPUT as _TRAIN_NAMES
 from lmbias.metrics import comparison as paired_comparison
 from lmbias.metrics.summary import AggregateSettings
 from lmbias import registry
@@ -80,9 +82,8 @@ wildcard_constraints:
 
 
 def hub_model_folder(name):
-    """Where hub model `name` is fetched to (by fetch_hub_model), <models_dir>/<name> (default
-    resources/models, like the tiny models)."""
-    return f"{str(config.get('models_dir') or 'resources/models').rstrip('/')}/{name}"
+    """Where hub model `name` is fetched to (by fetch_hub_model); lmbias.config.hub_model_folder."""
+    return _hub_model_folder(config, name)
 
 
 def _with_snapshot(name, entry):
@@ -661,3 +662,19 @@ for _input_function in (model_entry, method_entry, benchmark_scoring_slice, scor
                         method_model_dir, _corpora_intervention_inputs, _corpora_intervention_entry,
                         _corpora_intervention_key, _corpora_conll_files):
     _input_function.__signature__ = inspect.signature(_input_function)
+
+
+# --------------------------------------------------------------------------- SentenceDebias inputs
+
+#: The dataset cds files (rules/data.smk) a SentenceDebias fit with `pair_list: dagender` reads.
+SD_DAGENDER_PAIR_FILES = {"sd_word_pairs": _TRAIN_LEXICON["cds_pairs"], "sd_name_pairs": _TRAIN_NAMES["name_pairs"]}
+
+
+def sd_pair_files(wildcards):
+    """The DA-Gender pair list's files when the method selects it, else nothing (the default list is in
+    resources/wordlists/, read through the library)."""
+    settings = resolved_method(wildcards.model, wildcards.method)["sd_settings"]
+    return SD_DAGENDER_PAIR_FILES if settings.get("pair_list") == "dagender" else {}
+
+
+sd_pair_files.__signature__ = inspect.signature(sd_pair_files)

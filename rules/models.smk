@@ -3,6 +3,8 @@
 # cluster only the submit host reaches the hub), into <models_dir>/{model}; every job that loads one has that
 # folder as an input and reads it offline.
 
+from lmbias.config import hub_model_folder as _models_hub_folder
+from lmbias.config import hub_model_pattern as _hub_model_pattern
 from lmbias.config import tiny_model_pattern as _tiny_model_pattern
 
 
@@ -35,7 +37,7 @@ rule build_tiny_model:
 
 rule fetch_hub_model:
     output:
-        directory(hub_model_folder("{model}")),
+        directory(_models_hub_folder(config, "{model}")),
     params:
         # Only what fetching reads: a new hub_id, revision or allow_pickle fetches again, nothing else does.
         entry=lambda wildcards: {k: v for k, v in config["models"][wildcards.model].items()
@@ -45,7 +47,7 @@ rule fetch_hub_model:
     log:
         "logs/models/{model}.log",
     wildcard_constraints:
-        model=_alternatives(n for n, e in config["models"].items() if "hub_id" in e) or "(?!)",
+        model=_hub_model_pattern(config.get("models", {})),
     localrule: True
     script:
         "../scripts/fetch_hub_model.py"

@@ -11,22 +11,6 @@
 # (<output>.checkpoints), so a rerun of a killed job resumes.
 
 
-from lmbias.corpora.jobs import LEXICON_INPUTS as _TRAIN_LEXICON, NAMES_INPUT as _TRAIN_NAMES
-
-#: The dataset cds files (rules/data.smk) a SentenceDebias fit with `pair_list: dagender` reads.
-SD_DAGENDER_PAIR_FILES = {"sd_word_pairs": _TRAIN_LEXICON["cds_pairs"], "sd_name_pairs": _TRAIN_NAMES["name_pairs"]}
-
-
-def sd_pair_files(wildcards):
-    """The DA-Gender pair list's files when the method selects it, else nothing (the default list is in
-    resources/wordlists/, read through the library)."""
-    settings = resolved_method(wildcards.model, wildcards.method)["sd_settings"]
-    return SD_DAGENDER_PAIR_FILES if settings.get("pair_list") == "dagender" else {}
-
-
-sd_pair_files.__signature__ = inspect.signature(sd_pair_files)
-
-
 rule finetune:
     input:
         unpack(method_job_inputs),

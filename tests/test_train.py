@@ -328,7 +328,8 @@ def test_killed_job_resumes_to_the_same_weights(tiny, corpora, uninterrupted, tm
     assert proc.returncode == 75, proc.stderr[-3000:]
     assert not out.exists()  # nothing half-written
     ckpt = Path(str(out) + ".checkpoints")
-    assert [p.name for p in ckpt.iterdir()] == ["step-00000004"]  # only the newest complete checkpoint kept
+    # only the newest complete checkpoint kept (beside the job's LOCK, lmbias.training.output_lock)
+    assert sorted(p.name for p in ckpt.iterdir()) == ["LOCK", "step-00000004"]
     spare = tmp_path / "spare"
     shutil.copytree(ckpt, spare)
     # an incomplete newer checkpoint (no marker) is skipped

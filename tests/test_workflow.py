@@ -113,7 +113,8 @@ def test_summary_has_every_applicable_benchmark_with_data(tiny_run, model):
     workdir, _ = tiny_run
     config = yaml.safe_load((workdir / "config.yaml").read_text())
     family = config["models"][model]["family"]
-    expected = set(registry.benchmarks_for(family, config["benchmarks"])) - {"stereoset"}
+    # less the optional benchmarks without data in ../shared/data (StereoSet, WikiText-2): left out, recorded
+    expected = set(registry.benchmarks_for(family, config["benchmarks"])) - set(config["optional_benchmarks"])
     assert "winobias" in expected and "crows_pairs" in expected
     rows = _summary(workdir, model).to_pylist()
     assert {r["benchmark"] for r in rows} == expected

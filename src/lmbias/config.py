@@ -117,6 +117,18 @@ def tiny_model_pattern(models: dict) -> str:
     return "|".join(re.escape(n) for n in names) if names else "(?!)"
 
 
+def hub_model_pattern(models: dict) -> str:
+    """Regex of the configured models with a `hub_id`: the values rules/models.smk's fetch_hub_model takes."""
+    names = sorted(name for name, entry in models.items() if isinstance(entry, dict) and "hub_id" in entry)
+    return "|".join(re.escape(n) for n in names) if names else "(?!)"
+
+
+def hub_model_folder(config: dict, name: str) -> str:
+    """Where hub model `name` is fetched to (rule fetch_hub_model): <models_dir>/<name>, default
+    resources/models like the tiny models."""
+    return f"{str(config.get('models_dir') or 'resources/models').rstrip('/')}/{name}"
+
+
 def check_papers(config: dict) -> None:
     """`papers:` cross-checks a schema cannot express (unknown paper, model or method names): ConfigError
     naming the key (see lmbias.papers.grid)."""

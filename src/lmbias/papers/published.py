@@ -25,7 +25,7 @@ from lmbias.errors import DataError
 
 PAPERS = ("manela2021", "bartl2020", "lu2018", "over_debiasing")
 #: Our config's method kinds (config.yaml `methods.<name>.kind`; lmbias.registry.METHOD_KEYS).
-METHOD_KINDS = ("pretrained", "cds", "cda", "er", "sd", "gpr", "online", "inlp", "dropout")
+METHOD_KINDS = ("pretrained", "cds", "cda", "er", "sd", "gpr", "online", "inlp", "dropout", "self_debias")
 SIGNS = ("positive", "negative")
 SIGNIFICANCE_MARKS = ("bold",)
 
