@@ -374,11 +374,11 @@ def test_slurm_profiles_are_not_overridden_by_a_workflow_profile(tmp_path, repo_
 
 
 def test_cpu_only_slurm_profile_is_the_gpu_profile_without_gpus(repo_root):
-    """profiles/slurm-cpu differs from profiles/slurm only in the three GPU rules' gpu (0) and partition."""
+    """profiles/slurm-cpu differs from profiles/slurm only in the GPU rules' gpu (0) and partition."""
     gpu = yaml.safe_load((repo_root / "profiles/slurm/config.yaml").read_text())
     cpu = yaml.safe_load((repo_root / "profiles/slurm-cpu/config.yaml").read_text())
     gpu_rules = {rule for rule, res in gpu["set-resources"].items() if res.get("gpu")}
-    assert gpu_rules == {"score_benchmark", "finetune", "fit_sentence_debias"}
+    assert gpu_rules == {"score_benchmark", "finetune", "fit_sentence_debias", "fit_inlp"}
     for rule in gpu_rules:
         assert cpu["set-resources"][rule] == {**gpu["set-resources"][rule], "gpu": 0, "slurm_partition": "cpu"}
 
