@@ -293,23 +293,14 @@ def save_projection(out_dir, projection: np.ndarray, info: dict) -> Path:
 def fit_job(model_spec, sentences_path, out_dir, settings: dict, key: str = "inlp") -> None:
     """Fit INLP for `model_spec` on the GAP sentences parquet and write `out_dir` (inlp.safetensors +
     inlp.json) atomically; `key` (e.g. ``methods.inlp``) prefixes the config key in errors."""
-    import pyarrow.parquet as pq
-
     from lmbias.engine.models import load_model
+    from lmbias.training.sentence_debias import read_sentence_texts
     from lmbias.workflow import pick_device
 
     resolved = INLPSettings.from_dict(settings, key)
     started = time.perf_counter()
     path = Path(sentences_path)
-    if not path.is_file():
-        raise DataError("sentences file not found", path)
-    table = pq.read_table(path)
-    if resolved.text_column not in table.column_names:
-        raise DataError(f"no column {resolved.text_column!r} (columns: {', '.join(table.column_names)})", path)
-    texts = [t for t in table.column(resolved.text_column).to_pylist() if isinstance(t, str) and t.strip()]
-    texts = texts[: resolved.limit_sentences] if resolved.limit_sentences is not None else texts
-    if not texts:
-        raise DataError("no sentences", path)
+    texts = read_sentence_texts(path, resolved)
     model, tokenizer = load_model(model_spec, device=pick_device())
     projection, info = fit_inlp(model, tokenizer, model_spec.family, texts, resolved, key=key)
     info.update({

@@ -377,7 +377,9 @@ def save_subspace(out_dir, components: np.ndarray, info: dict) -> Path:
 
 # --------------------------------------------------------------------------------------------- job
 
-def _read_texts(path, settings: SDSettings) -> list[str]:
+def read_sentence_texts(path, settings) -> list[str]:
+    """The non-empty texts of a sentences parquet (`settings.text_column`, the first `settings.limit_sentences`);
+    DataError naming the file when it is missing, lacks the column or holds none. Shared with INLP's fit."""
     import pyarrow.parquet as pq
 
     path = Path(path)
@@ -406,7 +408,7 @@ def fit_job(model_spec, sentences_path, out_dir, settings: dict, log: logging.Lo
     logger = log or globals()["log"]
     resolved = SDSettings.from_dict(settings, key)
     started = time.perf_counter()
-    texts = _read_texts(sentences_path, resolved)
+    texts = read_sentence_texts(sentences_path, resolved)
     model, tokenizer = load_model(model_spec, device=pick_device())
     fit_started = time.perf_counter()
     with job_progress("SentenceDebias embeddings", unit="sentences"):

@@ -8,6 +8,9 @@ import json
 from dataclasses import dataclass, fields
 
 from lmbias.errors import ConfigError
+# the one rule for er_lambda, shared with the sweeps; it lives in the registry, which the engine imports
+# too and which must not import this package
+from lmbias.registry import ER_LAMBDA_RANGE, er_lambda_ok
 
 OBJECTIVES = ("mlm", "clm", "infilling", "gpr")
 #: the objective each model family fine-tunes with (cds/cda/er); gpr is mlm-only
@@ -31,9 +34,6 @@ ER_LM_SIDES = ("original", "counterfactual")
 #: family_padded = DA-Gender's per family: pad_position for clm, mean_padded for mlm and seq2seq (so one
 #: method entry reproduces their *_ER.py on every family)
 ER_POOLINGS = ("family", "mean", "mean_padded", "pad_position", "family_padded")
-#: the one rule for er_lambda, shared by these settings and the sweeps (defined in lmbias.registry, which the
-#: engine imports too and which must not import this package)
-from lmbias.registry import ER_LAMBDA_RANGE, er_lambda_ok  # noqa: E402
 
 
 @dataclass(frozen=True)
