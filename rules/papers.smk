@@ -62,6 +62,7 @@ rule paper_table:
         pairs=paper_table_pairs,
         caption=paper_table_caption,
         left_out=paper_table_left_out,
+        lm_benchmarks=paper_table_lm_benchmarks,
     wildcard_constraints:
         table=r"[^/.]+",
     conda:

@@ -82,6 +82,18 @@ def paper_table_left_out(wildcards):
     return [item for item in left_out if item["kind"] in table.method_kinds]
 
 
+def paper_table_lm_benchmarks(wildcards):
+    """Our language-modelling columns of a table that shows methods: the perplexity benchmarks the summaries
+    of its pairs hold (lmbias.papers.tables.lm_benchmark_columns); none for a settings table."""
+    table, pairs = _papers_table_pairs_of(wildcards)
+    if not _papers_tables.shows_methods(table):
+        return []
+    names = []
+    for model in dict.fromkeys(m for m, _ in pairs):
+        names += [b for b in _summary_selection(model)[0] if b not in names]
+    return _papers_tables.lm_benchmark_columns(config["benchmarks"], names)
+
+
 def paper_table_inputs(wildcards):
     table, pairs = _papers_table_pairs_of(wildcards)
     summaries = [] if _papers_tables.is_settings_table(table) else [f"results/{m}/{k}/summary.parquet" for m, k in pairs]

@@ -21,4 +21,5 @@ write_table(
     html_path=snakemake.output.html,  # noqa: F821
     paper=published,
     left_out=list(snakemake.params.left_out),  # noqa: F821
+    lm_benchmarks=list(snakemake.params.get("lm_benchmarks", [])),  # noqa: F821  (none for settings tables)
 )

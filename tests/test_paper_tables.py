@@ -252,3 +252,64 @@ def test_transposed_parameter_table_matches_models_by_printed_name():
     md = to_markdown(table, long)
     assert "| Row | Ours | BERT-base | GPT2 | tiny-bert |" in md
     assert "| λ | per column | 0.5 (0.5; Δ 0) | – (0.5) | 0.25 |" in md
+
+
+LM_BENCHMARKS = {
+    "perplexity_wikitext2": {"dataset": "wikitext2", "measure": "perplexity", "split": "test"},
+    "perplexity_gap": {"dataset": "gap", "measure": "perplexity", "splits": ["test"]},
+    "seat_v1": {"dataset": "seat_v1"},
+}
+
+
+def test_language_modelling_columns_are_the_perplexity_benchmarks_wikitext_first():
+    from lmbias.papers.tables import lm_benchmark_columns
+
+    columns = lm_benchmark_columns(LM_BENCHMARKS, ["perplexity_gap", "seat_v1", "perplexity_wikitext2"])
+    assert [c["benchmark"] for c in columns] == ["perplexity_wikitext2", "perplexity_gap"]
+    assert [c["header"] for c in columns] == ["PPL (ours, WikiText-2 test)", "PPL (ours, gap test stand-in)"]
+    assert "not WikiText-2" in columns[1]["text"] and "not WikiText-2" not in columns[0]["text"]
+    assert lm_benchmark_columns(LM_BENCHMARKS, ["seat_v1"]) == []
+
+
+def test_every_table_with_methods_shows_our_perplexity_beside_the_papers_columns(tmp_path, table7, summaries):
+    from lmbias.papers.tables import lm_benchmark_columns
+
+    lm = lm_benchmark_columns(LM_BENCHMARKS, ["perplexity_gap"])
+    rows = pd.concat([summaries, pd.DataFrame([
+        _row("bert-base", "pretrained", "perplexity_gap", "perplexity", "mlm=pseudo_perplexity,stand-in=gap-test", "all", 12.5),
+        _row("bert-base", "pretrained", "perplexity_gap", "mean_nll", "mlm=pseudo_perplexity,stand-in=gap-test", "all", 2.53),
+        _row("tiny-bert", "pretrained", "perplexity_gap", "perplexity", "mlm=pseudo_perplexity,stand-in=gap-test", "all", 900.0),
+    ])], ignore_index=True)
+    long = write_table(table7, rows, [BERT, TINY], tmp_path / "t.parquet", tmp_path / "t.md", tmp_path / "t.html",
+                       lm_benchmarks=lm)
+    assert list(dict.fromkeys(long["column"]))[-1] == "ours_perplexity_gap"  # after the paper's columns
+    bert = _cell(long, "BERT-base", "ours_perplexity_gap")
+    assert bert["ours"] == pytest.approx(12.5) and pd.isna(bert["published"]) and bert["source"] == "ours"
+    assert pd.isna(bert["difference"])
+    assert _cell(long, "tiny-bert / pretrained", "ours_perplexity_gap")["ours"] == pytest.approx(900.0)
+    assert pd.isna(_cell(long, "GPT2", "ours_perplexity_gap")["ours"])  # a published row without our pair
+    assert _cell(long, "BERT-base", "seat_v1")["source"] == "both"  # the paper's columns are unchanged
+    md = (tmp_path / "t.md").read_text()
+    header = next(line for line in md.splitlines() if line.startswith("| Row |"))
+    assert header.endswith("| PPL (ours, gap test stand-in) |")
+    bert_line = next(line for line in md.splitlines() if line.startswith("| BERT-base | bert-base / pretrained |"))
+    assert bert_line.endswith("| 12.50 |")  # ours only: no "(published; Δ)"
+    assert "Language modelling, ours only" in md and "not WikiText-2" in md
+    assert "PPL (ours, gap test stand-in)" in (tmp_path / "t.html").read_text()
+    assert b"Language modelling" in pq.read_schema(tmp_path / "t.parquet").metadata[b"lmbias.notes"]
+
+
+def test_no_perplexity_column_where_the_paper_prints_it_or_shows_no_method(table7):
+    from dataclasses import replace
+
+    from lmbias.papers.published import PublishedColumn
+    from lmbias.papers.tables import lm_benchmark_columns, lm_columns
+
+    lm = lm_benchmark_columns(LM_BENCHMARKS, ["perplexity_wikitext2", "perplexity_gap"])
+    printed = PublishedColumn(id="ppl", header="Perplexity", benchmark="perplexity_wikitext2", metric="perplexity",
+                              variant=None, subset="all")
+    with_ppl = replace(table7, columns=[*table7.columns, printed])
+    assert [c.id for c in lm_columns(with_ppl, lm)] == ["ours_perplexity_gap"]  # WikiText-2 is the paper's own column
+    assert lm_columns(replace(table7, method_kinds=()), lm) == []  # coreference systems: no method of ours
+    table12 = load_published_file(FIXTURES / "over_debiasing.yaml").tables["table12"]
+    assert lm_columns(table12, lm) == []  # hyper-parameters

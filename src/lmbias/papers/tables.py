@@ -10,6 +10,11 @@ Rows: the published rows in paper order (each joined with our pair of the "same 
 the row's model, our kind its method, and method_name / settings match where given), then our pairs that
 match no published row. `difference` = ours - published only for the same model; a value we do not have,
 or the paper does not print, stays missing (never invented).
+
+Language modelling: debiasing that breaks the model is not debiasing, so every table that shows methods
+also shows our perplexity (`lm_benchmarks`: one column per configured perplexity benchmark of the run, e.g.
+WikiText-2 or the GAP stand-in), after the paper's columns and marked as ours only, unless the paper already
+prints that benchmark (Meade et al.'s WikiText-2 perplexity is a published column with a selector).
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ import pyarrow as pa
 
 from lmbias import registry
 from lmbias.io import write_table_atomic, write_text_atomic
+from lmbias.papers.published import PublishedColumn
 
 MISSING = "–"
 AGGREGATE_SEED = "mean"
@@ -48,8 +54,13 @@ TABLE_SCHEMA = pa.schema([
     ("p_value", pa.float64()),
     ("significant", pa.bool_()),       # p_value below the table's significance threshold (null: no test)
     ("n", pa.int64()),
-    ("source", pa.string()),           # published | ours | both
+    ("source", pa.string()),           # published | ours | both (ours: also every cell of a column the paper
+                                       # does not print, i.e. our language-modelling columns)
 ])
+
+#: The metric our language-modelling columns read (lmbias.metrics.perplexity rows, subset "all").
+LM_METRIC = "perplexity"
+LM_SUBSET = "all"
 
 #: Hyper-parameter columns of a settings table (Table 12): normalised id or header -> our setting key.
 SETTING_ALIASES = {
@@ -157,6 +168,42 @@ def model_settings(pairs: list[dict]) -> list[dict]:
     return list(by_model.values())
 
 
+def lm_benchmark_columns(benchmarks: dict, names) -> list[dict]:
+    """{benchmark, header, text} of the perplexity benchmarks among `names` (config.yaml `benchmarks` entries
+    with `measure: perplexity`), WikiText-2 first: what a table's language-modelling columns read."""
+    out = []
+    for name in names:
+        entry = benchmarks.get(name) or {}
+        if registry.measure_of(entry, name) != LM_METRIC:
+            continue
+        dataset = entry.get("dataset")
+        if dataset == "wikitext2":
+            where = f"WikiText-2 {entry.get('split', 'test')}"
+        else:
+            splits = entry.get("splits")
+            where = f"{dataset} {'+'.join(splits) if splits else 'all'} stand-in"
+        out.append({"benchmark": name, "header": f"PPL (ours, {where})",
+                    "text": f"benchmarks.{name}: perplexity (causal) or pseudo-perplexity (masked, seq2seq) on {where}"
+                            + ("" if dataset == "wikitext2" else ", not WikiText-2; for fine-tuned methods the GAP "
+                               "corpora contain these texts, so theirs is an optimistic bound")})
+    return sorted(out, key=lambda c: (not c["header"].startswith("PPL (ours, WikiText"), c["benchmark"]))
+
+
+def shows_methods(table) -> bool:
+    """A results table with method rows (not a hyper-parameter table, not a table of other systems)."""
+    return bool(table.method_kinds) and not is_settings_table(table) and not is_parameter_table(table)
+
+
+def lm_columns(table, lm_benchmarks: list[dict] | None) -> list:
+    """Our language-modelling columns for `table`: one per perplexity benchmark the paper does not print."""
+    if not lm_benchmarks or not shows_methods(table):
+        return []
+    printed = {(c.benchmark, c.metric) for c in table.columns}
+    return [PublishedColumn(id=f"ours_{b['benchmark']}", header=b["header"], benchmark=b["benchmark"],
+                            metric=LM_METRIC, variant=None, subset=LM_SUBSET)
+            for b in lm_benchmarks if (b["benchmark"], LM_METRIC) not in printed]
+
+
 def _same(value, wanted) -> bool:
     try:
         return math.isclose(float(value), float(wanted), rel_tol=1e-9, abs_tol=1e-12)
@@ -215,9 +262,9 @@ def _num(value):
     return None if math.isnan(value) else value
 
 
-def _ours_cells(table, pair: dict, frame: pd.DataFrame, settings_table: bool) -> dict:
+def _ours_cells(columns, pair: dict, frame: pd.DataFrame, settings_table: bool) -> dict:
     cells = {}
-    for column in table.columns:
+    for column in columns:
         cell = {"ours": None, "ours_std": None, "n_seeds": None, "p_value": None, "n": None}
         if settings_table:
             key = setting_key(column)
@@ -240,12 +287,14 @@ def _ours_cells(table, pair: dict, frame: pd.DataFrame, settings_table: bool) ->
     return cells
 
 
-def build_table(table, summaries: pd.DataFrame, pairs: list[dict], paper=None) -> pd.DataFrame:
+def build_table(table, summaries: pd.DataFrame, pairs: list[dict], paper=None,
+                lm_benchmarks: list[dict] | None = None) -> pd.DataFrame:
     """The long table (TABLE_SCHEMA columns) of one published table for our pairs.
 
     `pairs` lists our (model, method) pairs in grid order; only those whose kind is in the table's
     `method_kinds` are shown (every pair for a settings table, one line per model). `paper` (the whole
-    PublishedPaper) maps a parameter table's printed model names to hub ids through its other tables."""
+    PublishedPaper) maps a parameter table's printed model names to hub ids through its other tables.
+    `lm_benchmarks` (`lm_benchmark_columns`) adds our perplexity columns to a table that shows methods."""
     if is_parameter_table(table):
         return _build_parameter_table(table, pairs, label_models(paper))
     settings_table = is_settings_table(table)
@@ -260,6 +309,9 @@ def build_table(table, summaries: pd.DataFrame, pairs: list[dict], paper=None) -
     frames = {(m, k): g for (m, k), g in mean.groupby(["model", "method"], sort=False)}
     empty = mean.iloc[0:0]
     threshold = (table.significance or {}).get("p_below") if table.significance else None
+    extra = lm_columns(table, lm_benchmarks)
+    columns = list(table.columns) + extra
+    ours_only = {c.id for c in extra}
 
     lines = []  # (label, pair or None, published row or None)
     used = set()
@@ -276,10 +328,14 @@ def build_table(table, summaries: pd.DataFrame, pairs: list[dict], paper=None) -
 
     records = []
     for order, (label, pair, row) in enumerate(lines):
-        cells = _ours_cells(table, pair, frames.get((pair["model"], pair["method"]), empty), settings_table) if pair else {}
-        for column in table.columns:
+        cells = _ours_cells(columns, pair, frames.get((pair["model"], pair["method"]), empty), settings_table) if pair else {}
+        for column in columns:
             cell = cells.get(column.id, {})
             published = row.values.get(column.id) if row is not None else None
+            if column.id in ours_only:
+                source = "ours"
+            else:
+                source = "both" if (row is not None and pair is not None) else ("published" if row is not None else "ours")
             ours = cell.get("ours")
             p_value = cell.get("p_value")
             significant = None
@@ -296,7 +352,7 @@ def build_table(table, summaries: pd.DataFrame, pairs: list[dict], paper=None) -
                 "ours": ours, "ours_std": cell.get("ours_std"), "n_seeds": cell.get("n_seeds"),
                 "difference": (ours - published) if (row is not None and pair is not None and ours is not None and published is not None) else None,
                 "p_value": p_value, "significant": significant, "n": cell.get("n"),
-                "source": "both" if (row is not None and pair is not None) else ("published" if row is not None else "ours"),
+                "source": source,
             })
     return pd.DataFrame.from_records(records, columns=TABLE_SCHEMA.names)
 
@@ -375,9 +431,11 @@ def legend(table) -> str:
             + sig + " Rows after the paper's: our pairs with no published row.")
 
 
-def pair_notes(table, pairs: list[dict], left_out: list[dict] | None = None) -> list[str]:
+def pair_notes(table, pairs: list[dict], left_out: list[dict] | None = None,
+               lm_benchmarks: list[dict] | None = None) -> list[str]:
     """The lines under a table that say what "ours" is: which recipe produced each method shown (a method
-    entry's `recipe`, or the papers' text for one without), and which pairs were left out and why."""
+    entry's `recipe`, or the papers' text for one without), which pairs were left out and why, and what our
+    language-modelling columns measure."""
     from lmbias.papers.grid import left_out_summary
 
     kinds = set(table.method_kinds or ())
@@ -393,6 +451,10 @@ def pair_notes(table, pairs: list[dict], left_out: list[dict] | None = None) -> 
     dropped = [item for item in (left_out or []) if is_settings_table(table) or item["kind"] in kinds]
     if dropped:
         lines.append("Left out: " + left_out_summary(dropped) + ".")
+    shown_lm = {c.benchmark for c in lm_columns(table, lm_benchmarks)}
+    texts = [f"{b['header']} = {b['text']}" for b in (lm_benchmarks or []) if b["benchmark"] in shown_lm]
+    if texts:
+        lines.append("Language modelling, ours only (the paper prints no such column): " + "; ".join(texts) + ".")
     return lines
 
 
@@ -434,14 +496,15 @@ def read_summaries(paths) -> pd.DataFrame:
 
 
 def write_table(table, summaries: pd.DataFrame, pairs: list[dict], parquet: str | Path, markdown: str | Path,
-                html_path: str | Path | None = None, paper=None, left_out: list[dict] | None = None) -> pd.DataFrame:
+                html_path: str | Path | None = None, paper=None, left_out: list[dict] | None = None,
+                lm_benchmarks: list[dict] | None = None) -> pd.DataFrame:
     """Build one table and write its parquet, markdown (and HTML) atomically. The notes (`pair_notes`: the
     recipe behind each method shown, the pairs left out and why) go under the legend and into the parquet's
     metadata (`lmbias.notes`, `lmbias.left_out`, JSON)."""
     import json
 
-    long = build_table(table, summaries, pairs, paper)
-    notes = pair_notes(table, pairs, left_out)
+    long = build_table(table, summaries, pairs, paper, lm_benchmarks)
+    notes = pair_notes(table, pairs, left_out, lm_benchmarks)
     arrow = pa.Table.from_pandas(long.replace({np.nan: None}), schema=TABLE_SCHEMA, preserve_index=False)
     write_text_atomic(markdown, to_markdown(table, long, notes))
     if html_path is not None:
