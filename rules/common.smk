@@ -551,7 +551,7 @@ def corpora_targets():
 def resolved_method(model, method):
     """Kind, corpus, trainer settings (or SD options) of `method` for `model`; ConfigError naming both when
     the model's family cannot run it."""
-    resolved = registry.resolve_method(model, config["models"][model], method, config["methods"][method])
+    resolved = registry.resolve_method(model, config["models"][model], method, config["methods"][method], config["models"])
     if "corpus" in resolved:
         _check_method_corpus(method, resolved["corpus"])
     return resolved

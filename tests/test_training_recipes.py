@@ -385,3 +385,18 @@ def test_a_per_family_training_value_resolves_to_the_model_family():
     shared = {**entry, "training": {"swap_rate": {"mlm": 1.0}}}
     with pytest.raises(ConfigError, match=r"methods.cds-x.training.swap_rate: one value for every family"):
         resolve_method("m", model, "cds-x", shared)
+
+
+def test_a_configured_model_name_keys_a_value_over_its_family():
+    """bias-bench's dropout: BERT 0.20, ALBERT 0.05, both masked LMs; a model-name key wins over the family."""
+    from lmbias.errors import ConfigError
+    from lmbias.registry import resolve_method
+
+    entry = {"kind": "dropout", "corpus": "results/corpora/gap/sentences.parquet",
+             "training": {"hidden_dropout": {"mlm": 0.2, "albert-base": 0.05}}}
+    models = {"bert-base": {"family": "mlm"}, "albert-base": {"family": "mlm"}}
+    resolve = lambda name: resolve_method(name, models[name], "dropout-x", entry, models)["settings"]  # noqa: E731
+    assert resolve("bert-base")["hidden_dropout"] == 0.2 and resolve("albert-base")["hidden_dropout"] == 0.05
+    with pytest.raises(ConfigError, match=r"methods.dropout-x.training.hidden_dropout.albert-base: not a model family "
+                                          r"or a configured model"):
+        resolve_method("bert-base", models["bert-base"], "dropout-x", entry, {"bert-base": models["bert-base"]})

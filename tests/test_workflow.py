@@ -192,6 +192,26 @@ def test_paired_comparison_table_from_cached_scores(tiny_run):
     assert all(abs(r["value"]) < 0.01 for r in change.values())
 
 
+def test_paper_table_shows_our_perplexity_from_the_cached_summaries(tiny_run):
+    """A table that shows methods gets our language-modelling column (the GAP stand-in here: ../shared/data has
+    no WikiText-2) read from the summaries already built: the table job is the only job."""
+    workdir, data = tiny_run
+    edited = write_config(workdir, lambda c: c.update(papers={"lu2018": {"models": ["tiny-gpt2", "tiny-bert"],
+                                                                          "methods": ["pretrained"]}}))
+    table = "results/papers/lu2018/table4"
+    proc = run_snakemake(workdir, "-n", "--configfile", str(edited), "--config", f"data_dir={data}", f"{table}.md")
+    assert sorted(scheduled_outputs(proc)) == [f"{table}.html", f"{table}.md", f"{table}.parquet"]
+    run_snakemake(workdir, "--configfile", str(edited), "--config", f"data_dir={data}", f"{table}.md")
+    cells = {(r["row"], r["column"]): r for r in pq.read_table(workdir / f"{table}.parquet").to_pylist()}
+    summary = {r["metric"]: r["value"] for r in _summary(workdir, "tiny-gpt2").to_pylist()
+               if r["benchmark"] == "perplexity_gap" and r["seed"] == "mean"}
+    ours = cells[("tiny-gpt2 / pretrained", "ours_perplexity_gap")]
+    assert ours["ours"] == pytest.approx(summary["perplexity"]) and ours["source"] == "ours"
+    assert cells[("tiny-bert / pretrained", "ours_perplexity_gap")]["ours"] > 1  # pseudo-perplexity
+    md = (workdir / f"{table}.md").read_text()
+    assert "| PPL (ours, gap test stand-in) |" in md and "not WikiText-2" in md
+
+
 def test_paired_test_edit_reruns_only_the_comparison(tiny_run):
     workdir, data = tiny_run
     edited = write_config(workdir, lambda c: c["comparisons"]["tiny-bert-vs-planted"].update(test="t"))

@@ -271,19 +271,21 @@ def _format_swap_rate(value) -> str:
     return repr(float(value))
 
 
-def resolve_method(model: str, model_entry: dict, method: str, entry: dict) -> dict:
+def resolve_method(model: str, model_entry: dict, method: str, entry: dict, model_names=()) -> dict:
     """What the method's job needs for this model: kind, corpus path, trainer settings or SD options.
 
     The method's `training` block is merged over `models.<model>.training` (Table 12 defaults);
     `er_lambda` applies to kind er only, `swap_rate` fills `{swap_rate}` in the corpus path, and the
-    objective follows from family and kind.
+    objective follows from family and kind. `model_names` (the configured models) may key a per-family
+    value (`per_family_values`).
     """
     check_method_entry(method, entry)
     check_method_family(model, model_entry["family"], method, entry)
     kind = entry["kind"]
     defaults = model_entry.get("training") or {}
     check_training_block(defaults, f"models.{model}.training", MODEL_METHOD_DEFAULTS)
-    own = per_family_values(entry.get("training") or {}, model_entry["family"], f"methods.{method}.training")
+    own = per_family_values(entry.get("training") or {}, model_entry["family"], f"methods.{method}.training",
+                            model, model_names)
     merged = {**defaults, **own}
     resolved = {"kind": kind}
     if kind in TRAINED_METHOD_KINDS | FITTED_METHOD_KINDS:
@@ -346,24 +348,28 @@ def resolve_method(model: str, model_entry: dict, method: str, entry: dict) -> d
 PER_FAMILY_KEYS = ("mlm", "clm", "seq2seq", "encoder")
 
 
-def per_family_values(block: dict, family: str, key: str) -> dict:
-    """A method's `training` block with each per-family value resolved for `family`.
+def per_family_values(block: dict, family: str, key: str, model: str | None = None, model_names=()) -> dict:
+    """A method's `training` block with each per-family value resolved for `family` (and `model`).
 
     A value written as a mapping of family -> value (`warmup_steps: {mlm: 0, clm: 100, seq2seq: 100}`) is the
     value of this model's family; a family it does not name leaves the setting at the model's default (the
     key is dropped). One recipe entry can so carry what an authors' code does differently per model family.
-    A mapping with a key that is not a family is a ConfigError naming it."""
+    A key may also be a configured model's name (one of `model_names`), whose value wins over its family's:
+    bias-bench raises ALBERT's dropout less than BERT's, both masked LMs (`{mlm: 0.2, albert-base: 0.05}`).
+    A mapping with a key that is neither is a ConfigError naming it."""
     out = {}
     for name, value in block.items():
         if isinstance(value, dict):
             if name in MODEL_METHOD_DEFAULTS:
                 raise ConfigError(f"{key}.{name}: one value for every family (a per-family mapping is for trainer "
                                   "settings; the corpus a swap rate names is shared by all models)")
-            unknown = sorted(set(value) - set(PER_FAMILY_KEYS))
+            unknown = sorted(set(value) - set(PER_FAMILY_KEYS) - set(model_names))
             if unknown:
-                raise ConfigError(f"{key}.{name}.{unknown[0]}: not a model family; a per-family value maps "
-                                  f"families ({', '.join(PER_FAMILY_KEYS)}) to values")
-            if family in value:
+                raise ConfigError(f"{key}.{name}.{unknown[0]}: not a model family or a configured model; a per-family "
+                                  f"value maps families ({', '.join(PER_FAMILY_KEYS)}) or model names to values")
+            if model is not None and model in value:
+                out[name] = value[model]
+            elif family in value:
                 out[name] = value[family]
             continue
         out[name] = value

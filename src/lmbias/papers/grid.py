@@ -108,6 +108,6 @@ def pair_info(config: dict, model: str, method: str, with_settings: bool) -> dic
     info = {"model": model, "method": method, "kind": method_entry["kind"], "hub_id": model_entry.get("hub_id"),
             "recipe": method_entry.get("recipe")}
     if with_settings:
-        resolved = registry.resolve_method(model, model_entry, method, method_entry)
+        resolved = registry.resolve_method(model, model_entry, method, method_entry, config["models"])
         info["settings"] = pair_settings(model_entry, method_entry, resolved)
     return info
