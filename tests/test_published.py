@@ -12,6 +12,7 @@ import re
 import subprocess
 import sys
 import textwrap
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -25,7 +26,9 @@ from lmbias.papers.published import METHOD_KINDS, PAPERS, load_published, publis
 
 
 def paper_text(shared_papers: Path, paper: str) -> str:
-    return (shared_papers / load_published(paper).source).read_text(encoding="utf-8")
+    pub = load_published(paper)
+    assert not pub.source_is_url, f"{paper}: its source is a URL, there is no paper text to read"
+    return (shared_papers / pub.source).read_text(encoding="utf-8")
 
 
 def tab_block(text: str, header: str, skip: int = 0) -> list[list[str]]:
@@ -60,7 +63,8 @@ def by_label(table):
 def test_every_paper_file_loads(paper, repo_root):
     pub = load_published(paper)
     assert published_path(paper) == repo_root / "resources" / "published" / f"{paper}.yaml"
-    assert pub.paper == paper and pub.title and pub.source.endswith(".txt")
+    assert pub.paper == paper and pub.title
+    assert pub.source.startswith("https://") if pub.source_is_url else pub.source.endswith(".txt")
     assert pub.tables or pub.figures
     for table in pub.tables.values():
         for row in table.rows:
@@ -69,8 +73,13 @@ def test_every_paper_file_loads(paper, repo_root):
 
 
 @pytest.mark.parametrize("paper", PAPERS)
-def test_source_file_is_a_paper_text(paper, shared_papers):
-    assert (shared_papers / load_published(paper).source).is_file()
+def test_source_file_is_a_paper_text(paper, request):
+    """A file source is a text under ../shared/papers; a paper without one names itself by an https:// URL."""
+    pub = load_published(paper)
+    if pub.source_is_url:
+        assert re.fullmatch(r"https://[\w.-]+\.[a-z]{2,}/\S+", pub.source), pub.source
+    else:
+        assert (request.getfixturevalue("shared_papers") / pub.source).is_file()
 
 
 def test_loading_does_not_need_snakemake(repo_root):
@@ -133,6 +142,9 @@ def test_rows_use_the_hub_ids_config_yaml_uses():
         ("over_debiasing", "table7", "GPT2-medium ER"): "gpt2-medium",
         ("over_debiasing", "table8", "BART-base Pre-deb."): "bart-base",
         ("over_debiasing", "table8", "BART-large SD"): "bart-large",
+        ("meade2022", "seat_gender", "BERT + CDA"): "bert-base",
+        ("meade2022", "seat_gender", "RoBERTa + INLP"): "roberta-base",
+        ("meade2022", "stereoset_gender", "GPT-2 + Self-Debias"): "gpt2",
     }
     for (paper, table, label), model in expected.items():
         assert by_label(load_published(paper).tables[table])[label].model == hub[model], (paper, table, label)
@@ -406,6 +418,70 @@ def test_bartl_figures_quote_the_poster(shared_papers):
     assert {(f.method, f.sign) for f in signs} == {("pretrained", "negative"), ("cds", "positive"), ("cds", "negative")}
 
 
+# ------------------------------------------------------------------------------------ Meade et al. 2022
+# No copy of the paper is shared: its numbers are quotations (see the file's header), so these tests check the
+# transcription against itself and the paper's own formula, not against a text.
+
+MEADE_MODELS = {"bert-base-uncased", "albert-base-v2", "roberta-base", "gpt2"}
+SEAT_TESTS = ("seat6", "seat6b", "seat7", "seat7b", "seat8", "seat8b")
+
+
+def test_meade_row_counts_per_table_and_model():
+    tables = load_published("meade2022").tables
+    counts = {tid: Counter(row.model for row in table.rows) for tid, table in tables.items()}
+    assert counts == {
+        "seat_gender": {"bert-base-uncased": 5, "albert-base-v2": 5, "roberta-base": 5},
+        "stereoset_gender": {"bert-base-uncased": 6, "roberta-base": 6, "gpt2": 4},
+        "crows_pairs_gender": {"bert-base-uncased": 6, "roberta-base": 6, "gpt2": 4},
+    }
+    assert sum(len(row.values) for row in tables["seat_gender"].rows) == 15 * 7
+    # no LM score where the sources disagree or only the leaderboard has one (RoBERTa, GPT-2 baselines)
+    lms = {row.label for row in tables["stereoset_gender"].rows if "lms" in row.values}
+    assert lms == {row.label for row in tables["stereoset_gender"].rows
+                   if row.model != "gpt2" and row.label != "RoBERTa"}
+
+
+def test_meade_rows_name_the_four_hub_models_and_configured_method_kinds():
+    configured = {entry["kind"] for entry in _config()["methods"].values()}
+    for table in load_published("meade2022").tables.values():
+        assert set(table.method_kinds) <= configured, table.id
+        for row in table.rows:
+            assert row.model in MEADE_MODELS, (table.id, row.label)
+            assert row.method in table.method_kinds, (table.id, row.label)
+        # one row per (model, method): the "same model" join is unambiguous
+        pairs = [(row.model, row.method) for row in table.rows]
+        assert len(pairs) == len(set(pairs)), table.id
+    # Self-Debias only rescales output distributions: it has no SEAT rows
+    assert "self_debias" not in load_published("meade2022").tables["seat_gender"].method_kinds
+
+
+def test_meade_seat_average_is_the_mean_absolute_effect_size():
+    """The paper's last SEAT column is the mean |effect size| of the six tests, computed from unrounded sizes:
+    from the printed 3-decimal cells it must agree within 0.0005 (cell rounding) + 0.0005 (its own rounding)."""
+    table = load_published("meade2022").tables["seat_gender"]
+    assert [c.id for c in table.columns] == [*SEAT_TESTS, "avg_abs"]
+    assert table.column("avg_abs").benchmark is None
+    for row in table.rows:
+        mean_abs = sum(abs(row.values[t]) for t in SEAT_TESTS) / len(SEAT_TESTS)
+        assert abs(mean_abs - row.values["avg_abs"]) <= 0.001 + 1e-12, (row.label, mean_abs)
+    # a worked case: BERT + CDA, (0.846 + 0.186 + 0.278 + 1.342 + 0.831 + 0.849) / 6 = 0.722 exactly
+    cda = by_label(table)["BERT + CDA"].values
+    assert sum(abs(cda[t]) for t in SEAT_TESTS) == pytest.approx(6 * 0.722) and cda["avg_abs"] == 0.722
+
+
+def test_meade_selectors_are_the_gender_rows_of_our_benchmarks():
+    tables = load_published("meade2022").tables
+    seat = tables["seat_gender"]
+    assert [(c.benchmark, c.metric, c.subset) for c in seat.columns[:6]] == [
+        ("seat", "effect_size", f"sent-weat{t[4:]}") for t in SEAT_TESTS]
+    assert set(f"sent-weat{t[4:]}" for t in SEAT_TESTS) <= set(_config()["benchmarks"]["seat"]["tests"])
+    stereoset = tables["stereoset_gender"]
+    assert [(c.benchmark, c.metric, c.subset) for c in stereoset.columns] == [
+        ("stereoset", "ss", "gender"), ("stereoset", "lms", "all")]
+    crows = tables["crows_pairs_gender"].column("stereotype_score")
+    assert (crows.benchmark, crows.metric, crows.subset) == ("crows_pairs", "metric_score", "gender")
+
+
 # ---------------------------------------------------------------------------------------- bad input
 
 
@@ -470,6 +546,14 @@ def test_good_minimal_file_loads(tmp_path):
     ("paper: manela2021", "paper: lu2018", "paper", "does not match the file name"),
     ("  table2:", "  Table2:", "tables.Table2", "lower-case"),
     ("scale: 1}", "scale: 1, colour: red}", "tables.table2.columns[0].colour", "unknown key"),
+    ("source: manela2021_stereotype_and_skew.txt", "source: papers/manela2021.txt", "source",
+     "expected a file name under ../shared/papers/"),
+    ("source: manela2021_stereotype_and_skew.txt", "source: http://arxiv.org/abs/2110.08527", "source",
+     "a URL source must start with https://"),
+    ("source: manela2021_stereotype_and_skew.txt", "source: https://arxiv.org/abs/2110.08527 v3", "source",
+     "expected an https:// URL without spaces"),
+    ("source: manela2021_stereotype_and_skew.txt", "source: 'https://'", "source",
+     "expected an https:// URL without spaces"),
 ])
 def test_bad_file_error_names_file_and_key_path(tmp_path, old, new, where, problem):
     assert old in GOOD
@@ -479,6 +563,14 @@ def test_bad_file_error_names_file_and_key_path(tmp_path, old, new, where, probl
     message = str(err.value)
     assert message.startswith(f"{tmp_path / 'resources/published/manela2021.yaml'}: {where}: "), message
     assert problem in message
+
+
+def test_an_https_url_is_a_source(tmp_path):
+    _write(tmp_path, GOOD.replace("source: manela2021_stereotype_and_skew.txt", "source: https://arxiv.org/abs/2110.08527"))
+    pub = load_published("manela2021", root=tmp_path)
+    assert pub.source == "https://arxiv.org/abs/2110.08527" and pub.source_is_url
+    _write(tmp_path, GOOD)
+    assert not load_published("manela2021", root=tmp_path).source_is_url
 
 
 def test_duplicate_table_id_is_an_error_with_its_line(tmp_path):

@@ -6,6 +6,18 @@ is a list of columns and a list of rows. A column carries a *selector* naming th
 unit to the paper's); ``benchmark: null`` marks a column we do not compute. A row names the model (its
 HuggingFace hub id) and our method kind it corresponds to, and holds the printed values by column id.
 ``figures`` (optional) holds numbers or directions that a paper states only in its text or a plot.
+``source`` names the paper text the numbers were read from: a file name under ../shared/papers/ (tests read
+the printed tables back from it), or an https:// URL for a paper without a shared copy.
+
+File layout (top level: paper, title, source, tables, figures)::
+
+    tables:
+      <table id>:                       # lower-case letters, digits, '_' (it names result files)
+        label, caption, note            # as printed; note optional
+        method_kinds: [<kind>, ...]     # our method kinds the table prints
+        significance: null | {p_below: 0.01, mark: bold}
+        columns: [{id, header, benchmark, metric, variant, subset, scale, note}, ...]
+        rows: [{label, model, method, method_name, settings, values: {<column id>: number}, bold, note}, ...]
 
 `load_published` validates a file completely and returns frozen dataclasses; every error names the file and
 the key path (``resources/published/manela2021.yaml: tables.table2.rows[3].values.f1_prx: unknown column``).
@@ -23,11 +35,13 @@ import yaml
 
 from lmbias.errors import DataError
 
-PAPERS = ("manela2021", "bartl2020", "lu2018", "over_debiasing")
+PAPERS = ("manela2021", "bartl2020", "lu2018", "over_debiasing", "meade2022")
 #: Our config's method kinds (config.yaml `methods.<name>.kind`; lmbias.registry.METHOD_KEYS).
 METHOD_KINDS = ("pretrained", "cds", "cda", "er", "sd", "gpr", "online", "inlp", "dropout", "self_debias")
 SIGNS = ("positive", "negative")
 SIGNIFICANCE_MARKS = ("bold",)
+#: A paper without a text under ../shared/papers/ names its source by URL instead of by file name.
+URL_PREFIX = "https://"
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 PUBLISHED_DIR = Path("resources") / "published"
@@ -99,9 +113,18 @@ class PublishedFigure:
 class PublishedPaper:
     paper: str
     title: str
-    source: str
+    source: str  # a file name under ../shared/papers/, or an https:// URL where no text is shared
     tables: dict[str, PublishedTable]
     figures: list[PublishedFigure] = field(default_factory=list)
+
+    @property
+    def source_is_url(self) -> bool:
+        return is_source_url(self.source)
+
+
+def is_source_url(source: str) -> bool:
+    """A `source` naming the paper by URL (no copy under ../shared/papers/) rather than by file name."""
+    return source.startswith(URL_PREFIX)
 
 
 def published_path(paper: str, root: Path | None = None) -> Path:
@@ -355,7 +378,12 @@ def load_published_file(path: str | Path, paper: str | None = None) -> Published
             c.fail(f"figures[{i}].id", f"duplicate figure id {figure.id!r}")
         figures.append(figure)
     source = c.string(doc["source"], "source")
-    if "/" in source or "\\" in source:
+    if is_source_url(source):
+        if len(source) == len(URL_PREFIX) or any(ch.isspace() for ch in source):
+            c.fail("source", f"expected an https:// URL without spaces, got {source!r}")
+    elif "://" in source:
+        c.fail("source", f"a URL source must start with {URL_PREFIX}, got {source!r}")
+    elif "/" in source or "\\" in source:
         c.fail("source", f"expected a file name under ../shared/papers/, got {source!r}")
     return PublishedPaper(paper=doc["paper"], title=c.string(doc["title"], "title"), source=source,
                           tables=tables, figures=figures)
