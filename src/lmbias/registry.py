@@ -184,6 +184,8 @@ TRAINING_KEYS = frozenset({
     # the DA-Gender authors' recipes (settings.TrainingSettings documents each; null/default = the paper's)
     "warmup_steps", "text_template", "pad_to_length", "padding_in_loss", "infilling_mode", "infilling_layout",
     "er_lm_side", "er_pooling",
+    # bias-bench's run_mlm/run_clm data (lmbias.training.packing): packed blocks, CDA on the blocks
+    "pack_texts", "block_augmentation", "block_augmentation_words",
 })
 #: Per-model defaults (over-debiasing paper, Table 12) that are not trainer settings: the CDS swap rate
 #: (fills `{swap_rate}` in a method's corpus path) and SentenceDebias' ratio of word pairs.

@@ -89,6 +89,13 @@ def _train(model_name, corpus, out: Path, seed: int, s: TrainingSettings, spec, 
     from lmbias.training.trainer import Trainer, make_accelerator
 
     data = load_corpus(corpus, s)
+    extra = {}
+    if s.block_augmentation is not None:  # a checkpoint trained with another word list is not resumed
+        from lmbias.training.data import file_sha256
+        from lmbias.training.packing import load_bias_bench_pairs
+
+        load_bias_bench_pairs(s.block_augmentation_words)  # a missing or bad file fails before the model loads
+        extra["block_augmentation_words_sha256"] = file_sha256(s.block_augmentation_words)
     probe = make_probe(s.eval_bias_metric, spec.family) if s.eval_bias_every_steps else None
     model, tokenizer = load_model(spec)
     if s.objective in ("mlm", "infilling", "gpr") and tokenizer.mask_token_id is None:
@@ -96,7 +103,7 @@ def _train(model_name, corpus, out: Path, seed: int, s: TrainingSettings, spec, 
     model.train()
     accelerator = make_accelerator(s.precision)
     fingerprint = s.fingerprint(seed=seed, world=accelerator.num_processes, corpus=data.sha256,
-                                model=spec.source, revision=spec.revision)
+                                model=spec.source, revision=spec.revision, **extra)
     trainer = Trainer(model, tokenizer, spec.family, data, s, seed, ckpt, fingerprint, accelerator, probe)
     result = trainer.run()
     from accelerate.utils import gather_object
@@ -114,7 +121,9 @@ def _train(model_name, corpus, out: Path, seed: int, s: TrainingSettings, spec, 
                     "world_size": accelerator.num_processes, "settings": s.to_dict(), "steps": result.steps,
                     "selected_epoch": result.selected_epoch, "resumed_from_step": result.resumed_from,
                     "examples": len(data.texts), "versions": _versions(),
-                    "rank_weights_sha256": rank_sums}
+                    "rank_weights_sha256": rank_sums, **extra}
+            if s.pack_texts:
+                info["training_examples"] = len(trainer.examples)  # blocks (augmented: both versions)
             (tmp / "training.json").write_text(json.dumps(info, indent=2, sort_keys=True) + "\n")
         shutil.rmtree(ckpt, ignore_errors=True)
         logger.info("trained %s (%s, seed %d) for %d steps on %d processes -> %s", model_name, s.objective, seed,

@@ -34,6 +34,8 @@ ER_LM_SIDES = ("original", "counterfactual")
 #: family_padded = DA-Gender's per family: pad_position for clm, mean_padded for mlm and seq2seq (so one
 #: method entry reproduces their *_ER.py on every family)
 ER_POOLINGS = ("family", "mean", "mean_padded", "pad_position", "family_padded")
+#: CDA applied to packed blocks (lmbias.training.packing): bias-bench's gender augmentation (run_mlm.py)
+BLOCK_AUGMENTATIONS = ("bias_bench_gender",)
 
 
 @dataclass(frozen=True)
@@ -83,6 +85,18 @@ class TrainingSettings:
     eval_bias_metric: str = "occupations_aob"
     limit_examples: int | None = None
     text_column: str = "text"
+    #: mlm/clm only. false: one example per text (truncated to max_length). true: bias-bench's (HF
+    #: group_texts) blocks: the texts tokenised with special tokens, concatenated in corpus order in groups of
+    #: 1,000 texts, each group cut into blocks of exactly max_length tokens and its remainder dropped
+    #: (a group shorter than one block stays one short block); packing.pack_blocks
+    pack_texts: bool = False
+    #: needs pack_texts. null: the blocks as they are. bias_bench_gender: bias-bench's CDA on the blocks: only
+    #: the blocks holding a word of block_augmentation_words are kept, each swapped and original
+    #: (packing.augment_blocks)
+    block_augmentation: str | None = None
+    #: the word-pair file block_augmentation reads: bias-bench's data/bias_attribute_words.json (its "gender"
+    #: list of [male, female] pairs), e.g. resources/data/bias_bench/bias_attribute_words.json (data.bias_bench)
+    block_augmentation_words: str | None = None
 
     @classmethod
     def from_dict(cls, d: dict, key: str = "settings", origins: dict | None = None) -> "TrainingSettings":
@@ -115,6 +129,7 @@ class TrainingSettings:
         if settings.pad_to_length is not None and settings.pad_to_length < settings.max_length:
             raise ConfigError(f"{where('pad_to_length')}: {settings.pad_to_length!r} is below max_length "
                               f"{settings.max_length!r}; need >= max_length so every batch is pad_to_length wide")
+        _check_packing(settings, where)
         if settings.padding_in_loss and settings.pad_to_length is None:
             raise ConfigError(f"{where('padding_in_loss')}: true needs pad_to_length (with dynamic padding the "
                               "pad targets would depend on which sentences share a batch)")
@@ -128,6 +143,29 @@ class TrainingSettings:
         configuration is never resumed."""
         payload = json.dumps({"settings": self.to_dict(), **extra}, sort_keys=True, default=str)
         return hashlib.sha256(payload.encode()).hexdigest()
+
+
+def _check_packing(s: "TrainingSettings", where) -> None:
+    if s.pack_texts:
+        if s.objective not in ("mlm", "clm"):
+            raise ConfigError(f"{where('pack_texts')}: true is for mlm and clm (bias-bench's run_mlm/run_clm), "
+                              f"not {s.objective}")
+        if s.er_lambda is not None:
+            raise ConfigError(f"{where('pack_texts')}: true with er_lambda; embedding regularisation pairs each "
+                              "sentence with its counterfactual, packed blocks have none")
+        if s.whole_word_masking:
+            raise ConfigError(f"{where('pack_texts')}: true with whole_word_masking is not supported (word "
+                              "indices do not survive packing); set whole_word_masking: false")
+    if s.block_augmentation is not None:
+        if not s.pack_texts:
+            raise ConfigError(f"{where('block_augmentation')}: {s.block_augmentation!r} works on packed blocks; "
+                              "it needs pack_texts: true")
+        if s.block_augmentation_words is None:
+            raise ConfigError(f"{where('block_augmentation_words')}: {s.block_augmentation!r} needs the word-pair "
+                              "file (bias-bench's bias_attribute_words.json, data.bias_bench)")
+    elif s.block_augmentation_words is not None:
+        raise ConfigError(f"{where('block_augmentation_words')}: set, but block_augmentation is null (nothing "
+                          "reads it); set block_augmentation or drop block_augmentation_words")
 
 
 TEXT_PLACEHOLDER = "{text}"
@@ -189,7 +227,13 @@ def _check(name: str, value, where: str):
     elif name in ("dropout", "hidden_dropout", "attention_dropout"):
         if value is not None and not (_is_number(value) and 0 <= value < 1):
             bad = "null or a number in [0, 1)"
-    elif name in ("whole_word_masking", "group_by_length", "padding_in_loss"):
+    elif name == "block_augmentation":
+        if value is not None and value not in BLOCK_AUGMENTATIONS:
+            bad = f"null or one of {', '.join(BLOCK_AUGMENTATIONS)}"
+    elif name == "block_augmentation_words":
+        if value is not None and not (isinstance(value, str) and value.strip()):
+            bad = "null or the path of a word-pair file"
+    elif name in ("whole_word_masking", "group_by_length", "padding_in_loss", "pack_texts"):
         if not isinstance(value, bool):
             bad = "true or false"
     elif name == "text_column":

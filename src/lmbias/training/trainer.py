@@ -26,6 +26,7 @@ from lmbias.training import checkpoints
 from lmbias.training.data import Corpus, encode, encode_gpr, global_batches
 from lmbias.training.objectives import (IGNORE, clean_batch, collate, embeddings_from, example_generator, lm_loss_sum,
                                         mask_words, pad)
+from lmbias.training.packing import bias_bench_examples
 from lmbias.training.settings import TEXT_PLACEHOLDER, TrainingSettings
 
 log = logging.getLogger(__name__)
@@ -138,7 +139,10 @@ class Trainer:
                 partners = [t if t is not None else corpus.texts[i] for i, t in enumerate(corpus.swaps)]
                 if s.er_lm_side == "counterfactual":  # the LM loss reads the counterfactual, the partner is the original
                     texts, partners = partners, texts
-            self.examples = encode(tokenizer, self._templated(texts), s.max_length, words=words)
+            if s.pack_texts:  # bias-bench's blocks (and their CDA on the blocks)
+                self.examples = bias_bench_examples(tokenizer, self._templated(texts), s, corpus.path)
+            else:
+                self.examples = encode(tokenizer, self._templated(texts), s.max_length, words=words)
             if s.objective == "infilling" and s.infilling_mode == "static_words":
                 noised = [mask_words(t, example_generator(seed, 0, i), s.infilling_mask_ratio, tokenizer.mask_token)
                           for i, t in enumerate(texts)]
