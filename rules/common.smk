@@ -625,12 +625,16 @@ def _training_modules():
 
 def method_job_inputs(wildcards):
     resolved = resolved_method(wildcards.model, wildcards.method)
-    return {
+    inputs = {
         "corpus": resolved["corpus"],
         "weights": model_weights_input(wildcards),
         # the trainer's modules for fine-tuning, SentenceDebias' for fitting: editing one reruns only its jobs
         "library": library_fingerprint_file({"sd": "sentence_debias", "inlp": "inlp"}.get(resolved["kind"], "finetune")),
     }
+    words = (resolved.get("settings") or {}).get("block_augmentation_words")
+    if words:  # bias-bench's CDA word list (data.bias_bench), fetched and checked by its data rule
+        inputs["augmentation_words"] = words
+    return inputs
 
 
 def metric_benchmark_slice(wildcards):
