@@ -3,7 +3,8 @@
 #   results/papers/{paper}/{table}.parquet, .md, .html   rule paper_table (rule paper_settings_table for
 #                                                        hyper-parameter tables such as Table 12)
 #   results/plots/{paper}/{figure}.png, .svg             rule paper_figure (lmbias.papers.figures.FIGURES)
-#   paper_manela2021, paper_bartl2020, paper_lu2018, paper_over_debiasing   every table and figure of a paper
+#   paper_manela2021, paper_bartl2020, paper_lu2018, paper_over_debiasing, paper_meade2022
+#                                                        every table and figure of a paper
 #
 # config.yaml `papers:` names each paper's models and methods; their cross product, less the pairs a
 # family cannot run, are the pairs its tables read. A table reads only the summaries of the pairs whose
@@ -19,6 +20,7 @@ localrules:
     paper_bartl2020,
     paper_lu2018,
     paper_over_debiasing,
+    paper_meade2022,
 
 
 wildcard_constraints:
@@ -43,6 +45,11 @@ rule paper_lu2018:
 rule paper_over_debiasing:
     input:
         lambda wildcards: paper_targets("over_debiasing"),
+
+
+rule paper_meade2022:
+    input:
+        lambda wildcards: paper_targets("meade2022"),
 
 
 rule paper_table:
