@@ -11,7 +11,7 @@ from test_workflow import _copy_workflow, run_snakemake, scheduled_outputs
 
 pytestmark = pytest.mark.workflow
 
-PAPER_TARGETS = ["paper_manela2021", "paper_bartl2020", "paper_lu2018", "paper_over_debiasing"]
+PAPER_TARGETS = ["paper_manela2021", "paper_bartl2020", "paper_lu2018", "paper_over_debiasing", "paper_meade2022"]
 
 
 @pytest.fixture(scope="module")
@@ -52,6 +52,23 @@ def test_paper_grids_schedule_the_recipes(shipped):
     bartl = dry_run(shipped, "paper_bartl2020")
     assert "cds-bartl" in _methods(bartl)
     assert "results/bert-base/cds-bartl/seed0/model" in scheduled_outputs(bartl)
+
+
+def test_meade_grid_runs_bias_bench_recipes_on_their_four_models(shipped):
+    proc = dry_run(shipped, "paper_meade2022")
+    methods = _methods(proc)
+    assert {"pretrained", "cda-biasbench", "dropout-biasbench", "inlp", "self_debias", "sd-biasbench"} == methods
+    outputs = scheduled_outputs(proc)
+    for model in ("bert-base", "albert-base", "roberta-base", "gpt2"):
+        assert f"results/{model}/dropout-biasbench/seed0/model" in outputs
+        assert f"results/{model}/self_debias/summary.parquet" in outputs
+    assert "resources/data/bias_bench/bias_attribute_words.json" in outputs  # their CDA word list, fetched
+    assert {f"results/papers/meade2022/{t}.md" for t in ("seat_gender", "stereoset_gender", "crows_pairs_gender")} <= set(outputs)
+    # the masked models' CDA reads the word list; GPT-2's is packed only (their run_clm.py never augments)
+    text = proc.stdout + proc.stderr
+    bert = re.search(r"input: ([^\n]*)\n\s*output: results/bert-base/cda-biasbench/seed0/model", text)
+    gpt2 = re.search(r"input: ([^\n]*)\n\s*output: results/gpt2/cda-biasbench/seed0/model", text)
+    assert "bias_attribute_words.json" in bert.group(1) and "bias_attribute_words.json" not in gpt2.group(1)
 
 
 def test_manela_without_ontonotes_leaves_gpr_out_by_name(shipped):

@@ -39,16 +39,25 @@ MANELA = ["gpr-u-manela", "gpr-a-manela"]
 #: bias-bench's further methods: INLP (fitted, like sd), Dropout (trained, like cds), Self-Debias (decoding
 #: time; not defined for seq2seq).
 BIAS_BENCH = ["inlp", "dropout", "self_debias"]
-GRID = {"tiny-bert": MLM_METHODS + RECIPES + MANELA + BIAS_BENCH, "tiny-roberta": MLM_METHODS,
-        "tiny-gpt2": OTHER_METHODS + RECIPES + BIAS_BENCH, "tiny-bart": OTHER_METHODS + RECIPES + ["inlp", "dropout"]}
+#: bias-bench's training (recipe biasbench): packed blocks, their block CDA on the masked model, packing only on
+#: GPT-2 (their run_clm.py never augments).
+BIAS_BENCH_RECIPES = ["cda-biasbench", "dropout-biasbench"]
+GRID = {"tiny-bert": MLM_METHODS + RECIPES + MANELA + BIAS_BENCH + BIAS_BENCH_RECIPES, "tiny-roberta": MLM_METHODS,
+        "tiny-gpt2": OTHER_METHODS + RECIPES + BIAS_BENCH + ["cda-biasbench"],
+        "tiny-bart": OTHER_METHODS + RECIPES + ["inlp", "dropout"]}
 TRAINED_KINDS = {"cds", "cda", "er", "gpr", "dropout"}
 PAIRED = "results/tables/paired/tiny-bert-cds.parquet"
 TARGETS = [f"results/{m}/{k}/summary.parquet" for m, methods in GRID.items() for k in methods] + [PAIRED]
-PAPERS = ["manela2021", "bartl2020", "lu2018", "over_debiasing"]
+PAPERS = ["manela2021", "bartl2020", "lu2018", "over_debiasing", "meade2022"]
 PAPER_TARGETS = [f"paper_{p}" for p in PAPERS]
 PAPER_MODELS = ["tiny-bert", "tiny-gpt2", "tiny-bart"]
 PAPER_METHODS = {"manela2021": ["pretrained", "online", "gpr-u", "gpr-a"], "bartl2020": ["pretrained", "cds"],
-                 "lu2018": ["pretrained", "cda"], "over_debiasing": ["pretrained", "cds", "er", "sd", "sd@*"]}
+                 "lu2018": ["pretrained", "cda"], "over_debiasing": ["pretrained", "cds", "er", "sd", "sd@*"],
+                 "meade2022": ["pretrained", "cda", "dropout", "inlp", "self_debias", "sd"]}
+#: A few of bias-bench's gender pairs (data/bias_attribute_words.json), written into the run: tests have no network.
+BIAS_BENCH_WORDS = {"gender": [["he", "she"], ["his", "her"], ["him", "her"], ["man", "woman"], ["men", "women"],
+                               ["father", "mother"], ["boy", "girl"], ["mr.", "mrs."]]}
+BIAS_BENCH_WORDS_FILE = "bias_bench_words_test.json"
 #: The grid's one sweep (Table 11 style): SentenceDebias at a second ratio of pairs, fit-only so it stays cheap.
 SWEEP = "sd@ratio_of_pairs=0.5"
 FIXTURES = Path(__file__).parent / "fixtures" / "published"
@@ -72,6 +81,10 @@ def _cheap(config: dict, shared_data) -> dict:
         config["models"][model]["training"].update(max_steps=2, limit_examples=16, batch_size=4)
     for method in ("gpr-u", "gpr-a", *MANELA):
         config["methods"][method]["training"]["epochs"] = 2
+    for method in BIAS_BENCH_RECIPES:  # their 2,000 steps of 32 x 16 blocks of 512, cut to 2 steps of 4 blocks of 64
+        config["methods"][method]["training"].update(max_steps=2, batch_size=4, gradient_accumulation_steps=1,
+                                                     max_length=64)
+    config["methods"]["cda-biasbench"]["training"]["block_augmentation_words"] = {"mlm": BIAS_BENCH_WORDS_FILE}
     config["methods"]["sd"]["limit_sentences"] = 64
     config["methods"]["inlp"].update(limit_sentences=400, n_iterations=3, sentences_per_class=60)
     # their whitespace, case-sensitive matching of the first pairs finds few sentences in 64: all pairs, 400 sentences
@@ -94,6 +107,7 @@ def methods_run(tmp_path_factory, repo_root, shared_data):
     # the cheap config replaces config.yaml (a --configfile overlay can add keys but not remove benchmarks)
     config = _cheap(yaml.safe_load((workdir / "config.yaml").read_text()), shared_data)
     (workdir / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    (workdir / BIAS_BENCH_WORDS_FILE).write_text(json.dumps(BIAS_BENCH_WORDS))
     for paper in PAPERS:  # the transcriptions when the checkout has them, else the test fixtures
         if not (workdir / f"resources/published/{paper}.yaml").exists():
             (workdir / "resources/published").mkdir(parents=True, exist_ok=True)
@@ -190,6 +204,22 @@ def test_bias_bench_methods_per_family(methods_run):
     for model in ("tiny-bert", "tiny-gpt2", "tiny-bart"):
         info = json.loads((methods_run / f"results/{model}/inlp/seed0/model/inlp.json").read_text())
         assert info["settings"]["n_iterations"] == 3 and len(info["iterations"]) == 3
+
+
+def test_bias_bench_recipe_packs_blocks_and_augments_the_masked_model_only(methods_run):
+    """cda-biasbench: packed blocks of max_length, their block CDA (gendered blocks only, each twice) on the
+    masked model, packing alone on GPT-2 (as their run_clm.py); dropout-biasbench: packed, not augmented."""
+    bert = json.loads((methods_run / "results/tiny-bert/cda-biasbench/seed0/model/training.json").read_text())
+    gpt2 = json.loads((methods_run / "results/tiny-gpt2/cda-biasbench/seed0/model/training.json").read_text())
+    dropout = json.loads((methods_run / "results/tiny-bert/dropout-biasbench/seed0/model/training.json").read_text())
+    assert bert["settings"]["pack_texts"] and gpt2["settings"]["pack_texts"] and dropout["settings"]["pack_texts"]
+    assert bert["settings"]["block_augmentation"] == "bias_bench_gender"
+    assert gpt2["settings"]["block_augmentation"] is None and dropout["settings"]["block_augmentation"] is None
+    assert bert["settings"]["block_augmentation_words"] == BIAS_BENCH_WORDS_FILE
+    assert (dropout["settings"]["hidden_dropout"], dropout["settings"]["attention_dropout"]) == (0.2, 0.15)
+    assert bert["settings"]["learning_rate"] == 5e-5 and bert["settings"]["warmup_ratio"] == 0.0
+    # augmentation keeps gendered blocks in pairs: an even count, fewer than twice the packed blocks
+    assert bert["training_examples"] % 2 == 0 and 0 < bert["training_examples"] <= 2 * dropout["training_examples"]
 
 
 def test_trained_model_scores_differ_from_pretrained(methods_run):

@@ -54,8 +54,8 @@ TABLE_SCHEMA = pa.schema([
     ("p_value", pa.float64()),
     ("significant", pa.bool_()),       # p_value below the table's significance threshold (null: no test)
     ("n", pa.int64()),
-    ("source", pa.string()),           # published | ours | both (ours: also every cell of a column the paper
-                                       # does not print, i.e. our language-modelling columns)
+    ("source", pa.string()),           # published | ours | both (ours: also our pairs' cells of a column the
+                                       # paper does not print, i.e. our language-modelling columns)
 ])
 
 #: The metric our language-modelling columns read (lmbias.metrics.perplexity rows, subset "all").
@@ -332,7 +332,7 @@ def build_table(table, summaries: pd.DataFrame, pairs: list[dict], paper=None,
         for column in columns:
             cell = cells.get(column.id, {})
             published = row.values.get(column.id) if row is not None else None
-            if column.id in ours_only:
+            if column.id in ours_only and pair is not None:  # a column the paper does not print
                 source = "ours"
             else:
                 source = "both" if (row is not None and pair is not None) else ("published" if row is not None else "ours")
