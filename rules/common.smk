@@ -55,6 +55,10 @@ def _check_config():
         paired_comparison.check_comparison(name, entry, config)
     for name, entry in methods.items():
         registry.check_method_entry(name, entry)
+        for i, bench in enumerate(entry.get("benchmarks") or []):
+            if bench not in benchmarks:
+                raise ConfigError(f"methods.{name}.benchmarks[{i}]: unknown benchmark {bench!r}; configured: "
+                                  f"{', '.join(sorted(benchmarks))}")
     for name, entry in models.items():
         registry.check_training_block(entry.get("training") or {}, f"models.{name}.training", registry.MODEL_METHOD_DEFAULTS)
     AggregateSettings.from_config(config.get("aggregate"))
@@ -297,10 +301,17 @@ def _summary_benchmarks(wildcards):
     if config["methods"][wildcards.method]["kind"] == "online":  # Online Skewness Mitigation changes WinoBias only
         benches = [b for b in benches if config["benchmarks"][b]["dataset"] == "winobias"]
     benches = [b for b in benches if not _method_exclusion(wildcards.method, b)]
+    benches = [b for b in benches if not _method_choice(wildcards.method, b)]
     if not benches:
         raise ConfigError(f"model {wildcards.model!r}: no configured benchmark applies to family "
-                          f"{config['models'][wildcards.model]['family']!r} (or only_benchmarks leaves none)")
+                          f"{config['models'][wildcards.model]['family']!r} (or only_benchmarks, or "
+                          f"methods.{wildcards.method.split('@')[0]}.benchmarks, leaves none)")
     return benches
+
+
+def _method_choice(method, benchmark):
+    """Why the method's `benchmarks:` list leaves `benchmark` out of its summaries, or None."""
+    return registry.method_benchmark_choice(method, config["methods"][method], benchmark)
 
 
 def _method_exclusion(method, benchmark):
@@ -316,6 +327,11 @@ def summary_left_out(wildcards):
         reason = _method_exclusion(wildcards.method, name)
         if reason:
             left_out.append({"benchmark": name, "reason": reason, "config_key": f"methods.{wildcards.method}.kind"})
+            continue
+        reason = _method_choice(wildcards.method, name)
+        if reason:
+            left_out.append({"benchmark": name, "reason": reason,
+                             "config_key": f"methods.{wildcards.method.split('@')[0]}.benchmarks"})
     return left_out
 
 

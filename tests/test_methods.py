@@ -123,6 +123,11 @@ def test_dry_run_online_scores_winobias_only(dag_workdir, shared_data):
      "methods.cds.ratio_of_pairs: unknown key for kind 'cds'"),
     ("results/tiny-bert/cda/summary.parquet", lambda c: c["methods"]["cda"].update(corpus="results/corpora/gap/cda-nope.parquet"),
      "methods.cda.corpus: 'results/corpora/gap/cda-nope.parquet' is not a corpus this config builds"),
+    ("results/tiny-bert/cds/summary.parquet", lambda c: c["methods"]["cds"].update(benchmarks=["winobias", "seat_v9"]),
+     "methods.cds.benchmarks[1]: unknown benchmark 'seat_v9'"),
+    ("results/tiny-bert/cds/summary.parquet",
+     lambda c: c["methods"]["cds"].update(benchmarks=["bec_pro_en"]) or c.update(only_benchmarks=["winobias"]),
+     "or methods.cds.benchmarks, leaves none"),
 ])
 def test_dag_build_errors(dag_workdir, shared_data, target, edit, message):
     args = ["-n", target, "--config", f"data_dir={shared_data}"]
@@ -131,3 +136,17 @@ def test_dag_build_errors(dag_workdir, shared_data, target, edit, message):
     proc = run_snakemake(dag_workdir, *args, check=False)
     assert proc.returncode != 0
     assert message in proc.stdout + proc.stderr, (proc.stdout + proc.stderr)[-3000:]
+
+
+@pytest.mark.parametrize("value", [[], "winobias", [""], [3]])
+def test_a_methods_benchmark_list_must_be_names(value):
+    from lmbias.errors import ConfigError
+    from lmbias.registry import check_method_entry, method_benchmark_choice
+
+    with pytest.raises(ConfigError, match=r"methods.cds-x.benchmarks: expected a non-empty list of benchmark names"):
+        check_method_entry("cds-x", {"kind": "cds", "corpus": "c", "benchmarks": value})
+    entry = {"kind": "cds", "corpus": "c", "benchmarks": ["winobias"]}
+    check_method_entry("cds-x", entry)
+    assert method_benchmark_choice("cds-x@swap_rate=0.7", entry, "winobias") is None
+    assert method_benchmark_choice("cds-x@swap_rate=0.7", entry, "seat_v1") == "not in methods.cds-x.benchmarks"
+    assert method_benchmark_choice("cds-x", {"kind": "cds"}, "seat_v1") is None

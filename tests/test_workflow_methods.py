@@ -85,6 +85,12 @@ def _cheap(config: dict, shared_data) -> dict:
         config["methods"][method]["training"].update(max_steps=2, batch_size=4, gradient_accumulation_steps=1,
                                                      max_length=64)
     config["methods"]["cda-biasbench"]["training"]["block_augmentation_words"] = {"mlm": BIAS_BENCH_WORDS_FILE}
+    # Methods whose tests read their training or fit, not their scores: WinoBias only (plus the embedding
+    # benchmark where a fitted projection changes embeddings); their summaries record why the rest is left out.
+    for method in ("cds-dagender", "er-dagender", "cds-bartl", *MANELA, "dropout", *BIAS_BENCH_RECIPES):
+        config["methods"][method]["benchmarks"] = ["winobias"]
+    for method in ("sd-dagender", "inlp"):
+        config["methods"][method]["benchmarks"] = ["winobias", "seat_v1"]
     config["methods"]["sd"]["limit_sentences"] = 64
     config["methods"]["inlp"].update(limit_sentences=400, n_iterations=3, sentences_per_class=60)
     # their whitespace, case-sensitive matching of the first pairs finds few sentences in 64: all pairs, 400 sentences
@@ -204,6 +210,19 @@ def test_bias_bench_methods_per_family(methods_run):
     for model in ("tiny-bert", "tiny-gpt2", "tiny-bart"):
         info = json.loads((methods_run / f"results/{model}/inlp/seed0/model/inlp.json").read_text())
         assert info["settings"]["n_iterations"] == 3 and len(info["iterations"]) == 3
+
+
+def test_a_methods_benchmark_list_leaves_the_others_out_by_name(methods_run):
+    """methods.<name>.benchmarks: the summary holds those only and records why each other one is missing."""
+    path = methods_run / "results/tiny-bert/cds-dagender/summary.parquet"
+    assert set(pq.read_table(path).column("benchmark").to_pylist()) == {"winobias"}
+    left_out = {e["benchmark"]: e for e in summary_left_out(path)}
+    assert set(left_out) == {"bec_pro_en", "seat_v1"}
+    assert left_out["seat_v1"]["reason"] == "not in methods.cds-dagender.benchmarks"
+    assert left_out["seat_v1"]["config_key"] == "methods.cds-dagender.benchmarks"
+    assert not (methods_run / "results/tiny-bert/cds-dagender/seed0/scores/seat_v1.parquet").exists()
+    inlp = methods_run / "results/tiny-gpt2/inlp/summary.parquet"
+    assert set(pq.read_table(inlp).column("benchmark").to_pylist()) == {"winobias", "seat_v1"}
 
 
 def test_bias_bench_recipe_packs_blocks_and_augments_the_masked_model_only(methods_run):

@@ -210,6 +210,13 @@ def check_method_entry(name: str, entry: dict) -> None:
                 raise ConfigError(f"methods.{name}.recipe: expected a short text naming the code the entry "
                                   f"reproduces, got {entry[key]!r}")
             continue
+        if key == "benchmarks":  # the benchmarks its summaries hold (names checked against config.yaml's)
+            value = entry[key]
+            if value is not None and (not isinstance(value, list) or not value
+                                      or not all(isinstance(b, str) and b for b in value)):
+                raise ConfigError(f"methods.{name}.benchmarks: expected a non-empty list of benchmark names (or null "
+                                  f"for all of them), got {value!r}")
+            continue
         if key not in METHOD_KEYS[kind]:
             raise ConfigError(f"methods.{name}.{key}: unknown key for kind {kind!r} (allowed: {', '.join(METHOD_KEYS[kind])})")
     if kind in TRAINED_METHOD_KINDS | FITTED_METHOD_KINDS and not entry.get("corpus"):
@@ -224,6 +231,15 @@ def check_method_entry(name: str, entry: dict) -> None:
 #: Datasets whose scores are embeddings (hidden states), not output probabilities: a method that only
 #: rescales the output distribution (Self-Debias) does not change them.
 EMBEDDING_DATASETS = frozenset({"seat", "seat_templates"})
+
+
+def method_benchmark_choice(method: str, entry: dict, benchmark: str) -> str | None:
+    """Why a method's summaries leave out a benchmark its `benchmarks:` list does not name, or None (no list,
+    or listed). A list keeps a sweep's many instances, or a grid's extra methods, to what their tables read."""
+    chosen = entry.get("benchmarks")
+    if chosen is None or benchmark in chosen:
+        return None
+    return f"not in methods.{method.split('@')[0]}.benchmarks"
 
 
 def method_benchmark_exclusion(method: str, entry: dict, benchmark_cfg: dict) -> str | None:
