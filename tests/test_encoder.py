@@ -89,7 +89,8 @@ def encoder_run(tmp_path_factory, repo_root, shared_data, minilm_path):
         "data_dir": str(shared_data),
         "models": {"minilm": _entry(minilm_path)},
         "benchmarks": {
-            "seat": {"tests": ["weat6", "sent-weat6"], "metric": {"n_samples": 2000}},
+            # two tests: the shipped average of the six sentence tests cannot be formed, so it is switched off
+            "seat": {"tests": ["weat6", "sent-weat6"], "metric": {"n_samples": 2000, "averages": None}},
             "seat_v1": {"split": "test", "metric": {"n_samples": 2000}},
             "seat_v2": {"split": "dev", "metric": {"n_samples": 2000}},
         },

@@ -8,6 +8,7 @@ import re
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import yaml
@@ -256,3 +257,51 @@ def test_minilm_seat_v1_occupations(minilm):
     assert len(rows) == 1 and rows[0]["n"] == 74
     assert rows[0]["value"] == pytest.approx(1.640, abs=0.05)
     assert rows[0]["p_value"] < 1e-3
+
+
+def _seat_scores(values: dict[str, tuple[list[float], list[float]]]):
+    """A scores table from hand values: per test, the s(w, A1, A2) of its targ1 and targ2 units."""
+    from lmbias.benchmarks.seat_core import SCORES_SCHEMA
+
+    rows = []
+    for test, (x, y) in values.items():
+        for role, vals in (("targ1", x), ("targ2", y)):
+            rows += [{"test": test, "version": "", "pooling": "mean", "role": role, "category": role, "unit": f"{role}{i}",
+                      "position": i, "s": v, "assoc_attr1": 0.0, "assoc_attr2": 0.0, "n_attr1": 1, "n_attr2": 1}
+                     for i, v in enumerate(vals)]
+    return pa.Table.from_pylist(rows, schema=SCORES_SCHEMA)
+
+
+def test_average_absolute_effect_size_is_the_mean_of_the_listed_tests():
+    """bias-bench's "average absolute effect size": mean |d| over the listed tests, per variant."""
+    from lmbias.metrics.weat import effect_size
+
+    values = {"a": ([0.3, 0.5, 0.1], [0.0, -0.2, 0.1]), "b": ([-0.4, -0.1, -0.3], [0.2, 0.0, 0.1]),
+              "c": ([0.2, 0.1, 0.0], [0.1, 0.3, 0.2])}
+    options = SeatOptions.from_config({"averages": {"ab": ["a", "b"], "abc": ["a", "b", "c"]}, "ddof": [0, 1]})
+    rows = seat_metric_rows(_seat_scores(values), options)
+    averages = {(r["subset"], r["variant"]): r for r in rows if r["metric"] == "mean_abs_effect_size"}
+    assert set(averages) == {(n, f"pooling=mean,ddof={d}") for n in ("ab", "abc") for d in (0, 1)}
+    for ddof in (0, 1):
+        d = {t: effect_size(np.array(x), np.array(y), ddof=ddof) for t, (x, y) in values.items()}
+        assert d["b"] < 0  # the absolute value matters
+        got = averages[("abc", f"pooling=mean,ddof={ddof}")]
+        assert got["value"] == pytest.approx((abs(d["a"]) + abs(d["b"]) + abs(d["c"])) / 3) and got["n"] == 3
+        assert averages[("ab", f"pooling=mean,ddof={ddof}")]["value"] == pytest.approx((abs(d["a"]) + abs(d["b"])) / 2)
+    assert not [r for r in seat_metric_rows(_seat_scores(values), SeatOptions()) if r["metric"] != "effect_size"]
+
+
+@pytest.mark.parametrize("averages, message", [
+    ({"x": ["a"]}, "benchmarks.seat.metric.averages.x: expected a list of at least two distinct test names"),
+    ({"x": ["a", "a"]}, "benchmarks.seat.metric.averages.x: expected a list of at least two distinct"),
+    (["a", "b"], "benchmarks.seat.metric.averages: expected a mapping"),
+])
+def test_bad_averages_are_named(averages, message):
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        SeatOptions.from_config({"averages": averages})
+
+
+def test_an_average_over_a_test_not_scored_is_named():
+    options = SeatOptions.from_config({"averages": {"x": ["a", "zz"]}})
+    with pytest.raises(ConfigError, match="averages.x: test 'zz' is not scored"):
+        seat_metric_rows(_seat_scores({"a": ([0.1, 0.2], [0.0, 0.1])}), options)

@@ -160,11 +160,14 @@ class SeatOptions:
     seed: int = 0
     alternative: str = "greater"
     std_epsilon: float = 0.0
+    #: {name: [tests]}: a mean_abs_effect_size row per name, the mean of |effect size| over those tests
+    #: (bias-bench's "average absolute effect size" over SEAT-6 ... 8b, Meade et al. 2022)
+    averages: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
     @classmethod
     def from_config(cls, metric_cfg: dict | None, key: str = "benchmarks.seat.metric") -> "SeatOptions":
         cfg = dict(metric_cfg or {})
-        known = ("ddof", "exact_max", "n_samples", "seed", "alternative", "std_epsilon")
+        known = ("ddof", "exact_max", "n_samples", "seed", "alternative", "std_epsilon", "averages")
         unknown = sorted(set(cfg) - set(known))
         if unknown:
             raise ConfigError(f"{key}.{unknown[0]}: unknown option (known: {', '.join(known)})")
@@ -185,8 +188,16 @@ class SeatOptions:
         if alternative not in ALTERNATIVES:
             raise ConfigError(f"{key}.alternative: {alternative!r} is not one of {', '.join(ALTERNATIVES)}")
         std_epsilon = check_std_epsilon(cfg.get("std_epsilon", 0.0), f"{key}.std_epsilon")
+        averages = cfg.get("averages") or {}
+        if not isinstance(averages, dict):
+            raise ConfigError(f"{key}.averages: expected a mapping of name -> [tests], got {averages!r}")
+        for name, tests in averages.items():
+            if not isinstance(name, str) or not name or not isinstance(tests, list) or len(tests) < 2 \
+                    or not all(isinstance(t, str) and t for t in tests) or len(set(tests)) != len(tests):
+                raise ConfigError(f"{key}.averages.{name}: expected a list of at least two distinct test names, got {tests!r}")
         return cls(ddof=tuple(ddof), exact_max=cfg.get("exact_max", EXACT_MAX), n_samples=cfg.get("n_samples", N_SAMPLES),
-                   seed=seed, alternative=alternative, std_epsilon=std_epsilon)
+                   seed=seed, alternative=alternative, std_epsilon=std_epsilon,
+                   averages=tuple((name, tuple(tests)) for name, tests in averages.items()))
 
 
 def variant_name(version: str, pooling: str, ddof: int, alternative: str = "greater", std_epsilon: float = 0.0) -> str:
@@ -221,4 +232,22 @@ def seat_metric_rows(scores: pa.Table, options: SeatOptions) -> list[dict]:
                 "subset": test, "value": effect_size(x, y, ddof=ddof, std_epsilon=options.std_epsilon), "ci_low": math.nan, "ci_high": math.nan,
                 "p_value": perm.p_value, "n": int(len(x) + len(y)),
             })
-    return rows
+    return rows + _average_rows(rows, options.averages)
+
+
+def _average_rows(rows: list[dict], averages) -> list[dict]:
+    """mean_abs_effect_size rows: per average and variant, the mean of |effect size| over its tests (n = the
+    number of tests). A test the scores do not hold is a ConfigError naming the average."""
+    out = []
+    variants = list(dict.fromkeys(r["variant"] for r in rows))
+    for name, tests in averages:
+        for variant in variants:
+            by_test = {r["subset"]: r["value"] for r in rows if r["variant"] == variant}
+            missing = [t for t in tests if t not in by_test]
+            if missing:
+                raise ConfigError(f"SEAT metric option averages.{name}: test {missing[0]!r} is not scored "
+                                  f"(scored: {', '.join(sorted(by_test))}); add it to the benchmark's tests")
+            out.append({"benchmark": "seat", "metric": "mean_abs_effect_size", "variant": variant, "subset": name,
+                        "value": float(np.mean([abs(by_test[t]) for t in tests])), "ci_low": math.nan,
+                        "ci_high": math.nan, "p_value": math.nan, "n": len(tests)})
+    return out
