@@ -48,7 +48,9 @@ def _copy_workflow(repo_root: Path, dest: Path) -> Path:
     return dest
 
 
-def run_snakemake(workdir: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+def snakemake_command(*args: str) -> tuple[list[str], dict]:
+    """The command line and environment of a test's Snakemake run (2 cores, one thread per model job, the
+    local profile unless one is given)."""
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONHASHSEED": "0"}
     args = list(args)
     for option in ("--configfile", "--config"):  # they take every following word: they must come last
@@ -58,11 +60,49 @@ def run_snakemake(workdir: Path, *args: str, check: bool = True) -> subprocess.C
     cut = next((i for i, a in enumerate(args) if a in ("--configfile", "--config")), len(args))
     args = args[:cut] + ONE_THREAD_PER_JOB + args[cut:]
     profile = [] if "--profile" in args else ["--profile", "profiles/local"]  # README's local runs use it
-    proc = subprocess.run(SNAKEMAKE + ["--cores", "2", *profile, *args], cwd=workdir, env=env, capture_output=True,
-                          text=True)
+    return SNAKEMAKE + ["--cores", "2", *profile, *args], env
+
+
+def run_snakemake(workdir: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+    command, env = snakemake_command(*args)
+    proc = subprocess.run(command, cwd=workdir, env=env, capture_output=True, text=True)
     if check and proc.returncode != 0:
         raise AssertionError(f"snakemake {' '.join(args)} failed:\n{proc.stdout[-4000:]}\n{proc.stderr[-6000:]}")
     return proc
+
+
+class BackgroundSnakemake:
+    """A test's long Snakemake run started early, at a lower priority, so it uses the core the single-process
+    unit tests leave idle; `result()` waits for it and returns what run_snakemake returns. The run is the
+    same command with the same inputs, so its outputs do not depend on when it ran."""
+
+    def __init__(self, workdir: Path, *args: str):
+        command, env = snakemake_command(*args)
+        self.args, self.workdir = args, workdir
+        self._out, self._err = open(workdir / ".bg.out", "w+"), open(workdir / ".bg.err", "w+")
+        self.proc = subprocess.Popen(command, cwd=workdir, env=env, stdout=self._out, stderr=self._err, text=True,
+                                     preexec_fn=lambda: os.nice(10))
+
+    def result(self, check: bool = True) -> subprocess.CompletedProcess:
+        returncode = self.proc.wait()
+        texts = []
+        for handle in (self._out, self._err):
+            handle.seek(0)
+            texts.append(handle.read())
+            handle.close()
+        proc = subprocess.CompletedProcess(self.proc.args, returncode, texts[0], texts[1])
+        if check and returncode != 0:
+            raise AssertionError(f"snakemake {' '.join(self.args)} failed:\n{proc.stdout[-4000:]}\n{proc.stderr[-6000:]}")
+        return proc
+
+    def stop(self) -> None:
+        """End an unfinished run (the session ends early); its Snakemake stops its own jobs on SIGTERM."""
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
 
 
 def scheduled_outputs(proc: subprocess.CompletedProcess) -> list[str]:

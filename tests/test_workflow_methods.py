@@ -26,7 +26,8 @@ import yaml
 
 from lmbias.metrics.summary import left_out as summary_left_out
 from lmbias.papers.tables import is_parameter_table, is_settings_table
-from test_workflow import _copy_workflow, edited_module, run_snakemake, scheduled_outputs, write_config
+from test_workflow import (BackgroundSnakemake, _copy_workflow, edited_module, run_snakemake, scheduled_outputs,
+                           write_config)
 
 pytestmark = pytest.mark.workflow
 
@@ -107,8 +108,26 @@ def _cheap(config: dict, shared_data) -> dict:
     return config
 
 
+def start_methods_run(tmp_path_factory, repo_root: Path, shared_data: Path) -> BackgroundSnakemake:
+    """Prepare the shared run's workflow copy and start its Snakemake in the background (tests/conftest.py
+    does so when the session starts, so the run overlaps the unit tests)."""
+    workdir = _prepare_methods_workdir(tmp_path_factory, repo_root, shared_data)
+    return BackgroundSnakemake(workdir, *TARGETS, *PAPER_TARGETS, "results/summary.md")
+
+
 @pytest.fixture(scope="session")
-def methods_run(tmp_path_factory, repo_root, shared_data):
+def methods_run(request, tmp_path_factory, repo_root, shared_data):
+    started = getattr(request.config, "_lmbias_background_runs", {}).get("methods")
+    if started is None:  # this session did not start it early (e.g. one test selected by name)
+        started = start_methods_run(tmp_path_factory, repo_root, shared_data)
+    proc = started.result()
+    workdir = started.workdir
+    (workdir / "run.out").write_text(proc.stdout + proc.stderr)
+    run_snakemake(workdir, "--report", "results/report.html", *PAPER_TARGETS)
+    return workdir
+
+
+def _prepare_methods_workdir(tmp_path_factory, repo_root: Path, shared_data: Path) -> Path:
     workdir = _copy_workflow(repo_root, tmp_path_factory.mktemp("methods"))
     # the cheap config replaces config.yaml (a --configfile overlay can add keys but not remove benchmarks)
     config = _cheap(yaml.safe_load((workdir / "config.yaml").read_text()), shared_data)
@@ -118,9 +137,6 @@ def methods_run(tmp_path_factory, repo_root, shared_data):
         if not (workdir / f"resources/published/{paper}.yaml").exists():
             (workdir / "resources/published").mkdir(parents=True, exist_ok=True)
             shutil.copy(FIXTURES / f"{paper}.yaml", workdir / f"resources/published/{paper}.yaml")
-    proc = run_snakemake(workdir, *TARGETS, *PAPER_TARGETS, "results/summary.md")
-    (workdir / "run.out").write_text(proc.stdout + proc.stderr)
-    run_snakemake(workdir, "--report", "results/report.html", *PAPER_TARGETS)
     return workdir
 
 
