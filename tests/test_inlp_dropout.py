@@ -16,6 +16,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import torch
+import yaml
 from safetensors.torch import load_file
 
 from lmbias import registry
@@ -248,3 +249,15 @@ def test_dropout_training_uses_the_raised_rates_and_differs_from_cds(tiny, gap_t
     assert (before["hidden_dropout_prob"], before["attention_probs_dropout_prob"]) != (0.2, 0.15)
     a, b = (load_file(str(tmp_path / n / "model.safetensors")) for n in runs)
     assert any(not torch.equal(a[k], b[k]) for k in a)
+
+
+
+def test_inlp_classifier_count_per_family_as_bias_bench(repo_root):
+    """bias-bench fits 80 classifiers for the masked models and 10 for GPT-2 (model_to_n_classifiers)."""
+    config = yaml.safe_load((repo_root / "config.yaml").read_text())
+    entry, models = config["methods"]["inlp-biasbench"], config["models"]
+    counts = {m: registry.resolve_method(m, models[m], "inlp-biasbench", entry, models)["inlp_settings"]["n_iterations"]
+              for m in ("bert-base", "albert-base", "roberta-base", "gpt2")}
+    assert counts == {"bert-base": 80, "albert-base": 80, "roberta-base": 80, "gpt2": 10}
+    with pytest.raises(ConfigError, match=r"methods.inlp-x.n_iterations.gpt: not a model family or a configured model"):
+        registry.resolve_method("gpt2", models["gpt2"], "inlp-x", {**entry, "n_iterations": {"gpt": 10}}, models)

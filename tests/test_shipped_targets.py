@@ -57,7 +57,7 @@ def test_paper_grids_schedule_the_recipes(shipped):
 def test_meade_grid_runs_bias_bench_recipes_on_their_four_models(shipped):
     proc = dry_run(shipped, "paper_meade2022")
     methods = _methods(proc)
-    assert {"pretrained", "cda-biasbench", "dropout-biasbench", "inlp", "self_debias", "sd-biasbench"} == methods
+    assert {"pretrained", "cda-biasbench", "dropout-biasbench", "inlp-biasbench", "self_debias", "sd-biasbench"} == methods
     outputs = scheduled_outputs(proc)
     for model in ("bert-base", "albert-base", "roberta-base", "gpt2"):
         assert f"results/{model}/dropout-biasbench/seed0/model" in outputs

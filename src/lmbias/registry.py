@@ -357,6 +357,8 @@ def resolve_method(model: str, model_entry: dict, method: str, entry: dict, mode
         from lmbias.training.inlp import INLPSettings  # checked when the DAG is built
 
         inlp = {k: entry[k] for k in INLP_KEYS if k in entry}
+        # a per-family (or per-model) value, e.g. bias-bench's n_iterations: {mlm: 80, clm: 10}
+        inlp = per_family_values(inlp, model_entry["family"], f"methods.{method}", model, model_names)
         INLPSettings.from_dict(inlp, f"methods.{method}")
         resolved["inlp_settings"] = dict(sorted(inlp.items()))
     return resolved
