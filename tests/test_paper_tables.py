@@ -313,3 +313,15 @@ def test_no_perplexity_column_where_the_paper_prints_it_or_shows_no_method(table
     assert lm_columns(replace(table7, method_kinds=()), lm) == []  # coreference systems: no method of ours
     table12 = load_published_file(FIXTURES / "over_debiasing.yaml").tables["table12"]
     assert lm_columns(table12, lm) == []  # hyper-parameters
+
+
+
+def test_the_transcriptions_note_is_printed_under_the_table(tmp_path, table7):
+    """A reader sees where the published numbers come from (e.g. Meade et al.'s are quotations)."""
+    from dataclasses import replace
+
+    noted = replace(table7, note="Quoted from a later paper; not read from the paper itself.")
+    write_table(noted, pd.DataFrame(), [TINY], tmp_path / "t.parquet", tmp_path / "t.md", tmp_path / "t.html")
+    assert "Published numbers: Quoted from a later paper; not read from the paper itself." in (tmp_path / "t.md").read_text()
+    assert "Quoted from a later paper" in (tmp_path / "t.html").read_text()
+    assert b"Quoted from a later paper" in pq.read_schema(tmp_path / "t.parquet").metadata[b"lmbias.notes"]

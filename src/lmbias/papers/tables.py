@@ -498,13 +498,15 @@ def read_summaries(paths) -> pd.DataFrame:
 def write_table(table, summaries: pd.DataFrame, pairs: list[dict], parquet: str | Path, markdown: str | Path,
                 html_path: str | Path | None = None, paper=None, left_out: list[dict] | None = None,
                 lm_benchmarks: list[dict] | None = None) -> pd.DataFrame:
-    """Build one table and write its parquet, markdown (and HTML) atomically. The notes (`pair_notes`: the
-    recipe behind each method shown, the pairs left out and why) go under the legend and into the parquet's
-    metadata (`lmbias.notes`, `lmbias.left_out`, JSON)."""
+    """Build one table and write its parquet, markdown (and HTML) atomically. The notes (the transcription's
+    `note`, then `pair_notes`: the recipe behind each method shown, the pairs left out and why, our
+    language-modelling columns) go under the legend and into the parquet's metadata (`lmbias.notes`,
+    `lmbias.left_out`, JSON)."""
     import json
 
     long = build_table(table, summaries, pairs, paper, lm_benchmarks)
-    notes = pair_notes(table, pairs, left_out, lm_benchmarks)
+    # the transcription's own note first (e.g. Meade et al.'s numbers are quotations, not read from the paper)
+    notes = ([f"Published numbers: {table.note}"] if table.note else []) + pair_notes(table, pairs, left_out, lm_benchmarks)
     arrow = pa.Table.from_pandas(long.replace({np.nan: None}), schema=TABLE_SCHEMA, preserve_index=False)
     write_text_atomic(markdown, to_markdown(table, long, notes))
     if html_path is not None:
