@@ -185,8 +185,9 @@ def _library_sets():
             for entry in config["benchmarks"].values()}
     models, sd = str(base / "src/lmbias/engine/models.py"), str(base / "src/lmbias/training/sentence_debias.py")
     inlp = str(base / "src/lmbias/training/inlp.py")
-    sets["finetune"] = [str(base / f) for f in _training_modules() if str(base / f) not in (sd, inlp)] + [models]
-    sets["sentence_debias"] = [sd, models, str(base / "src/lmbias/engine/debias_projection.py")]
+    fit_settings = str(base / "src/lmbias/training/fit_settings.py")  # read by the SentenceDebias and INLP fits
+    sets["finetune"] = [str(base / f) for f in _training_modules() if str(base / f) not in (sd, inlp, fit_settings)] + [models]
+    sets["sentence_debias"] = [sd, fit_settings, models, str(base / "src/lmbias/engine/debias_projection.py")]
     # INLP: its module, the word lists it picks gendered sentences with (through sentence_debias) and the hook
     sets["inlp"] = [inlp] + sets["sentence_debias"] + sorted(str(p) for p in (base / "resources/wordlists").glob("*.tsv"))
     sets["self_debias"] = [str(base / "src/lmbias/engine/self_debias.py")]
@@ -305,7 +306,7 @@ def _summary_benchmarks(wildcards):
     if not benches:
         raise ConfigError(f"model {wildcards.model!r}: no configured benchmark applies to family "
                           f"{config['models'][wildcards.model]['family']!r} (or only_benchmarks, or "
-                          f"methods.{wildcards.method.split('@')[0]}.benchmarks, leaves none)")
+                          f"methods.{registry.base_method(wildcards.method)}.benchmarks, leaves none)")
     return benches
 
 
@@ -331,7 +332,7 @@ def summary_left_out(wildcards):
         reason = _method_choice(wildcards.method, name)
         if reason:
             left_out.append({"benchmark": name, "reason": reason,
-                             "config_key": f"methods.{wildcards.method.split('@')[0]}.benchmarks"})
+                             "config_key": f"methods.{registry.base_method(wildcards.method)}.benchmarks"})
     return left_out
 
 

@@ -65,7 +65,10 @@ def snakemake_command(*args: str) -> tuple[list[str], dict]:
 
 def run_snakemake(workdir: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:
     command, env = snakemake_command(*args)
-    proc = subprocess.run(command, cwd=workdir, env=env, capture_output=True, text=True)
+    return _checked(subprocess.run(command, cwd=workdir, env=env, capture_output=True, text=True), args, check)
+
+
+def _checked(proc: subprocess.CompletedProcess, args, check: bool) -> subprocess.CompletedProcess:
     if check and proc.returncode != 0:
         raise AssertionError(f"snakemake {' '.join(args)} failed:\n{proc.stdout[-4000:]}\n{proc.stderr[-6000:]}")
     return proc
@@ -90,10 +93,7 @@ class BackgroundSnakemake:
             handle.seek(0)
             texts.append(handle.read())
             handle.close()
-        proc = subprocess.CompletedProcess(self.proc.args, returncode, texts[0], texts[1])
-        if check and returncode != 0:
-            raise AssertionError(f"snakemake {' '.join(self.args)} failed:\n{proc.stdout[-4000:]}\n{proc.stderr[-6000:]}")
-        return proc
+        return _checked(subprocess.CompletedProcess(self.proc.args, returncode, texts[0], texts[1]), self.args, check)
 
     def stop(self) -> None:
         """End an unfinished run (the session ends early); its Snakemake stops its own jobs on SIGTERM."""

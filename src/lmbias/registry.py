@@ -233,13 +233,18 @@ def check_method_entry(name: str, entry: dict) -> None:
 EMBEDDING_DATASETS = frozenset({"seat", "seat_templates"})
 
 
+def base_method(method: str) -> str:
+    """The config entry a method name comes from: `cds` for the sweep instance `cds@swap_rate=0.7`."""
+    return method.split("@")[0]
+
+
 def method_benchmark_choice(method: str, entry: dict, benchmark: str) -> str | None:
     """Why a method's summaries leave out a benchmark its `benchmarks:` list does not name, or None (no list,
     or listed). A list keeps a sweep's many instances, or a grid's extra methods, to what their tables read."""
     chosen = entry.get("benchmarks")
     if chosen is None or benchmark in chosen:
         return None
-    return f"not in methods.{method.split('@')[0]}.benchmarks"
+    return f"not in methods.{base_method(method)}.benchmarks"
 
 
 def method_benchmark_exclusion(method: str, entry: dict, benchmark_cfg: dict) -> str | None:

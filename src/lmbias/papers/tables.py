@@ -176,17 +176,18 @@ def lm_benchmark_columns(benchmarks: dict, names) -> list[dict]:
         entry = benchmarks.get(name) or {}
         if registry.measure_of(entry, name) != LM_METRIC:
             continue
-        dataset = entry.get("dataset")
-        if dataset == "wikitext2":
+        wikitext = entry.get("dataset") == "wikitext2"
+        if wikitext:
             where = f"WikiText-2 {entry.get('split', 'test')}"
         else:
             splits = entry.get("splits")
-            where = f"{dataset} {'+'.join(splits) if splits else 'all'} stand-in"
-        out.append({"benchmark": name, "header": f"PPL (ours, {where})",
-                    "text": f"benchmarks.{name}: perplexity (causal) or pseudo-perplexity (masked, seq2seq) on {where}"
-                            + ("" if dataset == "wikitext2" else ", not WikiText-2; for fine-tuned methods the GAP "
-                               "corpora contain these texts, so theirs is an optimistic bound")})
-    return sorted(out, key=lambda c: (not c["header"].startswith("PPL (ours, WikiText"), c["benchmark"]))
+            where = f"{entry.get('dataset')} {'+'.join(splits) if splits else 'all'} stand-in"
+        out.append((not wikitext, name, {
+            "benchmark": name, "header": f"PPL (ours, {where})",
+            "text": f"benchmarks.{name}: perplexity (causal) or pseudo-perplexity (masked, seq2seq) on {where}"
+                    + ("" if wikitext else ", not WikiText-2; for fine-tuned methods the GAP corpora contain these "
+                       "texts, so theirs is an optimistic bound")}))
+    return [column for _, _, column in sorted(out, key=lambda item: item[:2])]
 
 
 def shows_methods(table) -> bool:
@@ -218,7 +219,7 @@ def _matches(row, pair, settings_table: bool) -> bool:
         return True
     if row.method != pair["kind"]:
         return False
-    if row.method_name and row.method_name not in (pair["method"], pair["method"].split("@")[0]):
+    if row.method_name and row.method_name not in (pair["method"], registry.base_method(pair["method"])):
         return False
     if row.settings:
         have = pair.get("settings") or {}

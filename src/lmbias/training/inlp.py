@@ -40,7 +40,7 @@ import logging
 import re
 import time
 import warnings
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Sequence
 
@@ -49,6 +49,7 @@ import numpy as np
 from lmbias.engine.scoring import PRECISIONS
 from lmbias.errors import ConfigError, DataError
 from lmbias.io import atomic_folder
+from lmbias.training.fit_settings import check_int, from_entry
 
 log = logging.getLogger(__name__)
 
@@ -81,22 +82,11 @@ class INLPSettings:
 
     @classmethod
     def from_dict(cls, d: dict | None, key: str = "inlp") -> "INLPSettings":
-        d = dict(d or {})
-        d.pop("kind", None)
-        d.pop("corpus", None)
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(d) - known)
-        if unknown:
-            raise ConfigError(f"{key}.{unknown[0]}: unknown INLP setting (known: {', '.join(sorted(known))})")
-        s = cls(**d)
+        s = from_entry(cls, d, key, "INLP", ignored=("kind", "corpus"))
         for name, minimum, optional in (("n_iterations", 1, False), ("sentences_per_class", 2, False),
                                         ("seed", 0, False), ("batch_size", 1, False), ("max_length", 2, False),
                                         ("limit_sentences", 1, True)):
-            v = getattr(s, name)
-            if optional and v is None:
-                continue
-            if not isinstance(v, int) or isinstance(v, bool) or v < minimum:
-                raise ConfigError(f"{key}.{name}: {v!r} is not an integer >= {minimum}")
+            check_int(getattr(s, name), f"{key}.{name}", minimum, optional)
         f = s.dev_fraction
         if isinstance(f, bool) or not isinstance(f, (int, float)) or not (0 < f < 1):
             raise ConfigError(f"{key}.dev_fraction: {f!r} is not a number in (0, 1)")

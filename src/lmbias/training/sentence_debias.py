@@ -48,7 +48,7 @@ import json
 import logging
 import re
 import time
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Sequence
 
@@ -62,6 +62,7 @@ from lmbias.engine.embeddings import POOLINGS, check_poolings
 from lmbias.engine.scoring import PRECISIONS
 from lmbias.errors import ConfigError, DataError
 from lmbias.io import atomic_folder
+from lmbias.training.fit_settings import check_int, from_entry
 from lmbias.progress import job_progress, rate_line
 
 log = logging.getLogger(__name__)
@@ -100,20 +101,10 @@ class SDSettings:
 
     @classmethod
     def from_dict(cls, d: dict | None, key: str = "sd") -> "SDSettings":
-        d = dict(d or {})
-        d.pop("kind", None)
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(d) - known)
-        if unknown:
-            raise ConfigError(f"{key}.{unknown[0]}: unknown SentenceDebias setting (known: {', '.join(sorted(known))})")
-        s = cls(**d)
+        s = from_entry(cls, d, key, "SentenceDebias", ignored=("kind",))
 
         def _int(name, minimum, optional=False):
-            v = getattr(s, name)
-            if optional and v is None:
-                return
-            if not isinstance(v, int) or isinstance(v, bool) or v < minimum:
-                raise ConfigError(f"{key}.{name}: {v!r} is not an integer >= {minimum}")
+            check_int(getattr(s, name), f"{key}.{name}", minimum, optional)
 
         def _choice(name, choices, optional=False):
             v = getattr(s, name)
