@@ -20,7 +20,11 @@ input (k prefix tokens):
 * mlm: ``[CLS] s1 .. sn [SEP]`` -> ``tok("[CLS] " + prefix) s1 .. sn [SEP]`` (bias-bench tokenises the CLS
   token and the prefix together, without special tokens);
 * clm: ``BOS s1 .. sn`` (the engine's BOS-conditioned input) -> ``tok(prefix) s1 .. sn``: the first sentence
-  token is predicted after the prefix's last token, the regular one after BOS.
+  token is predicted after the prefix's last token, the regular one after BOS. With `scoring.clm_context:
+  bias_bench` the engine reads s1 from the start token's pass (``BOS`` -> ``tok(prefix)``) and s2 .. sn from
+  the sentence alone, ``s1 .. sn`` -> ``tok(prefix) s1 .. sn`` (`prepending_prefix`), which is how bias-bench's
+  GPT2Wrapper.compute_loss_self_debiasing builds its inputs (less its two defects, README "Reproducing the
+  peers' numbers").
 
 The wrapper's forward returns, as `logits`, the log of the rescaled, renormalised distribution (float64)
 at every position, so every probability-based benchmark reads it through the engine unchanged. Hidden
@@ -30,6 +34,7 @@ seq2seq (BART) is not defined (bias-bench has no encoder-decoder MLM variant; it
 
 from __future__ import annotations
 
+import copy
 import math
 import numbers
 from dataclasses import asdict, dataclass
@@ -139,6 +144,16 @@ class SelfDebiasingLM:
         self.prefix_ids = prefix_token_ids(tokenizer, family, settings.prefix)
         self.start_id = start_token_id(tokenizer, family)
         self.lmbias_commit = getattr(model, "lmbias_commit", "")
+        self.prepend = False  # True: the prefix goes before the whole input (prepending_prefix)
+
+    def prepending_prefix(self) -> "SelfDebiasingLM":
+        """This wrapper for causal inputs without a start token: the prefix goes before the input instead of in
+        its first token's place (position t of the input is position t + k of the prefixed input)."""
+        if self.family != "clm":
+            raise ConfigError(f"Self-Debias: a prefix before the whole input is defined for clm, not {self.family!r}")
+        other = copy.copy(self)
+        other.prepend = True
+        return other
 
     # What the engine and the jobs use of a model: parameters (its device), eval, to, calling it.
     def parameters(self):
@@ -176,21 +191,22 @@ class SelfDebiasingLM:
         row starts with the start token and that the prefixed rows fit the model's positions."""
         if attention_mask is None:
             attention_mask = torch.ones_like(input_ids)
-        if not bool((input_ids[:, 0] == self.start_id).all()):
+        drop = 0 if self.prepend else 1  # the input tokens the prefix replaces
+        if drop and not bool((input_ids[:, 0] == self.start_id).all()):
             raise DataError(f"Self-Debias: every input must start with token id {self.start_id} (the {self.family} "
                             f"start token the prefix replaces); got {input_ids[:, 0].tolist()}")
         rows, k = input_ids.shape[0], len(self.prefix_ids)
         limit = self._max_positions()
-        if limit is not None and input_ids.shape[1] + k - 1 > limit:
+        if limit is not None and input_ids.shape[1] + k - drop > limit:
             raise DataError(f"Self-Debias: an input of {input_ids.shape[1]} tokens behind the {k}-token prefix exceeds "
                             f"the model's {limit} positions")
         regular = {"input_ids": input_ids, "attention_mask": attention_mask}
         prefix = torch.tensor(self.prefix_ids, dtype=input_ids.dtype, device=input_ids.device).expand(rows, k)
-        prefixed = {"input_ids": torch.cat([prefix, input_ids[:, 1:]], dim=1),
-                    "attention_mask": torch.cat([torch.ones_like(prefix), attention_mask[:, 1:]], dim=1)}
+        prefixed = {"input_ids": torch.cat([prefix, input_ids[:, drop:]], dim=1),
+                    "attention_mask": torch.cat([torch.ones_like(prefix), attention_mask[:, drop:]], dim=1)}
         if token_type_ids is not None:
             regular["token_type_ids"] = token_type_ids
-            prefixed["token_type_ids"] = torch.cat([torch.zeros_like(prefix), token_type_ids[:, 1:]], dim=1)
+            prefixed["token_type_ids"] = torch.cat([torch.zeros_like(prefix), token_type_ids[:, drop:]], dim=1)
         return regular, prefixed
 
     def forward(self, input_ids, attention_mask=None, token_type_ids=None, output_hidden_states=False, **kwargs):
@@ -200,7 +216,7 @@ class SelfDebiasingLM:
         if unknown:
             raise TypeError(f"SelfDebiasingLM.forward: unsupported argument(s) {', '.join(unknown)}")
         regular, prefixed = self._prefixed(input_ids, attention_mask, token_type_ids)
-        shift = len(self.prefix_ids) - 1
+        shift = len(self.prefix_ids) - (0 if self.prepend else 1)
         logits = rescaled_logprobs(self.inner(**regular).logits, self.inner(**prefixed).logits[:, shift:],
                                    self.settings.decay_constant, self.settings.epsilon)
         return SimpleNamespace(logits=logits)
@@ -214,7 +230,7 @@ class SelfDebiasingLM:
         if head is None:
             return self.forward(input_ids, attention_mask).logits[rows, cols]
         regular, prefixed = self._prefixed(input_ids, attention_mask, None)
-        shift = len(self.prefix_ids) - 1
+        shift = len(self.prefix_ids) - (0 if self.prepend else 1)
         hidden = self.inner.base_model(**regular).last_hidden_state[rows, cols]
         hidden_prefixed = self.inner.base_model(**prefixed).last_hidden_state[rows, [c + shift for c in cols]]
         return rescaled_logprobs(head(hidden), head(hidden_prefixed), self.settings.decay_constant, self.settings.epsilon)
