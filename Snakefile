@@ -67,3 +67,17 @@ onsuccess:
         print(f"\n{_page.read_text(encoding='utf-8')}")
         print(f"Same table as a web page: {Path('results/summary.html').resolve()}; every row: "
               "results/<model>/<method>/summary.parquet; paper tables and figures: snakemake --report results/report.html <targets>")
+
+
+onerror:
+    # Each failed job's named error (ConfigError, DataError, ...) on the console, from its log, whatever the
+    # profile and executor: with no profile (show-failed-logs off) Snakemake only says "check log file(s)".
+    # scheduler.failed: the jobs that failed for good (after their retries); a group job stands for its members.
+    from lmbias.workflow import failed_jobs_report
+
+    _failed = getattr(getattr(workflow, "scheduler", None), "failed", None) or ()
+    _report = failed_jobs_report(
+        (member.rule.name, [str(f) for f in member.log]) for job in _failed for member in getattr(job, "jobs", [job])
+    )
+    if _report:
+        print(_report, file=sys.stderr)

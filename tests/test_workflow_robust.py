@@ -120,3 +120,29 @@ def test_overlay_errors_name_the_overlay_and_missing_model_path_its_key(small_ru
                          "--configfile", str(overlay), "--config", f"data_dir={data}", check=False)
     assert proc.returncode != 0
     assert "models.my-bert.path: model folder models/my-bert does not exist" in proc.stdout + proc.stderr
+
+
+def test_a_jobs_named_error_reaches_the_console_without_a_profile(small_run, tmp_path):
+    """Issue 21 section 4: the README's commands without --profile load no profile (show-failed-logs off),
+    yet the job's ConfigError (here: truncated weights) is on the console, not only "check log file(s)"."""
+    import os
+    import subprocess
+    import sys
+
+    workdir, data = small_run
+    broken = tmp_path / "broken-bert"
+    shutil.copytree(workdir / "resources/models/tiny-bert", broken)
+    weights = broken / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
+    overlay = tmp_path / "overlay.yaml"
+    overlay.write_text(yaml.safe_dump({"models": {"broken": {"path": str(broken), "family": "mlm", "revision": "local"}}}))
+    assert not (workdir / "profiles/default").exists()
+    cmd = [sys.executable, "-m", "snakemake", "--cores", "2", "results/broken/pretrained/seed0/scores/winobias.parquet",
+           *ONE_THREAD_PER_JOB, "--configfile", str(overlay), "--config", f"data_dir={data}"]
+    proc = subprocess.run(cmd, cwd=workdir, env={**os.environ, "HF_HUB_OFFLINE": "1"}, capture_output=True, text=True)
+    console = proc.stdout + proc.stderr
+    assert proc.returncode != 0
+    assert "profile" not in console.split("Building DAG")[0]  # no profile loaded
+    assert "Logfile logs/" not in console  # Snakemake's show-failed-logs dump is off: the line below is ours
+    assert ("rule score_benchmark (logs/broken/pretrained/seed0/scores/winobias.log):\n"
+            f"    ConfigError: models.broken: {weights} is truncated or corrupt") in proc.stderr, console[-3000:]

@@ -1,9 +1,11 @@
-"""Small helpers for Snakemake scripts: logging into the job's log file, and picking the device."""
+"""Small helpers for Snakemake scripts: logging into the job's log file, and picking the device; and for the
+Snakefile: the failed jobs' errors for the console."""
 
 from __future__ import annotations
 
 import logging
 import os
+import re
 import sys
 
 from lmbias.io import write_text_atomic
@@ -49,3 +51,59 @@ def write_source_fingerprint(sources, out: str | os.PathLike, root: str | os.Pat
     DAG builds faster (bench/dag_build.py)."""
     lines = [f"{sha256_file(source)}  {os.path.relpath(source, root)}\n" for source in sorted(str(s) for s in sources)]
     write_text_atomic(out, "".join(lines))
+
+
+_TRACEBACK = "Traceback (most recent call last):"
+_NAMED = re.compile(r"^lmbias(?:\.\w+)*\.(\w+): ")  # an error class of this library, as a traceback prints it
+
+
+def log_errors(log_path: str | os.PathLike, max_lines: int = 10) -> list[str]:
+    """The errors a failed job's log names: every error of this library (LmbiasError: ConfigError, DataError,
+    ...) that a traceback in it ends with, as `ConfigError: message`, in order and once each; or, where none
+    does, the last traceback's exception line (`KeyError: 'x'`). [] for a missing log or one without a traceback.
+
+    Python's traceback format: after `Traceback (most recent call last):` the frames are indented and the first
+    line that is not is `module.Class: message`. Its indented lines after it are kept as the message's (a
+    list of config errors); an unindented line may be the job's next output and ends it. A job that launches
+    processes (accelerate) logs their tracebacks too, before its own CalledProcessError: the named error comes
+    from them."""
+    try:
+        lines = open(log_path, encoding="utf-8", errors="replace").read().splitlines()
+    except OSError:
+        return []
+    found = []
+    i = 0
+    while i < len(lines):
+        if lines[i].rstrip() != _TRACEBACK:
+            i += 1
+            continue
+        i += 1
+        while i < len(lines) and (not lines[i] or lines[i][0].isspace()):
+            i += 1
+        if i == len(lines):
+            break
+        message = [lines[i]]
+        i += 1
+        while i < len(lines) and lines[i][:1].isspace() and lines[i].strip() and len(message) < max_lines:
+            message.append(lines[i])
+            i += 1
+        found.append("\n".join(message))
+    named = [_NAMED.sub(lambda m: f"{m.group(1)}: ", text, count=1) for text in found if _NAMED.match(text)]
+    if named:
+        return list(dict.fromkeys(named))
+    return found[-1:]
+
+
+def failed_jobs_report(jobs) -> str:
+    """The console's account of failed jobs, one paragraph per job with an error in its logs (`jobs`: pairs of
+    rule name and log paths). Snakemake itself prints only "check log file(s) for error details" unless
+    show-failed-logs is set, and no profile is loaded by default (profiles/local, README "Running on
+    Slurm"); the Snakefile's onerror handler prints this whatever the profile and executor."""
+    paragraphs = []
+    for rule, logs in jobs:
+        for log in logs:
+            for error in log_errors(log):
+                paragraphs.append(f"  rule {rule} ({log}):\n" + "\n".join(f"    {line}" for line in error.splitlines()))
+    if not paragraphs:
+        return ""
+    return "Errors of the failed jobs (the tracebacks are in their logs):\n" + "\n".join(paragraphs)
