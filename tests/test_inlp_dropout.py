@@ -95,6 +95,103 @@ def test_inlp_projection_is_the_product_of_the_null_space_projections():
     assert np.allclose(P, product, atol=1e-6)
 
 
+def _gender_ordered(n: int, d: int, seed: int):
+    """Planted data in bias-bench's row order: male rows (1), then female (0), then neutral (-1)."""
+    x, y = _planted_gender(n, d, seed)
+    order = np.argsort(-y, kind="stable")
+    return x[order], y[order]
+
+
+def _bias_bench_split(X, y):
+    """bias-bench's _split_gender_dataset (debias/inlp/context_nullspace_projection.py), transcribed: 30 % test
+    set aside, then 30 % of the rest held out as dev, both train_test_split(..., random_state=0)."""
+    from sklearn.model_selection import train_test_split
+
+    X_train_dev, X_test, y_train_dev, y_test = train_test_split(X, y, test_size=0.3, random_state=0)
+    X_train, X_dev, y_train, y_dev = train_test_split(X_train_dev, y_train_dev, test_size=0.3, random_state=0)
+    return X_train, X_dev, X_test, y_train, y_dev, y_test
+
+
+def test_inlp_test_fraction_splits_as_bias_bench_and_the_default_splits_once():
+    from sklearn.model_selection import train_test_split
+
+    x, y = _gender_ordered(97, 5, seed=4)
+    train, dev, test = inlp.split_indices(len(y), dev_fraction=0.3, test_fraction=0.3, seed=0)
+    for ours, theirs in zip((x[train], x[dev], x[test], y[train], y[dev], y[test]), _bias_bench_split(x, y)):
+        assert np.array_equal(ours, theirs)
+    assert (len(train), len(dev), len(test)) == (46, 21, 30)  # their classifiers see 0.7 x 0.7 of the rows
+    train, dev, test = inlp.split_indices(len(y), dev_fraction=0.3, test_fraction=None, seed=0)
+    x_train, x_dev, _, _ = train_test_split(x, y, test_size=0.3, random_state=0)
+    assert np.array_equal(x[train], x_train) and np.array_equal(x[dev], x_dev) and len(test) == 0
+
+
+def _recording_classifiers(monkeypatch):
+    """inlp.make_classifier, recording the rows each classifier is fitted on."""
+    fitted, make = [], inlp.make_classifier
+
+    def recording(name, seed):
+        clf = make(name, seed)
+        fit = clf.fit
+        clf.fit = lambda X, y: (fitted.append(np.array(X)), fit(X, y))[1]
+        return clf
+
+    monkeypatch.setattr(inlp, "make_classifier", recording)
+    return fitted
+
+
+def test_inlp_dropout_rate_is_bias_benchs_mask_and_at_zero_only_its_scale(monkeypatch):
+    """get_debiasing_projection: mask = (rand < 1 - rate) * 1 / (1 - rate + 1e-6) on the training rows each
+    iteration, so at their dropout_rate=0 every row is scaled by 1 / (1 + 1e-6); dev rows are not masked."""
+    x, y = _gender_ordered(300, 12, seed=5)
+    fitted = _recording_classifiers(monkeypatch)
+    inlp.fit_projection(x[:200], y[:200], x[200:], y[200:], n_iterations=1, dropout_rate=0)
+    assert np.array_equal(fitted[-1], x[:200] * (1.0 / (1 - 0 + 1e-6)))
+    inlp.fit_projection(x[:200], y[:200], x[200:], y[200:], n_iterations=1)
+    assert np.array_equal(fitted[-1], x[:200])  # the default: no dropout, no scale
+    inlp.fit_projection(x[:200], y[:200], x[200:], y[200:], n_iterations=1, dropout_rate=0.25)
+    ratio = fitted[-1] / x[:200]
+    kept = np.isclose(ratio, 1.0 / (1 - 0.25 + 1e-6), rtol=1e-12, atol=0)
+    assert np.all(kept | (ratio == 0)) and abs(kept.mean() - 0.75) < 0.02
+
+
+def _bias_bench_projection(X_train, Y_train, n_classifiers):
+    """get_debiasing_projection (debias/inlp/debias.py) as bias-bench's _apply_nullspace_projection calls it
+    (LinearSVC(fit_intercept=False, class_weight=None, dual=False, random_state=0), autoregressive,
+    min_accuracy 0, dropout_rate 0), transcribed: returns the final P."""
+    import scipy.linalg
+    from sklearn.svm import LinearSVC
+
+    def rowspace_projection(W):
+        basis = np.zeros_like(W.T) if np.allclose(W, 0) else scipy.linalg.orth(W.T)
+        return basis.dot(basis.T)
+
+    def intersection_of_nullspaces(projections, dim):
+        return np.eye(dim) - rowspace_projection(np.sum(projections, axis=0))
+
+    dim = X_train.shape[1]
+    np.random.seed(0)
+    X_cp, projections = X_train.copy(), []
+    for _ in range(n_classifiers):
+        dropout_rate = 0
+        mask = (np.random.rand(*X_train.shape) < (1 - dropout_rate)).astype(float) * (1.0 / (1 - dropout_rate + 1e-6))
+        clf = LinearSVC(fit_intercept=False, class_weight=None, dual=False, random_state=0).fit(X_cp * mask, Y_train)
+        projections.append(rowspace_projection(np.atleast_2d(clf.coef_)))
+        X_cp = intersection_of_nullspaces(projections, dim).dot(X_train.T).T
+    return intersection_of_nullspaces(projections, dim)
+
+
+def test_inlp_biasbench_options_give_bias_benchs_projection():
+    """Same arrays and split: with dropout_rate 0 ours equals their P to 1e-9 (3.5e-12 measured); without
+    its 1 / (1 + 1e-6) scale, 10 classifiers drift apart by 1.5e-3 here."""
+    x, y = _gender_ordered(900, 64, seed=3)
+    X_train, X_dev, _, Y_train, Y_dev, _ = _bias_bench_split(x, y)
+    theirs = _bias_bench_projection(X_train, Y_train, 10)
+    ours, _ = inlp.fit_projection(X_train, Y_train, X_dev, Y_dev, 10, "linear_svc", seed=0, dropout_rate=0)
+    assert np.abs(ours - theirs).max() < 1e-9
+    unscaled, _ = inlp.fit_projection(X_train, Y_train, X_dev, Y_dev, 10, "linear_svc", seed=0)
+    assert np.abs(unscaled - theirs).max() > 1e-4
+
+
 def test_inlp_settings_load_without_torch_and_name_the_engine_files():
     from lmbias.engine import debias_projection
 
@@ -147,6 +244,25 @@ def test_inlp_fit_on_a_tiny_bert_reaches_chance_and_scoring_applies_it(tiny, gap
     assert type(model).__name__ == "BertForMaskedLM"
 
 
+def test_inlp_fit_reads_test_fraction_and_dropout_rate(tiny, gap_texts, monkeypatch):
+    """fit_inlp passes the recipe's options on: three-way split sizes in inlp.json, scaled classifier input."""
+    fitted = _recording_classifiers(monkeypatch)
+    model, tok = load_model(_spec(tiny, "bert"))
+    settings = inlp.INLPSettings(n_iterations=1, sentences_per_class=30, test_fraction=0.3, dropout_rate=0)
+    _, info = inlp.fit_inlp(model, tok, "mlm", gap_texts, settings)
+    n = sum(info["sentences_per_class"].values())
+    train, dev, test = inlp.split_indices(n, 0.3, 0.3, 0)
+    assert (info["train_size"], info["dev_size"], info["test_size_unused"]) == (len(train), len(dev), len(test))
+    assert len(test) == -(-3 * n // 10) and len(fitted) == 1 and len(fitted[0]) == len(train)
+    _, plain = inlp.fit_inlp(model, tok, "mlm", gap_texts, inlp.INLPSettings(n_iterations=1, sentences_per_class=30))
+    assert plain["test_size_unused"] == 0 and plain["dev_size"] == -(-3 * n // 10)
+    # a sentence in both training sets: the recipe's classifier saw it scaled by 1 / (1 + 1e-6)
+    plain_train = inlp.split_indices(n, 0.3, None, 0)[0]
+    row = next(r for r in train if r in set(plain_train))
+    scaled, unscaled = fitted[0][list(train).index(row)], fitted[1][list(plain_train).index(row)]
+    assert np.array_equal(scaled, unscaled * (1.0 / (1 + 1e-6))) and not np.array_equal(scaled, unscaled)
+
+
 @pytest.mark.parametrize("arch", ["bert", "gpt2", "bart"])
 def test_inlp_folder_projects_the_state_before_the_lm_head(tiny, tmp_path, arch):
     """load_method_model(inlp folder): logits = LM head(P h) of the base model's final hidden state h."""
@@ -175,6 +291,9 @@ def test_inlp_folder_projects_the_state_before_the_lm_head(tiny, tmp_path, arch)
     ({"n_iterations": 0}, "methods.inlp.n_iterations"),
     ({"classifier": "perceptron"}, "methods.inlp.classifier"),
     ({"dev_fraction": 1.0}, "methods.inlp.dev_fraction"),
+    ({"test_fraction": 0}, "methods.inlp.test_fraction"),
+    ({"dropout_rate": 1.0}, "methods.inlp.dropout_rate"),
+    ({"dropout_rate": True}, "methods.inlp.dropout_rate"),
     ({"sentences_per_class": 1}, "methods.inlp.sentences_per_class"),
     ({"seed": -1}, "methods.inlp.seed"),
     ({"k": 1}, "methods.inlp.k"),
@@ -259,5 +378,13 @@ def test_inlp_classifier_count_per_family_as_bias_bench(repo_root):
     counts = {m: registry.resolve_method(m, models[m], "inlp-biasbench", entry, models)["inlp_settings"]["n_iterations"]
               for m in ("bert-base", "albert-base", "roberta-base", "gpt2")}
     assert counts == {"bert-base": 80, "albert-base": 80, "roberta-base": 80, "gpt2": 10}
+    for model in ("bert-base", "gpt2"):  # their split and their dropout_rate=0 scale (issue 21)
+        settings = registry.resolve_method(model, models[model], "inlp-biasbench", entry, models)["inlp_settings"]
+        assert (settings["test_fraction"], settings["dropout_rate"], settings.get("dev_fraction", 0.3)) == (0.3, 0, 0.3)
+        resolved = inlp.INLPSettings.from_dict(settings)
+        assert (resolved.test_fraction, resolved.dropout_rate, resolved.dev_fraction) == (0.3, 0, 0.3)
+    default = inlp.INLPSettings.from_dict(
+        registry.resolve_method("bert-base", models["bert-base"], "inlp", config["methods"]["inlp"], models)["inlp_settings"])
+    assert (default.test_fraction, default.dropout_rate) == (None, None)  # the default: one split, no scale
     with pytest.raises(ConfigError, match=r"methods.inlp-x.n_iterations.gpt: not a model family or a configured model"):
         registry.resolve_method("gpt2", models["gpt2"], "inlp-x", {**entry, "n_iterations": {"gpt": 10}}, models)

@@ -161,7 +161,8 @@ METHOD_KEYS = {
     "dropout": ("kind", "corpus", "training"),
     # INLP (Ravfogel et al. 2020, as bias-bench): lmbias.training.inlp.INLPSettings
     "inlp": ("kind", "corpus") + ("n_iterations", "classifier", "sentences_per_class", "dev_fraction", "seed",
-                                  "batch_size", "max_length", "limit_sentences", "text_column", "precision"),
+                                  "batch_size", "max_length", "limit_sentences", "text_column", "precision",
+                                  "test_fraction", "dropout_rate"),
     "sd": ("kind", "corpus") + ("ratio_of_pairs", "k", "batch_size", "max_length", "limit_sentences", "text_column",
                                 "application", "pair_list", "pair_selection", "pair_matching", "fit_pooling", "pad_to",
                                 "precision"),

@@ -16,7 +16,10 @@ Fitting:
    included (bias-bench: ``torch.mean(model(...).last_hidden_state, dim=1)`` of the base model, one
    sentence at a time); for BART the decoder's (the state the hook projects). Labels male 1, female 0,
    neutral -1 (bias-bench's);
-3. a held-out ``dev_fraction`` (0.3) is split off (scikit-learn ``train_test_split``, ``random_state=seed``);
+3. a held-out ``dev_fraction`` (0.3) is split off (scikit-learn ``train_test_split``, ``random_state=seed``).
+   ``test_fraction`` (bias-bench: 0.3; default none) first splits off a test set that is never used, the
+   same way, and ``dev_fraction`` is then held out of the rest: bias-bench's ``_split_gender_dataset``, whose
+   classifiers see 0.7 x 0.7 of the sentences (``split_indices``);
 4. ``n_iterations`` (80) times: a linear classifier (``linear_svc``: scikit-learn ``LinearSVC(fit_intercept=
    False, class_weight=None, dual=False, random_state=seed)``, bias-bench's; ``sgd``: ``SGDClassifier
    (random_state=seed)``) is fitted on the training representations projected by the current P; its
@@ -24,12 +27,14 @@ Fitting:
    of all the classifiers' null spaces, I - proj(sum of the rowspace projections) (Ben-Israel's formula,
    bias-bench's ``get_projection_to_intersection_of_nullspaces``). Each iteration's train and held-out
    accuracy is recorded (``inlp.json``: ``iterations``); the held-out accuracy falls to the majority-class
-   rate (``chance_level``) once the gender directions are gone.
+   rate (``chance_level``) once the gender directions are gone. ``dropout_rate`` (bias-bench: 0; default
+   none) multiplies the training representations each iteration by bias-bench's dropout mask, kept with
+   probability 1 - rate and scaled by 1 / (1 - rate + 1e-6): at rate 0 a constant 1 / (1 + 1e-6), which
+   bias-bench's ``get_debiasing_projection`` applies although it drops nothing.
 
 Not reproduced from bias-bench: their sentences come from a Wikipedia dump (2.5 %), not GAP; they clip each
-sentence at a random word after the gendered word (neutral ones after the 4th) and lower-case it, and split
-off a further 30 % test set they never use (their classifiers see 0.7 * 0.7 of the data); none of that is
-done here. See README, Methods.
+sentence at a random word after the gendered word (neutral ones after the 4th) and lower-case it; none of
+that is done here. See README, Methods.
 """
 
 from __future__ import annotations
@@ -73,6 +78,8 @@ class INLPSettings:
     classifier: str = "linear_svc"  # linear_svc (bias-bench) | sgd
     sentences_per_class: int = 10000  # bias-bench: 10,000 male, female and neutral sentences
     dev_fraction: float = 0.3  # held out to measure each classifier's accuracy (bias-bench: 0.3)
+    test_fraction: float | None = None  # split off first and never used (bias-bench: 0.3); None: no test split
+    dropout_rate: float | None = None  # bias-bench's dropout on the training representations (theirs: 0); None: none
     seed: int = 0  # sentence draw, split and classifiers' random_state
     batch_size: int = 32
     max_length: int = 128  # longer sentences (in tokens) are left out, and counted
@@ -87,9 +94,12 @@ class INLPSettings:
                                         ("seed", 0, False), ("batch_size", 1, False), ("max_length", 2, False),
                                         ("limit_sentences", 1, True)):
             check_int(getattr(s, name), f"{key}.{name}", minimum, optional)
-        f = s.dev_fraction
-        if isinstance(f, bool) or not isinstance(f, (int, float)) or not (0 < f < 1):
-            raise ConfigError(f"{key}.dev_fraction: {f!r} is not a number in (0, 1)")
+        for name, zero_allowed in (("dev_fraction", False), ("test_fraction", False), ("dropout_rate", True)):
+            f = getattr(s, name)
+            if f is None and name != "dev_fraction":
+                continue
+            if isinstance(f, bool) or not isinstance(f, (int, float)) or not (0 <= f < 1) or (f == 0 and not zero_allowed):
+                raise ConfigError(f"{key}.{name}: {f!r} is not a number in {'[0, 1)' if zero_allowed else '(0, 1)'}")
         if s.classifier not in CLASSIFIERS:
             raise ConfigError(f"{key}.classifier: {s.classifier!r} is not one of {', '.join(CLASSIFIERS)}")
         if s.precision not in PRECISIONS:
@@ -164,12 +174,39 @@ def _range_projection(matrix: np.ndarray) -> np.ndarray:
     return basis @ basis.T
 
 
+def split_indices(n: int, dev_fraction: float, test_fraction: float | None, seed: int):
+    """(train, dev, test) row indices of n rows: scikit-learn ``train_test_split(..., random_state=seed)``
+    holds out ``dev_fraction``; with ``test_fraction``, a first such split sets that share aside (test, never
+    used) and the dev share is held out of the rest, as bias-bench's ``_split_gender_dataset`` (0.3, then 0.3,
+    ``random_state=0``). The rows a split picks depend only on n and the seed, not on the arrays split."""
+    from sklearn.model_selection import train_test_split
+
+    rows, test = np.arange(n), np.arange(0)
+    if test_fraction is not None:
+        rows, test = train_test_split(rows, test_size=test_fraction, random_state=seed)
+    train, dev = train_test_split(rows, test_size=dev_fraction, random_state=seed)
+    return train, dev, test
+
+
+def dropout_mask(shape, rate: float | None, rng: np.random.Generator):
+    """bias-bench's ``get_debiasing_projection`` dropout: keep with probability 1 - rate, scale the kept by
+    1 / (1 - rate + 1e-6) (at rate 0 only the constant scale; the draw is then not needed). None: 1."""
+    if rate is None:
+        return 1.0
+    scale = 1.0 / (1 - rate + 1e-6)
+    if rate == 0:
+        return scale
+    return (rng.random(shape) < (1 - rate)).astype(float) * scale
+
+
 def fit_projection(x_train: np.ndarray, y_train: np.ndarray, x_dev: np.ndarray, y_dev: np.ndarray,
-                   n_iterations: int, classifier: str = "linear_svc", seed: int = 0) -> tuple[np.ndarray, list[dict]]:
+                   n_iterations: int, classifier: str = "linear_svc", seed: int = 0,
+                   dropout_rate: float | None = None) -> tuple[np.ndarray, list[dict]]:
     """(P (d, d) float64, one row per iteration: train/dev accuracy, dimensions removed so far).
 
-    Iteration i fits a classifier on the rows projected by P_{i-1}; P_i projects onto the intersection of
-    the null spaces of all classifiers so far: I - proj(range(sum of their rowspace projections))."""
+    Iteration i fits a classifier on the rows projected by P_{i-1} (times the dropout mask, when
+    `dropout_rate` is set); P_i projects onto the intersection of the null spaces of all classifiers so far:
+    I - proj(range(sum of their rowspace projections))."""
     from sklearn.exceptions import ConvergenceWarning
 
     x_train = np.asarray(x_train, dtype=np.float64)
@@ -177,9 +214,10 @@ def fit_projection(x_train: np.ndarray, y_train: np.ndarray, x_dev: np.ndarray, 
     d = x_train.shape[1]
     identity = np.eye(d)
     projection, rowspace_sum = identity.copy(), np.zeros((d, d))
+    rng = np.random.default_rng(seed)
     rows = []
     for i in range(n_iterations):
-        xt, xd = x_train @ projection.T, x_dev @ projection.T
+        xt, xd = (x_train @ projection.T) * dropout_mask(x_train.shape, dropout_rate, rng), x_dev @ projection.T
         clf = make_classifier(classifier, seed)
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", ConvergenceWarning)
@@ -212,8 +250,6 @@ def _library_versions() -> dict:
 def fit_inlp(model, tokenizer, family: str, texts: Sequence[str], settings: INLPSettings, wordlist_dir=None,
              key: str = "inlp") -> tuple[np.ndarray, dict]:
     """(P float32 (d, d), info) of `model` from `texts`; see the module docstring."""
-    from sklearn.model_selection import train_test_split
-
     from lmbias.engine.embeddings import sentence_embeddings
     from lmbias.engine.scoring import _model_device, scoring_precision
 
@@ -243,12 +279,12 @@ def fit_inlp(model, tokenizer, family: str, texts: Sequence[str], settings: INLP
     with scoring_precision(precision, f"{key}.precision"):
         x = sentence_embeddings(model, tokenizer, all_texts, [pooling], family, batch_size=settings.batch_size,
                                 max_length=settings.max_length)[pooling]
-    x_train, x_dev, y_train, y_dev = train_test_split(x, labels, test_size=settings.dev_fraction,
-                                                      random_state=settings.seed)
+    train, dev, test = split_indices(len(labels), settings.dev_fraction, settings.test_fraction, settings.seed)
+    x_train, x_dev, y_train, y_dev = x[train], x[dev], labels[train], labels[dev]
     if len(np.unique(y_train)) < 2:
         raise DataError(f"INLP: the training split holds one class only ({len(y_train)} sentences)")
     projection, rows = fit_projection(x_train, y_train, x_dev, y_dev, settings.n_iterations, settings.classifier,
-                                      settings.seed)
+                                      settings.seed, settings.dropout_rate)
     info = {
         "pooling": pooling,
         "precision_used": precision,
@@ -259,6 +295,7 @@ def fit_inlp(model, tokenizer, family: str, texts: Sequence[str], settings: INLP
         "sentences_left_out_too_long": n_long,
         "train_size": int(len(y_train)),
         "dev_size": int(len(y_dev)),
+        "test_size_unused": int(len(test)),
         "label_codes": LABELS,
         "chance_level": majority_rate(y_dev),
         "iterations": rows,
