@@ -12,8 +12,11 @@ token ids, with the pair in Nangia's order: stereo pairs as (sent_more, sent_les
   tokens only, modified tokens only, or their union, each position scored once. With both, the metric
   option that picks one never recomputes a forward pass; a variant left out is NaN in the scores and
   the metric refuses it.
-* clm: the log-likelihood of each whole sentence (BOS-conditioned) and its token count (bias-bench's
-  generative score is the per-token mean of the same log-probabilities).
+* clm: the log-likelihood of each whole sentence and its token count (bias-bench's generative score is the
+  per-token mean). `scoring.clm_context` says how a sentence is conditioned: `bos` (default) every token after
+  a BOS; `bias_bench` as bias-bench's generative runner, the first token after the start token alone and the
+  rest from the sentence alone (`lmbias.engine.scoring.CLM_CONTEXTS`). The scores record which
+  (`clm_context`); the two need different forward passes, so the option selects one and editing it rescores.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from lmbias.errors import ConfigError, DataError
 from lmbias.metrics.crows_pairs import VARIANTS, CrowsPairsOptions, crows_pairs_metric_rows
 from lmbias.engine.pll import encode, token_logprobs
 from lmbias.registry import BenchmarkDef
-from lmbias.engine.scoring import EngineStats, sentence_logprobs
+from lmbias.engine.scoring import EngineStats, clm_context, sentence_logprobs
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +53,7 @@ SCORES_SCHEMA = pa.schema(
         ("more_modified", pa.int32()),
         ("less_modified", pa.int32()),
         ("variants", pa.string()),  # the variants these scores serve, comma-separated (scoring.variants)
+        ("clm_context", pa.string()),  # clm: bos | bias_bench (scoring.clm_context); null for the other families
     ]
 )
 
@@ -91,16 +95,18 @@ def score_crows_pairs(items: pa.Table, model, tokenizer, family: str, scoring: d
     scoring = scoring or {}
     batch_size, max_length = scoring.get("batch_size", 64), scoring.get("max_length", 128)
     variants = scored_variants(scoring)
+    context = clm_context(scoring, f"{SCORING_KEY}.clm_context")
     rows = items.to_pylist()
     records = []
     if family == "clm":
         # one likelihood per sentence serves both variants
         texts = [t for r in rows for t in (r["sent_more"], r["sent_less"])]
-        lls = sentence_logprobs(model, tokenizer, texts, batch_size=batch_size, max_length=max_length, stats=stats)
+        lls = sentence_logprobs(model, tokenizer, texts, batch_size=batch_size, max_length=max_length, stats=stats,
+                                context=context)
         counts = [len(tokenizer(t, add_special_tokens=False)["input_ids"]) for t in texts]
         for i, r in enumerate(rows):
             records.append(_record(r, "sentence_loglik", VARIANTS, loglik=(lls[2 * i], lls[2 * i + 1]),
-                                   tokens=(counts[2 * i], counts[2 * i + 1])))
+                                   tokens=(counts[2 * i], counts[2 * i + 1]), context=context))
         return pa.Table.from_pylist(records, schema=SCORES_SCHEMA)
     if family not in ("mlm", "seq2seq"):
         raise DataError(f"CrowS-Pairs scoring: unknown model family {family!r}")
@@ -140,7 +146,7 @@ def score_crows_pairs(items: pa.Table, model, tokenizer, family: str, scoring: d
 
 
 def _record(r, kind, variants, shared=(math.nan, math.nan), modified=(math.nan, math.nan), loglik=(math.nan, math.nan),
-            tokens=(0, 0), n_shared=0, n_modified=(0, 0)) -> dict:
+            tokens=(0, 0), n_shared=0, n_modified=(0, 0), context=None) -> dict:
     return {
         "row_id": r["row_id"],
         "bias_type": r["bias_type"],
@@ -158,6 +164,7 @@ def _record(r, kind, variants, shared=(math.nan, math.nan), modified=(math.nan, 
         "more_modified": int(n_modified[0]),
         "less_modified": int(n_modified[1]),
         "variants": ",".join(variants),
+        "clm_context": context,
     }
 
 

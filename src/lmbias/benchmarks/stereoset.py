@@ -12,7 +12,10 @@ byte-level BPE pieces carry their leading space, unlike the official loader, whi
   official script instead: p_j is the only mask and the later pieces are left out.
 * seq2seq: the encoder reads the sentence with the word replaced by one <mask>; the decoder, fed the
   sentence's tokens before p_j, scores p_j (one decoder pass per candidate).
-* clm: the log-likelihood of the whole candidate sentence (BOS-conditioned) and its token count.
+* clm: the log-likelihood of the whole candidate sentence and its token count, every token after a BOS
+  (`scoring.clm_context: bos`, the default) or as bias-bench's generative runner reads it (`bias_bench`: the
+  first token after the start token alone, the rest from the sentence alone; with `metric.clm_score:
+  token_mean` its numbers). The scores record the context (`clm_context`).
 
 Per candidate the scores table keeps the mean of the pieces' probabilities (the official score) and their
 summed log-probability; `lmbias.metrics.stereoset` turns them into ss, lms and icat.
@@ -36,6 +39,7 @@ from lmbias.engine.scoring import (
     MaskedIdsRequest,
     infill_logprobs_ids,
     masked_logprobs_ids,
+    clm_context,
     sentence_logprobs,
 )
 
@@ -54,6 +58,7 @@ SCORES_SCHEMA = pa.schema(
         ("mean_prob", pa.float64()),  # mean over pieces of p(piece); NaN for clm
         ("sum_logprob", pa.float64()),  # sum over pieces of log p(piece); clm: sentence log-likelihood
         ("n_tokens", pa.int32()),  # clm: tokens of the sentence; otherwise n_pieces
+        ("clm_context", pa.string()),  # clm: bos | bias_bench (scoring.clm_context); null for the other families
     ]
 )
 
@@ -124,6 +129,7 @@ def score_stereoset(items: pa.Table, model, tokenizer, family: str, scoring: dic
     remaining = scoring.get("remaining_pieces", "mask")
     if remaining not in REMAINING_PIECES:
         raise ConfigError(f"stereoset scoring.remaining_pieces: {remaining!r} is not one of {', '.join(REMAINING_PIECES)}")
+    context = clm_context(scoring, "benchmarks.stereoset.scoring.clm_context")
     rows = items.to_pylist()
     _check_rows(rows)
     spans = [word_span(r["context"], r["sentence"]) for r in rows]
@@ -135,11 +141,13 @@ def score_stereoset(items: pa.Table, model, tokenizer, family: str, scoring: dic
             "sentence_id": r["sentence_id"], "gold_label": r["gold_label"], "word": r["sentence"][span[0]:span[1]],
             "n_pieces": int(n_pieces), "score_kind": kind, "mean_prob": float(mean_prob),
             "sum_logprob": float(sum_lp), "n_tokens": int(n_tokens),
+            "clm_context": context if kind == "sentence_loglik" else None,
         })
 
     if family == "clm":
         texts = [r["sentence"] for r in rows]
-        lls = sentence_logprobs(model, tokenizer, texts, batch_size=batch_size, max_length=max_length, stats=stats)
+        lls = sentence_logprobs(model, tokenizer, texts, batch_size=batch_size, max_length=max_length, stats=stats,
+                                context=context)
         for r, span, ll in zip(rows, spans, lls):
             n = len(tokenizer(r["sentence"], add_special_tokens=False)["input_ids"])
             record(r, span, "sentence_loglik", 0, math.nan, ll, n)

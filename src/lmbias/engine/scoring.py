@@ -210,15 +210,59 @@ def naive_masked_logprobs(model, tokenizer, requests: Sequence[MaskedRequest]) -
     return out
 
 
-def _clm_inputs(tokenizer, texts: Sequence[str], max_length: int) -> list[list[int]]:
-    """Causal-LM inputs: a leading BOS (GPT-2's <|endoftext|>) so the first word is scored too."""
-    bos = tokenizer.bos_token_id if tokenizer.bos_token_id is not None else tokenizer.eos_token_id
+#: How a causal LM's sentence is conditioned (benchmarks' `scoring.clm_context`):
+#: bos -- every token after a leading start token (BOS, or EOS where there is none: GPT-2's <|endoftext|>);
+#: bias_bench -- bias-bench's generative CrowS-Pairs and StereoSet runners: the first token read from the
+#: distribution after the start token alone (their separate forward pass of "<|endoftext|>"), every later
+#: token from a forward pass of the sentence alone (no start token, positions from 0).
+CLM_CONTEXTS = ("bos", "bias_bench")
+
+
+def clm_context(scoring: dict, key: str) -> str:
+    """`scoring.clm_context` checked (default bos); ConfigError naming `key`."""
+    value = scoring.get("clm_context", "bos")
+    if value not in CLM_CONTEXTS:
+        raise ConfigError(f"{key}: {value!r} is not one of {', '.join(CLM_CONTEXTS)}")
+    return value
+
+
+def clm_start_id(tokenizer) -> int:
+    """The token a causal LM's sentences start after: BOS, else EOS (both <|endoftext|> for GPT-2, the token
+    bias-bench encodes as its unconditional start)."""
+    start = tokenizer.bos_token_id if tokenizer.bos_token_id is not None else tokenizer.eos_token_id
+    if start is None:
+        raise ConfigError(f"sentence scoring: tokenizer {type(tokenizer).__name__} has neither a BOS nor an EOS token")
+    return int(start)
+
+
+def _clm_inputs(tokenizer, texts: Sequence[str], max_length: int, context: str = "bos") -> list[list[int]]:
+    """Causal-LM inputs: a leading BOS (GPT-2's <|endoftext|>) so the first word is scored too; context
+    bias_bench: the sentence's tokens alone (its first token is read after the start token separately)."""
     encoded = tokenizer(list(texts), add_special_tokens=False)["input_ids"]
-    seqs = [[bos] + ids for ids in encoded]
+    if context == "bos":
+        seqs = [[clm_start_id(tokenizer)] + ids for ids in encoded]
+    else:
+        seqs = [list(ids) for ids in encoded]
     for text, ids in zip(texts, seqs):
         if len(ids) > max_length:
             raise DataError(f"sentence scoring: input of {len(ids)} tokens exceeds max_length={max_length}: {text[:80]!r}")
+        if not ids:
+            raise DataError(f"sentence scoring: a text without tokens: {text!r}")
     return seqs
+
+
+def _sentence_alone(model):
+    """The model as it reads a sentence without a start token. A Self-Debias wrapper (lmbias.engine.self_debias)
+    then puts its prefix before the sentence rather than in the start token's place."""
+    prepending = getattr(model, "prepending_prefix", None)
+    return prepending() if callable(prepending) else model
+
+
+def _start_logprobs(model, tokenizer, device) -> torch.Tensor:
+    """log p(first token | start token) over the vocabulary (float64): one forward pass of the start token."""
+    ids = torch.tensor([[clm_start_id(tokenizer)]], dtype=torch.long, device=device)
+    logits = model(input_ids=ids, attention_mask=torch.ones_like(ids)).logits[0, 0]
+    return torch.log_softmax(logits.double(), dim=-1)
 
 
 def sentence_logprobs(
@@ -228,19 +272,31 @@ def sentence_logprobs(
     batch_size: int = 64,
     max_length: int = 512,
     stats: EngineStats | None = None,
+    context: str = "bos",
 ) -> np.ndarray:
-    """Total log-likelihood of each text under a causal LM (sum over its tokens, BOS-conditioned)."""
+    """Total log-likelihood of each text under a causal LM (sum over its tokens), every token conditioned on
+    a BOS (context bos) or as bias-bench conditions them (context bias_bench, see CLM_CONTEXTS: one extra
+    forward pass of the start token, computed once per call and read for every text's first token)."""
+    if context not in CLM_CONTEXTS:
+        raise ConfigError(f"sentence scoring: context {context!r} is not one of {', '.join(CLM_CONTEXTS)}")
     stats = stats if stats is not None else EngineStats()
     device = _model_device(model)
     unique: dict[str, int] = {}
     for text in texts:
         unique.setdefault(text, len(unique))
-    seqs = _clm_inputs(tokenizer, list(unique), max_length)
+    seqs = _clm_inputs(tokenizer, list(unique), max_length, context)
     lengths = [len(s) for s in seqs]
     order = sorted(range(len(seqs)), key=lambda i: (lengths[i], i))
     totals = np.zeros(len(seqs), dtype=np.float64)
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
     with torch.inference_mode(), _autocast(device):
+        if context == "bias_bench":
+            first = _start_logprobs(model, tokenizer, device).cpu()
+            stats.forward_passes += 1
+            stats.sequences_run += 1
+            for uid, seq in enumerate(seqs):
+                totals[uid] = float(first[seq[0]])
+            model = _sentence_alone(model)
         for batch in _batches(order, lengths, batch_size, None):
             ids, attn = _pad([seqs[i] for i in batch], pad_id, device)
             logits = model(input_ids=ids, attention_mask=attn).logits
@@ -250,7 +306,7 @@ def sentence_logprobs(
                 # double the memory of the logits themselves.
                 logprobs = torch.log_softmax(logits[row, :-1].double(), dim=-1)
                 token_lp = logprobs.gather(-1, target[row].unsqueeze(-1)).squeeze(-1) * attn[row, 1:]
-                totals[uid] = float(token_lp.sum().cpu())
+                totals[uid] += float(token_lp.sum().cpu())
             stats.forward_passes += 1
             stats.sequences_run += len(batch)
     stats.requests += len(texts)
@@ -258,14 +314,20 @@ def sentence_logprobs(
     return np.array([totals[unique[t]] for t in texts], dtype=np.float64)
 
 
-def naive_sentence_logprobs(model, tokenizer, texts: Sequence[str]) -> np.ndarray:
+def naive_sentence_logprobs(model, tokenizer, texts: Sequence[str], context: str = "bos") -> np.ndarray:
     out = []
+    device = _model_device(model)
     with torch.inference_mode():
         for text in texts:
-            ids = torch.tensor([_clm_inputs(tokenizer, [text], 10**9)[0]], device=_model_device(model))
-            logits = model(input_ids=ids).logits[0, :-1].double()
+            ids = torch.tensor([_clm_inputs(tokenizer, [text], 10**9, context)[0]], device=device)
+            head = 0.0
+            if context == "bias_bench":
+                head = float(_start_logprobs(model, tokenizer, device)[ids[0, 0]])
+                logits = _sentence_alone(model)(input_ids=ids).logits[0, :-1].double()
+            else:
+                logits = model(input_ids=ids).logits[0, :-1].double()
             lp = torch.log_softmax(logits, -1).gather(-1, ids[0, 1:].unsqueeze(-1)).sum()
-            out.append(float(lp))
+            out.append(head + float(lp))
     return np.array(out, dtype=np.float64)
 
 

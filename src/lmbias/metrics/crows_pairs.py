@@ -13,7 +13,9 @@ scored is refused with a message naming that key):
   modified token are skipped, as bias-bench does);
 * causal models -- `nangia` means the sentence log-likelihood (the natural likelihood counterpart);
   `bias_bench`: mean log-probability per token (bias-bench's geometric-mean score; not rounded,
-  as in bias-bench's generative runner).
+  as in bias-bench's generative runner). How the sentences were conditioned is the scores' `clm_context`
+  (`scoring.clm_context`); a context other than the default bos is named in the variant label
+  ("clm=token_mean,context=bias_bench": bias-bench's generative CrowS-Pairs number).
 
 metric_score carries an exact (Clopper-Pearson) 95 % interval and a two-sided binomial test against 50 %.
 """
@@ -28,6 +30,7 @@ import pyarrow as pa
 
 from lmbias.errors import ConfigError
 from lmbias.lazy import lazy_module
+from lmbias.metrics import clm_context_label
 
 sps = lazy_module("scipy.stats")  # imported on first use: DAG builds never run a test
 
@@ -78,6 +81,7 @@ def pair_scores(scores: pa.Table, options: CrowsPairsOptions) -> tuple[np.ndarra
             more = col("more_loglik") / np.maximum(col("more_tokens"), 1)
             less = col("less_loglik") / np.maximum(col("less_tokens"), 1)
             label = "clm=token_mean"
+        label += clm_context_label(scores, "benchmarks.crows_pairs.scoring.clm_context")
         rounding = None
     elif options.variant == "nangia":
         more, less, label = col("more_shared_sum"), col("less_shared_sum"), "pll=shared_sum"

@@ -15,7 +15,9 @@ terms pooled across domains, the official "intrasentence overall").
 Score of a candidate (options): masked and encoder-decoder models use the mean of the word's pieces'
 probabilities (`mean_prob`, official) or their summed log-probability (`sum_logprob`); causal models
 the sentence log-likelihood (`sum_logprob`) or its per-token mean (`token_mean`: the official
-generative script's geometric-mean score).
+generative script's geometric-mean score). A causal context other than the default bos
+(`scoring.clm_context`, recorded in the scores) is named in the variant label: bias-bench's generative
+StereoSet numbers are `clm=token_mean,context=bias_bench`.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ import numpy as np
 import pyarrow as pa
 
 from lmbias.errors import ConfigError, DataError
+from lmbias.metrics import clm_context_label
 
 MASKED_SCORES = ("mean_prob", "sum_logprob")
 CLM_SCORES = ("sum_logprob", "token_mean")
@@ -65,10 +68,11 @@ def candidate_scores(scores: pa.Table, options: StereoSetOptions) -> tuple[np.nd
     mean_prob = np.asarray(scores.column("mean_prob").to_numpy(zero_copy_only=False), dtype=np.float64)
     sum_lp = np.asarray(scores.column("sum_logprob").to_numpy(zero_copy_only=False), dtype=np.float64)
     if kind == "sentence_loglik":
+        context = clm_context_label(scores, "benchmarks.stereoset.scoring.clm_context")
         if options.clm_score == "sum_logprob":
-            return sum_lp, "clm=sentence_loglik"
+            return sum_lp, "clm=sentence_loglik" + context
         n = np.asarray(scores.column("n_tokens").to_numpy(zero_copy_only=False), dtype=np.float64)
-        return sum_lp / np.maximum(n, 1), "clm=token_mean"
+        return sum_lp / np.maximum(n, 1), "clm=token_mean" + context
     if options.masked_score == "mean_prob":
         return mean_prob, f"{kind}=mean_prob"
     return sum_lp, f"{kind}=sum_logprob"
