@@ -259,3 +259,26 @@ def test_self_debias_follows_the_context(tiny_gpt2, crows_gender):
                                naive_sentence_logprobs(wrapped, tok, texts, context="bias_bench"), atol=1e-6)
     plain = sentence_logprobs(model, tok, texts, context="bias_bench")
     assert np.abs(sentence_logprobs(wrapped, tok, texts, context="bias_bench") - plain).max() > 1e-3
+
+
+def test_stereoset_scored_word_differs_from_bias_benchs_in_12_sentences(shared_data):
+    """README's peer table: bias-bench's template word (dataloader.StereoSet: the sentence's word at BLANK's word
+    index, every punctuation character removed) differs from the word we score (the context's affixes and edge
+    punctuation stripped) in 12 intrasentence sentences of the dev set, 4 examples."""
+    import string
+
+    from lmbias.benchmarks.stereoset import word_span
+
+    strip = str.maketrans("", "", string.punctuation)
+    differ = []
+    for line in (shared_data / "stereoset" / "stereoset_dev_flat.jsonl").read_text().splitlines():
+        ex = json.loads(line)
+        if ex["type"] != "intrasentence" or ex["context"].count("BLANK") != 1:
+            continue
+        index = next(i for i, w in enumerate(ex["context"].split(" ")) if "BLANK" in w)
+        for label in GOLD:
+            start, end = word_span(ex["context"], ex[label])
+            if ex[label][start:end] != ex[label].split(" ")[index].translate(strip):
+                differ.append((ex["bias_type"], ex["context"]))
+    assert len(differ) == 12
+    assert Counter(bias for bias, _ in set(differ)) == {"gender": 1, "religion": 2, "profession": 1}
