@@ -35,7 +35,9 @@ rule summary_page:
         md="results/summary.md",
         html="results/summary.html",
     params:
-        datasets=lambda wildcards: {b: registry.measure_of(entry) for b, entry in config["benchmarks"].items()},
+        # our benchmarks' headlines; a peer reading (papers.<paper>.readings) is a paper table's, not a headline
+        datasets=lambda wildcards: {b: registry.measure_of(entry) for b, entry in config["benchmarks"].items()
+                                    if not _readings_grid.is_reading(entry)},
     conda:
         "../envs/lmbias.yaml"
     log:

@@ -18,6 +18,7 @@ from lmbias.parsers.sources import resolve_source as resolve_data_source
 from snakemake.logging import logger
 from lmbias.errors import ConfigError
 from lmbias.config import check_papers
+from lmbias.papers import grid as _readings_grid
 from lmbias.workflow import write_source_fingerprint
 
 RESERVED_MODEL_NAMES = {"data", "corpora", "tables", "plots", "papers", "report.html"}
@@ -113,9 +114,10 @@ def method_entry(wildcards):
 
 
 def benchmark_scoring_slice(wildcards):
-    """What scoring depends on: the benchmark entry without its `metric` options."""
+    """What scoring depends on: the benchmark entry without its `metric` options (nor a peer reading's
+    `reading` text, which only the paper tables' notes print)."""
     bench = config["benchmarks"][wildcards.benchmark]
-    return {k: v for k, v in bench.items() if k != "metric"}
+    return {k: v for k, v in bench.items() if k not in ("metric", _readings_grid.READING_KEY)}
 
 
 def seeds_for(method):
@@ -262,43 +264,90 @@ def _warn_once(message):
 
 
 @lru_cache(maxsize=None)
-def _summary_selection(model):
-    """(benchmarks a summary of `model` holds, [{benchmark, reason, config_key}] of those it leaves out).
+def _readings_stand_for():
+    """{peer reading entry: the benchmarks it stands for in papers.<paper>.readings}."""
+    return _readings_grid.readings_stand_for(config)
+
+
+@lru_cache(maxsize=None)
+def _pair_readings():
+    """{(model, method): the peer readings its summary holds}: those its papers' grids select."""
+    return _readings_grid.pair_readings(config)
+
+
+def _names_of(name):
+    """The benchmark and, for a peer reading, the benchmarks it stands for: a list (only_benchmarks,
+    optional_benchmarks, methods.<name>.benchmarks) that names one of them names the reading too."""
+    return [name, *_readings_stand_for().get(name, ())]
+
+
+@lru_cache(maxsize=None)
+def _selection_verdict(name):
+    """None when benchmark `name` is kept, else {benchmark, reason, config_key} of why it is left out.
 
     No silent shrinking: a configured benchmark whose data is missing stops the run, naming the file and
     its config key, unless the user opted out: `only_benchmarks` (this run's list), `missing_data: skip`,
-    or `optional_benchmarks` (left out when their data is missing; config.yaml lists StereoSet, which
-    ../shared/data lacks). Reasons name no folder, so moving the data does not rerun summaries.
+    or `optional_benchmarks` (left out when their data is missing; config.yaml lists StereoSet and
+    WikiText-2). A peer reading counts as listed where a benchmark it stands for is. Reasons name no folder, so moving the data does not rerun summaries.
     """
     only = config.get("only_benchmarks")
+    if only is not None and not set(_names_of(name)) & set(only):
+        return {"benchmark": name, "reason": "not in this run's only_benchmarks", "config_key": "only_benchmarks"}
+    missing = missing_benchmark_data(name)
+    if missing is None:
+        return None
+    location, file_key, folder_key = missing
+    if config.get("missing_data", "error") == "skip":
+        opt_out = "missing_data"
+    elif set(_names_of(name)) & set(config.get("optional_benchmarks") or []):
+        opt_out = "optional_benchmarks"
+    else:
+        raise ConfigError(
+            f"benchmark {name!r}: its data file {location} is missing ({file_key}, looked for through {folder_key}). "
+            f"Add the file, fix {folder_key}, or leave the benchmark out explicitly: --config only_benchmarks=[...] "
+            f"for this run, optional_benchmarks: [{name}], or missing_data: skip"
+        )
+    _warn_once(f"benchmark {name!r} left out of summaries ({opt_out}): {location} is missing ({file_key})")
+    return {"benchmark": name, "reason": f"data missing: {file_key} is not in the {folder_key} folder", "config_key": opt_out}
+
+
+@lru_cache(maxsize=None)
+def _summary_selection(model):
+    """(benchmarks a summary of `model` holds, [{benchmark, reason, config_key}] of those it leaves out), the
+    peer readings (entries with `reading:`) aside: a pair's summary holds those its papers select
+    (`_reading_selection`)."""
     kept, left_out = [], []
     for name in registry.benchmarks_for(config["models"][model]["family"], config["benchmarks"]):
-        if only is not None and name not in only:
-            left_out.append({"benchmark": name, "reason": "not in this run's only_benchmarks", "config_key": "only_benchmarks"})
+        if _readings_grid.is_reading(config["benchmarks"][name]):
             continue
-        missing = missing_benchmark_data(name)
-        if missing is None:
+        verdict = _selection_verdict(name)
+        if verdict is None:
             kept.append(name)
-            continue
-        location, file_key, folder_key = missing
-        if config.get("missing_data", "error") == "skip":
-            opt_out = "missing_data"
-        elif name in config.get("optional_benchmarks", []):
-            opt_out = "optional_benchmarks"
         else:
-            raise ConfigError(
-                f"benchmark {name!r}: its data file {location} is missing ({file_key}, looked for through {folder_key}). "
-                f"Add the file, fix {folder_key}, or leave the benchmark out explicitly: --config only_benchmarks=[...] "
-                f"for this run, optional_benchmarks: [{name}], or missing_data: skip"
-            )
-        _warn_once(f"benchmark {name!r} left out of summaries ({opt_out}): {location} is missing ({file_key})")
-        left_out.append({"benchmark": name, "reason": f"data missing: {file_key} is not in the {folder_key} folder", "config_key": opt_out})
+            left_out.append(verdict)
+    return kept, left_out
+
+
+def _reading_selection(model, method):
+    """(kept, left out) of the peer readings that the papers whose grids hold (model, method) select
+    (papers.<paper>.readings) and that apply to the model's family; none for a pair in no paper's grid."""
+    wanted = _pair_readings().get((model, method))
+    if not wanted:
+        return [], []
+    applicable = set(registry.benchmarks_for(config["models"][model]["family"], config["benchmarks"]))
+    kept, left_out = [], []
+    for name in (w for w in wanted if w in applicable):
+        verdict = _selection_verdict(name)
+        if verdict is None:
+            kept.append(name)
+        else:
+            left_out.append(verdict)
     return kept, left_out
 
 
 def _summary_benchmarks(wildcards):
     check_model_method(wildcards.model, wildcards.method)
-    benches = list(_summary_selection(wildcards.model)[0])
+    benches = list(_summary_selection(wildcards.model)[0]) + _reading_selection(wildcards.model, wildcards.method)[0]
     if config["methods"][wildcards.method]["kind"] == "online":  # Online Skewness Mitigation changes WinoBias only
         benches = [b for b in benches if config["benchmarks"][b]["dataset"] == "winobias"]
     benches = [b for b in benches if not _method_exclusion(wildcards.method, b)]
@@ -311,8 +360,10 @@ def _summary_benchmarks(wildcards):
 
 
 def _method_choice(method, benchmark):
-    """Why the method's `benchmarks:` list leaves `benchmark` out of its summaries, or None."""
-    return registry.method_benchmark_choice(method, config["methods"][method], benchmark)
+    """Why the method's `benchmarks:` list leaves `benchmark` out of its summaries, or None (a peer reading
+    is kept when the list names it or a benchmark it stands for)."""
+    reasons = [registry.method_benchmark_choice(method, config["methods"][method], name) for name in _names_of(benchmark)]
+    return None if None in reasons else reasons[0]
 
 
 def _method_exclusion(method, benchmark):
@@ -323,8 +374,9 @@ def _method_exclusion(method, benchmark):
 def summary_left_out(wildcards):
     """The configured benchmarks this summary leaves out, and why (recorded in the summary's metadata):
     missing data or only_benchmarks (every method of the model), and benchmarks the method does not apply to."""
-    left_out = [dict(entry) for entry in _summary_selection(wildcards.model)[1]]
-    for name in _summary_selection(wildcards.model)[0]:
+    readings = _reading_selection(wildcards.model, wildcards.method)
+    left_out = [dict(entry) for entry in _summary_selection(wildcards.model)[1] + readings[1]]
+    for name in _summary_selection(wildcards.model)[0] + readings[0]:
         reason = _method_exclusion(wildcards.method, name)
         if reason:
             left_out.append({"benchmark": name, "reason": reason, "config_key": f"methods.{wildcards.method}.kind"})
@@ -350,7 +402,8 @@ def summary_config_slices(wildcards):
         "model": config["models"][wildcards.model],
         "method": config["methods"][wildcards.method],
         "method_resolved": resolved_method(wildcards.model, wildcards.method),
-        "benchmarks": {b: config["benchmarks"][b] for b in benches},
+        "benchmarks": {b: {k: v for k, v in config["benchmarks"][b].items() if k != _readings_grid.READING_KEY}
+                       for b in benches},
         "data": {d: config["data"][d] for d in datasets},
         "seeds": seeds_for(wildcards.method),
     }

@@ -7,7 +7,9 @@
 #                                                        every table and figure of a paper
 #
 # config.yaml `papers:` names each paper's models and methods; their cross product, less the pairs a
-# family cannot run, are the pairs its tables read. A table reads only the summaries of the pairs whose
+# family cannot run, are the pairs its tables read. Its `readings` ({benchmark: entry}) name the authors'
+# computation a column reads (e.g. crows_pairs-biasbench for Meade et al.'s CrowS-Pairs column): the pairs'
+# summaries hold those entries (rules/common.smk, _summary_benchmarks) and the tables read them. A table reads only the summaries of the pairs whose
 # method kind it shows, and its params are only those pairs, so editing one method reruns that method's
 # jobs and the tables and figures that show it.
 
@@ -70,6 +72,7 @@ rule paper_table:
         caption=paper_table_caption,
         left_out=paper_table_left_out,
         lm_benchmarks=paper_table_lm_benchmarks,
+        readings=paper_table_readings,
     wildcard_constraints:
         table=r"[^/.]+",
     conda:
@@ -126,6 +129,7 @@ rule paper_figure:
     params:
         runs=paper_figure_runs,
         families=paper_figure_families,
+        readings=paper_figure_readings,
         caption=paper_figure_caption,
     wildcard_constraints:
         figure=r"[^/.]+",

@@ -94,6 +94,14 @@ def paper_table_lm_benchmarks(wildcards):
     return _papers_tables.lm_benchmark_columns(config["benchmarks"], names)
 
 
+def paper_table_readings(wildcards):
+    """{benchmark: {entry, reading}} of the paper's readings (papers.<paper>.readings) for this table's columns:
+    the entries its cells read and the notes' text. Editing a reading another table does not read leaves this
+    table's params as they were."""
+    table = _papers_table(wildcards)
+    return _papers_grid.table_readings(config, wildcards.paper, {c.benchmark for c in table.columns})
+
+
 def paper_table_inputs(wildcards):
     table, pairs = _papers_table_pairs_of(wildcards)
     summaries = [] if _papers_tables.is_settings_table(table) else [f"results/{m}/{k}/summary.parquet" for m, k in pairs]
@@ -149,6 +157,11 @@ def paper_figure_families(wildcards):
     """{model: family} of the paper's pairs: a figure says why a benchmark is missing (logprob-score is not
     defined for causal LMs) only where the family says so."""
     return {m: config["models"][m]["family"] for m, _ in _papers_grid.paper_pairs(config, wildcards.paper)}
+
+
+def paper_figure_readings(wildcards):
+    """{benchmark: entry} of the paper's readings: a figure reads what the paper's tables read."""
+    return _papers_grid.paper_readings(config, wildcards.paper)
 
 
 def paper_figure_caption(wildcards):

@@ -22,4 +22,5 @@ write_table(
     paper=published,
     left_out=list(snakemake.params.left_out),  # noqa: F821
     lm_benchmarks=list(snakemake.params.get("lm_benchmarks", [])),  # noqa: F821  (none for settings tables)
+    readings=dict(snakemake.params.get("readings", {})),  # noqa: F821  (the paper's readings of its columns)
 )

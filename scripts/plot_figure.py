@@ -8,7 +8,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))  # the libr
 import pandas as pd
 
 from lmbias.papers.figures import FIGURES
-from lmbias.papers.tables import read_summaries
+from lmbias.papers.tables import apply_readings, read_summaries
 from lmbias.workflow import setup_job_logging
 
 setup_job_logging(snakemake.log[0])  # noqa: F821
@@ -19,6 +19,7 @@ train_logs = {
     for (model, method, seed), folder in zip(snakemake.params.runs, snakemake.input.models)  # noqa: F821
 }
 out_stem = Path(snakemake.output.png).with_suffix("")  # noqa: F821
-summaries = read_summaries(list(snakemake.input.summaries))  # noqa: F821
+# the paper's readings (papers.<paper>.readings): the entries its tables read stand in for their benchmarks
+summaries = apply_readings(read_summaries(list(snakemake.input.summaries)), dict(snakemake.params.get("readings", {})))  # noqa: F821
 summaries.attrs["families"] = dict(snakemake.params.families)  # noqa: F821
 spec.draw(summaries, train_logs, out_stem)

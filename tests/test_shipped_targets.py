@@ -88,3 +88,46 @@ def test_default_target_is_a_before_and_after_grid(shipped):
         assert f"results/tiny-bert/{method}/summary.parquet" in outputs
     assert "results/tables/paired/tiny-bert-cds.parquet" in outputs
     assert re.search(r"output: results/summary\.md, results/summary\.html$", proc.stdout + proc.stderr, re.M)
+
+
+BIAS_BENCH_READINGS = ("crows_pairs-biasbench", "stereoset-biasbench", "seat-biasbench")
+DAGENDER_READINGS = ("seat_v1-dagender", "seat_v2-dagender", "logprob-dagender")
+
+
+def test_meade_grid_scores_bias_benchs_readings(shipped):
+    """papers.meade2022.readings: every pair of Meade et al.'s grid, GPT-2's included, is scored on bias-bench's
+    CrowS-Pairs, StereoSet and SEAT (config.yaml *-biasbench; their options: tests/test_paper_readings.py), and its
+    seed's metrics job reads those scores; Self-Debias leaves SEAT out (embeddings)."""
+    proc = dry_run(shipped, "paper_meade2022")
+    outputs, text = set(scheduled_outputs(proc)), proc.stdout + proc.stderr
+    for model in ("bert-base", "albert-base", "roberta-base", "gpt2"):
+        for method in ("pretrained", "cda-biasbench", "dropout-biasbench", "inlp-biasbench", "self_debias", "sd-biasbench"):
+            for reading in BIAS_BENCH_READINGS:
+                scheduled = f"results/{model}/{method}/seed0/scores/{reading}.parquet" in outputs
+                assert scheduled == (not (method == "self_debias" and reading == "seat-biasbench")), (model, method, reading)
+    for reading in BIAS_BENCH_READINGS:
+        assert re.search(rf"output: results/gpt2/pretrained/seed0/scores/{reading}\.parquet\n(?:.*\n){{0,8}}?"
+                         rf"\s*wildcards: model=gpt2, method=pretrained, seed=0, benchmark={reading}\n", text), reading
+    metrics = re.search(r"input: ([^\n]*)\n\s*output: results/gpt2/self_debias/seed0/metrics\.parquet", text).group(1)
+    assert "scores/crows_pairs-biasbench.parquet" in metrics and "scores/crows_pairs.parquet" in metrics
+    assert "seat-biasbench" not in metrics
+
+
+def test_over_debiasing_grid_scores_its_codes_readings_and_no_other_pair_does(shipped):
+    """papers.over_debiasing.readings: the DA-Gender code's SEAT-v1, SEAT-v2 and logprob-score (not for GPT-2:
+    logprob is not defined for causal models) on its pairs. A pair in two grids holds both papers' readings
+    (gpt2/pretrained: Meade's too), a pair in a grid without readings none (gpt2/cda, Lu et al.), and the
+    default target none at all: it costs what it did."""
+    over = scheduled_outputs(dry_run(shipped, "paper_over_debiasing"))
+    for reading in DAGENDER_READINGS:
+        assert f"results/bert-base/sd-dagender/seed0/scores/{reading}.parquet" in over
+        assert f"results/bart-large/cds-dagender@swap_rate=0.7/seed0/scores/{reading}.parquet" in over
+    assert "results/gpt2/er-dagender/seed0/scores/seat_v2-dagender.parquet" in over
+    assert "results/gpt2/er-dagender/seed0/scores/logprob-dagender.parquet" not in over
+    assert not [o for o in over if any(f"/scores/{r}." in o for r in BIAS_BENCH_READINGS) and "/pretrained/" not in o]
+    lu = set(scheduled_outputs(dry_run(shipped, "paper_lu2018")))
+    assert "results/gpt2/pretrained/seed0/scores/crows_pairs-biasbench.parquet" in lu
+    assert "results/gpt2/pretrained/seed0/scores/seat_v1-dagender.parquet" in lu
+    assert not [o for o in lu if "/cda/" in o and any(r in o for r in BIAS_BENCH_READINGS + DAGENDER_READINGS)]
+    default = scheduled_outputs(dry_run(shipped, None))
+    assert not [o for o in default if any(r in o for r in BIAS_BENCH_READINGS + DAGENDER_READINGS)]

@@ -15,6 +15,10 @@ Language modelling: debiasing that breaks the model is not debiasing, so every t
 also shows our perplexity (`lm_benchmarks`: one column per configured perplexity benchmark of the run, e.g.
 WikiText-2 or the GAP stand-in), after the paper's columns and marked as ours only, unless the paper already
 prints that benchmark (Meade et al.'s WikiText-2 perplexity is a published column with a selector).
+
+Readings: a paper's grid may read a column's benchmark through another entry, the authors' computation of the
+same data (`readings`: {benchmark: entry}, config.yaml `papers.<paper>.readings`, lmbias.papers.grid): the
+entry's rows stand in for the benchmark's (`apply_readings`) and the notes say which entry each column reads.
 """
 
 from __future__ import annotations
@@ -288,14 +292,53 @@ def _ours_cells(columns, pair: dict, frame: pd.DataFrame, settings_table: bool) 
     return cells
 
 
+def _reading_entries(readings) -> dict[str, str]:
+    """{benchmark: entry} of a readings mapping whose values are entry names or {entry, reading} dicts."""
+    return {bench: (value["entry"] if isinstance(value, dict) else value) for bench, value in (readings or {}).items()}
+
+
+def apply_readings(summaries: pd.DataFrame, readings) -> pd.DataFrame:
+    """The summary rows as a paper reads them: for each {benchmark: entry} (or {benchmark: {entry, reading}}),
+    the entry's rows under the benchmark's name, the benchmark's own rows dropped. A pair whose summary has
+    no rows of the entry shows nothing for that benchmark (a missing cell), never the default reading."""
+    entries = _reading_entries(readings)
+    if not entries or summaries is None or len(summaries) == 0 or "benchmark" not in summaries.columns:
+        return summaries
+    kept = summaries[~summaries["benchmark"].isin(list(entries))]
+    parts = [kept]
+    for bench, entry in entries.items():
+        rows = summaries[summaries["benchmark"] == entry]
+        if len(rows):
+            parts.append(rows.assign(benchmark=bench))
+    out = pd.concat(parts, ignore_index=True)
+    out.attrs = dict(summaries.attrs)
+    return out
+
+
+def reading_notes(table, readings) -> list[str]:
+    """The line under a table that says which entry each of its columns reads where the paper's grid selects a
+    reading (`papers.<paper>.readings`), with that entry's `reading` text."""
+    texts = []
+    for bench, value in (readings or {}).items():
+        entry = value["entry"] if isinstance(value, dict) else value
+        text = value.get("reading") if isinstance(value, dict) else None
+        headers = [c.header for c in table.columns if c.benchmark == bench]
+        if not headers:
+            continue
+        texts.append(f"{', '.join(headers)} read benchmarks.{entry} instead of {bench}"
+                     + (f" ({entry}: {text})" if text else ""))
+    return ["Readings (this paper's `readings` in config.yaml): " + "; ".join(texts) + "."] if texts else []
+
+
 def build_table(table, summaries: pd.DataFrame, pairs: list[dict], paper=None,
-                lm_benchmarks: list[dict] | None = None) -> pd.DataFrame:
+                lm_benchmarks: list[dict] | None = None, readings=None) -> pd.DataFrame:
     """The long table (TABLE_SCHEMA columns) of one published table for our pairs.
 
     `pairs` lists our (model, method) pairs in grid order; only those whose kind is in the table's
     `method_kinds` are shown (every pair for a settings table, one line per model). `paper` (the whole
     PublishedPaper) maps a parameter table's printed model names to hub ids through its other tables.
-    `lm_benchmarks` (`lm_benchmark_columns`) adds our perplexity columns to a table that shows methods."""
+    `lm_benchmarks` (`lm_benchmark_columns`) adds our perplexity columns to a table that shows methods.
+    `readings` ({benchmark: entry or {entry, reading}}): the columns of those benchmarks read the entries."""
     if is_parameter_table(table):
         return _build_parameter_table(table, pairs, label_models(paper))
     settings_table = is_settings_table(table)
@@ -306,6 +349,7 @@ def build_table(table, summaries: pd.DataFrame, pairs: list[dict], paper=None,
         ours_pairs = [p for p in pairs if p["kind"] in kinds]
     if summaries is None or len(summaries) == 0:
         summaries = pd.DataFrame(columns=["model", "method", "seed", "benchmark", "metric", "variant", "subset", "value", "p_value", "n"])
+    summaries = apply_readings(summaries, readings)
     mean = summaries[summaries["seed"].astype(str) == AGGREGATE_SEED]
     frames = {(m, k): g for (m, k), g in mean.groupby(["model", "method"], sort=False)}
     empty = mean.iloc[0:0]
@@ -432,13 +476,24 @@ def legend(table) -> str:
             + sig + " Rows after the paper's: our pairs with no published row.")
 
 
+def left_out_summary(left_out: list[dict]) -> str:
+    """One line per reason: "gpr-a, gpr-u for bert-base, bert-large (needs corpora.ontonotes.path: ...)"."""
+    by_reason: dict[str, tuple[list, list]] = {}
+    for item in left_out:
+        methods, models = by_reason.setdefault(item["reason"], ([], []))
+        if item["method"] not in methods:
+            methods.append(item["method"])
+        if item["model"] not in models:
+            models.append(item["model"])
+    return "; ".join(f"{', '.join(methods)} for {', '.join(models)} ({reason})"
+                     for reason, (methods, models) in by_reason.items())
+
+
 def pair_notes(table, pairs: list[dict], left_out: list[dict] | None = None,
                lm_benchmarks: list[dict] | None = None) -> list[str]:
     """The lines under a table that say what "ours" is: which recipe produced each method shown (a method
     entry's `recipe`, or the papers' text for one without), which pairs were left out and why, and what our
     language-modelling columns measure."""
-    from lmbias.papers.grid import left_out_summary
-
     kinds = set(table.method_kinds or ())
     shown = [p for p in pairs if is_settings_table(table) or p["kind"] in kinds]
     lines = []
@@ -498,20 +553,23 @@ def read_summaries(paths) -> pd.DataFrame:
 
 def write_table(table, summaries: pd.DataFrame, pairs: list[dict], parquet: str | Path, markdown: str | Path,
                 html_path: str | Path | None = None, paper=None, left_out: list[dict] | None = None,
-                lm_benchmarks: list[dict] | None = None) -> pd.DataFrame:
+                lm_benchmarks: list[dict] | None = None, readings=None) -> pd.DataFrame:
     """Build one table and write its parquet, markdown (and HTML) atomically. The notes (the transcription's
-    `note`, then `pair_notes`: the recipe behind each method shown, the pairs left out and why, our
-    language-modelling columns) go under the legend and into the parquet's metadata (`lmbias.notes`,
-    `lmbias.left_out`, JSON)."""
+    `note`, then `reading_notes`: the entry each column reads where the paper selects a reading, then
+    `pair_notes`: the recipe behind each method shown, the pairs left out and why, our language-modelling
+    columns) go under the legend and into the parquet's metadata (`lmbias.notes`, `lmbias.left_out`,
+    `lmbias.readings`, JSON)."""
     import json
 
-    long = build_table(table, summaries, pairs, paper, lm_benchmarks)
+    long = build_table(table, summaries, pairs, paper, lm_benchmarks, readings)
     # the transcription's own note first (e.g. Meade et al.'s numbers are quotations, not read from the paper)
-    notes = ([f"Published numbers: {table.note}"] if table.note else []) + pair_notes(table, pairs, left_out, lm_benchmarks)
+    notes = (([f"Published numbers: {table.note}"] if table.note else []) + reading_notes(table, readings)
+             + pair_notes(table, pairs, left_out, lm_benchmarks))
     arrow = pa.Table.from_pandas(long.replace({np.nan: None}), schema=TABLE_SCHEMA, preserve_index=False)
     write_text_atomic(markdown, to_markdown(table, long, notes))
     if html_path is not None:
         write_text_atomic(html_path, to_html(table, long, notes))
     write_table_atomic(arrow, parquet, TABLE_SCHEMA,
-                       metadata={"lmbias.notes": json.dumps(notes), "lmbias.left_out": json.dumps(left_out or [])})
+                       metadata={"lmbias.notes": json.dumps(notes), "lmbias.left_out": json.dumps(left_out or []),
+                                 "lmbias.readings": json.dumps(_reading_entries(readings))})
     return long

@@ -44,8 +44,9 @@ PARSERS: dict[str, ModuleType] = {
 }
 
 # Keys of a benchmark entry that belong to later stages: they never reach the parser, so editing
-# them does not re-parse (rule parse_benchmark drops them from its params).
-NON_PARSE_KEYS = ("scoring", "metric")
+# them does not re-parse (rule parse_benchmark drops them from its params). `reading`: a peer reading's
+# text (config.yaml, papers.<paper>.readings), printed under the paper tables only.
+NON_PARSE_KEYS = ("scoring", "metric", "reading")
 
 
 def parser_for(benchmark_cfg: Mapping, name: str) -> ModuleType:
@@ -58,7 +59,7 @@ def parser_for(benchmark_cfg: Mapping, name: str) -> ModuleType:
 
 
 def parse_slice(benchmark_cfg: Mapping) -> dict:
-    """The part of a benchmark entry the parser reads (everything but `scoring` and `metric`)."""
+    """The part of a benchmark entry the parser reads (everything but `scoring`, `metric` and `reading`)."""
     return {k: v for k, v in benchmark_cfg.items() if k not in NON_PARSE_KEYS}
 
 
@@ -77,7 +78,7 @@ def required_files(benchmark_cfg: Mapping, data_cfg: Mapping, name: str) -> list
     if not isinstance(entry, Mapping) or not isinstance(entry.get("files"), Mapping):
         raise ConfigError(f"data.{dataset}: benchmark {name!r} needs this dataset, but it is not configured")
     available = list(entry["files"])
-    files = module.required_files(benchmark_cfg, available, f"benchmarks.{name}")
+    files = module.required_files(parse_slice(benchmark_cfg), available, f"benchmarks.{name}")
     for file in files:
         if file not in entry["files"]:
             raise ConfigError(
