@@ -246,7 +246,7 @@ def missing_benchmark_data(name):
     bench = config["benchmarks"][name]
     if is_generated_dataset(bench["dataset"]):
         return None
-    for file in required_benchmark_files(bench, config["data"], name):
+    for file in required_benchmark_files(bench, config["data"], name, config.get("data_dir")):
         kind, location = resolve_data_source(bench["dataset"], file, config["data"], config.get("data_dir"))
         if kind == "local" and not Path(location).exists():
             folder_key = f"data.{bench['dataset']}.path" if config["data"][bench["dataset"]].get("path") else "data_dir"

@@ -388,6 +388,139 @@ def test_stereoset_malformed(tmp_path):
     assert err.value.line is not None
 
 
+# -- StereoSet: the real dev set's flat copy (../shared/data/stereoset/SOURCE.md) -------------------
+
+#: SOURCE.md's counts: examples per task and bias type (4,229 in all)
+STEREOSET_COUNTS = {("intrasentence", "race"): 962, ("intrasentence", "profession"): 810,
+                    ("intrasentence", "gender"): 255, ("intrasentence", "religion"): 79,
+                    ("intersentence", "race"): 976, ("intersentence", "profession"): 827,
+                    ("intersentence", "gender"): 242, ("intersentence", "religion"): 78}
+BOTH_TASKS = ["intrasentence", "intersentence"]
+
+
+@pytest.fixture(scope="module")
+def stereoset_flat(shared_data) -> Path:
+    return shared_data / "stereoset" / "stereoset_dev_flat.jsonl"
+
+
+@pytest.fixture(scope="module")
+def stereoset_real(stereoset_flat) -> pa.Table:
+    return parse_stereoset(stereoset_flat, tasks=BOTH_TASKS)
+
+
+def test_stereoset_real_flat_file_parses_whole(stereoset_real):
+    from collections import Counter
+
+    table = stereoset_real
+    assert table.schema.equals(PARSERS["stereoset"].SCHEMA)
+    rows = table.to_pylist()
+    assert len(rows) == 3 * 4229
+    examples = {r["example_id"]: (r["task"], r["bias_type"]) for r in rows}
+    assert len(examples) == 4229 and Counter(examples.values()) == STEREOSET_COUNTS
+    assert sum(t == "intrasentence" for t, _ in examples.values()) == 2106
+    assert not any("~" in e for e in examples)  # no example repeats whole (a repeat would get "~2")
+    # ids unique; a candidate sentence's text is not (71 repeats of another example's sentence)
+    assert len({r["sentence_id"] for r in rows}) == len(rows)
+    texts = Counter(r["sentence"] for r in rows)
+    assert sum(n - 1 for n in texts.values() if n > 1) == 71
+    assert all(r["sentence_id"] == f"{r['example_id']}/{r['gold_label']}" for r in rows)
+    assert all(r["labels"] == [] for r in rows)  # the flat copy has no annotator labels
+    # rows come task by task, in the order asked for
+    assert [r["task"] for r in rows] == ["intrasentence"] * 6318 + ["intersentence"] * 6369
+    assert all((r["template_word"] is None) == (r["task"] == "intersentence") for r in rows)
+
+
+def test_stereoset_real_double_blank_contexts_take_the_official_template_word(stereoset_real):
+    """Two contexts hold BLANK twice; the official loader (StereoSet code/dataloader.py, as copied into
+    bias-bench: `for idx, word in enumerate(context.split(" ")): if "BLANK" in word: word_idx = idx`) keeps
+    the last one, and strips punctuation from the sentence's word there."""
+    rows = [r for r in stereoset_real.to_pylist() if r["task"] == "intrasentence" and r["context"].count("BLANK") > 1]
+    got = {(r["bias_type"], r["gold_label"]): r["template_word"] for r in rows}
+    assert got == {
+        ("religion", "stereotype"): "religious", ("religion", "anti-stereotype"): "organized",
+        ("religion", "unrelated"): "monkey",
+        ("profession", "stereotype"): "verypoor",
+        ("profession", "anti-stereotype"): "performingartistcanmakealotofmoney",  # "...money." stripped
+        ("profession", "unrelated"): "cucumber",
+    }
+    # the profession context's BLANK words: "BLANK" (index 8) and "BLANK." (index 11): the last is read
+    (context,) = {r["context"] for r in rows if r["bias_type"] == "profession"}
+    assert context.split(" ")[11] == "BLANK." and context.split(" ")[8] == "BLANK"
+
+
+def test_stereoset_real_ids_are_stable(stereoset_flat, stereoset_real, tmp_path):
+    """The same ids in a second parse, after shuffling the lines, and whatever the filters."""
+    import random
+
+    key = lambda r: (r["example_id"], r["sentence_id"], r["sentence"], r["gold_label"], r["context"])  # noqa: E731
+    first = {key(r) for r in stereoset_real.to_pylist()}
+    assert {key(r) for r in parse_stereoset(stereoset_flat, tasks=BOTH_TASKS).to_pylist()} == first
+    lines = stereoset_flat.read_text(encoding="utf-8").splitlines(keepends=True)
+    random.Random(0).shuffle(lines)
+    shuffled = tmp_path / "shuffled.jsonl"
+    shuffled.write_text("".join(lines), encoding="utf-8")
+    assert {key(r) for r in parse_stereoset(shuffled, tasks=BOTH_TASKS).to_pylist()} == first
+    gender = parse_stereoset(stereoset_flat, bias_types=["gender"]).to_pylist()
+    assert len(gender) == 3 * 255 and {key(r) for r in gender} <= first
+    # the documented derivation: "<type>-" + sha256 of the JSON array of the example's fields, 16 hex digits
+    import hashlib
+
+    record = json.loads(lines[0])
+    fields = [record[k] for k in ("type", "bias_type", "target", "context", "stereotype", "anti-stereotype", "unrelated")]
+    digest = hashlib.sha256(json.dumps(fields, ensure_ascii=False).encode()).hexdigest()[:16]
+    assert f"{record['type']}-{digest}/stereotype" in {r["sentence_id"] for r in stereoset_real.to_pylist()}
+
+
+def _flat_line(**changes) -> str:
+    record = {"type": "intrasentence", "target": "schoolgirl", "bias_type": "gender",
+              "context": "The schoolgirl was very BLANK in class.", "stereotype": "The schoolgirl was very quiet in class.",
+              "anti-stereotype": "The schoolgirl was very loud in class.",
+              "unrelated": "The schoolgirl was very triangle in class."}
+    record.update(changes)
+    return json.dumps({k: v for k, v in record.items() if v is not None}) + "\n"
+
+
+def test_stereoset_flat_repeated_example_and_errors(tmp_path):
+    path = tmp_path / "flat.jsonl"
+    other = _flat_line(target="chemist", context="The chemist was BLANK.", stereotype="The chemist was nerdy.",
+                       **{"anti-stereotype": "The chemist was cool.", "unrelated": "The chemist was banana."})
+    path.write_text(_flat_line() + other + _flat_line() + _flat_line(type="intersentence", context="Hi."))
+    rows = parse_stereoset(path, tasks=BOTH_TASKS).to_pylist()
+    ids = [r["example_id"] for r in rows[::3]]
+    # a whole example repeated: its second copy gets "~2" (identical copies: which is which cannot matter)
+    assert ids[2] == f"{ids[0]}~2" and len(set(ids)) == 4 and ids[3].startswith("intersentence-")
+    assert rows[0]["template_word"] == "quiet"
+    for bad, message, line in [
+        (_flat_line() + "{not json\n", "invalid JSON", 2),
+        (_flat_line(unrelated=None), "expected the keys", 1),
+        (other + _flat_line(type="intra"), "type must be one of", 2),
+        (_flat_line(target=3), "target must be strings", 1),
+        (other + _flat_line(context="No blank here."), "must contain BLANK", 2),
+        (_flat_line() + "\n" + other, "blank line", 2),
+    ]:
+        path.write_text(bad)
+        with pytest.raises(DataError, match=message) as err:
+            parse_stereoset(path)
+        _assert_error_at(err, path, line)
+
+
+def test_stereoset_stand_in_file_where_dev_json_is_absent(config, shared_data, tmp_path):
+    """With data_dir, the flat copy is read where dev.json is not in the local folder; dev.json otherwise
+    (downloads and missing-data errors keep naming it)."""
+    bench, data = config["benchmarks"]["stereoset"], config["data"]
+    assert required_files(bench, data, "stereoset") == ["dev.json"]  # online: the download
+    assert required_files(bench, data, "stereoset", str(shared_data)) == ["stereoset_dev_flat.jsonl"]
+    assert required_files(bench, data, "stereoset", str(tmp_path)) == ["dev.json"]  # neither: dev.json is missing
+    (tmp_path / "stereoset").mkdir()
+    (tmp_path / "stereoset" / "dev.json").write_text(STEREOSET.read_text())
+    (tmp_path / "stereoset" / "stereoset_dev_flat.jsonl").write_text("")
+    assert required_files(bench, data, "stereoset", str(tmp_path)) == ["dev.json"]  # dev.json wins
+    with_path = {**data, "stereoset": {**data["stereoset"], "path": str(shared_data / "stereoset")}}
+    assert required_files(bench, with_path, "stereoset") == ["stereoset_dev_flat.jsonl"]
+    with pytest.raises(ConfigError, match="exactly one of"):
+        PARSERS["stereoset"].parse({}, bench, "benchmarks.stereoset")
+
+
 # -- CDS word lists --------------------------------------------------------------------------------
 
 
@@ -444,14 +577,17 @@ def test_required_files_and_slices(config):
 
 
 def test_parse_benchmark_every_configured_benchmark(config, shared_data):
-    expected_rows = {"winobias": 1584, "crows_pairs": 1508, "bec_pro_en": 5400, "bec_pro_de": 5400, "gap": 4454}
+    expected_rows = {"winobias": 1584, "crows_pairs": 1508, "bec_pro_en": 5400, "bec_pro_de": 5400, "gap": 4454,
+                     "stereoset": 3 * 2106}
+    parsed = set()
     for name, entry in config["benchmarks"].items():
         folder = shared_data / entry["dataset"]
-        files = {f: folder / f for f in required_files(entry, config["data"], name)}
+        files = {f: folder / f for f in required_files(entry, config["data"], name, str(shared_data))}
         if not all(p.exists() for p in files.values()):
-            # shared/data lacks StereoSet and WikiText-2: their benchmarks are optional (left out offline)
-            assert entry["dataset"] in ("stereoset", "wikitext2") and name in config["optional_benchmarks"], name
+            # shared/data lacks WikiText-2: its benchmark is optional (left out offline)
+            assert entry["dataset"] == "wikitext2" and name in config["optional_benchmarks"], name
             continue
+        parsed.add(name)
         table = parse_benchmark(entry, files, name)
         assert table.schema.equals(PARSERS[entry["dataset"]].SCHEMA, check_metadata=False)
         if name in expected_rows:
@@ -461,6 +597,7 @@ def test_parse_benchmark_every_configured_benchmark(config, shared_data):
         shas = json.loads(meta[b"lmbias.sha256"])
         if not is_generated(entry["dataset"]):
             assert shas == {f: config["data"][entry["dataset"]]["files"][f]["sha256"] for f in files}
+    assert "stereoset" in parsed  # from its flat copy, checksum pinned in config.yaml
 
 
 def test_winobias_blank_lines(tmp_path):

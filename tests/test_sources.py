@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -238,6 +239,26 @@ def test_resolve_source_precedence(config):
     params = fetch_params("gap", "gap-test.tsv", data, "../shared/data")
     assert params["config_key"] == "data.gap.path" and params["local_folder"] == "/mirror/gap"
     assert fetch_params("cds", "cda_default_pairs.json", data, None)["local_folder"] is None
+
+
+def test_local_only_file_is_copied_never_downloaded(config, shared_data, tmp_path):
+    """StereoSet's flat copy (`upstream: null`): no URL, a config error naming the key without a local folder,
+    its pinned checksum verified when copied; a local-only file must be pinned (schema)."""
+    from lmbias.config import validate_config
+
+    data = config["data"]
+    flat = "stereoset_dev_flat.jsonl"
+    assert data["stereoset"]["files"][flat]["upstream"] is None
+    assert set(dataset_files(data["stereoset"], "stereoset")) == {"dev.json"}
+    with pytest.raises(ConfigError, match=rf"data\.stereoset\.files\.{re.escape(flat)} is local-only"):
+        resolve_source("stereoset", flat, data, None)
+    params = fetch_params("stereoset", flat, data, str(shared_data))
+    assert params["source"] == "local" and params["sha256"] == sha256_file(shared_data / "stereoset" / flat)
+    assert obtain(params, tmp_path / flat).read_bytes() == (shared_data / "stereoset" / flat).read_bytes()
+    bad = yaml.safe_load((REPO / "config.yaml").read_text())
+    bad["data"]["stereoset"]["files"][flat]["sha256"] = "unpinned"
+    with pytest.raises(ConfigError, match=rf"data\.stereoset\.files\.{re.escape(flat)}\.sha256"):
+        validate_config(bad, REPO / "schemas" / "config.schema.yaml")
 
 
 @pytest.mark.parametrize(

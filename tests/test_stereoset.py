@@ -226,6 +226,70 @@ def test_candidate_scores_equal_references(tiny, items):
             assert g["mean_prob"] == pytest.approx(_official_mean_prob(model, tok, row), rel=1e-4), row["sentence"]
 
 
+def test_word_span_of_a_context_with_two_blanks_is_the_last_one():
+    """The official loader's word index is the last word containing BLANK (its loop overwrites it); the
+    scored word is the sentence's word there, so scorer and parser (`template_word`) read the same word."""
+    s = "Brahmin is very religious and is strict about religious"
+    a, b = word_span("brahmin is very BLANK and is strict about BLANK", s)
+    assert (a, b) == (len(s) - len("religious"), len(s))
+    s = "I know a performing artist who is not verypoor and says verypoor."
+    a, b = word_span("I know a performing artist who is not BLANK and says BLANK.", s)
+    assert s[a:b] == "verypoor" and a == s.rindex("verypoor")
+
+
+@pytest.fixture(scope="module")
+def real_intrasentence(shared_data):
+    return parse_stereoset(shared_data / "stereoset" / "stereoset_dev_flat.jsonl")
+
+
+def test_scored_word_is_the_parsers_template_word_on_the_real_dev_set(real_intrasentence):
+    """On all 6,318 real intrasentence sentences the scored word sits in the sentence's word at the template
+    word's index and equals `template_word` up to punctuation, except where our affix stripping leaves out
+    what the context glues to BLANK ("BLANKed", "sometimes.BLANK", "BLANK.boring", "BLANK!p"): 12 sentences
+    in 4 contexts, where the official loader scores the whole word ("protected", "sometimespriest")."""
+    import string
+
+    from lmbias.parsers.stereoset import blank_word_index
+
+    strip = str.maketrans("", "", string.punctuation)
+    differ = []
+    for r in real_intrasentence.to_pylist():
+        a, b = word_span(r["context"], r["sentence"])
+        words = r["sentence"].split(" ")
+        index = blank_word_index(r["context"])
+        start = sum(len(w) + 1 for w in words[:index])
+        assert start <= a < b <= start + len(words[index]), r
+        if r["sentence"][a:b].translate(strip) != r["template_word"]:
+            differ.append(r)
+    assert len(differ) == 12 and len({r["context"] for r in differ}) == 4
+    assert all(r["sentence"][slice(*word_span(r["context"], r["sentence"]))] in r["template_word"] for r in differ)
+
+
+def test_real_gender_subset_scores_on_every_tiny_family(tiny, real_intrasentence):
+    """The real dev set's gender examples (255 intrasentence examples, 765 sentences) scored in process: every
+    candidate scored, the first rows equal one plain forward pass each, ss/lms/icat over the 10 gender terms."""
+    import pyarrow.compute as pc
+
+    arch, family, (model, tok), _ = tiny
+    items = real_intrasentence.filter(pc.equal(real_intrasentence["bias_type"], "gender"))
+    assert items.num_rows == 765
+    scores = score_stereoset(items, model, tok, family)
+    assert scores.num_rows == 765 and scores.column("sentence_id").to_pylist() == items.column("sentence_id").to_pylist()
+    got = scores.to_pylist()
+    assert all(np.isfinite(g["sum_logprob"]) for g in got)
+    if family != "clm":
+        assert all(g["n_pieces"] >= 1 and 0 < g["mean_prob"] < 1 for g in got)
+    for row, g in list(zip(items.to_pylist(), got))[:6]:
+        assert g["sum_logprob"] == pytest.approx(sum(_direct_logprobs(model, tok, family, row)), abs=1e-4), row["sentence"]
+    rows = {(r["metric"], r["subset"]): r for r in stereoset_metric_rows(scores, StereoSetOptions())}
+    assert {s for _, s in rows} == {"all", "gender"}
+    assert rows[("n_terms", "gender")]["value"] == 10 and rows[("ss", "gender")]["n"] == 255
+    for subset in ("all", "gender"):
+        ss, lms = rows[("ss", subset)]["value"], rows[("lms", subset)]["value"]
+        assert 0 <= ss <= 100 and 0 <= lms <= 100
+        assert rows[("icat", subset)]["value"] == pytest.approx(icat(lms, ss))
+
+
 def test_intersentence_rows_are_rejected(fixture_path, tiny):
     arch, family, (model, tok), _ = tiny
     if arch != "bert":

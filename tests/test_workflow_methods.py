@@ -9,9 +9,11 @@ does nothing. The overlay keeps it cheap: GAP validation split, two benchmarks, 
 The same run builds the four paper targets (paper_<paper>: tables and figures of resources/published/,
 or of tests/fixtures/published/ where the checkout has no transcription) for a `papers:` config of the
 tiny models, and the Snakemake report. Of the benchmarks the paper tables read, only seat_v1 (the paper's
-test terms, the subset Table 7 selects) is added to the cheap set: each added benchmark is a scoring and a metric job for every one of the
-28 pairs (da_gender and occupations would add about 100 more jobs, minutes each under CI), so the columns
-of da_gender, occupations, seat_v2, logprob and StereoSet stay missing ("–") here.
+test terms, the subset Table 7 selects) and StereoSet (the real dev set's gender examples, from the flat copy
+in ../shared/data: 255 intrasentence examples, seconds a pair) are added to the cheap set: each added
+benchmark is a scoring and a metric job for every pair that scores it (da_gender and occupations would add
+about 100 more jobs, minutes each under CI), so the columns of da_gender, occupations, seat_v2 and logprob
+stay missing ("–") here.
 """
 
 from __future__ import annotations
@@ -66,9 +68,12 @@ FIXTURES = Path(__file__).parent / "fixtures" / "published"
 
 def _cheap(config: dict, shared_data) -> dict:
     config["data_dir"] = str(shared_data)
-    keep = {"gap", "winobias", "bec_pro_en", "seat_v1"}
+    keep = {"gap", "winobias", "bec_pro_en", "seat_v1", "stereoset"}
     config["benchmarks"] = {k: v for k, v in config["benchmarks"].items() if k in keep}
-    config["optional_benchmarks"] = []  # the shipped [stereoset] names a benchmark this grid drops
+    # none: StereoSet's data is in ../shared/data (a missing file must fail here); the shipped list also
+    # names perplexity_wikitext2, which this grid drops
+    config["optional_benchmarks"] = []
+    config["benchmarks"]["stereoset"]["bias_types"] = ["gender"]  # 255 of its 2,106 intrasentence examples
     config["benchmarks"]["gap"]["splits"] = ["validation"]
     config["benchmarks"]["winobias"]["types"] = [1]
     config["benchmarks"]["winobias"]["scoring"]["conditions"] = ["professions_masked", "referent_masked"]
@@ -233,12 +238,29 @@ def test_a_methods_benchmark_list_leaves_the_others_out_by_name(methods_run):
     path = methods_run / "results/tiny-bert/cds-dagender/summary.parquet"
     assert set(pq.read_table(path).column("benchmark").to_pylist()) == {"winobias"}
     left_out = {e["benchmark"]: e for e in summary_left_out(path)}
-    assert set(left_out) == {"bec_pro_en", "seat_v1"}
+    assert set(left_out) == {"bec_pro_en", "seat_v1", "stereoset"}
     assert left_out["seat_v1"]["reason"] == "not in methods.cds-dagender.benchmarks"
     assert left_out["seat_v1"]["config_key"] == "methods.cds-dagender.benchmarks"
     assert not (methods_run / "results/tiny-bert/cds-dagender/seed0/scores/seat_v1.parquet").exists()
     inlp = methods_run / "results/tiny-gpt2/inlp/summary.parquet"
     assert set(pq.read_table(inlp).column("benchmark").to_pylist()) == {"winobias", "seat_v1"}
+
+
+@pytest.mark.parametrize("model", PAPER_MODELS)
+def test_stereoset_rows_from_the_real_dev_set(methods_run, model):
+    """StereoSet on real data (the dev set's flat copy, gender examples) for an mlm, a clm and a seq2seq model:
+    ss, lms and icat for the gender domain and `all`, over its 255 examples, from the flat file's verified copy."""
+    path = methods_run / f"results/{model}/pretrained/summary.parquet"
+    frame = pq.read_table(path).to_pandas()
+    rows = frame[(frame["benchmark"] == "stereoset") & (frame["seed"] == "mean")]
+    assert {(m, s) for m in ("ss", "lms", "icat", "n_terms") for s in ("gender", "all")} <= set(zip(rows["metric"], rows["subset"]))
+    assert set(rows["subset"]) == {"gender", "all"} and (rows["n"] == 255).all()
+    scores = rows[rows["metric"].isin(["ss", "lms", "icat"])]["value"]
+    assert scores.between(0, 100).all() and scores.notna().all()
+    assert (rows[rows["metric"] == "n_terms"]["value"] == 10).all()  # the dev set's gender target terms
+    assert "stereoset" not in {e["benchmark"] for e in summary_left_out(path)}
+    sha = json.loads(pq.read_table(methods_run / "results/data/stereoset.parquet").schema.metadata[b"lmbias.sha256"])
+    assert sha == {"stereoset_dev_flat.jsonl": "9240d77481e211b406092c7bf7a2ad4a29f3ec6d8251f93e9cff518f7cddea52"}
 
 
 def test_bias_bench_recipe_packs_blocks_and_augments_the_masked_model_only(methods_run):

@@ -53,7 +53,7 @@ def small_run(tmp_path_factory, repo_root, shared_data):
     root = tmp_path_factory.mktemp("robust")
     workdir = _copy_workflow(repo_root, root / "wf")
     data = root / "data-a"
-    shutil.copytree(shared_data / "winobias", data / "winobias")  # no StereoSet, as in ../shared/data
+    shutil.copytree(shared_data / "winobias", data / "winobias")  # no StereoSet (neither dev.json nor its flat copy)
     run_snakemake(workdir, "--config", f"data_dir={data}", ONLY, SUMMARY)
     return workdir, data
 

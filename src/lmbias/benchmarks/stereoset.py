@@ -32,6 +32,7 @@ import pyarrow as pa
 
 from lmbias.errors import ConfigError, DataError
 from lmbias.metrics.stereoset import StereoSetOptions, stereoset_metric_rows
+from lmbias.parsers.stereoset import blank_word_index
 from lmbias.registry import BenchmarkDef
 from lmbias.engine.scoring import (
     EngineStats,
@@ -67,12 +68,12 @@ _PUNCT = string.punctuation
 
 
 def word_span(context: str, sentence: str) -> tuple[int, int]:
-    """Character span in `sentence` of the word that fills the context's BLANK."""
+    """Character span in `sentence` of the word that fills the context's BLANK. A context with BLANK twice
+    (two in the dev set) is read as the parser's `template_word` is: the word at the last BLANK's index."""
     ctx_words = context.split(" ")
-    hits = [i for i, w in enumerate(ctx_words) if "BLANK" in w]
-    if len(hits) != 1:
-        raise DataError(f"StereoSet context must contain BLANK once: {context!r}")
-    blank = hits[0]
+    blank = blank_word_index(context)
+    if blank is None:
+        raise DataError(f"StereoSet context must contain BLANK: {context!r}")
     before, after = ctx_words[blank].split("BLANK", 1)
     words = sentence.split(" ")
     if blank >= len(words):

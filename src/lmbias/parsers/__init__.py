@@ -19,7 +19,7 @@ from typing import Mapping
 import pyarrow as pa
 
 from lmbias.errors import ConfigError
-from lmbias.parsers import bec_pro, cds, crows_pairs, da_gender, gap, logprob, occupations, seat, seat_templates, stereoset, wikitext2, winobias
+from lmbias.parsers import bec_pro, cds, crows_pairs, da_gender, gap, logprob, occupations, seat, seat_templates, sources, stereoset, wikitext2, winobias
 from lmbias.parsers.bec_pro import parse_bec_pro
 from lmbias.parsers.cds import parse_cds
 from lmbias.parsers.crows_pairs import parse_crows_pairs
@@ -68,8 +68,16 @@ def is_generated(dataset: str) -> bool:
     return bool(getattr(PARSERS.get(dataset), "GENERATED", False))
 
 
-def required_files(benchmark_cfg: Mapping, data_cfg: Mapping, name: str) -> list[str]:
-    """Names (keys of data.<dataset>.files) of the raw files benchmark `name` needs."""
+def required_files(
+    benchmark_cfg: Mapping, data_cfg: Mapping, name: str, data_dir: str | os.PathLike | None = None
+) -> list[str]:
+    """Names (keys of data.<dataset>.files) of the raw files benchmark `name` needs.
+
+    A parser's ALTERNATIVES ({file: (stand-ins, ...)}) name configured files that can replace a required
+    one: where the required file would be read from a local folder (`data.<dataset>.path`, or `data_dir`
+    when given) and is not there, the first stand-in that is there is read instead (StereoSet's flat copy
+    for dev.json). Otherwise the required file stays, so downloads and missing-data errors name it.
+    """
     module = parser_for(benchmark_cfg, name)
     dataset = benchmark_cfg["dataset"]
     if is_generated(dataset):
@@ -79,12 +87,27 @@ def required_files(benchmark_cfg: Mapping, data_cfg: Mapping, name: str) -> list
         raise ConfigError(f"data.{dataset}: benchmark {name!r} needs this dataset, but it is not configured")
     available = list(entry["files"])
     files = module.required_files(parse_slice(benchmark_cfg), available, f"benchmarks.{name}")
+    files = [_stand_in(file, getattr(module, "ALTERNATIVES", {}), dataset, data_cfg, data_dir) for file in files]
     for file in files:
         if file not in entry["files"]:
             raise ConfigError(
                 f"data.{dataset}.files.{file}: benchmark {name!r} needs this file, but it is not configured"
             )
     return files
+
+
+def _stand_in(file: str, alternatives: Mapping, dataset: str, data_cfg: Mapping, data_dir) -> str:
+    if not alternatives.get(file) or file not in data_cfg[dataset]["files"]:
+        return file
+    kind, location = sources.resolve_source(dataset, file, data_cfg, data_dir)
+    if kind != "local" or Path(location).exists():
+        return file
+    for alternative in alternatives[file]:
+        if alternative in data_cfg[dataset]["files"]:
+            _, other = sources.resolve_source(dataset, alternative, data_cfg, data_dir)
+            if Path(other).exists():
+                return alternative
+    return file
 
 
 def module_files(dataset: str) -> list[str]:

@@ -5,7 +5,9 @@ bytes matched that hash, written to a temp file in the destination folder and re
 or interrupted download never leaves a partial or unverified file behind.
 
 Precedence of sources for one file: `data.<dataset>.path` (a local folder for that dataset), then the
-global `data_dir` (<data_dir>/<dataset>/<file>), then `base_url` + `upstream`.
+global `data_dir` (<data_dir>/<dataset>/<file>), then `base_url` + `upstream`. A file with `upstream: null`
+is local-only: it is never downloaded, only copied (checksum verified) from those folders; a parser may
+name it as a stand-in for a file missing there (`lmbias.parsers.required_files`, e.g. StereoSet's flat copy).
 """
 
 from __future__ import annotations
@@ -58,8 +60,14 @@ def _join_url(base_url: str, upstream: str) -> str:
     return base_url.rstrip("/") + "/" + upstream.lstrip("/")
 
 
+def is_local_only(spec: Mapping) -> bool:
+    """A configured file with `upstream: null`: read from a local folder only, never downloaded."""
+    return isinstance(spec, Mapping) and "upstream" in spec and spec["upstream"] is None
+
+
 def dataset_files(config_data_entry: Mapping, dataset: str = "<dataset>") -> dict[str, tuple[str, str]]:
-    """{local file name: (full upstream URL, sha256)} for one `data.<dataset>` entry."""
+    """{local file name: (full upstream URL, sha256)} for one `data.<dataset>` entry's downloadable files
+    (local-only ones are left out)."""
     key = f"data.{dataset}"
     files = config_data_entry.get("files") if isinstance(config_data_entry, Mapping) else None
     if not isinstance(files, Mapping) or not files:
@@ -68,6 +76,9 @@ def dataset_files(config_data_entry: Mapping, dataset: str = "<dataset>") -> dic
     result = {}
     for name, spec in files.items():
         file_key = f"{key}.files.{name}"
+        if is_local_only(spec):
+            _check_sha256(spec.get("sha256"), file_key)
+            continue
         if not isinstance(spec, Mapping) or not isinstance(spec.get("upstream"), str):
             raise ConfigError(f"{file_key} must have an 'upstream' path and a 'sha256'")
         if not isinstance(base_url, str) or not base_url:
@@ -97,6 +108,11 @@ def resolve_source(dataset: str, file: str, data_cfg: Mapping, data_dir: str | o
         return "local", str(Path(entry["path"]) / file)
     if data_dir:
         return "local", str(Path(data_dir) / dataset / file)
+    if is_local_only(entry["files"][file]):
+        raise ConfigError(
+            f"data.{dataset}.files.{file} is local-only (upstream: null): set data_dir or data.{dataset}.path "
+            "to the folder that holds it"
+        )
     url, _ = dataset_files({"base_url": entry.get("base_url"), "files": {file: entry["files"][file]}}, dataset)[file]
     return "url", url
 
@@ -246,6 +262,7 @@ def obtain(params: Mapping, dest: str | os.PathLike, timeout: float = 60) -> Pat
 
 __all__ = [
     "sha256_file",
+    "is_local_only",
     "dataset_files",
     "resolve_source",
     "content_params",
