@@ -18,6 +18,20 @@ data.wikitext2, and perplexity_gap, the offline stand-in over GAP's test context
   scores the token after the true prefix). A text longer than max_length is cut into consecutive chunks
   of max_length minus the special tokens, each wrapped in the model's special tokens.
 
+Self-Debias (`lmbias.engine.self_debias`) scores the same tokens of the same texts through its rescaled
+distribution, as its authors compute perplexity (Schick et al.'s perplexity.py and
+GPT2Wrapper.compute_loss_self_debiasing; bias-bench's experiments/perplexity.py calls the latter):
+
+* clm: the window alone is the regular input (no BOS, as above) and the prefix followed by the whole window
+  is the prefixed one; token t of the window (t >= 1: a window's first token is context only, as theirs) is
+  scored with p_debiased from the regular distribution after tokens 0..t-1 and the prefixed one after the
+  prefix and tokens 0..t-1. Their windows leave 32 positions for the prefix (n_positions - 32); here a window
+  is shortened by the prefix's length only where it would not fit beside it (a configured stride is then
+  cut to the window), so every other window is the one the model without Self-Debias reads.
+* mlm: bias-bench's perplexity_mlm.py (experiments/, --is_self_debias): each hidden token's distribution is
+  the rescaled one of the input with `[CLS]` replaced by `[CLS] prefix` (get_token_logits_self_debiasing);
+  a chunk leaves room for the prefix the same way. seq2seq: Self-Debias is not defined.
+
 Cached per window: the NLL sum and the tokens scored; the metric (`lmbias.metrics.perplexity`) turns them
 into exp(sum NLL / tokens). `scoring.limit_texts` keeps the first N texts (file order).
 """
@@ -30,7 +44,7 @@ import numpy as np
 import pyarrow as pa
 
 from lmbias.engine.pll import token_logprobs
-from lmbias.engine.scoring import EngineStats, _autocast, _batches, _model_device, _pad
+from lmbias.engine.scoring import EngineStats, _autocast, _batches, _model_device, _pad, _sentence_alone
 from lmbias.errors import ConfigError, DataError
 from lmbias.lazy import lazy_module
 from lmbias.metrics.perplexity import PerplexityOptions, perplexity_metric_rows
@@ -77,12 +91,22 @@ def check_scoring(scoring: dict) -> dict:
     return scoring
 
 
-def window_length(tokenizer, scoring: dict) -> int:
-    """The window: scoring.max_length, at most the tokenizer's model_max_length."""
+def window_length(tokenizer, scoring: dict, reserved: int = 0) -> int:
+    """The window: scoring.max_length, at most the tokenizer's model_max_length less `reserved` positions (a
+    Self-Debias prefix's)."""
     limit = getattr(tokenizer, "model_max_length", None)
-    limit = limit if isinstance(limit, int) and limit < 10**6 else FALLBACK_MAX_LENGTH
+    limit = (limit if isinstance(limit, int) and limit < 10**6 else FALLBACK_MAX_LENGTH) - reserved
+    if limit < 4:
+        raise ConfigError(f"{SCORING_KEY}.max_length: the model's {limit + reserved} positions leave no window beside "
+                          f"a {reserved}-token prefix")
     wanted = scoring.get("max_length")
     return limit if wanted is None else min(wanted, limit)
+
+
+def reserved_positions(model) -> int:
+    """Positions a model adds to every input it reads: a Self-Debias wrapper's prefix, else none."""
+    added = getattr(model, "added_positions", None)
+    return int(added()) if callable(added) else 0
 
 
 def text_sources(items: pa.Table) -> list[str]:
@@ -167,11 +191,19 @@ def score_perplexity(items: pa.Table, model, tokenizer, family: str, scoring: di
         items = items.slice(0, limit)
     texts = [str(t) for t in items.column("text").to_pylist()]
     sources = text_sources(items)
-    max_length = window_length(tokenizer, scoring)
+    if family == "clm":  # a window is read alone; Self-Debias puts its prefix before it (module docstring)
+        model = _sentence_alone(model)
+    reserved = reserved_positions(model)
+    max_length = window_length(tokenizer, scoring, reserved)
+    if reserved and max_length < window_length(tokenizer, scoring):
+        log.info("perplexity: windows of %d tokens, leaving %d positions for the Self-Debias prefix", max_length, reserved)
     batch_size = scoring.get("batch_size", 64)
     plan: list[tuple[int, int]] = []  # (text, window) per scored window
     if family == "clm":
         stride = scoring.get("stride") or max_length - 1
+        if stride > max_length - 1 and reserved and stride <= window_length(tokenizer, scoring) - 1:
+            log.warning("perplexity: stride %d cut to %d, the window beside the Self-Debias prefix", stride, max_length - 1)
+            stride = max_length - 1
         if stride > max_length - 1:
             raise ConfigError(f"{SCORING_KEY}.stride: {stride} must be at most max_length - 1 = {max_length - 1}")
         windows = []

@@ -155,6 +155,11 @@ class SelfDebiasingLM:
         other.prepend = True
         return other
 
+    def added_positions(self) -> int:
+        """How many tokens longer the prefixed input is than the input (what a window must leave free of the
+        model's positions): the k prefix tokens, less the start token they replace unless prepending."""
+        return len(self.prefix_ids) - (0 if self.prepend else 1)
+
     # What the engine and the jobs use of a model: parameters (its device), eval, to, calling it.
     def parameters(self):
         return self.inner.parameters()
