@@ -670,8 +670,17 @@ def method_model_dir(wildcards):
 
 
 def training_model_entry(wildcards):
-    """What training reads of the model entry: not its scoring precision nor its training defaults (those
-    reach the job resolved, in `settings`)."""
+    """What fine-tuning reads of the model entry: not its scoring precision, nor its training defaults (those
+    reach the job resolved, in `settings`), nor its `dtype` (full fine-tuning keeps float32 master weights,
+    lmbias.training.jobs), so editing either rescores without retraining."""
+    entry = {k: v for k, v in config["models"][wildcards.model].items()
+             if k not in ("training", "precision", "dtype")}
+    return _with_snapshot(wildcards.model, entry)
+
+
+def fitting_model_entry(wildcards):
+    """What SentenceDebias and INLP fits read of the model entry: as training_model_entry, but with `dtype`
+    (their embeddings come from the model as scoring loads it)."""
     entry = {k: v for k, v in config["models"][wildcards.model].items() if k not in ("training", "precision")}
     return _with_snapshot(wildcards.model, entry)
 
@@ -732,7 +741,7 @@ for _input_function in (model_entry, method_entry, benchmark_scoring_slice, scor
                         seed_metric_inputs, seed_metric_benchmark_slices,
                         summary_metric_files, summary_config_slices, summary_left_out, comparison_entry,
                         comparison_benchmark_slice, comparison_inputs, method_job_inputs, method_settings,
-                        method_sd_settings, method_inlp_settings, training_model_entry, metric_benchmark_slice, model_weights_input,
+                        method_sd_settings, method_inlp_settings, training_model_entry, fitting_model_entry, metric_benchmark_slice, model_weights_input,
                         method_model_dir, _corpora_intervention_inputs, _corpora_intervention_entry,
                         _corpora_intervention_key, _corpora_conll_files):
     _input_function.__signature__ = inspect.signature(_input_function)

@@ -47,7 +47,7 @@ rule fit_sentence_debias:
         directory("results/{model}/{method}/seed{seed}/model"),
     params:
         settings=method_sd_settings,
-        model=training_model_entry,
+        model=fitting_model_entry,
     wildcard_constraints:
         method=_alternatives(method_names_of_kinds({"sd"})) or "(?!)",
         seed="0",
@@ -74,7 +74,7 @@ rule fit_inlp:
         directory("results/{model}/{method}/seed{seed}/model"),
     params:
         settings=method_inlp_settings,
-        model=training_model_entry,
+        model=fitting_model_entry,
     wildcard_constraints:
         method=_alternatives(method_names_of_kinds({"inlp"})) or "(?!)",
         seed="0",

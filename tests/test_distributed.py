@@ -119,6 +119,8 @@ def test_two_gloo_processes_equal_one_process(setup, model, n, conditions, preci
     got, single, reference = pq.read_table(two), pq.read_table(one), pq.read_table(job)
     assert [file_provenance(p)["score_world_size"] for p in (two, one, job)] == [2, 1, 1]
     assert file_provenance(two)["torch_version"] == file_provenance(job)["torch_version"] is not None
+    for path in (two, one, job):  # the weights as loaded and the autocast every process ran under
+        assert (file_provenance(path)["weights_dtype"], file_provenance(path)["precision"]) == ("fp32", precision or "fp32")
     assert_tables_equal(single, reference, tol=0.0)  # one process *is* score_benchmark_job
     if precision is None:
         assert_tables_equal(got, reference)

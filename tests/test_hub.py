@@ -8,6 +8,8 @@ The fake Hub answers (as huggingface.co does):
   GET  /api/models/{repo}/tree/{commit}       [{"type": "file", "path", "size", "oid"}] (one page)
   HEAD /{repo}/resolve/{commit}/{file}        X-Repo-Commit, ETag, Content-Length
   GET  /{repo}/resolve/{commit}/{file}        the bytes
+A gated repo (Llama, Gemma) shows its metadata to anyone but serves its files only with the right token:
+401 without an Authorization header, 403 with a token that has no access (X-Error-Code GatedRepo).
 It serves on 127.0.0.1 only and stops itself after a bounded time.
 """
 
@@ -31,7 +33,9 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
-from lmbias.engine.hub import SOURCE_FILE, HubDownloadError, fetch_hub_model, recorded_commit, wanted_files
+from lmbias.engine.hub import (
+    SOURCE_FILE, HubAccessError, HubDownloadError, fetch_hub_model, recorded_commit, wanted_files,
+)
 from lmbias.engine.models import load_model, model_spec, resolved_commit
 from lmbias.errors import ConfigError
 
@@ -40,6 +44,8 @@ from test_workflow import ONE_THREAD_PER_JOB, SNAKEMAKE, _copy_workflow, schedul
 
 REPO_ID = "lmbias-test/tiny-bert"
 BIN_ONLY_REPO = "lmbias-test/bin-only"
+GATED_REPO = "lmbias-test/gated-llama"
+GATED_TOKEN = "hf_lmbiasTestTokenGrantedAccess"
 COMMIT = hashlib.sha1(b"lmbias tiny-bert v1").hexdigest()
 OTHER_COMMIT = hashlib.sha1(b"lmbias bin-only v1").hexdigest()
 SERVER_LIFETIME_S = 300  # the fake Hub shuts itself down after this, whatever the test does
@@ -50,8 +56,10 @@ class FakeHub:
     downloads: "truncate" announces the full Content-Length and sends half, then closes; "vanish" sends half
     and shuts the server down. `requests` logs (method, path) of every request."""
 
-    def __init__(self, repos: dict, mode: str | None = None):
+    def __init__(self, repos: dict, mode: str | None = None, gated: dict | None = None):
         self.repos, self.mode, self.requests = repos, mode, []
+        self.gated = dict(gated or {})  # {repo: the token that has access}
+        self.authorization: list[str | None] = []  # the Authorization header of every request
         hub = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -101,6 +109,7 @@ class FakeHub:
     def _answer(self, handler, body: bool):
         path = urllib.parse.unquote(urllib.parse.urlsplit(handler.path).path)
         self.requests.append((handler.command, path))
+        self.authorization.append(handler.headers.get("Authorization"))
         api = re.fullmatch(r"/api/models/(.+?)/(revision|tree)/([^/]+)", path)
         resolve = re.fullmatch(r"/(.+?)/resolve/([0-9a-f]{40})/(.+)", path)
         repo = (api or resolve).group(1) if (api or resolve) else None
@@ -119,6 +128,14 @@ class FakeHub:
             return self._json(handler, [{"type": "file", "path": f, "size": len(b),
                                          "oid": hashlib.sha1(b).hexdigest()} for f, b in sorted(files.items())])
         name = resolve.group(3)
+        if repo in self.gated:
+            sent = handler.headers.get("Authorization")
+            if sent is None:
+                return self._json(handler, {"error": f"Access to model {repo} is restricted. You must have access "
+                                            "to it and be authenticated to access it. Please log in."}, 401, "GatedRepo")
+            if sent != f"Bearer {self.gated[repo]}":
+                return self._json(handler, {"error": f"Access to model {repo} is restricted and you are not in the "
+                                            "authorized list."}, 403, "GatedRepo")
         if name not in files:
             return self._json(handler, {"error": "Entry not found"}, 404, "EntryNotFound")
         data = files[name]
@@ -155,15 +172,21 @@ def _repos(tiny_files) -> dict:
     bin_only = {k: v for k, v in tiny_files.items() if not k.endswith(".safetensors")}
     bin_only["pytorch_model.bin"] = b"not really a pickle"
     return {REPO_ID: ({"main": COMMIT, "v1": COMMIT}, {COMMIT: tiny_files}),
-            BIN_ONLY_REPO: ({"main": OTHER_COMMIT}, {OTHER_COMMIT: bin_only})}
+            BIN_ONLY_REPO: ({"main": OTHER_COMMIT}, {OTHER_COMMIT: bin_only}),
+            GATED_REPO: ({"main": COMMIT}, {COMMIT: tiny_files})}
 
 
 @pytest.fixture()
 def hub(tiny_files, monkeypatch, tmp_path):
-    """A fake Hub this process's huggingface_hub talks to (online, an empty HF cache)."""
+    """A fake Hub this process's huggingface_hub talks to (online, an empty HF cache, no token: neither HF_TOKEN
+    nor a stored login)."""
     from huggingface_hub import constants
 
-    server = FakeHub(_repos(tiny_files))
+    monkeypatch.delenv("HF_TOKEN", raising=False)
+    monkeypatch.delenv("HUGGING_FACE_HUB_TOKEN", raising=False)
+    monkeypatch.setattr(constants, "HF_TOKEN_PATH", str(tmp_path / "no-stored-token"))
+    monkeypatch.setattr(constants, "HF_STORED_TOKENS_PATH", str(tmp_path / "no-stored-tokens"))
+    server = FakeHub(_repos(tiny_files), gated={GATED_REPO: GATED_TOKEN})
     monkeypatch.setattr(constants, "ENDPOINT", server.url)  # what HF_ENDPOINT sets when huggingface_hub is imported
     monkeypatch.setattr(constants, "HUGGINGFACE_CO_URL_TEMPLATE", server.url + "/{repo_id}/resolve/{revision}/{filename}")
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
@@ -268,6 +291,59 @@ def test_offline_mode_is_named(hub, tmp_path, monkeypatch):
     with pytest.raises(HubDownloadError, match=r"models\.hub-bert: HF_HUB_OFFLINE is set"):
         fetch_hub_model("hub-bert", _entry(), tmp_path / "m")
     assert not (tmp_path / "m").exists() and not hub.requests
+
+
+@pytest.mark.parametrize(("token", "status"), [(None, 401), ("hf_someoneElsesTokenWithoutAccess", 403)])
+def test_gated_repo_without_access_is_named_and_keeps_nothing(token, status, hub, no_retry_pause, tmp_path,
+                                                                monkeypatch):
+    """A gated model (its metadata public, its files not): no token -> 401, a token without access -> 403. Either
+    is a HubAccessError that says to accept the licence and set HF_TOKEN; no file and no temporary folder stay."""
+    if token:
+        monkeypatch.setenv("HF_TOKEN", token)
+    dest = tmp_path / "resources/models/llama"
+    with pytest.raises(HubAccessError) as info:
+        fetch_hub_model("llama", _entry(hub_id=GATED_REPO), dest)
+    message = str(info.value)
+    assert message.startswith(f"models.llama: {hub.url}/{GATED_REPO} refused access (HTTP {status})"), message
+    assert "accept its licence" in message and "HF_TOKEN=<token>" in message
+    assert ("HF_TOKEN is not set" if token is None else "the token in HF_TOKEN was refused") in message
+    assert token is None or token not in message  # the token is never printed
+    assert not dest.exists()
+    assert not [p for p in tmp_path.rglob("*") if p.is_file()]  # nothing half-written
+    assert any(p.startswith(f"/{GATED_REPO}/resolve/") for p in hub.downloads()) or any(
+        m == "HEAD" and f"/{GATED_REPO}/resolve/" in p for m, p in hub.requests)
+    sent = {a for (m, p), a in zip(hub.requests, hub.authorization) if "/resolve/" in p}
+    assert sent == ({None} if token is None else {f"Bearer {token}"})
+
+
+def test_gated_repo_fetches_with_hf_token(hub, tmp_path, monkeypatch):
+    """HF_TOKEN from the environment reaches the hub as `Authorization: Bearer <token>` on every request; the
+    fetched folder loads offline, and the token is written nowhere."""
+    monkeypatch.setenv("HF_TOKEN", GATED_TOKEN)
+    dest = tmp_path / "resources/models/llama"
+    fetch_hub_model("llama", _entry(hub_id=GATED_REPO), dest)
+    assert recorded_commit(dest) == COMMIT
+    assert set(hub.authorization) == {f"Bearer {GATED_TOKEN}"} and hub.downloads()
+    assert not [p for p in dest.rglob("*") if p.is_file() and GATED_TOKEN.encode() in p.read_bytes()]
+    model, _ = load_model(model_spec("llama", _entry(hub_id=GATED_REPO, snapshot=str(dest))))
+    assert resolved_commit(model) == COMMIT
+
+
+def test_hub_refusing_the_metadata_is_named(hub, tmp_path, monkeypatch):
+    """A private or gated repo whose metadata the hub refuses too (401 on the API call): the same named error."""
+    from lmbias.engine import hub as hub_module
+
+    def refuse(*args, **kwargs):
+        from huggingface_hub.errors import RepositoryNotFoundError
+
+        response = types.SimpleNamespace(status_code=401, headers={}, url=f"{hub.url}/api/models/{GATED_REPO}",
+                                         request=None)
+        raise RepositoryNotFoundError("401 Client Error. Repository Not Found", response=response)
+
+    monkeypatch.setattr("huggingface_hub.HfApi.model_info", refuse)
+    with pytest.raises(HubAccessError, match=r"models\.llama: .* refused access \(HTTP 401\).*HF_TOKEN is not set"):
+        hub_module.fetch_hub_model("llama", _entry(hub_id=GATED_REPO), tmp_path / "m")
+    assert not (tmp_path / "m").exists()
 
 
 def test_wanted_files_take_pickles_only_when_allowed():

@@ -75,6 +75,12 @@ def test_every_configured_model_is_a_valid_spec(repo_root):
         ({"hub_id": "bert-base-uncased", "family": "mlm", "tiny": {"architecture": "bert"}},
          r"^models\.tiny-bert\.tiny: a tiny model is built locally and needs models\.tiny-bert\.path"),
         ({"hub_id": "", "family": "mlm"}, r"^models\.tiny-bert\.hub_id: '' is not a hub id"),
+        ({"hub_id": "b", "family": "mlm", "dtype": "bfloat16"},
+         r"^models\.tiny-bert\.dtype: 'bfloat16' is not one of auto, fp32, bf16, fp16 \(the weights' dtype"),
+        ({"hub_id": "b", "family": "mlm", "attn_implementation": "flash"},
+         r"^models\.tiny-bert\.attn_implementation: 'flash' is not one of eager, sdpa, flash_attention_2"),
+        ({"hub_id": "b", "family": "mlm", "dtype": "fp32", "attn_implementation": "flash_attention_2"},
+         r"^models\.tiny-bert\.attn_implementation: flash_attention_2 runs in half precision only"),
         ("bert-base-uncased", r"^models\.tiny-bert: expected a mapping"),
     ],
 )
@@ -99,8 +105,8 @@ def test_each_family_loads_and_runs(tiny, arch):
     assert logits.shape[:2] == enc["input_ids"].shape
     assert logits.shape[-1] == len(tok)
     assert torch.isfinite(logits).all()
-    if family == "clm":
-        assert tok.pad_token == tok.eos_token == "<|endoftext|>"
+    if family == "clm":  # no pad token in either checkpoint: padded with EOS
+        assert tok.pad_token == tok.eos_token == {"gpt2": "<|endoftext|>", "llama": "</s>"}[arch]
     else:
         assert mask_token(tok, f"tiny-{arch}") == tok.mask_token
 
@@ -112,10 +118,54 @@ def test_load_model_dtype_and_device(tiny):
         load_model(_spec(tiny["bert"], "mlm"), torch_dtype="float33")
 
 
+@pytest.mark.parametrize(("dtype", "expected"), [("fp32", torch.float32), ("bf16", torch.bfloat16),
+                                                 ("fp16", torch.float16), ("auto", torch.float32)])
+def test_entry_dtype_sets_the_weights_dtype(tiny, dtype, expected):
+    """models.<name>.dtype is the weights' dtype at load (auto on CPU: float32); every floating-point
+    parameter and buffer follows it, and dtype_name reads it back in the config's words."""
+    from lmbias.engine.models import dtype_name
+
+    spec = model_spec("tiny-llama", {"path": str(tiny["llama"]), "family": "clm", "dtype": dtype})
+    assert spec.dtype == dtype
+    model, _ = load_model(spec, device="cpu")
+    assert {p.dtype for p in model.parameters()} == {expected}
+    assert dtype_name(model) == {torch.float32: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}[expected]
+
+
+def test_auto_dtype_follows_the_device(tiny, monkeypatch):
+    """auto: bfloat16 on a CUDA device that supports it, float32 on an older GPU and on CPU (whatever the
+    checkpoint's own dtype)."""
+    from lmbias.engine.models import weights_dtype
+
+    assert weights_dtype("auto", "cpu") == torch.float32
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: True)
+    assert weights_dtype("auto", "cuda") == weights_dtype("auto", torch.device("cuda:0")) == torch.bfloat16
+    assert weights_dtype("auto", "cpu") == torch.float32
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: False)
+    assert weights_dtype("auto", "cuda") == torch.float32
+    assert weights_dtype("fp16", "cpu") == torch.float16
+
+
+def test_attn_implementation_reaches_the_model(tiny):
+    spec = model_spec("tiny-llama", {"path": str(tiny["llama"]), "family": "clm", "attn_implementation": "eager"})
+    model, _ = load_model(spec)
+    assert model.config._attn_implementation == "eager"
+    default, _ = load_model(model_spec("tiny-llama", {"path": str(tiny["llama"]), "family": "clm"}))
+    assert default.config._attn_implementation == "sdpa"  # the library's default
+
+
+def test_attn_implementation_the_model_cannot_run_is_named(tiny):
+    spec = model_spec("tiny-llama", {"path": str(tiny["llama"]), "family": "clm", "dtype": "bf16",
+                                     "attn_implementation": "flash_attention_2"})
+    with pytest.raises(ConfigError, match=r"^models\.tiny-llama\.attn_implementation: flash_attention_2 cannot be used"):
+        load_model(spec)
+
+
 @pytest.mark.parametrize(
     ("arch", "family"),
     [("gpt2", "mlm"), ("gpt2", "seq2seq"), ("bert", "clm"), ("bert", "seq2seq"), ("bart", "mlm"), ("bart", "clm"),
-     ("roberta", "clm")],
+     ("roberta", "clm"), ("llama", "mlm")],
 )
 def test_wrong_family_is_a_config_error(tiny, arch, family):
     with pytest.raises(ConfigError, match=rf"models\.tiny-{arch}\.family: .*{family}"):

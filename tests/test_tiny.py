@@ -1,4 +1,5 @@
-"""Tiny models: byte-identical rebuilds, tokenizers that cover the benchmarks, planted bias that is exact and saved."""
+"""Tiny models: byte-identical rebuilds, tokenizers that cover the benchmarks, planted bias that is exact and saved;
+the tiny Llama's Llama-like tokenizer (BOS added, no pad) and its loading as a causal LM."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from lmbias.engine.tiny import (
     ARCHITECTURES,
     DEFAULT_WORDS,
     FAMILY_OF,
+    PLANTABLE,
     build_from_config,
     build_tiny_model,
     derive_word_list,
@@ -36,12 +38,13 @@ PLANTED = {"he": 8.0}
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory) -> dict[tuple[str, bool], Path]:
-    """Every architecture, seed 0, with and without a planted bias toward "he"."""
+    """Every architecture, seed 0, with and (where it can be planted) without a planted bias toward "he"."""
     root = tmp_path_factory.mktemp("tiny")
     out = {}
     for arch in ARCHITECTURES:
         out[(arch, False)] = build_tiny_model(arch, root / arch, seed=0)
-        out[(arch, True)] = build_tiny_model(arch, root / f"{arch}-he", seed=0, planted_bias=PLANTED)
+        if arch in PLANTABLE:
+            out[(arch, True)] = build_tiny_model(arch, root / f"{arch}-he", seed=0, planted_bias=PLANTED)
     return out
 
 
@@ -127,6 +130,7 @@ def test_special_tokens_and_config_ids(built):
         "roberta": {"bos_token": "<s>", "eos_token": "</s>", "pad_token": "<pad>", "mask_token": "<mask>", "unk_token": "<unk>"},
         "bart": {"bos_token": "<s>", "eos_token": "</s>", "pad_token": "<pad>", "mask_token": "<mask>", "unk_token": "<unk>"},
         "gpt2": {"bos_token": "<|endoftext|>", "eos_token": "<|endoftext|>"},
+        "llama": {"bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>", "pad_token": None},
     }
     for arch in ARCHITECTURES:
         path = built[(arch, False)]
@@ -135,12 +139,17 @@ def test_special_tokens_and_config_ids(built):
         for attr, value in expected[arch].items():
             assert getattr(tok, attr) == value, (arch, attr)
         assert config.vocab_size == len(tok)
-        if arch != "gpt2":
+        if arch not in ("gpt2", "llama"):
             assert config.pad_token_id == tok.pad_token_id
         if arch in ("roberta", "bart"):
             assert (tok.bos_token_id, tok.pad_token_id, tok.eos_token_id, tok.unk_token_id) == (0, 1, 2, 3)
         if arch == "gpt2":
             assert config.eos_token_id == tok.eos_token_id
+        if arch == "llama":  # Llama 2's ids; BOS is added in front of every text, EOS is not
+            assert (tok.unk_token_id, tok.bos_token_id, tok.eos_token_id) == (0, 1, 2)
+            assert (config.bos_token_id, config.eos_token_id, config.pad_token_id) == (1, 2, None)
+            assert tok("He is a nurse.")["input_ids"][0] == 1 and tok("He is a nurse.")["input_ids"][-1] != 2
+            assert tok("He is a nurse.", add_special_tokens=False)["input_ids"][0] != 1
 
 
 @pytest.mark.parametrize("arch", ARCHITECTURES)
@@ -249,7 +258,7 @@ SENTENCES = [
 ]
 
 
-@pytest.mark.parametrize("arch", ARCHITECTURES)
+@pytest.mark.parametrize("arch", PLANTABLE)
 def test_planted_bias_is_saved_and_exact(built, arch):
     (m0, tok), (m1, _) = _load(built[(arch, False)], arch), _load(built[(arch, True)], arch)
     enc = tok(SENTENCES, return_tensors="pt", padding=True)
@@ -315,6 +324,42 @@ def test_planted_bias_turns_winobias_male(built, shared_data):
 
 
 # ----------------------------------------------------------------------------------------------- config
+
+
+# ----------------------------------------------------------------------------------------------- tiny Llama
+
+
+def test_tiny_llama_loads_as_a_causal_lm(built):
+    """Through load_model with family clm: a LlamaForCausalLM with grouped-query attention and untied embeddings;
+    the tokenizer pads right with EOS (it has no pad token), and BOS starts every encoded text, as a real
+    Llama's does; padding does not change a row's logits."""
+    from transformers import LlamaForCausalLM
+
+    model, tok = _load(built[("llama", False)], "llama")
+    assert isinstance(model, LlamaForCausalLM) and not model.training
+    assert model.config.num_key_value_heads == 1 < model.config.num_attention_heads
+    assert model.lm_head.weight.data_ptr() != model.model.embed_tokens.weight.data_ptr()
+    assert (tok.pad_token, tok.padding_side) == ("</s>", "right")
+    enc = tok([SENTENCES[0], "She works."], return_tensors="pt", padding=True)
+    assert enc["input_ids"][:, 0].tolist() == [tok.bos_token_id] * 2
+    assert enc["input_ids"][1, -1].item() == tok.eos_token_id and enc["attention_mask"][1, -1].item() == 0
+    with torch.inference_mode():
+        batched = model(**enc).logits
+        alone = model(**tok(["She works."], return_tensors="pt")).logits
+    n = alone.shape[1]
+    assert torch.allclose(batched[1, :n], alone[0], atol=1e-5)
+    info = (built[("llama", False)] / "tiny_model.json").read_text()
+    assert '"architecture": "llama"' in info
+
+
+def test_tiny_llama_refuses_a_planted_bias(tmp_path):
+    entry = {"path": "x", "family": "clm", "tiny": {"architecture": "llama", "seed": 0, "planted_bias": {"he": 8.0}}}
+    with pytest.raises(ConfigError, match=r"models\.tiny-l\.tiny\.planted_bias: not supported for architecture 'llama'"):
+        build_from_config("tiny-l", entry, tmp_path / "x")
+    assert not (tmp_path / "x").exists()
+    entry = {"path": "x", "family": "mlm", "tiny": {"architecture": "llama", "seed": 0}}
+    with pytest.raises(ConfigError, match=r"models\.tiny-l\.family: 'mlm' does not fit tiny architecture 'llama'"):
+        build_from_config("tiny-l", entry, tmp_path / "x")
 
 
 def test_build_from_config_checks_the_entry(tmp_path):

@@ -194,6 +194,7 @@ def test_summary_has_skew_and_stereotype_rows_with_provenance(tiny_run):
     for r in table.to_pylist():
         assert {k: r[k] for k in versions} == versions and r["torch_version"], r
         assert r["score_world_size"] == 1 and r["train_world_size"] is None
+        assert (r["weights_dtype"], r["precision"]) == ("fp32", "fp32")  # dtype and precision auto, on CPU
         assert r["n_seeds"] == (1 if r["value"] is not None else 0) and r["std"] is None  # one seed
         assert (r["interval"] is None) == (r["ci_low"] is None), r
         assert r["interval"] != "metric", f"{r['benchmark']}/{r['metric']}: an interval without a name"
@@ -352,6 +353,18 @@ def test_precision_edit_rescores_that_model_without_rebuilding_it(tiny_run):
     assert "results/tiny-bert-he/pretrained/seed0/scores/winobias.parquet" in outputs
     assert all("tiny-bert-he" in o or o == PAIRED for o in outputs), outputs
     assert "resources/models/tiny-bert-he" not in outputs
+
+
+def test_dtype_edit_rescores_that_model_without_rebuilding_it(tiny_run):
+    """models.<name>.dtype and attn_implementation reach the scoring jobs through params: an edit rescores that
+    model (its scores files record the new dtype), and builds nothing again."""
+    workdir, data = tiny_run
+    edited = write_config(workdir, lambda c: c["models"]["tiny-gpt2"].update(dtype="bf16", attn_implementation="eager"))
+    targets = [f"results/{m}/pretrained/summary.parquet" for m in MODELS]
+    outputs = scheduled_outputs(run_snakemake(workdir, "-n", "--configfile", str(edited), "--config", f"data_dir={data}", *targets))
+    assert "results/tiny-gpt2/pretrained/seed0/scores/winobias.parquet" in outputs
+    assert all("tiny-gpt2" in o for o in outputs), outputs
+    assert "resources/models/tiny-gpt2" not in outputs
 
 
 def test_hub_model_dry_run_fetches_it_once(tiny_run):

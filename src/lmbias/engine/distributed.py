@@ -92,7 +92,7 @@ def score_distributed_job(items_path, output_path, model_name, model_entry, meth
     from accelerate import PartialState
     from accelerate.utils import gather_object, parse_flag_from_env
 
-    from lmbias.engine.evaluation import _load_for_method, score_benchmark_job, scoring_provenance
+    from lmbias.engine.evaluation import _load_for_method, effective_precision, score_benchmark_job, scoring_provenance
 
     # PartialState (unlike AcceleratorState) ignores ACCELERATE_USE_CPU: pass it on, and use CPU/gloo on a
     # host without CUDA, so `accelerate launch` of the cpu.yaml config really runs N gloo processes.
@@ -113,6 +113,7 @@ def score_distributed_job(items_path, output_path, model_name, model_entry, meth
 
     elapsed = [0.0]
     began: list[float] = []  # when this process started scoring (after loading its model)
+    precision = [None]  # `auto` resolved for the loaded model (scoring_provenance records it)
 
     def score_fn(part: pa.Table) -> pa.Table:
         if not loaded:  # a process with nothing to score loads no model
@@ -120,8 +121,10 @@ def score_distributed_job(items_path, output_path, model_name, model_entry, meth
         model, tokenizer = loaded[0]
         start = time.perf_counter()  # scoring only, as in score_benchmark_job's log line
         began.append(start)
+        key = f"models.{model_name}.precision"
+        precision[0] = effective_precision(model_entry.get("precision", "auto"), model, state.device, key)
         # the main process's bar: its own shard (the others run shards of about the same size)
-        with scoring_precision(model_entry.get("precision", "auto"), f"models.{model_name}.precision"), \
+        with scoring_precision(precision[0], key), \
                 job_progress(f"scoring {benchmark_name} (process 0 of {state.num_processes})", unit="inputs",
                              enabled=state.is_main_process):
             scores = definition.score(part, model, tokenizer, model_entry["family"], benchmark_entry.get("scoring", {}),
@@ -139,7 +142,7 @@ def score_distributed_job(items_path, output_path, model_name, model_entry, meth
         scores = reassemble(parts)
         write_table_atomic(scores, output_path,
                            metadata=scoring_provenance(loaded[0][0] if loaded else None, method_entry,
-                                                       state.num_processes))
+                                                       state.num_processes, precision[0]))
         log.info("wrote %d score rows of %s from %d processes to %s", scores.num_rows, benchmark_name,
                  state.num_processes, output_path)
         if began:  # every process's items, over the main process's scoring time up to the gathered table

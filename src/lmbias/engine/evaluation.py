@@ -70,7 +70,10 @@ def score_benchmark_job(items_path, output_path, model_name, model_entry, method
     items = pq.read_table(items_path)
     stats = EngineStats()
     start = time.perf_counter()
-    with scoring_precision(model_entry.get("precision", "auto"), f"models.{model_name}.precision"), \
+    precision = effective_precision(model_entry.get("precision", "auto"), model, device, f"models.{model_name}.precision")
+    log.info("weights %s, autocast %s (models.%s.dtype %s, precision %s) on %s", _weights_dtype(model), precision,
+             model_name, model_entry.get("dtype", "auto"), model_entry.get("precision", "auto"), device)
+    with scoring_precision(precision, f"models.{model_name}.precision"), \
             job_progress(f"scoring {benchmark_name}", unit="inputs"):
         scores = definition.score(items, model, tokenizer, model_entry["family"], benchmark_entry.get("scoring", {}), stats)
     elapsed = time.perf_counter() - start
@@ -78,15 +81,38 @@ def score_benchmark_job(items_path, output_path, model_name, model_entry, method
              items.num_rows, benchmark_name, model_name, device, stats.requests, stats.unique_inputs,
              stats.forward_passes)
     log.info(rate_line("scored", items.num_rows, "items", elapsed))
-    write_table_atomic(scores, output_path, metadata=scoring_provenance(model, method_entry, 1))
+    write_table_atomic(scores, output_path, metadata=scoring_provenance(model, method_entry, 1, precision))
 
 
-def scoring_provenance(model, method_entry: dict, world_size: int) -> dict[str, str]:
+def _weights_dtype(model) -> str:
+    from lmbias.engine.models import dtype_name
+
+    return dtype_name(model) if model is not None else ""
+
+
+def effective_precision(precision: str, model, device, key: str = "precision") -> str:
+    """The autocast a model entry's `precision` means for `model` on `device` (never `auto`): auto is fp16 on
+    CUDA for fp16 weights (a bfloat16 autocast would round them to bfloat16), bf16 elsewhere on CUDA, and
+    fp32 (no autocast: bf16 or fp16 weights then compute in their own dtype) on any other device."""
+    from lmbias.engine.scoring import PRECISIONS
+
+    if precision not in PRECISIONS:
+        raise ConfigError(f"{key}: {precision!r} is not one of {', '.join(PRECISIONS)}")
+    if precision != "auto":
+        return precision
+    if torch.device(device).type != "cuda":
+        return "fp32"
+    return "fp16" if _weights_dtype(model) == "fp16" else "bf16"
+
+
+def scoring_provenance(model, method_entry: dict, world_size: int, precision: str | None = None) -> dict[str, str]:
     """Scores-file metadata: the commit the weights came from, this environment's library versions, the
-    number of scoring processes and (trained methods) of training processes."""
+    number of scoring processes and (trained methods) of training processes, the weights' dtype as loaded
+    and the autocast `precision` the forward passes ran under."""
     from lmbias.engine.models import resolved_commit
 
-    return scores_metadata(resolved_commit(model), world_size, training_world_size(method_entry.get("model_dir")))
+    return scores_metadata(resolved_commit(model), world_size, training_world_size(method_entry.get("model_dir")),
+                           weights_dtype=_weights_dtype(model), precision=precision)
 
 
 def _metric_rows(benchmark: str, benchmark_entry: dict, scores_path) -> list[dict]:

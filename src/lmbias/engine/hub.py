@@ -8,6 +8,11 @@ folder beside the destination, records where they came from in SOURCE_FILE (hub 
 resolved commit, every file's size and sha256) and renames the folder into place. A failure leaves no
 folder. Jobs load the folder with `local_files_only=True` (lmbias.engine.models, `snapshot`) and take the
 commit for the summary's `model_commit` from SOURCE_FILE (recorded_commit).
+
+Gated models (Llama, Gemma: the hub serves their files only to accounts that accepted the licence) need a
+token: the fetch sends `HF_TOKEN` from the environment (else huggingface_hub's stored login, if any), and a
+401/403 from the hub is a HubAccessError that says to accept the licence and set the token. The token is
+never written anywhere.
 """
 
 from __future__ import annotations
@@ -21,13 +26,11 @@ import shutil
 from collections.abc import Mapping
 from pathlib import Path
 
+from lmbias.engine.models import SOURCE_FILE, ModelSpec, _warn_unpinned, read_source, recorded_commit  # noqa: F401
 from lmbias.errors import ConfigError, LmbiasError
 from lmbias.io import atomic_folder
 
 log = logging.getLogger(__name__)
-
-#: What a fetched folder records about its origin (read back by recorded_commit).
-SOURCE_FILE = "lmbias_source.json"
 #: Top-level repo files a model needs besides its weights: config, tokenizer files (json, txt vocabularies
 #: and merges, sentencepiece models).
 CONFIG_PATTERNS = ("*.json", "*.txt", "*.model")
@@ -41,6 +44,47 @@ _TRANSPORT_MODULES = ("httpx", "httpcore", "h11", "requests", "urllib3")
 
 class HubDownloadError(LmbiasError):
     """The hub could not be reached, or a download broke off or came back short; nothing was kept."""
+
+
+class HubAccessError(LmbiasError):
+    """The hub refused access (HTTP 401/403): a gated model whose licence this account has not accepted, a
+    private one, or no (valid) token; nothing was kept."""
+
+
+#: The environment variable the fetch reads its token from (huggingface_hub's own name for it).
+TOKEN_ENV = "HF_TOKEN"
+
+
+def hub_token() -> str | None:
+    """`HF_TOKEN` from the environment (None when unset or blank: huggingface_hub then uses a stored login)."""
+    token = (os.environ.get(TOKEN_ENV) or "").strip()
+    return token or None
+
+
+def _status(exc) -> int | None:
+    response = getattr(exc, "response", None)
+    return getattr(response, "status_code", None)
+
+
+def _access_error(key: str, repo: str, exc) -> HubAccessError:
+    """The named error for a 401/403: what to do, with or without a token sent."""
+    status = _status(exc)
+    page = f"{_endpoint().rstrip('/')}/{repo}"
+    if hub_token() is None:
+        why = f"{TOKEN_ENV} is not set"
+    else:
+        why = f"the token in {TOKEN_ENV} was refused or has not been granted access to it yet"
+    return HubAccessError(
+        f"{key}: {page} refused access (HTTP {status or '401/403'}): it is gated or private, and {why}. If it is a "
+        f"gated model (Llama, Gemma, ...), log in on {_endpoint()}, accept its licence at {page}, create a read "
+        f"token and set {TOKEN_ENV}=<token> in the environment of the host that fetches models (where snakemake "
+        f"runs; on Slurm, the submit host); if it is not, check {key}.hub_id. Nothing was kept.")
+
+
+def _is_access_refused(exc) -> bool:
+    from huggingface_hub.errors import GatedRepoError
+
+    return isinstance(exc, GatedRepoError) or _status(exc) in (401, 403)
 
 
 def wanted_files(repo_files, allow_pickle: bool) -> tuple[list[str], list[str]]:
@@ -79,21 +123,22 @@ def _resolve(name: str, repo: str, revision: str):
 
     key = f"models.{name}"
     try:
-        info = HfApi(endpoint=_endpoint()).model_info(repo, revision=revision)
+        info = HfApi(endpoint=_endpoint(), token=hub_token()).model_info(repo, revision=revision)
     except RevisionNotFoundError:
         raise ConfigError(f"{key}.revision: {revision!r} is not a revision (commit, branch or tag) of {repo} on "
                           f"{_endpoint()}; fix {key}.revision") from None
-    except GatedRepoError:
-        raise ConfigError(f"{key}.hub_id: {repo} is gated on {_endpoint()}; accept its terms and log in "
-                          "(`hf auth login`) on the host that fetches models") from None
-    except RepositoryNotFoundError:
-        raise ConfigError(f"{key}.hub_id: {repo} is not a model on {_endpoint()} (or it is private: log in with "
-                          f"`hf auth login`); fix {key}.hub_id") from None
+    except (GatedRepoError, RepositoryNotFoundError) as exc:
+        if _is_access_refused(exc):  # the hub answers 401 for gated, private and (without a token) missing repos
+            raise _access_error(key, repo, exc) from None
+        raise ConfigError(f"{key}.hub_id: {repo} is not a model on {_endpoint()} (or it is private: set "
+                          f"{TOKEN_ENV}); fix {key}.hub_id") from None
     except OfflineModeIsEnabled:
         raise HubDownloadError(f"{key}: HF_HUB_OFFLINE is set, so {repo} cannot be fetched; unset it where the "
                                f"model is fetched (the submit host), or download the model yourself and set "
                                f"{key}.path") from None
     except (HfHubHTTPError, OSError) as exc:  # httpx's transport errors are not OSErrors
+        if _is_access_refused(exc):
+            raise _access_error(key, repo, exc) from None
         raise HubDownloadError(f"{key}: cannot reach {_endpoint()} to resolve {repo}@{revision}: "
                                f"{type(exc).__name__}: {exc}") from exc
     except Exception as exc:
@@ -109,8 +154,6 @@ def _resolve(name: str, repo: str, revision: str):
 def fetch_hub_model(name: str, entry: Mapping, out_dir: str | os.PathLike) -> Path:
     """Download models.<name> (its `hub_id`, `revision` and `allow_pickle`) at its revision into `out_dir`,
     atomically; see the module doc."""
-    from lmbias.engine.models import ModelSpec, _warn_unpinned
-
     key = f"models.{name}"
     repo, revision, allow_pickle = entry.get("hub_id"), entry.get("revision") or "main", entry.get("allow_pickle", False)
     if not isinstance(repo, str) or not repo.strip():
@@ -155,8 +198,10 @@ def _download(key: str, repo: str, commit: str, files: list[str], folder: Path) 
 
     try:
         snapshot_download(repo, revision=commit, allow_patterns=files, local_dir=folder, max_workers=4,
-                          endpoint=_endpoint())
+                          endpoint=_endpoint(), token=hub_token())
     except (HfHubHTTPError, OSError) as exc:  # includes huggingface_hub's size check of each file
+        if _is_access_refused(exc):  # a gated repo's metadata is public, its files are not
+            raise _access_error(key, repo, exc) from None
         raise HubDownloadError(f"{key}: downloading {repo}@{commit} from {_endpoint()} failed: "
                                f"{type(exc).__name__}: {exc}; nothing was kept, run again to retry") from exc
     except Exception as exc:
@@ -165,13 +210,3 @@ def _download(key: str, repo: str, commit: str, files: list[str], folder: Path) 
                                    f"{type(exc).__name__}: {exc}; nothing was kept, run again to retry") from exc
         raise
 
-
-def read_source(folder: str | os.PathLike) -> dict:
-    """The SOURCE_FILE record of a fetched folder ({} when there is none)."""
-    path = Path(folder) / SOURCE_FILE
-    return json.loads(path.read_text()) if path.is_file() else {}
-
-
-def recorded_commit(folder: str | os.PathLike) -> str:
-    """The hub commit a fetched folder's files came from ("" when it records none)."""
-    return str(read_source(folder).get("commit") or "")

@@ -13,6 +13,13 @@ a moving revision (`main`, a branch or tag) loads with a warning, and the commit
 (`resolved_commit`) for the summary's provenance. In the workflow a hub id's files are fetched once into a
 folder (lmbias.engine.hub, rule fetch_hub_model) that the job's entry names as `snapshot`: the model loads
 from there offline, and the commit comes from the folder's record.
+
+Weights' dtype (`dtype`) and attention kernel (`attn_implementation`) are part of the entry. `dtype: auto`
+(the default) loads bfloat16 weights on a CUDA device that supports them and float32 anywhere else, whatever
+dtype the checkpoint was saved in (transformers 5 would otherwise follow the checkpoint's `dtype`: a hub
+Llama would load in bfloat16 on CPU, a tiny model in float32 on a GPU). It is separate from `precision`, the
+autocast of the scoring forward passes (lmbias.engine.scoring): bf16 weights halve the memory, autocast
+alone does not. `attn_implementation` unset leaves transformers' choice (sdpa where the model supports it).
 """
 
 from __future__ import annotations
@@ -33,8 +40,17 @@ FAMILIES = ("mlm", "clm", "seq2seq", "encoder")
 
 # `training` (defaults of the methods trained from this model) is checked by lmbias.registry, not here.
 # `snapshot` is set by the workflow, not the user: the folder a hub id was fetched into (lmbias.engine.hub).
-_KNOWN_KEYS = ("path", "hub_id", "family", "revision", "tiny", "precision", "allow_pickle", "training", "snapshot")
+_KNOWN_KEYS = ("path", "hub_id", "family", "revision", "tiny", "precision", "dtype", "attn_implementation",
+               "allow_pickle", "training", "snapshot")
+#: models.<name>.dtype: the weights' dtype at load. auto: bf16 on a CUDA device that supports it, else fp32.
+DTYPES = ("auto", "fp32", "bf16", "fp16")
+_TORCH_DTYPE_NAMES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
+#: models.<name>.attn_implementation: transformers 5's built-in kernels (hub kernel repos are not allowed:
+#: they run downloaded code). Unset: transformers' default (sdpa where the model supports it, else eager).
+ATTN_IMPLEMENTATIONS = ("eager", "sdpa", "flash_attention_2", "flash_attention_3", "flash_attention_4", "flex_attention")
 _COMMIT = re.compile(r"[0-9a-f]{40}")
+#: What a hub model's fetched folder records about its origin (written by lmbias.engine.hub.fetch_hub_model).
+SOURCE_FILE = "lmbias_source.json"
 
 
 @dataclass(frozen=True)
@@ -49,6 +65,8 @@ class ModelSpec:
     tiny: bool = False  # built by the workflow's build_tiny_model rule
     allow_pickle: bool = False  # hub ids: also accept pickled (.bin) weights
     snapshot: str | None = None  # hub ids: the folder fetch_hub_model downloaded them into, read offline
+    dtype: str = "auto"  # the weights' dtype at load (DTYPES); see weights_dtype
+    attn_implementation: str | None = None  # ATTN_IMPLEMENTATIONS; None: transformers' default
 
     @property
     def build_target(self) -> str | None:
@@ -86,6 +104,18 @@ def model_spec(name: str, entry: Mapping, root: str | os.PathLike | None = None)
     if precision not in PRECISIONS:
         raise ConfigError(f"{key}.precision: {precision!r} is not one of {', '.join(PRECISIONS)}")
 
+    dtype = entry.get("dtype", "auto")
+    if dtype not in DTYPES:
+        raise ConfigError(f"{key}.dtype: {dtype!r} is not one of {', '.join(DTYPES)} (the weights' dtype at load; "
+                          f"autocast is {key}.precision)")
+    attn = entry.get("attn_implementation")
+    if attn is not None and attn not in ATTN_IMPLEMENTATIONS:
+        raise ConfigError(f"{key}.attn_implementation: {attn!r} is not one of {', '.join(ATTN_IMPLEMENTATIONS)}")
+    if attn is not None and attn.startswith("flash_attention") and dtype == "fp32":
+        raise ConfigError(f"{key}.attn_implementation: {attn} runs in half precision only; it needs {key}.dtype "
+                          "auto (on a GPU), bf16 or fp16, not fp32")
+
+
     revision = entry.get("revision")
     if revision is not None and not isinstance(revision, str):
         raise ConfigError(f"{key}.revision: {revision!r} is not a string (quote commit hashes)")
@@ -120,7 +150,21 @@ def model_spec(name: str, entry: Mapping, root: str | os.PathLike | None = None)
         folder = Path(snapshot).expanduser()
         snapshot = str((folder if folder.is_absolute() else Path(root if root is not None else os.getcwd()) / folder).resolve())
     return ModelSpec(name=name, family=family, source=source, revision=revision, is_local=has_path,
-                     tiny=tiny is not None, allow_pickle=allow_pickle, snapshot=snapshot)
+                     tiny=tiny is not None, allow_pickle=allow_pickle, snapshot=snapshot, dtype=dtype,
+                     attn_implementation=attn)
+
+
+def read_source(folder: str | os.PathLike) -> dict:
+    """The SOURCE_FILE record of a fetched folder ({} when there is none)."""
+    import json
+
+    path = Path(folder) / SOURCE_FILE
+    return json.loads(path.read_text()) if path.is_file() else {}
+
+
+def recorded_commit(folder: str | os.PathLike) -> str:
+    """The hub commit a fetched folder's files came from ("" when it records none)."""
+    return str(read_source(folder).get("commit") or "")
 
 
 def is_pinned(revision: str | None) -> bool:
@@ -256,6 +300,51 @@ def _dtype(torch_dtype):
     return value
 
 
+def weights_dtype(dtype: str, device="cpu"):
+    """The torch dtype a model entry's `dtype` loads its weights in on `device`: `auto` is bfloat16 on a CUDA
+    device that supports it (torch.cuda.is_bf16_supported()) and float32 anywhere else (CPU, MPS, older
+    GPUs); fp32, bf16 and fp16 are what they say."""
+    import torch
+
+    if dtype not in DTYPES:
+        raise ConfigError(f"dtype: {dtype!r} is not one of {', '.join(DTYPES)}")
+    if dtype == "auto":
+        on_cuda = torch.device(device).type == "cuda" and torch.cuda.is_available()
+        return torch.bfloat16 if on_cuda and torch.cuda.is_bf16_supported() else torch.float32
+    return getattr(torch, _TORCH_DTYPE_NAMES[dtype])
+
+
+def dtype_name(model) -> str:
+    """The config name (fp32, bf16, fp16) of the dtype of a loaded model's floating-point weights; the torch
+    name for any other; "" when it has none."""
+    names = {v: k for k, v in _TORCH_DTYPE_NAMES.items()}
+    for parameter in model.parameters():
+        if parameter.is_floating_point():
+            torch_name = str(parameter.dtype).removeprefix("torch.")
+            return names.get(torch_name, torch_name)
+    return ""
+
+
+
+def _weights_kwargs(spec: ModelSpec, device, torch_dtype) -> dict:
+    """from_pretrained's dtype (always explicit: transformers 5 would take the checkpoint's) and
+    attn_implementation (only when the entry sets it)."""
+    dtype = _dtype(torch_dtype)
+    out = {"dtype": dtype if dtype is not None else weights_dtype(spec.dtype, device)}
+    if spec.attn_implementation is not None:
+        out["attn_implementation"] = spec.attn_implementation
+    return out
+
+
+def _raise_attn_error(spec: ModelSpec, exc: Exception) -> None:
+    """A requested attention kernel that this model, device or installation cannot run: a ConfigError naming
+    the key (transformers raises ValueError or ImportError, e.g. flash-attn not installed)."""
+    if spec.attn_implementation is None or "attn" not in str(exc).lower() and "attention" not in str(exc).lower():
+        return
+    raise ConfigError(f"models.{spec.name}.attn_implementation: {spec.attn_implementation} cannot be used for "
+                      f"{spec.source}: {str(exc).splitlines()[0]}") from exc
+
+
 def load_tokenizer(spec: ModelSpec):
     """The model's tokenizer: right padding; a clm without a pad token pads with eos."""
     from transformers import AutoTokenizer
@@ -280,6 +369,8 @@ def load_model(spec: ModelSpec, device: str = "cpu", torch_dtype=None, strict: b
 
     mlm -> AutoModelForMaskedLM, clm -> AutoModelForCausalLM, seq2seq -> AutoModelForSeq2SeqLM;
     `trust_remote_code=False`; local folders: safetensors only, no hub access; hub ids: `spec.revision`.
+    Weights in `torch_dtype` when given, else in `spec.dtype` resolved for `device` (weights_dtype);
+    attention through `spec.attn_implementation` when set.
     A missing folder, a checkpoint that does not fit the family or (with `strict`) one whose
     weights lack part of the family's head is a ConfigError naming the model.
     """
@@ -301,12 +392,13 @@ def load_model(spec: ModelSpec, device: str = "cpu", torch_dtype=None, strict: b
     load_kwargs = dict(kwargs, config=config, trust_remote_code=False, output_loading_info=True)
     if spec.is_local or not spec.allow_pickle:
         load_kwargs["use_safetensors"] = True
-    dtype = _dtype(torch_dtype)
-    if dtype is not None:
-        load_kwargs["dtype"] = dtype
+    load_kwargs.update(_weights_kwargs(spec, device, torch_dtype))
     try:
         model, info = _auto_class(spec.family).from_pretrained(_load_path(spec), **load_kwargs)
-    except ValueError as exc:
+    except (ValueError, ImportError) as exc:
+        _raise_attn_error(spec, exc)
+        if isinstance(exc, ImportError):
+            raise
         if "Unrecognized configuration class" in str(exc):
             raise ConfigError(
                 f"models.{spec.name}.family: {spec.source} ({getattr(config, 'model_type', '?')}) cannot be loaded "
@@ -329,8 +421,6 @@ def load_model(spec: ModelSpec, device: str = "cpu", torch_dtype=None, strict: b
         ) from exc
     if not spec.is_local:
         if spec.snapshot:
-            from lmbias.engine.hub import recorded_commit
-
             model.lmbias_commit = recorded_commit(spec.snapshot)
         else:
             model.lmbias_commit = _hub_commit(spec)
@@ -456,13 +546,13 @@ def _load_weights_only(spec: ModelSpec, device, torch_dtype, strict: bool):
     config = AutoConfig.from_pretrained(spec.source, trust_remote_code=False, local_files_only=True)
     _check_family(spec, config)
     kwargs = dict(config=config, trust_remote_code=False, output_loading_info=True, local_files_only=True,
-                  use_safetensors=True)
-    dtype = _dtype(torch_dtype)
-    if dtype is not None:
-        kwargs["dtype"] = dtype
+                  use_safetensors=True, **_weights_kwargs(spec, device, torch_dtype))
     try:
         model, info = _auto_class(spec.family).from_pretrained(spec.source, **kwargs)
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, ImportError) as exc:
+        _raise_attn_error(spec, exc)
+        if isinstance(exc, ImportError):
+            raise
         raise ConfigError(f"models.{spec.name}: cannot load the weights of {spec.source} as {spec.family}: {exc}") from exc
     missing = sorted(info.get("missing_keys") or [])
     if missing and strict:

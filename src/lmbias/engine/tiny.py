@@ -1,4 +1,4 @@
-"""Deterministic tiny models (BERT, RoBERTa, GPT-2, BART) that need no model hub.
+"""Deterministic tiny models (BERT, RoBERTa, GPT-2, BART, Llama) that need no model hub.
 
 Why: no machine here reaches the hub, yet every code path (tokenise, mask, score, fine-tune) has to
 run end to end. A tiny model is a real transformers checkpoint with random weights (fixed seed) and a
@@ -30,8 +30,10 @@ from lmbias.io import atomic_folder
 
 log = logging.getLogger(__name__)
 
-ARCHITECTURES = ("bert", "roberta", "gpt2", "bart")
-FAMILY_OF = {"bert": "mlm", "roberta": "mlm", "gpt2": "clm", "bart": "seq2seq"}
+ARCHITECTURES = ("bert", "roberta", "gpt2", "bart", "llama")
+FAMILY_OF = {"bert": "mlm", "roberta": "mlm", "gpt2": "clm", "bart": "seq2seq", "llama": "clm"}
+#: Architectures whose output logits plant_bias can raise exactly (Llama's RMSNorm leaves no constant direction).
+PLANTABLE = ("bert", "roberta", "gpt2", "bart")
 
 #: Default word list: resources/vocab/tiny_words.txt of this repository (the package is installed editable).
 DEFAULT_WORDS = Path(__file__).resolve().parents[3] / "resources" / "vocab" / "tiny_words.txt"
@@ -51,6 +53,7 @@ INFO_FILE = "tiny_model.json"
 BERT_SPECIALS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 ROBERTA_SPECIALS = ("<s>", "<pad>", "</s>", "<unk>")  # ids 0..3 as in roberta-base / bart-base; <mask> is last
 GPT2_EOS = "<|endoftext|>"
+LLAMA_SPECIALS = ("<unk>", "<s>", "</s>")  # ids 0..2 as in Llama 2; <s> is BOS (added by the tokenizer), </s> EOS
 
 #: Characters the uncased WordPiece vocabulary always holds (alone and as ##continuation), so any ASCII
 #: text and common typographic punctuation tokenise without [UNK].
@@ -297,10 +300,38 @@ def build_bpe_tokenizer(words: list[str], architecture: str):
     )
 
 
+def build_llama_tokenizer(words: list[str]):
+    """A Llama-style tokenizer: <unk> <s> </s> (ids 0, 1, 2), then the byte-level BPE of the word list.
+
+    Like the hub's Llama 3 checkpoints it is a byte-level BPE saved as a plain PreTrainedTokenizerFast
+    (tokenizer.json), and like every Llama tokenizer it puts BOS (<s>) in front of every encoded text
+    (transformers 5 keeps this in tokenizer.json's post-processor, not as `add_bos_token`) and no EOS; it has no pad token (lmbias.engine.models
+    pads with EOS). Unlike GPT-2's, its BOS and EOS differ, so code that takes "BOS or EOS" as the start
+    token gets <s>, as a real Llama needs.
+    """
+    from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    trained, merges = _train_byte_bpe(words)
+    tokens = list(LLAMA_SPECIALS) + trained
+    vocab = {tok: i for i, tok in enumerate(tokens)}
+    backend = Tokenizer(models.BPE(vocab=vocab, merges=[tuple(m) for m in merges]))
+    backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+    backend.decoder = decoders.ByteLevel()
+    backend.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in LLAMA_SPECIALS])
+    unk, bos, eos = LLAMA_SPECIALS
+    return PreTrainedTokenizerFast(
+        tokenizer_object=backend, unk_token=unk, bos_token=bos, eos_token=eos, add_bos_token=True,
+        add_eos_token=False, clean_up_tokenization_spaces=False, model_max_length=TINY_SIZE["max_positions"],
+    )
+
+
 def build_tokenizer(architecture: str, words: list[str]):
     _check_architecture(architecture)
     if architecture == "bert":
         return build_bert_tokenizer(words)
+    if architecture == "llama":
+        return build_llama_tokenizer(words)
     return build_bpe_tokenizer(words, architecture)
 
 
@@ -315,7 +346,7 @@ def _check_architecture(architecture: str) -> None:
 
 def tiny_config(architecture: str, tokenizer):
     """The transformers config of a tiny model whose vocabulary and special ids match `tokenizer`."""
-    from transformers import BartConfig, BertConfig, GPT2Config, RobertaConfig
+    from transformers import BartConfig, BertConfig, GPT2Config, LlamaConfig, RobertaConfig
 
     _check_architecture(architecture)
     s = TINY_SIZE
@@ -341,6 +372,15 @@ def tiny_config(architecture: str, tokenizer):
             vocab_size=vocab_size, n_positions=s["max_positions"], n_embd=s["hidden"], n_layer=s["layers"],
             n_head=s["heads"], n_inner=s["intermediate"], bos_token_id=eos, eos_token_id=eos,
         )
+    if architecture == "llama":
+        # One key/value head for two query heads: grouped-query attention, as in today's Llamas; untied
+        # input and output embeddings and no pad id, as in Llama 2/3.
+        return LlamaConfig(
+            vocab_size=vocab_size, hidden_size=s["hidden"], intermediate_size=s["intermediate"],
+            num_hidden_layers=s["layers"], num_attention_heads=s["heads"], num_key_value_heads=1,
+            max_position_embeddings=s["max_positions"], bos_token_id=tokenizer.bos_token_id,
+            eos_token_id=tokenizer.eos_token_id, pad_token_id=None, tie_word_embeddings=False,
+        )
     return BartConfig(
         vocab_size=vocab_size, max_position_embeddings=s["max_positions"], d_model=s["hidden"],
         encoder_layers=s["layers"], decoder_layers=s["layers"], encoder_attention_heads=s["heads"],
@@ -352,13 +392,16 @@ def tiny_config(architecture: str, tokenizer):
 
 
 def _model_class(architecture: str):
-    from transformers import BartForConditionalGeneration, BertForMaskedLM, GPT2LMHeadModel, RobertaForMaskedLM
+    from transformers import (
+        BartForConditionalGeneration, BertForMaskedLM, GPT2LMHeadModel, LlamaForCausalLM, RobertaForMaskedLM,
+    )
 
     return {
         "bert": BertForMaskedLM,
         "roberta": RobertaForMaskedLM,
         "gpt2": GPT2LMHeadModel,
         "bart": BartForConditionalGeneration,
+        "llama": LlamaForCausalLM,
     }[architecture]
 
 
@@ -443,7 +486,9 @@ def plant_bias(model, tokenizer, bias: dict[str, float]) -> dict[str, list[int]]
             _plant_bias_gpt2(model, delta)
         else:
             raise ConfigError(
-                f"planted bias is not supported for model type {getattr(model.config, 'model_type', '?')!r}"
+                f"planted bias is not supported for model type {getattr(model.config, 'model_type', '?')!r}: "
+                "its output layer has no bias and no input-independent direction before it (an RMSNorm, as in "
+                f"Llama, rescales every hidden state); tiny architectures with planted bias: {', '.join(PLANTABLE)}"
             )
     return planted
 
@@ -492,7 +537,7 @@ def build_tiny_model(
     planted_bias: dict[str, float] | None = None,
     words: str | os.PathLike | None = None,
 ) -> Path:
-    """Build a tiny `architecture` model (bert|roberta|gpt2|bart) into `out_dir` (replaced atomically).
+    """Build a tiny `architecture` model (bert|roberta|gpt2|bart|llama) into `out_dir` (replaced atomically).
 
     Random init under `seed`, then `planted_bias` ({word: logit offset}) if given; saved with
     save_pretrained (safetensors) plus tokenizer files and tiny_model.json (how it was built).
@@ -505,6 +550,11 @@ def build_tiny_model(
         raise ConfigError(f"tiny.seed: {seed!r} is not an integer")
     if planted_bias is not None and not isinstance(planted_bias, dict):
         raise ConfigError(f"tiny.planted_bias: {planted_bias!r} is not a mapping of word -> number")
+    if planted_bias and architecture not in PLANTABLE:
+        raise ConfigError(
+            f"tiny.planted_bias: not supported for architecture {architecture!r} (no exact way to raise one output "
+            f"logit: the final RMSNorm rescales every hidden state); use one of {', '.join(PLANTABLE)}"
+        )
     started = time.perf_counter()
     words_path = Path(words) if words is not None else DEFAULT_WORDS
     word_list = load_word_list(words_path)

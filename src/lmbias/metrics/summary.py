@@ -11,8 +11,8 @@ for an aggregate over two or more seeds, otherwise the metric's own interval (e.
 WinoBias F1, "wilson" for DA-score; null when the metric gives none). A mean over exactly one seed's value
 is that seed's row: its own interval and p-value.
 
-Provenance columns state what computed the numbers: the library versions and the number of processes
-of the scoring job (recorded in the scores file's metadata at scoring time, carried through the metric
+Provenance columns state what computed the numbers: the library versions, the weights' dtype, the autocast
+precision and the number of processes of the scoring job (recorded in the scores file's metadata at scoring time, carried through the metric
 file: per benchmark in a seed's metrics.parquet) and of the training job (the trained model's
 training.json). Where the seeds of an aggregate row differ, its string columns hold the distinct values
 comma-joined and its world-size columns are null.
@@ -75,6 +75,8 @@ PROVENANCE_COLUMNS = [
     ("lmbias_version", pa.string()),
     ("config_hash", pa.string()),
 ] + [(name, pa.string()) for name in VERSION_PACKAGES] + [
+    ("weights_dtype", pa.string()),  # the scored model's weights at load: fp32, bf16 or fp16 (models.<m>.dtype)
+    ("precision", pa.string()),  # the scoring forward passes' autocast: fp32 (none), bf16 or fp16 (models.<m>.precision)
     ("train_world_size", pa.int64()),  # processes that trained the model (null: pretrained, online, sd)
     ("score_world_size", pa.int64()),  # processes that scored the benchmark
 ]
@@ -88,7 +90,11 @@ COMMIT_KEY = "lmbias.model_commit"
 VERSIONS_KEY = "lmbias.versions"  # JSON {column: version or null}, VERSION_PACKAGES
 SCORE_WORLD_SIZE_KEY = "lmbias.score_world_size"
 TRAIN_WORLD_SIZE_KEY = "lmbias.train_world_size"  # absent: a model that was not trained here
-SCORES_METADATA_KEYS = (COMMIT_KEY, VERSIONS_KEY, SCORE_WORLD_SIZE_KEY, TRAIN_WORLD_SIZE_KEY)
+DTYPE_KEY = "lmbias.weights_dtype"  # the weights' dtype as loaded (lmbias.engine.models.dtype_name)
+PRECISION_KEY = "lmbias.precision"  # the autocast the forward passes ran under, `auto` resolved
+#: Scoring-side columns read from a scores file's metadata as they are: (column, metadata key).
+_SCORED_STRING_COLUMNS = (("weights_dtype", DTYPE_KEY), ("precision", PRECISION_KEY))
+SCORES_METADATA_KEYS = (COMMIT_KEY, VERSIONS_KEY, SCORE_WORLD_SIZE_KEY, TRAIN_WORLD_SIZE_KEY, DTYPE_KEY, PRECISION_KEY)
 #: A seed's metrics.parquet holds several benchmarks, each scored by its own job: JSON {benchmark: the
 #: SCORES_METADATA_KEYS of its scores file}.
 BY_BENCHMARK_KEY = "lmbias.scores_metadata_by_benchmark"
@@ -187,10 +193,15 @@ def library_versions() -> dict[str, str | None]:
     return out
 
 
-def scores_metadata(commit: str, score_world_size: int, train_world_size: int | None) -> dict[str, str]:
-    """Metadata of a scores file: what computed it (model commit, library versions, processes)."""
+def scores_metadata(commit: str, score_world_size: int, train_world_size: int | None, weights_dtype: str | None = None,
+                    precision: str | None = None) -> dict[str, str]:
+    """Metadata of a scores file: what computed it (model commit, library versions, processes, the weights'
+    dtype and the forward passes' autocast)."""
     meta = {COMMIT_KEY: commit, VERSIONS_KEY: json.dumps(library_versions(), sort_keys=True),
             SCORE_WORLD_SIZE_KEY: str(int(score_world_size))}
+    for key, value in ((DTYPE_KEY, weights_dtype), (PRECISION_KEY, precision)):
+        if value:
+            meta[key] = str(value)
     if train_world_size is not None:
         meta[TRAIN_WORLD_SIZE_KEY] = str(int(train_world_size))
     return meta
@@ -219,12 +230,15 @@ def _provenance_of(metadata: dict[str, str], path) -> dict:
         raise DataError(f"unreadable lmbias provenance metadata: {exc}", path) from exc
     for column in VERSION_PACKAGES:
         out[column] = versions.get(column) if isinstance(versions, dict) else None
+    for column, key in _SCORED_STRING_COLUMNS:
+        out[column] = metadata.get(key)
     return out
 
 
 def file_provenance(path: str | os.PathLike) -> dict:
     """Provenance columns recorded in a scores or metric file's metadata (model_commit, *_version,
-    score_world_size, train_world_size); files written before a key existed give null for it."""
+    weights_dtype, precision, score_world_size, train_world_size); files written before a key existed give
+    null for it."""
     return _provenance_of(_file_metadata(path), path)
 
 
@@ -337,7 +351,7 @@ def aggregate_over_seeds(rows: list[dict], settings: AggregateSettings | None = 
         valued = [m for m in members if m["n_seeds"]]
         base = dict(valued[0] if len(valued) == 1 else members[0])
         base["seed"] = AGGREGATE_SEED
-        for column in ["model_commit", "lmbias_version", *VERSION_PACKAGES]:
+        for column in ["model_commit", "lmbias_version", *VERSION_PACKAGES, *(c for c, _ in _SCORED_STRING_COLUMNS)]:
             if column in base:
                 base[column] = _joined([m.get(column) for m in members])
         for column in WORLD_SIZE_COLUMNS:

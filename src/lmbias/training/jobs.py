@@ -5,6 +5,12 @@ it is written to a temp folder beside it and renamed, so a failed job leaves not
 `checkpoint_dir` (default `<out_dir>.checkpoints`) and are removed after success. The main process holds
 `<checkpoint_dir>/LOCK` for the whole job (lmbias.training.output_lock): a second job for the same output
 stops at once instead of resuming from the first one's checkpoints.
+
+Full fine-tuning loads the weights in float32 whatever the model entry's `dtype` (and whatever dtype the
+checkpoint was saved in): the optimizer updates these master weights, and an update much smaller than a
+weight vanishes when it is rounded to bfloat16's 8 mantissa bits. Mixed precision is the settings'
+`precision` (autocast through Accelerate). Parameter-efficient training keeps a half-precision base frozen
+and trains float32 adapters over it; that is where `dtype` applies.
 """
 
 from __future__ import annotations
@@ -83,7 +89,7 @@ def train_job(model_entry: dict, model_name: str, corpus: str, out_dir: str, see
 
 
 def _train(model_name, corpus, out: Path, seed: int, s: TrainingSettings, spec, ckpt: Path, logger) -> None:
-    from lmbias.engine.models import load_model
+    from lmbias.engine.models import dtype_name, load_model
     from lmbias.training.bias_probe import make_probe
     from lmbias.training.data import load_corpus
     from lmbias.training.trainer import Trainer, make_accelerator
@@ -97,7 +103,7 @@ def _train(model_name, corpus, out: Path, seed: int, s: TrainingSettings, spec, 
         load_bias_bench_pairs(s.block_augmentation_words)  # a missing or bad file fails before the model loads
         extra["block_augmentation_words_sha256"] = file_sha256(s.block_augmentation_words)
     probe = make_probe(s.eval_bias_metric, spec.family) if s.eval_bias_every_steps else None
-    model, tokenizer = load_model(spec)
+    model, tokenizer = load_model(spec, torch_dtype=torch.float32)  # master weights (module docstring)
     if s.objective in ("mlm", "infilling", "gpr") and tokenizer.mask_token_id is None:
         raise ConfigError(f"models.{model_name}: the tokenizer has no mask token ({s.objective} needs one)")
     model.train()
@@ -120,7 +126,7 @@ def _train(model_name, corpus, out: Path, seed: int, s: TrainingSettings, spec, 
                     "family": spec.family, "corpus": str(corpus), "corpus_sha256": data.sha256, "seed": seed,
                     "world_size": accelerator.num_processes, "settings": s.to_dict(), "steps": result.steps,
                     "selected_epoch": result.selected_epoch, "resumed_from_step": result.resumed_from,
-                    "examples": len(data.texts), "versions": _versions(),
+                    "examples": len(data.texts), "versions": _versions(), "weights_dtype": dtype_name(final),
                     "rank_weights_sha256": rank_sums, **extra}
             if s.pack_texts:
                 info["training_examples"] = len(trainer.examples)  # blocks (augmented: both versions)
