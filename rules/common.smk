@@ -672,9 +672,11 @@ def method_model_dir(wildcards):
 def training_model_entry(wildcards):
     """What fine-tuning reads of the model entry: not its scoring precision, nor its training defaults (those
     reach the job resolved, in `settings`), nor its `dtype` (full fine-tuning keeps float32 master weights,
-    lmbias.training.jobs), so editing either rescores without retraining."""
-    entry = {k: v for k, v in config["models"][wildcards.model].items()
-             if k not in ("training", "precision", "dtype")}
+    lmbias.training.jobs), so editing either rescores without retraining. A LoRA method (training.adapter)
+    keeps `dtype`: its frozen base loads in it."""
+    lora = resolved_method(wildcards.model, wildcards.method)["settings"].get("adapter") is not None
+    drop = ("training", "precision") if lora else ("training", "precision", "dtype")
+    entry = {k: v for k, v in config["models"][wildcards.model].items() if k not in drop}
     return _with_snapshot(wildcards.model, entry)
 
 

@@ -45,8 +45,10 @@ BIAS_BENCH = ["inlp", "dropout", "self_debias"]
 #: bias-bench's training (recipe biasbench): packed blocks, their block CDA on the masked model, packing only on
 #: GPT-2 (their run_clm.py never augments).
 BIAS_BENCH_RECIPES = ["cda-biasbench", "dropout-biasbench"]
+#: A LoRA method (training.adapter, lmbias.training.adapters): its folder holds the adapter, scoring loads base + adapter.
+LORA = "cds-lora"
 GRID = {"tiny-bert": MLM_METHODS + RECIPES + MANELA + BIAS_BENCH + BIAS_BENCH_RECIPES, "tiny-roberta": MLM_METHODS,
-        "tiny-gpt2": OTHER_METHODS + RECIPES + BIAS_BENCH + ["cda-biasbench"],
+        "tiny-gpt2": OTHER_METHODS + RECIPES + BIAS_BENCH + ["cda-biasbench", LORA],
         "tiny-bart": OTHER_METHODS + RECIPES + ["inlp", "dropout"]}
 TRAINED_KINDS = {"cds", "cda", "er", "gpr", "dropout"}
 PAIRED = "results/tables/paired/tiny-bert-cds.parquet"
@@ -93,7 +95,7 @@ def _cheap(config: dict, shared_data) -> dict:
     config["methods"]["cda-biasbench"]["training"]["block_augmentation_words"] = {"mlm": BIAS_BENCH_WORDS_FILE}
     # Methods whose tests read their training or fit, not their scores: WinoBias only (plus the embedding
     # benchmark where a fitted projection changes embeddings); their summaries record why the rest is left out.
-    for method in ("cds-dagender", "er-dagender", "cds-bartl", *MANELA, "dropout", *BIAS_BENCH_RECIPES):
+    for method in ("cds-dagender", "er-dagender", "cds-bartl", *MANELA, "dropout", *BIAS_BENCH_RECIPES, LORA):
         config["methods"][method]["benchmarks"] = ["winobias"]
     for method in ("sd-dagender", "inlp"):
         config["methods"][method]["benchmarks"] = ["winobias", "seat_v1"]
@@ -277,6 +279,18 @@ def test_bias_bench_recipe_packs_blocks_and_augments_the_masked_model_only(metho
     assert bert["settings"]["learning_rate"] == 5e-5 and bert["settings"]["warmup_ratio"] == 0.0
     # augmentation keeps gendered blocks in pairs: an even count, fewer than twice the packed blocks
     assert bert["training_examples"] % 2 == 0 and 0 < bert["training_examples"] <= 2 * dropout["training_examples"]
+
+
+def test_lora_method_trains_an_adapter_and_scores_base_plus_adapter(methods_run):
+    folder = methods_run / f"results/tiny-gpt2/{LORA}/seed0/model"
+    names = {p.name for p in folder.iterdir()}
+    assert {"adapter_config.json", "adapter_model.safetensors"} <= names and "model.safetensors" not in names
+    info = json.loads((folder / "training.json").read_text())
+    assert info["adapter"]["target_modules"] == ["c_attn"] and info["trainable_parameters"] < 10_000
+    before = pq.read_table(methods_run / "results/tiny-gpt2/pretrained/seed0/scores/winobias.parquet").to_pandas()
+    after = pq.read_table(methods_run / f"results/tiny-gpt2/{LORA}/seed0/scores/winobias.parquet").to_pandas()
+    numeric = [c for c in before.columns if before[c].dtype.kind == "f"]
+    assert numeric and not before[numeric].equals(after[numeric]), "scoring must load the adapter"
 
 
 def test_trained_model_scores_differ_from_pretrained(methods_run):

@@ -187,7 +187,11 @@ TRAINING_KEYS = frozenset({
     "er_lm_side", "er_pooling",
     # bias-bench's run_mlm/run_clm data (lmbias.training.packing): packed blocks, CDA on the blocks
     "pack_texts", "block_augmentation", "block_augmentation_words",
+    # a LoRA adapter over the frozen base instead of full fine-tuning (lmbias.training.adapters)
+    "adapter",
 })
+#: Training settings whose value is itself a mapping: its own values may be per-family (per_family_values).
+MAPPING_TRAINING_KEYS = frozenset({"adapter"})
 #: Per-model defaults (over-debiasing paper, Table 12) that are not trainer settings: the CDS swap rate
 #: (fills `{swap_rate}` in a method's corpus path) and SentenceDebias' ratio of word pairs.
 MODEL_METHOD_DEFAULTS = frozenset({"swap_rate", "ratio_of_pairs"})
@@ -385,6 +389,9 @@ def per_family_values(block: dict, family: str, key: str, model: str | None = No
     A mapping with a key that is neither is a ConfigError naming it."""
     out = {}
     for name, value in block.items():
+        if name in MAPPING_TRAINING_KEYS and isinstance(value, dict):  # {kind: lora, r: {clm: 16, mlm: 8}, ...}
+            out[name] = per_family_values(value, family, f"{key}.{name}", model, model_names)
+            continue
         if isinstance(value, dict):
             if name in MODEL_METHOD_DEFAULTS:
                 raise ConfigError(f"{key}.{name}: one value for every family (a per-family mapping is for trainer "

@@ -24,6 +24,7 @@ alone does not. `attn_implementation` unset leaves transformers' choice (sdpa wh
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import re
@@ -457,9 +458,13 @@ _WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json")
 _TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "vocab.json", "spiece.model")
 
 
+#: peft's adapter folder: a LoRA method's model folder holds the adapter, not a copy of the base
+ADAPTER_CONFIG = "adapter_config.json"
+
+
 def _method_kind(method_dir) -> str:
-    """'base' (None), 'sentence_debias' (a fitted subspace), 'inlp' (a fitted projection matrix) or
-    'finetuned' (an HF model folder)."""
+    """'base' (None), 'sentence_debias' (a fitted subspace), 'inlp' (a fitted projection matrix), 'adapter'
+    (a LoRA adapter in peft's format) or 'finetuned' (an HF model folder)."""
     from lmbias.engine.debias_projection import INLP_FILE, SUBSPACE_FILE
 
     if method_dir is None:
@@ -473,6 +478,8 @@ def _method_kind(method_dir) -> str:
         return "sentence_debias"
     if (folder / INLP_FILE).is_file():
         return "inlp"
+    if (folder / ADAPTER_CONFIG).is_file():
+        return "adapter"
     return "finetuned"
 
 
@@ -505,11 +512,16 @@ def load_method_model(spec: ModelSpec, method_dir: str | os.PathLike | None, dev
     (lmbias.engine.debias_projection). A folder with inlp.safetensors: the base model with INLP's projection
     matrix applied to its final hidden states (the same hook). Any other folder: a fine-tuned
     HF folder (config.json + model.safetensors [+ tokenizer]) loaded with the spec's family; its tokenizer,
-    or the base's when it has none. A missing folder or one without weights is a DataError naming it.
+    or the base's when it has none. A folder with adapter_config.json: the base model (in its entry's dtype)
+    with the LoRA adapter's layers in place, unmerged (load_adapter). A missing folder or one without weights
+    is a DataError naming it.
     """
     kind = _method_kind(method_dir)
     if kind == "base":
         return load_model(spec, device=device, torch_dtype=torch_dtype, strict=strict)
+    if kind == "adapter":
+        model, tokenizer = load_model(spec, device=device, torch_dtype=torch_dtype, strict=strict)
+        return load_adapter(model, spec, method_dir), tokenizer
     if kind == "sentence_debias":
         from lmbias.engine.debias_projection import fitted_application, install_projection, load_subspace
 
@@ -537,6 +549,46 @@ def load_method_model(spec: ModelSpec, method_dir: str | os.PathLike | None, dev
     if any((Path(tuned.source) / f).is_file() for f in _TOKENIZER_FILES):
         return load_model(tuned, device=device, torch_dtype=torch_dtype, strict=strict)
     return _load_weights_only(tuned, device, torch_dtype, strict), load_tokenizer(spec)
+
+
+@contextlib.contextmanager
+def quiet_peft():
+    """Without peft's expected warnings: transformers' deprecation of is_gradient_checkpointing (peft 0.21 still
+    calls it) and the fan_in_fan_out flag peft corrects itself per layer (GPT-2's Conv1D beside Linear layers)."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=r".*is_gradient_checkpointing.*", category=FutureWarning)
+        warnings.filterwarnings("ignore", message=r"fan_in_fan_out is set to .*", category=UserWarning)
+        yield
+
+
+def load_adapter(model, spec: ModelSpec, method_dir):
+    """`model` (the base, as loaded for `spec`) with the peft adapter of `method_dir` in place: the same model
+    object, its target layers computing W x + (alpha / r) B A x beside the frozen W (not merged, so the numbers
+    are the trained ones whatever the base's dtype), in eval mode. A base other than the one the adapter was
+    trained on (training.json: source, hub commit) is logged as a warning, as for SentenceDebias."""
+    import json
+
+    from peft import PeftModel
+
+    from lmbias.errors import DataError
+
+    folder = Path(method_dir)
+    record = {}
+    if (folder / "training.json").is_file():
+        record = json.loads((folder / "training.json").read_text())
+    trained_on = (record.get("base_model"), record.get("base_model_commit") or "")
+    now = (spec.source, resolved_commit(model))
+    if record and (trained_on[0] != now[0] or (trained_on[1] and now[1] and trained_on[1] != now[1])):
+        log.warning("%s: the adapter was trained on %s (commit %s), now applied to models.%s = %s (commit %s)",
+                    folder, trained_on[0], trained_on[1] or "-", spec.name, now[0], now[1] or "-")
+    try:
+        with quiet_peft():
+            peft_model = PeftModel.from_pretrained(model, str(folder), is_trainable=False)
+    except (OSError, ValueError, KeyError, RuntimeError) as exc:
+        raise DataError(f"cannot load the LoRA adapter onto models.{spec.name} ({spec.source}): {exc}", folder) from exc
+    return peft_model.get_base_model().eval()
 
 
 def _load_weights_only(spec: ModelSpec, device, torch_dtype, strict: bool):

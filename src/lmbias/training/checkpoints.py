@@ -1,7 +1,8 @@
 """Training checkpoints: complete only when their marker is written, refused when they belong to another
 configuration or fail their checksums.
 
-Layout: <checkpoint_dir>/step-<global step>/ with model.pt, optimizer.pt, scheduler.pt, trainer.json
+Layout: <checkpoint_dir>/step-<global step>/ with model.pt (the parameters that train: every weight of a full
+fine-tune, the adapter of a LoRA one; `trainable_state`), optimizer.pt, scheduler.pt, trainer.json
 (counters, log rows, best-epoch bookkeeping), rng-<rank>.pt per process, optional best.pt, and last
 COMPLETE.json: the run's fingerprint and the sha256 of every other file. A new checkpoint is written
 into a temp folder, renamed, then marked; older checkpoints are deleted only after that.
@@ -71,6 +72,30 @@ def latest_good(checkpoint_dir, fingerprint: str) -> Path | None:
     return None
 
 
+def trainable_state(module) -> dict:
+    """The state a checkpoint (and GPR's best epoch) keeps of `module`: its whole state dict when every
+    parameter trains (full fine-tuning), else only the parameters that train (a LoRA adapter over a frozen
+    base, which a resumed job reloads from the model folder: the fingerprint names model and revision)."""
+    state = module.state_dict()
+    params = dict(module.named_parameters())
+    if all(p.requires_grad for p in params.values()):
+        return {k: v.detach().cpu().clone() for k, v in state.items()}
+    return {k: v.detach().cpu().clone() for k, v in state.items() if k in params and params[k].requires_grad}
+
+
+def restore_state(module, state: dict, path=None) -> None:
+    """Load a `trainable_state` back; a state of other parameters (another adapter) is a DataError."""
+    params = dict(module.named_parameters())
+    if all(p.requires_grad for p in params.values()):
+        module.load_state_dict(state)
+        return
+    wanted = {k for k, p in params.items() if p.requires_grad}
+    if set(state) != wanted:
+        odd = sorted(set(state) ^ wanted)
+        raise DataError(f"checkpoint holds other trainable parameters than this model's adapter (e.g. {odd[0]})", path)
+    module.load_state_dict(state, strict=False)
+
+
 def save(checkpoint_dir, step: int, fingerprint: str, accelerator, model, optimizer, scheduler, trainer_state: dict,
          best_state: dict | None = None) -> Path:
     """Write the checkpoint of `step` from every process (RNG per rank; the rest on the main process)."""
@@ -88,8 +113,7 @@ def save(checkpoint_dir, step: int, fingerprint: str, accelerator, model, optimi
     torch.save(rng, tmp / f"rng-{accelerator.process_index}.pt")
     accelerator.wait_for_everyone()
     if accelerator.is_main_process:
-        state = {k: v.detach().cpu().clone() for k, v in accelerator.unwrap_model(model).state_dict().items()}
-        torch.save(state, tmp / "model.pt")
+        torch.save(trainable_state(accelerator.unwrap_model(model)), tmp / "model.pt")
         torch.save(optimizer.state_dict(), tmp / "optimizer.pt")
         torch.save(scheduler.state_dict(), tmp / "scheduler.pt")
         if best_state is not None:
@@ -112,7 +136,7 @@ def save(checkpoint_dir, step: int, fingerprint: str, accelerator, model, optimi
 
 def load(path: Path, accelerator, model, optimizer, scheduler) -> tuple[dict, dict | None]:
     """Restore model, optimizer, scheduler and this process's RNG; (trainer state, best state or None)."""
-    accelerator.unwrap_model(model).load_state_dict(torch.load(path / "model.pt", map_location="cpu"))
+    restore_state(accelerator.unwrap_model(model), torch.load(path / "model.pt", map_location="cpu"), path)
     optimizer.load_state_dict(torch.load(path / "optimizer.pt", map_location="cpu"))
     scheduler.load_state_dict(torch.load(path / "scheduler.pt"))
     rng_file = path / f"rng-{accelerator.process_index}.pt"

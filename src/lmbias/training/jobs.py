@@ -36,6 +36,7 @@ LOG_SCHEMA = pa.schema([
     ("step", pa.int64()), ("epoch", pa.int64()), ("loss", pa.float64()), ("learning_rate", pa.float64()),
     ("validation_metric", pa.float64()), ("tokens_per_second", pa.float64()), ("bias_metric", pa.float64()),
     ("er_loss", pa.float64()), ("tokens", pa.int64()),  # tokens: real (non-pad) tokens of the step, all processes
+    ("trainable_parameters", pa.int64()),  # what the optimizer updates: every weight, or a LoRA adapter's
 ])
 
 
@@ -62,10 +63,15 @@ def _versions() -> dict:
 
 def weights_sha256(model) -> str:
     """sha256 over every parameter and buffer (name, bytes): equal on every rank of a data-parallel run."""
+    return state_sha256(model.state_dict())
+
+
+def state_sha256(state: dict) -> str:
+    """sha256 over a state dict's tensors (name, bytes)."""
     import hashlib
 
     h = hashlib.sha256()
-    for name, t in sorted(model.state_dict().items()):
+    for name, t in sorted(state.items()):
         h.update(name.encode())
         h.update(t.detach().cpu().contiguous().view(-1).view(torch.uint8).numpy().tobytes())
     return h.hexdigest()
@@ -88,8 +94,25 @@ def train_job(model_entry: dict, model_name: str, corpus: str, out_dir: str, see
         _train(model_name, corpus, out, seed, s, spec, ckpt, logger)
 
 
+#: model/merged/: base + adapter merged into one plain model folder (adapter option merge: true)
+MERGED_FOLDER = "merged"
+
+
+def _save_adapter(adapter, folder: Path, spec, base_commit: str) -> None:
+    """The adapter in peft's format (adapter_config.json naming the base's hub id or folder and, for a hub
+    model, its commit; adapter_model.safetensors: the adapter's weights only); peft's empty model-card
+    template is left out."""
+    from lmbias.training.adapters import set_base_record
+
+    set_base_record(adapter, spec.source, base_commit or (None if spec.is_local else spec.revision))
+    # save_embedding_layers False: peft would otherwise copy a whole (frozen, unchanged) input or output
+    # embedding matrix into the adapter file when one is a target (lm_head), i.e. part of the base
+    adapter.peft_model.save_pretrained(folder, safe_serialization=True, save_embedding_layers=False)
+    (folder / "README.md").unlink(missing_ok=True)
+
+
 def _train(model_name, corpus, out: Path, seed: int, s: TrainingSettings, spec, ckpt: Path, logger) -> None:
-    from lmbias.engine.models import dtype_name, load_model
+    from lmbias.engine.models import dtype_name, load_model, resolved_commit, weights_dtype
     from lmbias.training.bias_probe import make_probe
     from lmbias.training.data import load_corpus
     from lmbias.training.trainer import Trainer, make_accelerator
@@ -103,22 +126,37 @@ def _train(model_name, corpus, out: Path, seed: int, s: TrainingSettings, spec, 
         load_bias_bench_pairs(s.block_augmentation_words)  # a missing or bad file fails before the model loads
         extra["block_augmentation_words_sha256"] = file_sha256(s.block_augmentation_words)
     probe = make_probe(s.eval_bias_metric, spec.family) if s.eval_bias_every_steps else None
-    model, tokenizer = load_model(spec, torch_dtype=torch.float32)  # master weights (module docstring)
+    accelerator = make_accelerator(s.precision)
+    # full fine-tuning: float32 master weights; LoRA: the frozen base in the entry's dtype (module docstring)
+    base_dtype = torch.float32 if s.adapter is None else weights_dtype(spec.dtype, accelerator.device)
+    model, tokenizer = load_model(spec, torch_dtype=base_dtype)
+    base_commit = resolved_commit(model)  # a hub base's commit ("" for a local folder)
     if s.objective in ("mlm", "infilling", "gpr") and tokenizer.mask_token_id is None:
         raise ConfigError(f"models.{model_name}: the tokenizer has no mask token ({s.objective} needs one)")
     model.train()
-    accelerator = make_accelerator(s.precision)
+    if s.adapter is not None:  # a checkpoint's adapter trained over another dtype of the base is not resumed
+        extra["base_dtype"] = dtype_name(model)
     fingerprint = s.fingerprint(seed=seed, world=accelerator.num_processes, corpus=data.sha256,
                                 model=spec.source, revision=spec.revision, **extra)
-    trainer = Trainer(model, tokenizer, spec.family, data, s, seed, ckpt, fingerprint, accelerator, probe)
+    trainer = Trainer(model, tokenizer, spec.family, data, s, seed, ckpt, fingerprint, accelerator, probe,
+                      model_name=model_name)
     result = trainer.run()
     from accelerate.utils import gather_object
 
-    rank_sums = gather_object([weights_sha256(trainer.hf_model)])
+    adapter = trainer.adapter
+    if adapter is None:
+        rank_sums = gather_object([weights_sha256(trainer.hf_model)])
+    else:  # the adapter's weights: the base is frozen
+        from lmbias.training.checkpoints import trainable_state
+
+        rank_sums = gather_object([state_sha256(trainable_state(trainer.hf_model))])
     if accelerator.is_main_process:
         final = trainer.hf_model
         with atomic_folder(out) as tmp:
-            final.save_pretrained(tmp, safe_serialization=True)
+            if adapter is None:
+                final.save_pretrained(tmp, safe_serialization=True)
+            else:
+                _save_adapter(adapter, tmp, spec, base_commit)
             tokenizer.save_pretrained(tmp)
             rows = [{k: r.get(k) for k in LOG_SCHEMA.names} for r in result.log_rows]
             write_table_atomic(pa.Table.from_pylist(rows, schema=LOG_SCHEMA), tmp / "train_log.parquet")
@@ -127,10 +165,16 @@ def _train(model_name, corpus, out: Path, seed: int, s: TrainingSettings, spec, 
                     "world_size": accelerator.num_processes, "settings": s.to_dict(), "steps": result.steps,
                     "selected_epoch": result.selected_epoch, "resumed_from_step": result.resumed_from,
                     "examples": len(data.texts), "versions": _versions(), "weights_dtype": dtype_name(final),
-                    "rank_weights_sha256": rank_sums, **extra}
+                    "rank_weights_sha256": rank_sums, "base_model_commit": base_commit,
+                    "trainable_parameters": trainer.trainable_parameters,
+                    "adapter": adapter.record(s.adapter) if adapter is not None else None, **extra}
             if s.pack_texts:
                 info["training_examples"] = len(trainer.examples)  # blocks (augmented: both versions)
             (tmp / "training.json").write_text(json.dumps(info, indent=2, sort_keys=True) + "\n")
+            if adapter is not None and s.adapter["merge"]:  # last: merging folds the adapter into the base
+                merged = adapter.peft_model.merge_and_unload()
+                merged.save_pretrained(tmp / MERGED_FOLDER, safe_serialization=True)
+                tokenizer.save_pretrained(tmp / MERGED_FOLDER)
         shutil.rmtree(ckpt, ignore_errors=True)
         logger.info("trained %s (%s, seed %d) for %d steps on %d processes -> %s", model_name, s.objective, seed,
                     result.steps, accelerator.num_processes, out)

@@ -36,6 +36,14 @@ ER_LM_SIDES = ("original", "counterfactual")
 ER_POOLINGS = ("family", "mean", "mean_padded", "pad_position", "family_padded")
 #: CDA applied to packed blocks (lmbias.training.packing): bias-bench's gender augmentation (run_mlm.py)
 BLOCK_AUGMENTATIONS = ("bias_bench_gender",)
+#: training.adapter (lmbias.training.adapters): a parameter-efficient adapter trained over the frozen base
+ADAPTER_KINDS = ("lora",)
+#: the adapter block's keys and defaults: rank, scale alpha (the update is alpha / r * B A), dropout on the
+#: adapter's input; target_modules null = the architecture's default (adapters.DEFAULT_TARGETS);
+#: modules_to_save null = none (GPR: its MLM head's transform), trained in full beside the adapter;
+#: merge true = also write base + adapter merged into model/merged/ (a plain model folder)
+ADAPTER_DEFAULTS = {"kind": "lora", "r": 8, "alpha": 16, "dropout": 0.05, "target_modules": None,
+                    "modules_to_save": None, "merge": False}
 
 
 @dataclass(frozen=True)
@@ -97,6 +105,9 @@ class TrainingSettings:
     #: the word-pair file block_augmentation reads: bias-bench's data/bias_attribute_words.json (its "gender"
     #: list of [male, female] pairs), e.g. resources/data/bias_bench/bias_attribute_words.json (data.bias_bench)
     block_augmentation_words: str | None = None
+    #: null: full fine-tuning. {kind: lora, r, alpha, dropout, target_modules, modules_to_save, merge}: a LoRA
+    #: adapter over the frozen base (ADAPTER_DEFAULTS; lmbias.training.adapters), stored with every key filled in
+    adapter: dict | None = None
 
     @classmethod
     def from_dict(cls, d: dict, key: str = "settings", origins: dict | None = None) -> "TrainingSettings":
@@ -239,7 +250,42 @@ def _check(name: str, value, where: str):
     elif name == "text_column":
         if not isinstance(value, str) or not value:
             bad = "a column name"
+    elif name == "adapter":
+        return _check_adapter(value, where)
     if bad:
         raise ConfigError(f"{where}: expected {bad}, got {value!r}")
     return float(value) if name in _POSITIVE_FLOAT + _FRACTION + _NONNEG_FLOAT + _PROBABILITY and value is not None \
         else value
+
+
+def _check_adapter(value, where: str) -> dict | None:
+    """The adapter block with every key filled in (ADAPTER_DEFAULTS), or None; errors name `<where>.<key>`."""
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise ConfigError(f"{where}: expected null or a mapping {{kind: lora, r, alpha, dropout, target_modules}}, "
+                          f"got {value!r}")
+    unknown = sorted(set(value) - set(ADAPTER_DEFAULTS))
+    if unknown:
+        raise ConfigError(f"{where}.{unknown[0]}: unknown adapter key (known: {', '.join(ADAPTER_DEFAULTS)})")
+    if value.get("kind") not in ADAPTER_KINDS:
+        raise ConfigError(f"{where}.kind: expected one of {', '.join(ADAPTER_KINDS)}, got {value.get('kind')!r}")
+    out = {**ADAPTER_DEFAULTS, **value}
+    checks = {
+        "r": (lambda v: _is_int(v) and v >= 1, "an integer >= 1"),
+        "alpha": (lambda v: _is_number(v) and v > 0, "a number > 0"),
+        "dropout": (lambda v: _is_number(v) and 0 <= v < 1, "a number in [0, 1)"),
+        "target_modules": (lambda v: v is None or (isinstance(v, list) and v and all(isinstance(m, str) and m
+                                                                                     for m in v)),
+                           "null (the architecture's default) or a non-empty list of layer names"),
+        "modules_to_save": (lambda v: v is None or (isinstance(v, list) and all(isinstance(m, str) and m
+                                                                                for m in v)),
+                            "null or a list of module names"),
+        "merge": (lambda v: isinstance(v, bool), "true or false"),
+    }
+    for key, (ok, text) in checks.items():
+        if not ok(out[key]):
+            raise ConfigError(f"{where}.{key}: expected {text}, got {out[key]!r}")
+    out["alpha"] = float(out["alpha"]) if not _is_int(out["alpha"]) else out["alpha"]
+    out["dropout"] = float(out["dropout"])
+    return out

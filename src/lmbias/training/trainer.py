@@ -60,7 +60,9 @@ def set_dropout(model, p: float | None = None, hidden: float | None = None, atte
         for key in keys:
             if isinstance(getattr(config, key, None), float):
                 setattr(config, key, float(value))
-    new = type(model)(config)
+    dtype = next(model.parameters()).dtype
+    # a half-precision base (LoRA) is rebuilt in its own dtype, not in float32 (twice its memory)
+    new = type(model)(config) if dtype == torch.float32 else type(model)._from_config(config, dtype=dtype)
     new.load_state_dict(model.state_dict())
     return new
 
@@ -105,6 +107,8 @@ def _optimizer(model, s: TrainingSettings):
     no_decay = ("bias", "LayerNorm.weight", "layer_norm.weight", "ln_", "layernorm")
     decay, rest = [], []
     for name, p in model.named_parameters():
+        if not p.requires_grad:  # a LoRA method's frozen base
+            continue
         (rest if any(k in name for k in no_decay) else decay).append(p)
     groups = [{"params": decay, "weight_decay": s.weight_decay}, {"params": rest, "weight_decay": 0.0}]
     # fused: one kernel over all tensors (on CPU ~5x faster than the per-tensor loop for bert-base)
@@ -119,13 +123,21 @@ def _cat_rows(batches: list[dict], key: str, value: int) -> torch.Tensor:
 
 class Trainer:
     def __init__(self, model, tokenizer, family: str, corpus: Corpus, settings: TrainingSettings, seed: int,
-                 checkpoint_dir, fingerprint: str, accelerator, probe=None):
+                 checkpoint_dir, fingerprint: str, accelerator, probe=None, model_name: str = "?"):
         self.s, self.seed, self.family, self.tok = settings, seed, family, tokenizer
         self.acc, self.checkpoint_dir, self.fingerprint, self.probe = accelerator, checkpoint_dir, fingerprint, probe
         s = settings
         torch.manual_seed(seed)
         if (s.dropout, s.hidden_dropout, s.attention_dropout) != (None, None, None):
             model = set_dropout(model, s.dropout, s.hidden_dropout, s.attention_dropout)
+        self.adapter = None  # lmbias.training.adapters.Adapter of a LoRA method
+        if s.adapter is not None:
+            from lmbias.training.adapters import attach
+
+            self.adapter = attach(model, s.adapter, s.objective, family, model_name)
+            model = self.adapter.model  # the base with the adapter's layers in place: trained as a plain model
+        self.trainable_parameters = sum(p.numel() for p in {id(p): p for p in model.parameters()
+                                                            if p.requires_grad}.values())
         self.decoder_start = getattr(model.config, "decoder_start_token_id", None)
         if s.objective == "gpr":
             self.examples = encode_gpr(tokenizer, corpus.texts, corpus.labels, s.max_length, corpus.path)
@@ -285,7 +297,7 @@ class Trainer:
         lm_total, er_total = self._reduce([lm_total, er_total])
         elapsed = time.perf_counter() - started
         row = {"loss": lm_total / max(n_tokens, 1), "learning_rate": lr, "tokens": int(n_real),
-               "tokens_per_second": n_real / elapsed}
+               "tokens_per_second": n_real / elapsed, "trainable_parameters": self.trainable_parameters}
         if self.s.er_lambda is not None:
             row["er_loss"] = er_total / max(n_pairs, 1)
         return row
@@ -337,7 +349,7 @@ class Trainer:
             log.info(rate_line(f"trained {len(new):,} steps,", tokens, "tokens", seconds))
         selected = None
         if s.select_epoch == "validation_accuracy" and best_state is not None:
-            acc.unwrap_model(self.model).load_state_dict(best_state)
+            checkpoints.restore_state(acc.unwrap_model(self.model), best_state)
             selected = state["best_epoch"]
         return TrainResult(state["log"], selected, step, resumed)
 
@@ -380,8 +392,7 @@ class Trainer:
                 if s.select_epoch == "validation_accuracy" and (state["best_accuracy"] is None
                                                                  or accuracy > state["best_accuracy"]):
                     state.update(best_accuracy=accuracy, best_epoch=epoch + 1)
-                    best_state = {k: v.detach().cpu().clone()
-                                  for k, v in acc.unwrap_model(self.model).state_dict().items()}
+                    best_state = checkpoints.trainable_state(acc.unwrap_model(self.model))
             if self.checkpoint_dir and step < self.total_steps:
                 state.update(step=step, epoch=epoch + 1, next_batch=0)
                 checkpoints.save(self.checkpoint_dir, step, self.fingerprint, acc, self.model, self.optimizer,
