@@ -18,15 +18,9 @@ from pathlib import Path
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from lmbias.er_lambda import ER_LAMBDA_RANGE, er_lambda_ok  # noqa: F401  (re-exported for the sweeps)
 from lmbias.errors import ConfigError
 
-#: The one rule for er_lambda, shared by the sweeps below and lmbias.training.settings (which imports it from
-#: here: the engine imports this module, and nothing the engine imports may import lmbias.training).
-ER_LAMBDA_RANGE = "> 0"
-
-
-def er_lambda_ok(value) -> bool:
-    return isinstance(value, numbers.Real) and not isinstance(value, bool) and value > 0
 
 
 

@@ -8,9 +8,8 @@ import json
 from dataclasses import dataclass, fields
 
 from lmbias.errors import ConfigError
-# the one rule for er_lambda, shared with the sweeps; it lives in the registry, which the engine imports
-# too and which must not import this package
-from lmbias.registry import ER_LAMBDA_RANGE, er_lambda_ok
+# the one rule for er_lambda, shared with the sweeps of lmbias.registry
+from lmbias.er_lambda import ER_LAMBDA_RANGE, er_lambda_ok
 
 OBJECTIVES = ("mlm", "clm", "infilling", "gpr")
 #: the objective each model family fine-tunes with (cds/cda/er); gpr is mlm-only
