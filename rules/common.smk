@@ -8,6 +8,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from lmbias.config import hub_model_folder as _hub_model_folder
+from lmbias.engine.scoring import DEFAULT_MAX_TOKENS
 from lmbias.corpora.jobs import LEXICON_INPUTS as _TRAIN_LEXICON, NAMES_INPUT as _TRAIN_NAMES
 from lmbias.metrics import comparison as paired_comparison
 from lmbias.metrics.summary import AggregateSettings
@@ -91,9 +92,24 @@ def hub_model_folder(name):
     return _hub_model_folder(config, name)
 
 
+#: Model-entry keys no number depends on (the padded tokens of a forward pass): kept out of every params slice,
+#: so editing them reruns nothing. Scoring and fitting jobs get max_tokens as a resource (scoring_max_tokens).
+RUN_ONLY_MODEL_KEYS = ("max_tokens",)
+
+
 def _with_snapshot(name, entry):
-    """A hub entry gains `snapshot`, the folder its job loads offline (lmbias.engine.models)."""
+    """What a job reads of a model entry: a hub entry gains `snapshot`, the folder its job loads offline
+    (lmbias.engine.models); RUN_ONLY_MODEL_KEYS are left out."""
+    entry = {k: v for k, v in entry.items() if k not in RUN_ONLY_MODEL_KEYS}
     return {**entry, "snapshot": hub_model_folder(name)} if "hub_id" in entry else entry
+
+
+def scoring_max_tokens(wildcards):
+    """models.<model>.max_tokens, the padded tokens a forward pass of a scoring or fitting job may hold
+    (lmbias.engine.scoring.scoring_budget). A resource, not a param: scores are the same whatever the budget
+    (to float rounding, README "Scoring by token budget"), so editing it reruns nothing; a profile's
+    set-resources may override it per rule."""
+    return config["models"][wildcards.model].get("max_tokens", DEFAULT_MAX_TOKENS)
 
 
 def model_entry(wildcards):
@@ -399,7 +415,7 @@ def summary_config_slices(wildcards):
     benches = _summary_benchmarks(wildcards)
     datasets = sorted({config["benchmarks"][b]["dataset"] for b in benches} & set(config["data"]))
     return {
-        "model": config["models"][wildcards.model],
+        "model": {k: v for k, v in config["models"][wildcards.model].items() if k not in RUN_ONLY_MODEL_KEYS},
         "method": config["methods"][wildcards.method],
         "method_resolved": resolved_method(wildcards.model, wildcards.method),
         "benchmarks": {b: {k: v for k, v in config["benchmarks"][b].items() if k != _readings_grid.READING_KEY}

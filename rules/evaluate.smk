@@ -36,11 +36,16 @@ rule score_benchmark:
         "../envs/lmbias.yaml"
     log:
         "logs/{model}/{method}/seed{seed}/scores/{benchmark}.log",
+        # the job's own timing file: seconds, token budget and halvings, peak RSS and CUDA memory
+        # (lmbias.engine.job_timing); Snakemake's benchmark file beside it is rewritten after the job
+        timing="benchmarks/{model}/{method}/seed{seed}/scores/{benchmark}.job.tsv",
     benchmark:
         "benchmarks/{model}/{method}/seed{seed}/scores/{benchmark}.tsv"
     threads: 2
     resources:
         gpu=1,
+        # models.<model>.max_tokens: a resource, not a param, since no score depends on it (README)
+        max_tokens=scoring_max_tokens,
     script:
         "../scripts/score_benchmark.py"
 

@@ -60,6 +60,7 @@ rule fit_sentence_debias:
     threads: 2
     resources:
         gpu=1,
+        max_tokens=scoring_max_tokens,  # the embeddings' forward passes (models.<model>.max_tokens)
         mem_mb=16000,
         runtime=4 * 60,
     script:
@@ -87,6 +88,7 @@ rule fit_inlp:
     threads: 2
     resources:
         gpu=1,
+        max_tokens=scoring_max_tokens,  # the embeddings' forward passes (models.<model>.max_tokens)
         mem_mb=16000,
         runtime=4 * 60,
     script:

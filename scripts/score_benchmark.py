@@ -30,6 +30,9 @@ job = dict(
     benchmark_entry=snakemake.params.benchmark,  # noqa: F821
     weights_dir=snakemake.input.weights or None,  # noqa: F821
     threads=snakemake.threads,  # noqa: F821
+    # models.<model>.max_tokens: a resource, so editing it reruns nothing (scores do not depend on it)
+    max_tokens=int(snakemake.resources.max_tokens),  # noqa: F821
+    timing_path=snakemake.log.timing,  # noqa: F821
 )
 gpus = int(getattr(snakemake.resources, "gpu", 1) or 0)  # noqa: F821
 if gpus <= 1:
@@ -38,7 +41,7 @@ else:
     args = ["--items", job["items_path"], "--output", job["output_path"], "--model", job["model_name"],
             "--model-entry", json.dumps(job["model_entry"]), "--method-entry", json.dumps(job["method_entry"]),
             "--benchmark", job["benchmark_name"], "--benchmark-entry", json.dumps(job["benchmark_entry"]),
-            "--threads", str(job["threads"])]
+            "--threads", str(job["threads"]), "--max-tokens", str(job["max_tokens"]), "--timing", job["timing_path"]]
     if job["weights_dir"]:
         args += ["--weights-dir", str(job["weights_dir"])]
     cmd = launch_command(gpus, main_process_port(str(Path(job["output_path"]).resolve())), args)

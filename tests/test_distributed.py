@@ -17,6 +17,7 @@ import pytest
 import yaml
 
 from lmbias import registry
+from lmbias.engine import job_timing
 from lmbias.engine.distributed import (
     ROW_LOCAL_DATASETS,
     launch_command,
@@ -103,7 +104,9 @@ def test_two_gloo_processes_equal_one_process(setup, model, n, conditions, preci
         bench = {**bench, "scoring": {**bench["scoring"], "conditions": conditions}}
     args = lambda out: _cli_args(root, out, model, entry, bench, n=n)  # noqa: E731
     two, one, job = root / f"{model}-two.parquet", root / f"{model}-one.parquet", root / f"{model}-job.parquet"
-    proc = _run(launch_command(2, _free_port(), args(two), cpu=True), root)
+    timing = root / f"{model}-two.job.tsv"
+    proc = _run(launch_command(2, _free_port(), args(two) + ["--timing", str(timing), "--max-tokens", "1024"],
+                               cpu=True), root)
     # really two processes, each with its own shard (ceil(n/2) + floor(n/2) items), gathered by the main one
     log = proc.stdout + proc.stderr
     assert "process 0/2" in log and "process 1/2" in log, log[-3000:]
@@ -113,6 +116,11 @@ def test_two_gloo_processes_equal_one_process(setup, model, n, conditions, preci
     finals = [line for line in log.splitlines() if line.startswith("scoring winobias (process 0 of 2):") and "100%" in line]
     assert len(finals) == 1 and "\r" not in log, log[-3000:]
     assert log.count(f"scored {n:,} items in ") == 1
+    # the main process's timing file: both processes' passes, the largest peak memory of the two
+    row = job_timing.read_timing(timing)
+    assert row["status"] == "ok" and row["processes"] == "2" and row["items"] == str(n), row
+    assert row["max_tokens"] == row["max_tokens_final"] == "1024" and row["oom_halvings"] == "0"
+    assert int(row["forward_passes"]) >= 2 and float(row["peak_rss_mib"]) > 100
     _run([sys.executable, "-m", "lmbias.cli", "score", *args(one)], root)
     score_benchmark_job(args(one)[1], job, model, entry, METHOD, "winobias", bench, threads=2)
 

@@ -367,6 +367,22 @@ def test_dtype_edit_rescores_that_model_without_rebuilding_it(tiny_run):
     assert "resources/models/tiny-gpt2" not in outputs
 
 
+def test_max_tokens_edit_reruns_nothing_and_jobs_record_peak_memory(tiny_run):
+    """models.<name>.max_tokens changes no number (tests/test_token_budget.py): a resource, not a param, so an
+    edit schedules nothing. Every scoring job of the run wrote its timing file with its peak memory."""
+    workdir, data = tiny_run
+    edited = write_config(workdir, lambda c: [c["models"][m].update(max_tokens=512) for m in MODELS])
+    targets = [f"results/{m}/pretrained/summary.parquet" for m in MODELS]
+    assert scheduled_outputs(run_snakemake(workdir, "-n", "--configfile", str(edited), "--config", f"data_dir={data}",
+                                           *targets)) == []
+    from lmbias.engine.job_timing import read_timing
+
+    row = read_timing(workdir / "benchmarks/tiny-gpt2/pretrained/seed0/scores/winobias.job.tsv")
+    assert row["status"] == "ok" and row["max_tokens"] == "8192" and float(row["peak_rss_mib"]) > 100, row
+    assert len(list(workdir.glob("benchmarks/*/pretrained/seed0/scores/*.job.tsv"))) == \
+        len(list(workdir.glob("results/*/pretrained/seed0/scores/*.parquet")))
+
+
 def test_hub_model_dry_run_fetches_it_once(tiny_run):
     """A hub model's files come from one fetch_hub_model job (tests/test_hub.py runs it over loopback)."""
     workdir, data = tiny_run

@@ -130,7 +130,8 @@ def run_score(args) -> int:
     from lmbias.engine.distributed import score_distributed_job
 
     score_distributed_job(args.items, args.output, args.model, args.model_entry, args.method_entry, args.benchmark,
-                          args.benchmark_entry, weights_dir=args.weights_dir, threads=args.threads)
+                          args.benchmark_entry, weights_dir=args.weights_dir, threads=args.threads,
+                          max_tokens=args.max_tokens, timing_path=args.timing)
     return 0
 
 
@@ -147,6 +148,9 @@ def register_score(subparsers) -> None:
                    help="config benchmarks.<name> (dataset and scoring)")
     p.add_argument("--weights-dir", metavar="DIR", help="trained weights of the method, if any")
     p.add_argument("--threads", type=int, metavar="N", help="CPU threads for the job (shared by its processes)")
+    p.add_argument("--max-tokens", type=int, metavar="N",
+                   help="padded tokens per forward pass (config models.<name>.max_tokens; default 8192)")
+    p.add_argument("--timing", metavar="PATH", help="the job's timing file to write (seconds, peak memory)")
     p.set_defaults(func=run_score, _parser=p)
 
 

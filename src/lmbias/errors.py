@@ -22,3 +22,12 @@ class DataError(LmbiasError):
         super().__init__(where + message)
         self.path = path
         self.line = line
+
+
+class TokenBudgetError(ConfigError):
+    """An input is longer than the token budget of a forward pass (`max_tokens`); the message names the key and
+    the input's length."""
+
+
+class ScoringOutOfMemoryError(LmbiasError):
+    """A single input runs out of accelerator memory on its own, after the engine has halved its batches."""

@@ -44,7 +44,7 @@ import numpy as np
 import pyarrow as pa
 
 from lmbias.engine.pll import token_logprobs
-from lmbias.engine.scoring import EngineStats, _autocast, _batches, _model_device, _pad, _sentence_alone
+from lmbias.engine.scoring import EngineStats, _autocast, _model_device, _pad, _sentence_alone, run_batches
 from lmbias.errors import ConfigError, DataError
 from lmbias.lazy import lazy_module
 from lmbias.metrics.perplexity import PerplexityOptions, perplexity_metric_rows
@@ -131,30 +131,36 @@ def causal_windows(n_tokens: int, max_length: int, stride: int) -> list[tuple[in
 
 
 def causal_nll(model, tokenizer, windows: list[tuple[list[int], int]], batch_size: int = 8,
-               stats: EngineStats | None = None) -> np.ndarray:
-    """- sum log p(ids[t] | ids[:t]) for t >= first, for each (ids, first) window (length-sorted batches)."""
+               stats: EngineStats | None = None, max_tokens: int | None = None) -> np.ndarray:
+    """- sum log p(ids[t] | ids[:t]) for t >= first, for each (ids, first) window (length-sorted batches within
+    the token budget, lmbias.engine.scoring.run_batches)."""
     stats = stats if stats is not None else EngineStats()
     device = _model_device(model)
     lengths = [len(ids) for ids, _ in windows]
     order = sorted(range(len(windows)), key=lambda i: (lengths[i], i))
     out = np.zeros(len(windows), dtype=np.float64)
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+
+    def run(batch):
+        ids, attn = _pad([windows[i][0] for i in batch], pad_id, device)
+        logits = model(input_ids=ids, attention_mask=attn).logits
+        totals = []
+        for row, i in enumerate(batch):
+            first, n = windows[i][1], lengths[i]
+            # float64 log-softmax over the predicting rows only, in slices (a 1024 x 50k float64
+            # block per row would be 400 MB)
+            total = 0.0
+            for lo in range(first, n, 256):
+                hi = min(lo + 256, n)
+                lp = torch.log_softmax(logits[row, lo - 1: hi - 1].double(), dim=-1)
+                total += float(lp.gather(-1, ids[row, lo:hi].unsqueeze(-1)).sum().cpu())
+            totals.append(-total)
+        out[batch] = totals  # stored once the whole batch went through
+        stats.forward_passes += 1
+        stats.sequences_run += len(batch)
+
     with torch.inference_mode(), _autocast(device):
-        for batch in _batches(order, lengths, batch_size, None):
-            ids, attn = _pad([windows[i][0] for i in batch], pad_id, device)
-            logits = model(input_ids=ids, attention_mask=attn).logits
-            for row, i in enumerate(batch):
-                first, n = windows[i][1], lengths[i]
-                # float64 log-softmax over the predicting rows only, in slices (a 1024 x 50k float64
-                # block per row would be 400 MB)
-                total = 0.0
-                for lo in range(first, n, 256):
-                    hi = min(lo + 256, n)
-                    lp = torch.log_softmax(logits[row, lo - 1: hi - 1].double(), dim=-1)
-                    total += float(lp.gather(-1, ids[row, lo:hi].unsqueeze(-1)).sum().cpu())
-                out[i] = -total
-            stats.forward_passes += 1
-            stats.sequences_run += len(batch)
+        run_batches(order, lengths, batch_size, run, max_tokens, stats, "perplexity")
     stats.requests += len(windows)
     stats.unique_inputs += len(windows)
     return out

@@ -35,7 +35,8 @@ import torch
 
 from lmbias import registry
 from lmbias.io import write_table_atomic
-from lmbias.engine.scoring import EngineStats, scoring_precision
+from lmbias.engine import job_timing
+from lmbias.engine.scoring import EngineStats, scoring_budget, scoring_precision
 from lmbias.progress import job_progress, rate_line
 
 log = logging.getLogger(__name__)
@@ -87,8 +88,11 @@ def score_table_sharded(items: pa.Table, dataset: str, rank: int, world: int, sc
 
 
 def score_distributed_job(items_path, output_path, model_name, model_entry, method_entry, benchmark_name,
-                          benchmark_entry, weights_dir=None, threads: int | None = None) -> None:
-    """score_benchmark_job across the processes of an `accelerate launch` (or one plain process)."""
+                          benchmark_entry, weights_dir=None, threads: int | None = None, max_tokens: int | None = None,
+                          timing_path=None) -> None:
+    """score_benchmark_job across the processes of an `accelerate launch` (or one plain process). Each process
+    batches within `max_tokens`; the main process writes the timing file, with the largest peak memory of the
+    processes and the halvings of all of them."""
     from accelerate import PartialState
     from accelerate.utils import gather_object, parse_flag_from_env
 
@@ -99,7 +103,8 @@ def score_distributed_job(items_path, output_path, model_name, model_entry, meth
     state = PartialState(cpu=parse_flag_from_env("ACCELERATE_USE_CPU") or not torch.cuda.is_available())
     if state.num_processes == 1:
         score_benchmark_job(items_path, output_path, model_name, model_entry, method_entry, benchmark_name,
-                            benchmark_entry, weights_dir=weights_dir, threads=threads)
+                            benchmark_entry, weights_dir=weights_dir, threads=threads, max_tokens=max_tokens,
+                            timing_path=timing_path)
         return
     dataset = registry.measure_of(benchmark_entry)  # the definition that scores it (its dataset's own by default)
     definition = registry.definition(dataset, benchmark_name)
@@ -110,6 +115,8 @@ def score_distributed_job(items_path, output_path, model_name, model_entry, meth
     items = pq.read_table(items_path)
     stats = EngineStats()
     loaded = []
+    began_job = time.perf_counter()
+    budgets = []  # this process's TokenBudget, once it scores
 
     elapsed = [0.0]
     began: list[float] = []  # when this process started scoring (after loading its model)
@@ -124,9 +131,11 @@ def score_distributed_job(items_path, output_path, model_name, model_entry, meth
         key = f"models.{model_name}.precision"
         precision[0] = effective_precision(model_entry.get("precision", "auto"), model, state.device, key)
         # the main process's bar: its own shard (the others run shards of about the same size)
-        with scoring_precision(precision[0], key), \
+        with scoring_budget(max_tokens, f"models.{model_name}.max_tokens") as budget, \
+                scoring_precision(precision[0], key), \
                 job_progress(f"scoring {benchmark_name} (process 0 of {state.num_processes})", unit="inputs",
                              enabled=state.is_main_process):
+            budgets.append(budget)
             scores = definition.score(part, model, tokenizer, model_entry["family"], benchmark_entry.get("scoring", {}),
                                       stats)
         elapsed[0] = time.perf_counter() - start
@@ -138,6 +147,23 @@ def score_distributed_job(items_path, output_path, model_name, model_entry, meth
              part[1].num_rows if part[1] is not None else 0, items.num_rows, benchmark_name,
              elapsed[0], stats.requests, stats.unique_inputs, stats.forward_passes)
     parts = gather_object([part])
+    # every process's peak memory and budget (a process with nothing to score has none of the latter)
+    own = {**job_timing.peak_memory(state.device), "forward_passes": stats.forward_passes,
+           "halvings": budgets[0].halvings if budgets else 0, "final": budgets[0].max_tokens if budgets else None,
+           "load_s": (began[0] - began_job) if began else None}
+    everyone = gather_object([own])
+    if state.is_main_process and timing_path:
+        finals = [p["final"] for p in everyone if p["final"] is not None]
+        loads = [p["load_s"] for p in everyone if p["load_s"] is not None]
+        score_s = time.perf_counter() - began[0] if began else None
+        job_timing.write_timing(timing_path, {
+            "status": "ok", "device": str(state.device), "processes": state.num_processes,
+            "load_s": max(loads) if loads else None, "score_s": score_s, "items": items.num_rows,
+            "items_per_s": items.num_rows / score_s if score_s else None,
+            "forward_passes": sum(p["forward_passes"] for p in everyone),
+            "max_tokens": budgets[0].configured if budgets else max_tokens,
+            "max_tokens_final": min(finals) if finals else None,
+            "oom_halvings": sum(p["halvings"] for p in everyone), **job_timing.largest(everyone)})
     if state.is_main_process:
         scores = reassemble(parts)
         write_table_atomic(scores, output_path,

@@ -44,7 +44,7 @@ from typing import Sequence
 import numpy as np
 
 from lmbias.errors import ConfigError, DataError
-from lmbias.engine.scoring import EngineStats, _autocast, _batches, _model_device, _pad
+from lmbias.engine.scoring import EngineStats, _autocast, _model_device, _pad, run_batches
 from lmbias.lazy import lazy_module
 
 torch = lazy_module("torch")  # imported on first use: DAG builds and metric jobs never need it
@@ -188,23 +188,29 @@ def sentence_embeddings(
             stacks = {p.stack for p in pools.values()}
             out = {n: None for n in names}
             order = sorted(range(len(distinct)), key=lambda i: (lengths[i], i))
-            budget = max_tokens if fixed_width is None else None
+
+            def run(batch):
+                seqs = [encoded[i] for i in batch]
+                width = fixed_width or max(len(s) for s in seqs)
+                ids, attn = _pad(seqs, pad_id, device, width)
+                hidden = _hidden_states(model, ids, attn, stacks)
+                pooled_batch = {}
+                for name, p in pools.items():
+                    pooled = _pool(hidden[p.stack], attn, p.how)
+                    if finish is not None:
+                        pooled = finish.pooled(pooled)
+                    pooled_batch[name] = pooled.cpu().numpy().astype(np.float32)
+                for name, vecs in pooled_batch.items():  # stored once the whole batch went through
+                    if out[name] is None:
+                        out[name] = np.zeros((len(distinct), vecs.shape[1]), dtype=np.float32)
+                    out[name][batch] = vecs
+                stats.forward_passes += 1
+                stats.sequences_run += len(batch)
+
+            # the padded means pad every input to pad_to: that is the width the budget counts
+            widths = lengths if fixed_width is None else [fixed_width] * len(lengths)
             with torch.inference_mode(), _autocast(device):
-                for batch in _batches(order, lengths, batch_size, budget):
-                    seqs = [encoded[i] for i in batch]
-                    width = fixed_width or max(len(s) for s in seqs)
-                    ids, attn = _pad(seqs, pad_id, device, width)
-                    hidden = _hidden_states(model, ids, attn, stacks)
-                    for name, p in pools.items():
-                        pooled = _pool(hidden[p.stack], attn, p.how)
-                        if finish is not None:
-                            pooled = finish.pooled(pooled)
-                        vecs = pooled.cpu().numpy().astype(np.float32)
-                        if out[name] is None:
-                            out[name] = np.zeros((len(distinct), vecs.shape[1]), dtype=np.float32)
-                        out[name][batch] = vecs
-                    stats.forward_passes += 1
-                    stats.sequences_run += len(batch)
+                run_batches(order, widths, batch_size, run, max_tokens, stats, "sentence embedding")
             index = np.array([unique[t] for t in texts], dtype=np.int64)
             for name in names:
                 results[name] = out[name][index]

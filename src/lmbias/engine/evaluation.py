@@ -15,7 +15,8 @@ import pyarrow.parquet as pq
 from lmbias import registry
 from lmbias.errors import ConfigError
 from lmbias.io import write_table_atomic
-from lmbias.engine.scoring import EngineStats, scoring_precision
+from lmbias.engine import job_timing
+from lmbias.engine.scoring import EngineStats, scoring_budget, scoring_precision
 from lmbias.metrics.summary import (
     METRIC_SCHEMA, SUMMARY_SCHEMA, AggregateSettings, aggregate_over_seeds, carried_metadata, dataset_sha256,
     left_out_metadata, provenance, provenance_by_benchmark, scores_metadata, scores_metadata_by_benchmark,
@@ -59,29 +60,42 @@ def _load_for_method(model_name: str, model_entry: dict, method_entry: dict, dev
 
 
 def score_benchmark_job(items_path, output_path, model_name, model_entry, method_entry, benchmark_name,
-                        benchmark_entry, weights_dir=None, threads: int | None = None) -> None:
+                        benchmark_entry, weights_dir=None, threads: int | None = None, max_tokens: int | None = None,
+                        timing_path=None) -> None:
+    """Score one benchmark's items. `max_tokens`: padded tokens per forward pass (models.<model>.max_tokens,
+    the rule's resource; None: the engine's default); `timing_path`: the job's timing file with its peak
+    memory (lmbias.engine.job_timing; None: none written)."""
     definition = registry.definition(registry.measure_of(benchmark_entry), benchmark_name)
     registry.check_family(benchmark_name, benchmark_entry, model_entry["family"], model_name)
     torch.manual_seed(0)
     if threads:  # the job's Snakemake threads: parallel jobs must not oversubscribe the cores
         torch.set_num_threads(threads)
     device = pick_device()
-    model, tokenizer = _load_for_method(model_name, model_entry, method_entry, device)
-    items = pq.read_table(items_path)
-    stats = EngineStats()
-    start = time.perf_counter()
-    precision = effective_precision(model_entry.get("precision", "auto"), model, device, f"models.{model_name}.precision")
-    log.info("weights %s, autocast %s (models.%s.dtype %s, precision %s) on %s", _weights_dtype(model), precision,
-             model_name, model_entry.get("dtype", "auto"), model_entry.get("precision", "auto"), device)
-    with scoring_precision(precision, f"models.{model_name}.precision"), \
-            job_progress(f"scoring {benchmark_name}", unit="inputs"):
-        scores = definition.score(items, model, tokenizer, model_entry["family"], benchmark_entry.get("scoring", {}), stats)
-    elapsed = time.perf_counter() - start
-    log.info("scored %d items of %s with %s on %s: %d requests, %d unique inputs, %d forward passes",
-             items.num_rows, benchmark_name, model_name, device, stats.requests, stats.unique_inputs,
-             stats.forward_passes)
-    log.info(rate_line("scored", items.num_rows, "items", elapsed))
-    write_table_atomic(scores, output_path, metadata=scoring_provenance(model, method_entry, 1, precision))
+    began = time.perf_counter()
+    with job_timing.recorded(timing_path, device) as record:
+        model, tokenizer = _load_for_method(model_name, model_entry, method_entry, device)
+        items = pq.read_table(items_path)
+        stats = EngineStats()
+        start = time.perf_counter()
+        record.update(load_s=start - began, items=items.num_rows)
+        precision = effective_precision(model_entry.get("precision", "auto"), model, device,
+                                        f"models.{model_name}.precision")
+        log.info("weights %s, autocast %s (models.%s.dtype %s, precision %s) on %s", _weights_dtype(model), precision,
+                 model_name, model_entry.get("dtype", "auto"), model_entry.get("precision", "auto"), device)
+        with scoring_budget(max_tokens, f"models.{model_name}.max_tokens") as budget, \
+                scoring_precision(precision, f"models.{model_name}.precision"), \
+                job_progress(f"scoring {benchmark_name}", unit="inputs"):
+            try:
+                scores = definition.score(items, model, tokenizer, model_entry["family"],
+                                          benchmark_entry.get("scoring", {}), stats)
+            finally:  # a failed job's record too: how far it got, and what it held
+                job_timing.record_scoring(record, stats, budget, time.perf_counter() - start)
+        elapsed = time.perf_counter() - start
+        log.info("scored %d items of %s with %s on %s: %d requests, %d unique inputs, %d forward passes (%s %d, "
+                 "%d halving(s))", items.num_rows, benchmark_name, model_name, device, stats.requests,
+                 stats.unique_inputs, stats.forward_passes, budget.key, budget.max_tokens, budget.halvings)
+        log.info(rate_line("scored", items.num_rows, "items", elapsed))
+        write_table_atomic(scores, output_path, metadata=scoring_provenance(model, method_entry, 1, precision))
 
 
 def _weights_dtype(model) -> str:

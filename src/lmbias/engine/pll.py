@@ -90,13 +90,12 @@ def _split(values: list[np.ndarray], positions: Sequence[Sequence[int]]) -> list
 
 def token_logprobs(model, tokenizer, family: str, sequences: Sequence[Sequence[int]],
                    positions: Sequence[Sequence[int]], batch_size: int = 64, max_length: int = 512,
-                   stats: EngineStats | None = None) -> list[np.ndarray]:
+                   stats: EngineStats | None = None, max_tokens: int | None = None) -> list[np.ndarray]:
     """For each sequence, log p(ids[i]) with token i hidden, for i in its positions (same order)."""
     requests = pll_requests(model, tokenizer, family, sequences, positions)
-    if family == "mlm":
-        values = masked_logprobs_ids(model, tokenizer, requests, batch_size=batch_size, max_length=max_length, stats=stats)
-    else:
-        values = infill_logprobs_ids(model, tokenizer, requests, batch_size=batch_size, max_length=max_length, stats=stats)
+    engine = masked_logprobs_ids if family == "mlm" else infill_logprobs_ids
+    values = engine(model, tokenizer, requests, batch_size=batch_size, max_length=max_length, max_tokens=max_tokens,
+                    stats=stats)
     return _split(values, positions)
 
 
@@ -112,9 +111,9 @@ def naive_token_logprobs(model, tokenizer, family: str, sequences: Sequence[Sequ
 
 
 def sentence_pll(model, tokenizer, family: str, texts: Sequence[str], batch_size: int = 64,
-                 max_length: int = 512, stats: EngineStats | None = None) -> np.ndarray:
+                 max_length: int = 512, stats: EngineStats | None = None, max_tokens: int | None = None) -> np.ndarray:
     """Pseudo-log-likelihood of each text: the sum over its non-special tokens."""
     seqs = [encode(tokenizer, t) for t in texts]
     where = [content_positions(tokenizer, s) for s in seqs]
-    per_token = token_logprobs(model, tokenizer, family, seqs, where, batch_size, max_length, stats)
+    per_token = token_logprobs(model, tokenizer, family, seqs, where, batch_size, max_length, stats, max_tokens)
     return np.array([float(v.sum()) for v in per_token], dtype=np.float64)

@@ -4,7 +4,10 @@ Most bias metrics ask "how likely is token X at this masked position?" or "how l
 Every such request goes through here, so speed and correctness live in one place:
 
 * identical inputs are deduplicated (many benchmarks share contexts between items),
-* unique inputs are sorted by length and batched, so padding stays small,
+* unique inputs are sorted by length and batched within a token budget (``max_tokens`` padded tokens per
+  forward pass, a model's ``max_tokens`` in config.yaml; ``batch_size`` caps the rows), so padding stays small
+  and a long input shares its pass with fewer others; out of CUDA memory, a batch is halved and the job goes
+  on (``run_batches``),
 * the forward pass runs under ``torch.inference_mode()`` and, by default, bfloat16 autocast on GPU
   (``scoring_precision``: a model's ``precision`` in config.yaml),
 * log-softmax in float64 over the gathered rows only: a difference of two float32 log-probabilities near
@@ -27,7 +30,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from lmbias import progress
-from lmbias.errors import ConfigError, DataError
+from lmbias.errors import ConfigError, DataError, ScoringOutOfMemoryError, TokenBudgetError
 from lmbias.lazy import lazy_module
 
 torch = lazy_module("torch")  # imported on first use: DAG builds and metric jobs never need it
@@ -46,12 +49,13 @@ class MaskedRequest:
 
 @dataclass
 class EngineStats:
-    """What a scoring call cost: requests asked, distinct inputs, forward passes (batches) issued."""
+    """What a scoring call cost: requests asked, distinct inputs, forward passes (batches) issued, halvings."""
 
     requests: int = 0
     unique_inputs: int = 0
     forward_passes: int = 0
     sequences_run: int = 0
+    oom_halvings: int = 0  # batches halved after running out of CUDA memory (run_batches)
 
 
 def word_token_ids(tokenizer, word: str, after_space: bool = True) -> list[int]:
@@ -131,23 +135,127 @@ def _encode_unique(tokenizer, texts: Sequence[str], max_length: int, what: str) 
     return encoded
 
 
-def _batches(order: list[int], lengths: list[int], batch_size: int, max_tokens: int | None):
-    """Consecutive slices of `order` (sorted by length): at most batch_size items, at most max_tokens padded.
+#: Padded tokens (rows x padded length) one forward pass may hold when nothing sets a budget: 64 rows of 128
+#: tokens, the engine's former row default at the benchmarks' usual max_length (a causal LM's logits for 8192
+#: tokens of a 32,000-word vocabulary: 1 GB in float32). A job sets a model's `max_tokens` (scoring_budget).
+DEFAULT_MAX_TOKENS = 8192
 
-    Every forward pass of the engine comes from here, so this is where a job's progress bar
-    (lmbias.progress.job_progress) learns of inputs to run and of batches done."""
-    progress.expect(len(order))
-    batch: list[int] = []
-    for idx in order:
-        longest = max([lengths[i] for i in batch] + [lengths[idx]])
-        if batch and (len(batch) >= batch_size or (max_tokens and longest * (len(batch) + 1) > max_tokens)):
-            yield batch
-            progress.advance(len(batch))
-            batch = []
+
+class TokenBudget:
+    """The padded tokens a forward pass may hold, shared by every engine call of a job: halved for the rest of
+    the job when a batch runs out of CUDA memory (run_batches). `key` is the config key that set it, named in
+    its errors."""
+
+    def __init__(self, max_tokens: int, key: str = "max_tokens"):
+        if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
+            raise ConfigError(f"{key}: {max_tokens!r} must be a positive integer (padded tokens per forward pass)")
+        self.configured = max_tokens
+        self.max_tokens = max_tokens
+        self.key = key
+        self.halvings = 0
+
+    def __repr__(self) -> str:
+        return f"TokenBudget({self.max_tokens}, key={self.key!r}, halvings={self.halvings})"
+
+
+_BUDGET: contextvars.ContextVar[TokenBudget | None] = contextvars.ContextVar("lmbias_token_budget", default=None)
+
+
+@contextlib.contextmanager
+def scoring_budget(max_tokens: int | None, key: str = "max_tokens"):
+    """Every engine call inside this block batches within `max_tokens` padded tokens per forward pass (None:
+    DEFAULT_MAX_TOKENS), one budget for the block: a halving after an out-of-memory error holds for the calls
+    that follow. Yields the TokenBudget (its `halvings` and final `max_tokens` go to the job's timing file)."""
+    budget = TokenBudget(DEFAULT_MAX_TOKENS if max_tokens is None else max_tokens, key)
+    token = _BUDGET.set(budget)
+    try:
+        yield budget
+    finally:
+        _BUDGET.reset(token)
+
+
+def _budget(max_tokens: int | None) -> TokenBudget:
+    """An explicit `max_tokens` argument, else the enclosing scoring_budget's, else the default."""
+    if max_tokens is not None:
+        return TokenBudget(max_tokens)
+    return _BUDGET.get() or TokenBudget(DEFAULT_MAX_TOKENS)
+
+
+def _width(batch: list[int], lengths: list) -> int:
+    """Padded length of a batch: the longest input; for (encoder, decoder) pairs, the longest of each, summed."""
+    first = lengths[batch[0]]
+    if isinstance(first, tuple):
+        return sum(max(lengths[i][k] for i in batch) for k in range(len(first)))
+    return max(lengths[i] for i in batch)
+
+
+def _take(order: list[int], start: int, lengths: list, batch_size: int, max_tokens: int) -> list[int]:
+    """The next batch of `order` from `start`: at least one input, at most batch_size, at most max_tokens padded."""
+    batch = [order[start]]
+    widest = lengths[order[start]]
+    paired = isinstance(widest, tuple)
+    for idx in order[start + 1:]:
+        if len(batch) >= batch_size:
+            break
+        wider = tuple(map(max, widest, lengths[idx])) if paired else max(widest, lengths[idx])
+        if (sum(wider) if paired else wider) * (len(batch) + 1) > max_tokens:
+            break
         batch.append(idx)
-    if batch:
-        yield batch
-        progress.advance(len(batch))
+        widest = wider
+    return batch
+
+
+def _oom_errors() -> tuple[type, ...]:
+    """CUDA's out-of-memory error (torch.OutOfMemoryError since torch 2.5; torch.cuda's name before)."""
+    return tuple({getattr(torch, "OutOfMemoryError", None) or torch.cuda.OutOfMemoryError})
+
+
+def run_batches(order: list[int], lengths: list, batch_size: int, run: Callable[[list[int]], None],
+                max_tokens: int | None = None, stats: EngineStats | None = None, what: str = "scoring") -> None:
+    """Call `run(batch)` for consecutive slices of `order` (sorted by length): each at most batch_size inputs
+    and at most the token budget's padded tokens (rows x longest input; `lengths` may hold (encoder, decoder)
+    pairs), one input alone when it fills the budget by itself.
+
+    Out of CUDA memory, the failed batch's half becomes the budget for the rest of the job, logged as a
+    warning, and the batch runs again in smaller pieces: `run` must store its results only once the batch has
+    gone through. An input longer than the configured budget is a TokenBudgetError naming its key; a single
+    input that runs out of memory alone a ScoringOutOfMemoryError. Every forward pass of the engine comes from
+    here, so this is where a job's progress bar (lmbias.progress.job_progress) learns of inputs run."""
+    budget = _budget(max_tokens)
+    if order:
+        longest = max(order, key=lambda i: _width([i], lengths))
+        width = _width([longest], lengths)
+        if width > budget.configured:
+            raise TokenBudgetError(f"{budget.key}: {what}: an input of {width} tokens is longer than the budget of "
+                                   f"{budget.configured} padded tokens per forward pass; raise {budget.key} to at "
+                                   f"least {width} (or shorten the inputs: the benchmark's scoring.max_length)")
+    progress.expect(len(order))
+    start = 0
+    while start < len(order):
+        batch = _take(order, start, lengths, batch_size, budget.max_tokens)
+        failed = None
+        try:
+            run(batch)
+        except _oom_errors() as err:
+            failed = (len(batch), _width(batch, lengths), str(err).splitlines()[0] if str(err) else "")
+        if failed is None:
+            start += len(batch)
+            progress.advance(len(batch))
+            continue
+        rows, width, message = failed
+        if rows == 1:
+            raise ScoringOutOfMemoryError(
+                f"{what}: out of CUDA memory on a single input of {width} tokens ({budget.key} now {budget.max_tokens}, "
+                f"after {budget.halvings} halving(s)); it needs a larger GPU, lower-precision weights (dtype) or "
+                f"shorter inputs. CUDA said: {message}")
+        budget.max_tokens = ((rows + 1) // 2) * width
+        budget.halvings += 1
+        if stats is not None:
+            stats.oom_halvings += 1
+        log.warning("%s: out of CUDA memory on a batch of %d x %d tokens; halved: %s now %d padded tokens per "
+                    "forward pass (halving %d)", what, rows, width, budget.key, budget.max_tokens, budget.halvings)
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
 
 
 def _pad(seqs: list[list[int]], pad_id: int, device, width: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
@@ -273,6 +381,7 @@ def sentence_logprobs(
     max_length: int = 512,
     stats: EngineStats | None = None,
     context: str = "bos",
+    max_tokens: int | None = None,
 ) -> np.ndarray:
     """Total log-likelihood of each text under a causal LM (sum over its tokens), every token conditioned on
     a BOS (context bos) or as bias-bench conditions them (context bias_bench, see CLM_CONTEXTS: one extra
@@ -287,28 +396,35 @@ def sentence_logprobs(
     seqs = _clm_inputs(tokenizer, list(unique), max_length, context)
     lengths = [len(s) for s in seqs]
     order = sorted(range(len(seqs)), key=lambda i: (lengths[i], i))
+    head = np.zeros(len(seqs), dtype=np.float64)  # bias_bench: log p(first token | start token)
     totals = np.zeros(len(seqs), dtype=np.float64)
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+
+    def run(batch):
+        ids, attn = _pad([seqs[i] for i in batch], pad_id, device)
+        logits = scorer(input_ids=ids, attention_mask=attn).logits
+        target = ids[:, 1:]
+        values = []
+        for row in range(len(batch)):
+            # float64 one sequence at a time: a whole batch of (tokens x vocab) float64 rows would
+            # double the memory of the logits themselves.
+            logprobs = torch.log_softmax(logits[row, :-1].double(), dim=-1)
+            token_lp = logprobs.gather(-1, target[row].unsqueeze(-1)).squeeze(-1) * attn[row, 1:]
+            values.append(float(token_lp.sum().cpu()))
+        totals[batch] = head[batch] + np.array(values)  # stored once the whole batch went through
+        stats.forward_passes += 1
+        stats.sequences_run += len(batch)
+
+    scorer = model
     with torch.inference_mode(), _autocast(device):
         if context == "bias_bench":
             first = _start_logprobs(model, tokenizer, device).cpu()
             stats.forward_passes += 1
             stats.sequences_run += 1
             for uid, seq in enumerate(seqs):
-                totals[uid] = float(first[seq[0]])
-            model = _sentence_alone(model)
-        for batch in _batches(order, lengths, batch_size, None):
-            ids, attn = _pad([seqs[i] for i in batch], pad_id, device)
-            logits = model(input_ids=ids, attention_mask=attn).logits
-            target = ids[:, 1:]
-            for row, uid in enumerate(batch):
-                # float64 one sequence at a time: a whole batch of (tokens x vocab) float64 rows would
-                # double the memory of the logits themselves.
-                logprobs = torch.log_softmax(logits[row, :-1].double(), dim=-1)
-                token_lp = logprobs.gather(-1, target[row].unsqueeze(-1)).squeeze(-1) * attn[row, 1:]
-                totals[uid] += float(token_lp.sum().cpu())
-            stats.forward_passes += 1
-            stats.sequences_run += len(batch)
+                head[uid] = float(first[seq[0]])
+            scorer = _sentence_alone(model)
+        run_batches(order, lengths, batch_size, run, max_tokens, stats, "sentence scoring")
     stats.requests += len(texts)
     stats.unique_inputs += len(seqs)
     return np.array([totals[unique[t]] for t in texts], dtype=np.float64)
@@ -366,6 +482,7 @@ def infill_logprobs(
     batch_size: int = 64,
     max_length: int = 512,
     stats: EngineStats | None = None,
+    max_tokens: int | None = None,
 ) -> list[np.ndarray]:
     """log p(candidate) as the next decoder token of an encoder-decoder LM (BART text infilling)."""
     stats = stats if stats is not None else EngineStats()
@@ -375,24 +492,27 @@ def infill_logprobs(
     for e, p in zip(enc, prefixes):
         keys.setdefault((tuple(e), tuple(_decoder_prefix(model, tokenizer, p))), len(keys))
     unique = list(keys)
-    lengths = [len(e) + len(d) for e, d in unique]
-    order = sorted(range(len(unique)), key=lambda i: (lengths[i], i))
+    lengths = [(len(e), len(d)) for e, d in unique]
+    order = sorted(range(len(unique)), key=lambda i: (sum(lengths[i]), i))
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
     results: dict[int, torch.Tensor] = {}
+
+    def run(batch):
+        enc_ids, enc_attn = _pad([list(unique[i][0]) for i in batch], pad_id, device)
+        dec_ids, dec_attn = _pad([list(unique[i][1]) for i in batch], pad_id, device)
+        logits = model(
+            input_ids=enc_ids, attention_mask=enc_attn, decoder_input_ids=dec_ids, decoder_attention_mask=dec_attn
+        ).logits
+        last = dec_attn.sum(1) - 1
+        picked = logits[torch.arange(len(batch), device=device), last].double()
+        lp = torch.log_softmax(picked, -1).cpu()
+        for row, uid in enumerate(batch):
+            results[uid] = lp[row]
+        stats.forward_passes += 1
+        stats.sequences_run += len(batch)
+
     with torch.inference_mode(), _autocast(device):
-        for batch in _batches(order, lengths, batch_size, None):
-            enc_ids, enc_attn = _pad([list(unique[i][0]) for i in batch], pad_id, device)
-            dec_ids, dec_attn = _pad([list(unique[i][1]) for i in batch], pad_id, device)
-            logits = model(
-                input_ids=enc_ids, attention_mask=enc_attn, decoder_input_ids=dec_ids, decoder_attention_mask=dec_attn
-            ).logits
-            last = dec_attn.sum(1) - 1
-            picked = logits[torch.arange(len(batch), device=device), last].double()
-            lp = torch.log_softmax(picked, -1).cpu()
-            for row, uid in enumerate(batch):
-                results[uid] = lp[row]
-            stats.forward_passes += 1
-            stats.sequences_run += len(batch)
+        run_batches(order, lengths, batch_size, run, max_tokens, stats, "infill scoring")
     stats.requests += len(requests)
     stats.unique_inputs += len(unique)
     out = []
@@ -465,27 +585,30 @@ def masked_logprobs_ids(
     order = sorted(range(len(seqs)), key=lambda i: (lengths[i], i))
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
     results: dict[tuple[int, int], dict[int, float]] = {}
+
+    def run(batch):
+        ids, attn = _pad([seqs[i] for i in batch], pad_id, device)
+        rows, cols, keys, cands = [], [], [], []
+        for row, uid in enumerate(batch):
+            for pos, wanted in sorted(needed[uid].items()):
+                rows.append(row)
+                cols.append(pos)
+                keys.append((uid, pos))
+                cands.append(sorted(wanted))
+        if hasattr(model, "logits_at"):
+            logits = model.logits_at(ids, attn, rows, cols)
+        elif head is not None:
+            hidden = model.base_model(input_ids=ids, attention_mask=attn).last_hidden_state
+            logits = head(hidden[rows, cols])
+        else:
+            logits = model(input_ids=ids, attention_mask=attn).logits[rows, cols]
+        logprobs = torch.log_softmax(logits.double(), dim=-1)
+        _keep_candidates(results, logprobs, keys, cands)
+        stats.forward_passes += 1
+        stats.sequences_run += len(batch)
+
     with torch.inference_mode(), _autocast(device):
-        for batch in _batches(order, lengths, batch_size, max_tokens):
-            ids, attn = _pad([seqs[i] for i in batch], pad_id, device)
-            rows, cols, keys, cands = [], [], [], []
-            for row, uid in enumerate(batch):
-                for pos, wanted in sorted(needed[uid].items()):
-                    rows.append(row)
-                    cols.append(pos)
-                    keys.append((uid, pos))
-                    cands.append(sorted(wanted))
-            if hasattr(model, "logits_at"):
-                logits = model.logits_at(ids, attn, rows, cols)
-            elif head is not None:
-                hidden = model.base_model(input_ids=ids, attention_mask=attn).last_hidden_state
-                logits = head(hidden[rows, cols])
-            else:
-                logits = model(input_ids=ids, attention_mask=attn).logits[rows, cols]
-            logprobs = torch.log_softmax(logits.double(), dim=-1)
-            _keep_candidates(results, logprobs, keys, cands)
-            stats.forward_passes += 1
-            stats.sequences_run += len(batch)
+        run_batches(order, lengths, batch_size, run, max_tokens, stats, "masked scoring")
     stats.requests += len(requests)
     stats.unique_inputs += len(seqs)
     out = []
@@ -548,6 +671,7 @@ def infill_logprobs_ids(
     batch_size: int = 64,
     max_length: int = 512,
     stats: EngineStats | None = None,
+    max_tokens: int | None = None,
 ) -> list[np.ndarray]:
     """log p(candidate) as the next decoder token of an encoder-decoder LM, for token-id requests.
 
@@ -582,25 +706,28 @@ def infill_logprobs_ids(
     for req in requests:
         run = served_by[(tuple(req.encoder_ids), tuple(req.decoder_ids))]
         needed.setdefault(run, {}).setdefault(len(req.decoder_ids) - 1, set()).update(req.candidates)
-    lengths = [len(e) + len(d) for e, d in runs]
-    order = sorted(range(len(runs)), key=lambda i: (lengths[i], i))
+    lengths = [(len(e), len(d)) for e, d in runs]
+    order = sorted(range(len(runs)), key=lambda i: (sum(lengths[i]), i))
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
     results: dict[tuple[int, int], dict[int, float]] = {}
+
+    def run(batch):
+        enc_ids, enc_attn = _pad([list(runs[i][0]) for i in batch], pad_id, device)
+        dec_ids, dec_attn = _pad([list(runs[i][1]) for i in batch], pad_id, device)
+        rows, cols, keys, cands = [], [], [], []
+        for row, rid in enumerate(batch):
+            for pos, wanted in sorted(needed[rid].items()):
+                rows.append(row)
+                cols.append(pos)
+                keys.append((rid, pos))
+                cands.append(sorted(wanted))
+        logits = _seq2seq_logits_at(model, enc_ids, enc_attn, dec_ids, dec_attn, rows, cols)
+        _keep_candidates(results, torch.log_softmax(logits.double(), -1), keys, cands)
+        stats.forward_passes += 1
+        stats.sequences_run += len(batch)
+
     with torch.inference_mode(), _autocast(device):
-        for batch in _batches(order, lengths, batch_size, None):
-            enc_ids, enc_attn = _pad([list(runs[i][0]) for i in batch], pad_id, device)
-            dec_ids, dec_attn = _pad([list(runs[i][1]) for i in batch], pad_id, device)
-            rows, cols, keys, cands = [], [], [], []
-            for row, rid in enumerate(batch):
-                for pos, wanted in sorted(needed[rid].items()):
-                    rows.append(row)
-                    cols.append(pos)
-                    keys.append((rid, pos))
-                    cands.append(sorted(wanted))
-            logits = _seq2seq_logits_at(model, enc_ids, enc_attn, dec_ids, dec_attn, rows, cols)
-            _keep_candidates(results, torch.log_softmax(logits.double(), -1), keys, cands)
-            stats.forward_passes += 1
-            stats.sequences_run += len(batch)
+        run_batches(order, lengths, batch_size, run, max_tokens, stats, "infill scoring")
     stats.requests += len(requests)
     stats.unique_inputs += len(runs)
     out_list = []

@@ -1,0 +1,115 @@
+"""A scoring job's own timing file: its seconds, items/s, token budget and peak memory.
+
+Snakemake's benchmark file of a job (``benchmarks/.../scores/{benchmark}.tsv``, the rule's ``benchmark:``)
+samples the job's process tree from outside (every 30 s after its first ones: a short job's peak may be
+missed) and knows nothing of GPU memory; Snakemake rewrites it once the job ends, so a job cannot add to
+it. The scoring job writes its own record beside it, ``{benchmark}.job.tsv`` (the rule's ``log: timing``,
+kept when the job fails, so an out-of-memory failure still says how much it held):
+
+* ``peak_rss_mib``: the process's peak resident memory (``getrusage`` ru_maxrss, KiB on Linux), model
+  loading included; with several processes (resources.gpu > 1) the largest of them;
+* ``peak_cuda_allocated_mib``: on a GPU, ``torch.cuda.max_memory_allocated`` (tensors only, not the caching
+  allocator's reserve), weights included; NA on CPU;
+* ``max_tokens`` as configured and ``max_tokens_final`` after ``oom_halvings`` halvings
+  (lmbias.engine.scoring.run_batches);
+* ``load_s`` (model loading) apart from ``score_s`` and ``items_per_s`` (the forward passes and their
+  bookkeeping), and ``status`` (``ok`` or the error's class name).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import resource
+import sys
+from pathlib import Path
+
+from lmbias.lazy import lazy_module
+
+torch = lazy_module("torch")
+
+COLUMNS = ("status", "device", "processes", "load_s", "score_s", "items", "items_per_s", "forward_passes",
+           "max_tokens", "max_tokens_final", "oom_halvings", "peak_rss_mib", "peak_cuda_allocated_mib")
+
+
+def peak_rss_mib() -> float:
+    """This process's peak resident memory in MiB (ru_maxrss: KiB on Linux, bytes on macOS)."""
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak / (2**20 if sys.platform == "darwin" else 2**10)
+
+
+def peak_cuda_allocated_mib(device) -> float | None:
+    """The most memory tensors held at once on `device` since the process started, in MiB; None off CUDA."""
+    if device is None or torch.device(device).type != "cuda":
+        return None
+    return torch.cuda.max_memory_allocated(torch.device(device)) / 2**20
+
+
+def peak_memory(device) -> dict[str, float | None]:
+    return {"peak_rss_mib": peak_rss_mib(), "peak_cuda_allocated_mib": peak_cuda_allocated_mib(device)}
+
+
+def largest(peaks: list[dict]) -> dict[str, float | None]:
+    """Per column, the largest of several processes' peak_memory (None where none has one)."""
+    out = {}
+    for key in ("peak_rss_mib", "peak_cuda_allocated_mib"):
+        values = [p[key] for p in peaks if p and p.get(key) is not None]
+        out[key] = max(values) if values else None
+    return out
+
+
+def _cell(value) -> str:
+    if value is None:
+        return "NA"
+    if isinstance(value, float):
+        return f"{value:.3f}"
+    return str(value).replace("\t", " ").replace("\n", " ")
+
+
+def write_timing(path: str | os.PathLike, record: dict) -> None:
+    """The record as a two-line TSV (header, values; NA for what is missing), replacing the file atomically."""
+    unknown = sorted(set(record) - set(COLUMNS))
+    if unknown:
+        raise ValueError(f"timing record: unknown column(s) {', '.join(unknown)}")
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text("\t".join(COLUMNS) + "\n" + "\t".join(_cell(record.get(c)) for c in COLUMNS) + "\n",
+                   encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def read_timing(path: str | os.PathLike) -> dict[str, str]:
+    """A timing file's row as {column: text}."""
+    header, values = Path(path).read_text(encoding="utf-8").splitlines()[:2]
+    return dict(zip(header.split("\t"), values.split("\t")))
+
+
+@contextlib.contextmanager
+def recorded(path: str | os.PathLike | None, device, processes: int = 1):
+    """Yields the job's record (a dict of COLUMNS to fill in); on leaving, also by an error, its status and
+    this process's peak memory are added and it is written to `path` (None: nothing is written)."""
+    record: dict = {"device": str(device), "processes": processes}
+    status = "ok"
+    try:
+        yield record
+    except BaseException as err:
+        status = type(err).__name__
+        raise
+    finally:
+        if path:
+            for key, value in peak_memory(device).items():
+                record.setdefault(key, value)  # a multi-process job sets the largest of its processes' itself
+            record["status"] = status
+            if status != "ok":  # the items were not all scored
+                record["items_per_s"] = None
+            write_timing(path, record)
+
+
+def record_scoring(record: dict, stats, budget, seconds: float) -> None:
+    """The scoring part of a job's record: seconds, items/s, forward passes, the token budget (lmbias.engine.
+    scoring.TokenBudget) as configured and after its halvings."""
+    items = record.get("items")
+    record.update(score_s=seconds, items_per_s=(items / seconds if items is not None and seconds > 0 else None),
+                  forward_passes=stats.forward_passes, max_tokens=budget.configured,
+                  max_tokens_final=budget.max_tokens, oom_halvings=budget.halvings)
