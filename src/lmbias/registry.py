@@ -183,6 +183,8 @@ TRAINING_KEYS = frozenset({
     "pack_texts", "block_augmentation", "block_augmentation_words",
     # a LoRA adapter over the frozen base instead of full fine-tuning (lmbias.training.adapters)
     "adapter",
+    # activations recomputed in the backward pass (any training method; trainer.enable_gradient_checkpointing)
+    "gradient_checkpointing",
 })
 #: Training settings whose value is itself a mapping: its own values may be per-family (per_family_values).
 MAPPING_TRAINING_KEYS = frozenset({"adapter"})

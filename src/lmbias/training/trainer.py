@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 import torch
 
+from lmbias.errors import ConfigError
 from lmbias.progress import progress_bar, rate_line
 from lmbias.training import checkpoints
 from lmbias.training.data import Corpus, encode, encode_gpr, global_batches
@@ -65,6 +66,19 @@ def set_dropout(model, p: float | None = None, hidden: float | None = None, atte
     new = type(model)(config) if dtype == torch.float32 else type(model)._from_config(config, dtype=dtype)
     new.load_state_dict(model.state_dict())
     return new
+
+
+def enable_gradient_checkpointing(model) -> None:
+    """Activations recomputed layer by layer in the backward pass (training.gradient_checkpointing).
+    Non-reentrant torch.utils.checkpoint: it needs no input that requires grad, so a LoRA model's frozen
+    embeddings need no enable_input_require_grads hook (the reentrant variant would drop the adapter's
+    gradients without it), and it honours the RNG state, so dropout masks are the same in the recomputation."""
+    if not getattr(model, "supports_gradient_checkpointing", False):
+        raise ConfigError(f"training.gradient_checkpointing: {type(model).__name__} does not support gradient "
+                          "checkpointing; set gradient_checkpointing: false")
+    model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    if hasattr(model.config, "use_cache"):
+        model.config.use_cache = False  # a key/value cache is useless in training and conflicts with recomputation
 
 
 _MLM_HEADS = ("cls", "lm_head", "predictions")  # BERT, RoBERTa, ALBERT
@@ -136,6 +150,8 @@ class Trainer:
 
             self.adapter = attach(model, s.adapter, s.objective, family, model_name)
             model = self.adapter.model  # the base with the adapter's layers in place: trained as a plain model
+        if s.gradient_checkpointing:
+            enable_gradient_checkpointing(model)
         self.trainable_parameters = sum(p.numel() for p in {id(p): p for p in model.parameters()
                                                             if p.requires_grad}.values())
         self.decoder_start = getattr(model.config, "decoder_start_token_id", None)
