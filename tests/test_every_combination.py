@@ -6,15 +6,19 @@ What runs is what Snakemake would run: the shipped config.yaml on a copy of the 
 Snakemake's API for one summary per (tiny model, method), and every job of that DAG executed *in this
 process* by its own script (scripts/*.py with the job's `snakemake` object: its input, output, params,
 wildcards, log), in dependency order. The params are Snakemake's own, so each job gets the config slices the
-workflow passes; running the scripts in process saves each job's Python start (about 5 s with torch: the
-~500 jobs would take most of an hour as a Snakemake run on 2 cores).
+workflow passes; running the scripts in process saves each job's Python start (measured: a Snakemake job
+costs about 6 s of CPU in process start and imports, so the ~1,000 jobs here would take over an hour and a
+half of CPU as a Snakemake run; in process they take about 2 minutes).
 
 Derived, not listed: the models are the config's tiny models (a `tiny:` entry without planted bias; a tiny
 Llama added to config.yaml is covered as it is); the methods are the config's entries, one per way of
-scoring (`scoring_signature`: a kind, and an entry's options that change how its model is scored); the
-benchmarks are whatever each summary holds (the registry's families, Self-Debias' embedding exclusion,
-online's WinoBias). Nothing may be left out for missing data: files ../shared/data lacks get stand-ins
-(STAND_INS), and a benchmark without data or a stand-in fails here, naming it.
+scoring (`scoring_signature`: a kind, and an entry's options that change how its model is scored; the
+trained kinds all leave a model folder scored alike, so one of them stands for all, and every other trained
+kind runs on the first benchmark of its summary); the benchmarks are whatever each summary holds (the
+registry's families, Self-Debias' embedding exclusion, online's WinoBias), and every peer reading (an entry
+with `reading:`, held by the summaries of the paper grids that select it) is scored and measured too.
+Nothing may be left out for missing data: files ../shared/data lacks get stand-ins (STAND_INS), and a
+benchmark without data or a stand-in fails here, naming it.
 
 Cheap by construction, with the code paths unchanged: every parsed benchmark is cut to a few items that keep
 its structure (FEW_ITEMS), GAP to a few contexts, every training to one step on a few examples, every fit to
@@ -295,6 +299,7 @@ def build_dag(workdir: Path, targets: list[str]):
     from snakemake.settings.types import DAGSettings, OutputSettings, ResourceSettings
 
     with contextlib.chdir(workdir), SnakemakeApi(OutputSettings(quiet={Quietness.ALL})) as api:
+        # one core: every job's threads (torch's, set by the scoring and training jobs) are capped at 1
         workflow_api = api.workflow(snakefile=Path("Snakefile"), workdir=Path("."), resource_settings=ResourceSettings(cores=1))
         dag_api = workflow_api.dag(dag_settings=DAGSettings(targets=targets, forceall=True))
         dag_api.execute_workflow(executor="dryrun")
