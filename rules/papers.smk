@@ -5,6 +5,8 @@
 #   results/plots/{paper}/{figure}.png, .svg             rule paper_figure (lmbias.papers.figures.FIGURES)
 #   paper_manela2021, paper_bartl2020, paper_lu2018, paper_over_debiasing, paper_meade2022
 #                                                        every table and figure of a paper
+#   paper_llm_gender                                     our own grid laid out like a paper (no published
+#                                                        numbers): open decoders x LoRA and post-hoc methods
 #
 # config.yaml `papers:` names each paper's models and methods; their cross product, less the pairs a
 # family cannot run, are the pairs its tables read. Its `readings` ({benchmark: entry}) name the authors'
@@ -23,6 +25,7 @@ localrules:
     paper_lu2018,
     paper_over_debiasing,
     paper_meade2022,
+    paper_llm_gender,
 
 
 wildcard_constraints:
@@ -52,6 +55,11 @@ rule paper_over_debiasing:
 rule paper_meade2022:
     input:
         lambda wildcards: paper_targets("meade2022"),
+
+
+rule paper_llm_gender:
+    input:
+        lambda wildcards: paper_targets("llm_gender"),
 
 
 rule paper_table:

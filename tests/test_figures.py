@@ -68,7 +68,7 @@ def data_axes(fig):
 
 
 def test_the_figure_table_names_every_paper_once():
-    assert set(F.FIGURES) == {"manela2021", "bartl2020", "lu2018", "over_debiasing"}
+    assert set(F.FIGURES) == {"manela2021", "bartl2020", "lu2018", "over_debiasing", "llm_gender"}
     ids = [(s.paper, s.id) for s in F.all_specs()]
     assert len(ids) == len(set(ids))
     for paper, specs in F.FIGURES.items():
@@ -325,7 +325,8 @@ def test_a_figure_whose_rows_are_absent_draws_a_placeholder_naming_them(spec, tm
     paths = spec.draw(only_other, {}, tmp_path / spec.id)
     assert all(p.exists() for p in paths)
     make = {"tradeoff": F.tradeoff_figure, "skew_stereotype": F.skew_stereotype_figure,
-            "associations": F.association_figure, "occupation_bias": F.occupation_figure}[spec.id]
+            "associations": F.association_figure, "occupation_bias": F.occupation_figure,
+            "bias_vs_perplexity": F.llm_bias_figure}[spec.id]
     message = texts(make(only_other)).replace("\n", " ")
     assert "in the summaries" in message
     assert not data_axes(make(only_other))

@@ -11,7 +11,8 @@ from test_workflow import _copy_workflow, run_snakemake, scheduled_outputs
 
 pytestmark = pytest.mark.workflow
 
-PAPER_TARGETS = ["paper_manela2021", "paper_bartl2020", "paper_lu2018", "paper_over_debiasing", "paper_meade2022"]
+PAPER_TARGETS = ["paper_manela2021", "paper_bartl2020", "paper_lu2018", "paper_over_debiasing", "paper_meade2022",
+                 "paper_llm_gender"]
 
 
 @pytest.fixture(scope="module")
@@ -70,6 +71,31 @@ def test_meade_grid_runs_bias_bench_recipes_on_their_four_models(shipped):
     bert = re.search(r"input: ([^\n]*)\n\s*output: results/bert-base/cda-biasbench/seed0/model", text)
     gpt2 = re.search(r"input: ([^\n]*)\n\s*output: results/gpt2/cda-biasbench/seed0/model", text)
     assert "bias_attribute_words.json" in bert.group(1) and "bias_attribute_words.json" not in gpt2.group(1)
+
+
+#: The benchmarks a causal model is scored on (README, "An LLM grid"): BEC-Pro and logprob-score are masked-only.
+CAUSAL_BENCHMARKS = ("winobias", "crows_pairs", "stereoset", "seat", "seat_v1", "seat_v2", "occupations", "da_gender",
+                     "perplexity_wikitext2", "perplexity_gap")
+
+
+def test_llm_grid_runs_lora_and_post_hoc_methods_on_every_causal_benchmark(shipped):
+    """papers.llm_gender: three hub decoders (fetched, bf16 where the GPU has it), LoRA-CDA/CDS trained as
+    adapters, Self-Debias, SentenceDebias and INLP fitted or decoded, each scored on every causal benchmark (SEAT
+    left out for Self-Debias), one table and one figure."""
+    proc = dry_run(shipped, "paper_llm_gender")
+    outputs, text = set(scheduled_outputs(proc)), proc.stdout + proc.stderr
+    models = ("qwen2.5-7b", "olmo-2-7b", "pythia-6.9b")
+    assert _methods(proc) == {"pretrained", "cda-lora", "cds-lora", "self_debias", "sd", "inlp"}
+    assert re.search(r"^fetch_hub_model\s+3$", text, re.M) and re.search(r"^finetune\s+6$", text, re.M)
+    for model in models:
+        assert f"results/{model}/cds-lora/seed0/model" in outputs and f"results/{model}/inlp/seed0/model" in outputs
+        for bench in CAUSAL_BENCHMARKS:
+            assert f"results/{model}/cda-lora/seed0/scores/{bench}.parquet" in outputs, (model, bench)
+            scheduled = f"results/{model}/self_debias/seed0/scores/{bench}.parquet" in outputs
+            assert scheduled == (not bench.startswith("seat")), (model, bench)
+        assert not [o for o in outputs if o.startswith(f"results/{model}/") and ("bec_pro" in o or "logprob" in o)]
+    assert "results/papers/llm_gender/bias_and_perplexity.parquet," in outputs  # (a job's first output)
+    assert "results/plots/llm_gender/bias_vs_perplexity.png," in outputs
 
 
 def test_manela_without_ontonotes_leaves_gpr_out_by_name(shipped):

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from lmbias import registry
 from lmbias.errors import ConfigError
-from lmbias.papers.published import PAPERS
+from lmbias.papers.published import OWN_GRIDS, PAPERS
 from lmbias.papers.tables import left_out_summary, pair_settings  # noqa: F401  (left_out_summary: re-exported)
 
 
@@ -41,8 +41,8 @@ def check_papers(config: dict) -> None:
     if not isinstance(papers, dict):
         raise ConfigError(f"papers: expected a mapping of paper -> {{models, methods}}, got {papers!r}")
     for paper, entry in papers.items():
-        if paper not in PAPERS:
-            raise ConfigError(f"papers.{paper}: unknown paper; known papers: {', '.join(PAPERS)}")
+        if paper not in PAPERS + OWN_GRIDS:
+            raise ConfigError(f"papers.{paper}: unknown paper; known papers: {', '.join(PAPERS + OWN_GRIDS)}")
         if not isinstance(entry, dict):
             raise ConfigError(f"papers.{paper}: expected {{models: [...], methods: [...]}}, got {entry!r}")
         for key, known in (("models", config["models"]), ("methods", config["methods"])):

@@ -9,6 +9,10 @@ HuggingFace hub id) and our method kind it corresponds to, and holds the printed
 ``source`` names the paper text the numbers were read from: a file name under ../shared/papers/ (tests read
 the printed tables back from it), or an https:// URL for a paper without a shared copy.
 
+Our own grids (`OWN_GRIDS`, e.g. llm_gender: today's decoders, pretrained vs LoRA and post-hoc methods) use the
+same file format and the same table and figure rules, but no paper printed them: ``source: null`` and every
+table has ``rows: []``, so each table lists our pairs only (the columns still select our summary rows).
+
 File layout (top level: paper, title, source, tables, figures)::
 
     tables:
@@ -36,6 +40,8 @@ import yaml
 from lmbias.errors import DataError
 
 PAPERS = ("manela2021", "bartl2020", "lu2018", "over_debiasing", "meade2022")
+#: Grids of ours laid out like a paper (config.yaml `papers:`, target paper_<name>) without published numbers.
+OWN_GRIDS = ("llm_gender",)
 #: Our config's method kinds (config.yaml `methods.<name>.kind`; lmbias.registry.METHOD_KEYS).
 METHOD_KINDS = ("pretrained", "cds", "cda", "er", "sd", "gpr", "online", "inlp", "dropout", "self_debias")
 SIGNS = ("positive", "negative")
@@ -113,13 +119,13 @@ class PublishedFigure:
 class PublishedPaper:
     paper: str
     title: str
-    source: str  # a file name under ../shared/papers/, or an https:// URL where no text is shared
+    source: str | None  # a file name under ../shared/papers/, an https:// URL where no text is shared; None: our grid
     tables: dict[str, PublishedTable]
     figures: list[PublishedFigure] = field(default_factory=list)
 
     @property
     def source_is_url(self) -> bool:
-        return is_source_url(self.source)
+        return self.source is not None and is_source_url(self.source)
 
 
 def is_source_url(source: str) -> bool:
@@ -273,7 +279,7 @@ def _significance(c: _Checker, obj, where: str) -> dict | None:
     return {"p_below": p, "mark": obj["mark"]}
 
 
-def _table(c: _Checker, table_id, obj, where: str) -> PublishedTable:
+def _table(c: _Checker, table_id, obj, where: str, own_grid: bool = False) -> PublishedTable:
     if not isinstance(table_id, str) or not table_id or table_id != table_id.lower() or not all(
             ch.isalnum() or ch == "_" for ch in table_id):
         c.fail(where, "table id must be lower-case letters, digits and '_' (it names result files)")
@@ -295,7 +301,10 @@ def _table(c: _Checker, table_id, obj, where: str) -> PublishedTable:
         if any(prev.id == column.id for prev in columns):
             c.fail(f"{where}.columns[{i}].id", f"duplicate column id {column.id!r}")
         columns.append(column)
-    if not isinstance(obj["rows"], list) or not obj["rows"]:
+    if own_grid:
+        if obj["rows"] != []:
+            c.fail(f"{where}.rows", f"our own grid ({', '.join(OWN_GRIDS)}) has no published rows: expected []")
+    elif not isinstance(obj["rows"], list) or not obj["rows"]:
         c.fail(f"{where}.rows", "expected a non-empty list")
     ids = [col.id for col in columns]
     rows = [_row(c, row, f"{where}.rows[{i}]", ids) for i, row in enumerate(obj["rows"])]
@@ -341,8 +350,8 @@ def _display_path(path: Path) -> Path:
 
 def load_published(paper: str, root: Path | None = None) -> PublishedPaper:
     """Read and validate resources/published/{paper}.yaml (under `root`, default this repository)."""
-    if paper not in PAPERS:
-        raise DataError(f"unknown paper {paper!r} (known: {', '.join(PAPERS)})")
+    if paper not in PAPERS + OWN_GRIDS:
+        raise DataError(f"unknown paper {paper!r} (known: {', '.join(PAPERS + OWN_GRIDS)})")
     return load_published_file(published_path(paper, root), paper)
 
 
@@ -367,7 +376,8 @@ def load_published_file(path: str | Path, paper: str | None = None) -> Published
         tables_obj = {}
     if not isinstance(tables_obj, dict):
         c.fail("tables", f"expected a mapping of table id to table, got {type(tables_obj).__name__}")
-    tables = {tid: _table(c, tid, t, f"tables.{tid}") for tid, t in tables_obj.items()}
+    own_grid = doc["paper"] in OWN_GRIDS
+    tables = {tid: _table(c, tid, t, f"tables.{tid}", own_grid) for tid, t in tables_obj.items()}
     figures_obj = doc.get("figures") or []
     if not isinstance(figures_obj, list):
         c.fail("figures", f"expected a list, got {type(figures_obj).__name__}")
@@ -377,6 +387,11 @@ def load_published_file(path: str | Path, paper: str | None = None) -> Published
         if any(prev.id == figure.id for prev in figures):
             c.fail(f"figures[{i}].id", f"duplicate figure id {figure.id!r}")
         figures.append(figure)
+    if own_grid:
+        if doc["source"] is not None:
+            c.fail("source", f"our own grid ({doc['paper']}) has no published source: expected null")
+        return PublishedPaper(paper=doc["paper"], title=c.string(doc["title"], "title"), source=None,
+                              tables=tables, figures=figures)
     source = c.string(doc["source"], "source")
     if is_source_url(source):
         if len(source) == len(URL_PREFIX) or any(ch.isspace() for ch in source):

@@ -468,6 +468,9 @@ def _cells(table, long: pd.DataFrame, bold) -> list[tuple[str, str, list[str]]]:
 
 
 def legend(table) -> str:
+    if not table.rows:  # our own grid (published.OWN_GRIDS): no paper printed these cells
+        return (f"Cells: ours only (no published numbers: a grid of lmbias's own). {MISSING} = not computed (a "
+                "benchmark that does not apply to the method, or not in the run's summaries); a value is never filled in.")
     sig = ""
     if table.significance:
         sig = f" Bold ours: p < {table.significance.get('p_below')} (the paper's significance mark)."
