@@ -36,7 +36,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
-from matplotlib.ticker import MaxNLocator
+from matplotlib.ticker import MaxNLocator, NullFormatter, ScalarFormatter
 
 from lmbias.io import file_mode
 from lmbias.metrics.summary import AGGREGATE_SEED
@@ -840,6 +840,9 @@ LLM_PANELS = (
     ("seat_v2", "effect_size", "occupations-test", "SEAT-v2 d", 0.0),
 )
 MODEL_MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
+#: The grid's methods in distinct Okabe & Ito colours (LoRA-CDS/CDA in the colours of CDS/CDA); others as elsewhere.
+LLM_METHOD_COLOURS = {"pretrained": "#000000", "cds-lora": "#0072B2", "cda-lora": "#E69F00", "self_debias": "#009E73",
+                      "sd": "#CC79A7", "inlp": "#D55E00"}
 
 
 def _first_variant_value(rows: pd.DataFrame):
@@ -882,7 +885,7 @@ def llm_bias_figure(summaries: pd.DataFrame, train_logs: dict | None = None) -> 
                                          "perplexity_wikitext2 or perplexity_gap) in the summaries: run one.")
     models = list(dict.fromkeys(points["model"]))
     methods = sorted(dict.fromkeys(points["method"]), key=method_sort_key)
-    colours = method_colours(methods)
+    colours = {**method_colours(methods), **LLM_METHOD_COLOURS}
     markers = {m: MODEL_MARKERS[i % len(MODEL_MARKERS)] for i, m in enumerate(models)}
     ncols = 3
     nrows = math.ceil(len(LLM_PANELS) / ncols)
@@ -907,14 +910,16 @@ def llm_bias_figure(summaries: pd.DataFrame, train_logs: dict | None = None) -> 
         if unbiased is not None:
             ax.axhline(unbiased, color=MUTED, lw=0.8, ls="--", zorder=0)
         ax.set_xscale("log")
+        ax.xaxis.set_major_formatter(ScalarFormatter())
+        ax.xaxis.set_minor_formatter(NullFormatter())
         ax.set_title(label)
-        ax.set_xlabel(f"perplexity ({lm}; lower is better)")
+        ax.set_xlabel("perplexity (log scale)")
     for ax in list(axes.flat)[len(LLM_PANELS):]:
         ax.set_axis_off()
     handles = [Line2D([], [], ls="", marker="o", color=colours[parse_method(m).base], label=m) for m in methods]
     handles += [Line2D([], [], ls="", marker=markers[m], color="#333333", label=m) for m in models]
     _legend(fig, handles, ncol=min(len(handles), 6))
-    fig.suptitle(title, fontsize=10)
+    fig.suptitle(f"{title}\nx: perplexity on {lm} (lower is better); dashed: an unbiased model", fontsize=10)
     return fig
 
 
