@@ -13,7 +13,8 @@ test terms, the subset Table 7 selects) and StereoSet (the real dev set's gender
 in ../shared/data: 255 intrasentence examples, seconds a pair) are added to the cheap set: each added
 benchmark is a scoring and a metric job for every pair that scores it (da_gender and occupations would add
 about 100 more jobs, minutes each under CI), so the columns of da_gender, occupations, seat_v2 and logprob
-stay missing ("–") here.
+stay missing ("–") here. Meade et al.'s StereoSet column reads bias-bench's reading (papers.meade2022.readings:
+stereoset-biasbench), scored for the meade pairs only.
 """
 
 from __future__ import annotations
@@ -66,16 +67,19 @@ BIAS_BENCH_WORDS_FILE = "bias_bench_words_test.json"
 #: The grid's one sweep (Table 11 style): SentenceDebias at a second ratio of pairs, fit-only so it stays cheap.
 SWEEP = "sd@ratio_of_pairs=0.5"
 FIXTURES = Path(__file__).parent / "fixtures" / "published"
+#: bias-bench's StereoSet reading (config.yaml benchmarks.stereoset-biasbench), read by Meade et al.'s tables here.
+READING = "stereoset-biasbench"
 
 
 def _cheap(config: dict, shared_data) -> dict:
     config["data_dir"] = str(shared_data)
-    keep = {"gap", "winobias", "bec_pro_en", "seat_v1", "stereoset"}
+    keep = {"gap", "winobias", "bec_pro_en", "seat_v1", "stereoset", "stereoset-biasbench"}
     config["benchmarks"] = {k: v for k, v in config["benchmarks"].items() if k in keep}
     # none: StereoSet's data is in ../shared/data (a missing file must fail here); the shipped list also
     # names perplexity_wikitext2, which this grid drops
     config["optional_benchmarks"] = []
     config["benchmarks"]["stereoset"]["bias_types"] = ["gender"]  # 255 of its 2,106 intrasentence examples
+    config["benchmarks"]["stereoset-biasbench"]["bias_types"] = ["gender"]
     config["benchmarks"]["gap"]["splits"] = ["validation"]
     config["benchmarks"]["winobias"]["types"] = [1]
     config["benchmarks"]["winobias"]["scoring"]["conditions"] = ["professions_masked", "referent_masked"]
@@ -107,6 +111,9 @@ def _cheap(config: dict, shared_data) -> dict:
         config["methods"][method].pop("sweep", None)                           # the sd sweep below runs here
     config["methods"]["sd"]["sweep"] = {"ratio_of_pairs": [0.5]}
     config["papers"] = {p: {"models": PAPER_MODELS, "methods": PAPER_METHODS[p]} for p in PAPERS}
+    # Meade et al.'s StereoSet column reads bias-bench's reading, as the shipped papers.meade2022.readings (cut to the
+    # one benchmark this run scores): a scoring job for each meade pair that scores StereoSet (11), no other pair
+    config["papers"]["meade2022"]["readings"] = {"stereoset": READING}
     config["comparisons"] = {"tiny-bert-cds": {"benchmark": "bec_pro_en", "test": "wilcoxon",
                                                "before": {"model": "tiny-bert", "method": "pretrained"},
                                                "after": {"model": "tiny-bert", "method": "cds"}}}
@@ -418,6 +425,51 @@ def _figures(paper):
     except ImportError:
         return []
     return FIGURES.get(paper, [])
+
+
+def test_meade_stereoset_column_reads_the_bias_bench_reading(methods_run):
+    """papers.meade2022.readings: the StereoSet table's cells are the stereoset-biasbench rows of each pair's
+    summary (bias-bench's computation), not the default entry's; a pair outside Meade's grid holds no such
+    rows; the notes name the entry and its reading."""
+    import pandas as pd
+
+    path = methods_run / "results/papers/meade2022/stereoset_gender.parquet"
+    long = pd.read_parquet(path)
+    ours = long[(long["source"] == "ours") & long["ours"].notna()]
+    assert {"tiny-bert", "tiny-gpt2", "tiny-bart"} <= set(ours["model"])
+    for (model, method), cells in ours.groupby(["model", "method"]):
+        summary = pq.read_table(methods_run / f"results/{model}/{method}/summary.parquet").to_pandas()
+        mean = summary[summary["seed"] == "mean"]
+        for column, subset in (("ss", "gender"), ("lms", "all")):
+            want = mean[(mean["benchmark"] == READING) & (mean["metric"] == column) & (mean["subset"] == subset)]
+            assert cells[cells["column"] == column]["ours"].iloc[0] == pytest.approx(want["value"].iloc[0]), (model, method)
+    # causal models: their per-token mean in their context is another number than our default's sum after a BOS
+    gpt2 = pq.read_table(methods_run / "results/tiny-gpt2/pretrained/summary.parquet").to_pandas()
+    gpt2 = gpt2[(gpt2["seed"] == "mean") & (gpt2["subset"] == "gender") & gpt2["metric"].isin(["ss", "lms"])]
+    values = gpt2.pivot_table(index="metric", columns="benchmark", values="value", aggfunc="first")
+    assert (values[READING] - values["stereoset"]).abs().max() > 1e-9, values
+    notes = json.loads(pq.read_schema(path).metadata[b"lmbias.notes"])
+    assert any(f"read benchmarks.{READING} instead of stereoset" in n and "bias-bench" in n for n in notes), notes
+    assert READING not in set(pq.read_table(methods_run / "results/tiny-bert/cds/summary.parquet").column("benchmark").to_pylist())
+
+
+def test_editing_a_peer_reading_reruns_its_jobs_only(methods_run):
+    """A metric option of the reading re-summarises the pairs of the grid that selects it (no forward pass); a
+    scoring option rescores that entry only; its `reading` text rebuilds only the table that prints it."""
+    everything = [*TARGETS, *PAPER_TARGETS]
+    meade = {(m, k) for m in PAPER_MODELS for k in PAPER_METHODS["meade2022"]}
+    out = [o.rstrip(",") for o in _dry_run_after(
+        methods_run, lambda c: c["benchmarks"][READING]["metric"].update(clm_score="sum_logprob"), targets=everything)]
+    assert not [o for o in out if "/scores/" in o or o.endswith("/model")], out
+    pairs = {tuple(o.split("/")[1:3]) for o in out
+             if o.startswith("results/") and not o.startswith(("results/papers/", "results/plots/", "results/summary."))}
+    assert pairs and pairs <= meade, pairs
+    out = _dry_run_after(methods_run, lambda c: c["benchmarks"][READING]["scoring"].update(remaining_pieces="mask"))
+    scores = [o for o in out if "/scores/" in o]
+    assert scores and all(o.endswith(f"/scores/{READING}.parquet") for o in scores), scores
+    out = [o.rstrip(",") for o in _dry_run_after(
+        methods_run, lambda c: c["benchmarks"][READING].update(reading="another text"), targets=everything)]
+    assert out and all(o.startswith("results/papers/meade2022/stereoset_gender.") for o in out), out
 
 
 def test_sweep_instance_is_a_method_of_its_own(methods_run):
