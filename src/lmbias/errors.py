@@ -31,3 +31,13 @@ class TokenBudgetError(ConfigError):
 
 class ScoringOutOfMemoryError(LmbiasError):
     """A single input runs out of accelerator memory on its own, after the engine has halved its batches."""
+
+
+class DeviceMapTrainingError(ConfigError):
+    """A method that fine-tunes a model whose entry sets `device_map`: a dispatched model is for scoring only;
+    a model larger than one GPU is fine-tuned sharded with FSDP (`training.distributed: fsdp`)."""
+
+
+class DiskOffloadError(ConfigError):
+    """A model's `device_map` puts weights on disk while its entry does not allow offload (`offload: true` or
+    `offload_folder`): every forward pass would read them back from disk."""

@@ -321,6 +321,9 @@ def resolve_method(model: str, model_entry: dict, method: str, entry: dict, mode
             corpus = corpus.replace("{swap_rate}", _format_swap_rate(merged["swap_rate"]))
         resolved["corpus"] = corpus
     if kind in TRAINED_METHOD_KINDS:
+        from lmbias.engine.models import check_trainable  # lazily, as below
+
+        check_trainable(model, model_entry, method)  # a dispatched model (device_map) is for scoring only
         settings = {k: v for k, v in merged.items() if k not in MODEL_METHOD_DEFAULTS}
         if kind == "er":
             if settings.get("er_lambda") is None:

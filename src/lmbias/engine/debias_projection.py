@@ -103,8 +103,9 @@ class Projection(torch.nn.Module):
 
     def project(self, hidden: torch.Tensor) -> torch.Tensor:
         if self.matrix is not None:  # INLP: h -> P h
-            return hidden @ self.matrix.to(hidden.dtype).T
-        v = self.components.to(hidden.dtype)
+            return hidden @ self.matrix.to(hidden.device, hidden.dtype).T
+        # .to(device): on a model dispatched over devices (device_map) the final states are on the last one
+        v = self.components.to(hidden.device, hidden.dtype)
         return hidden - (hidden @ v.T) @ v
 
     def forward(self, hidden: torch.Tensor) -> torch.Tensor:

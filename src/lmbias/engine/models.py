@@ -20,6 +20,11 @@ dtype the checkpoint was saved in (transformers 5 would otherwise follow the che
 Llama would load in bfloat16 on CPU, a tiny model in float32 on a GPU). It is separate from `precision`, the
 autocast of the scoring forward passes (lmbias.engine.scoring): bf16 weights halve the memory, autocast
 alone does not. `attn_implementation` unset leaves transformers' choice (sdpa where the model supports it).
+
+`device_map` (with `max_memory`, `offload`, `offload_folder`) dispatches a model too large for one GPU over the
+node's devices through Accelerate's big-model loading, for scoring only: the model is then never moved (inputs go
+to its first module's device, lmbias.engine.scoring._model_device); weights on disk need the entry's consent
+(DiskOffloadError); fine-tuning such an entry is refused (DeviceMapTrainingError: FSDP shards it instead).
 """
 
 from __future__ import annotations
@@ -32,7 +37,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from lmbias.errors import ConfigError
+from lmbias.errors import ConfigError, DeviceMapTrainingError, DiskOffloadError
 from lmbias.engine.scoring import PRECISIONS
 
 log = logging.getLogger(__name__)
@@ -42,7 +47,10 @@ FAMILIES = ("mlm", "clm", "seq2seq", "encoder")
 # `training` (defaults of the methods trained from this model) is checked by lmbias.registry, not here.
 # `snapshot` is set by the workflow, not the user: the folder a hub id was fetched into (lmbias.engine.hub).
 _KNOWN_KEYS = ("path", "hub_id", "family", "revision", "tiny", "precision", "dtype", "attn_implementation",
-               "allow_pickle", "training", "snapshot")
+               "allow_pickle", "training", "snapshot", "device_map", "max_memory", "offload", "offload_folder")
+#: models.<name>.device_map strategies (Accelerate's big-model loading); or an explicit {module: device} map.
+DEVICE_MAP_STRATEGIES = ("auto", "balanced", "balanced_low_0", "sequential")
+_DEVICE = re.compile(r"(cpu|disk|mps|cuda(:\d+)?|xpu(:\d+)?)")
 #: models.<name>.dtype: the weights' dtype at load. auto: bf16 on a CUDA device that supports it, else fp32.
 DTYPES = ("auto", "fp32", "bf16", "fp16")
 _TORCH_DTYPE_NAMES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
@@ -68,6 +76,11 @@ class ModelSpec:
     snapshot: str | None = None  # hub ids: the folder fetch_hub_model downloaded them into, read offline
     dtype: str = "auto"  # the weights' dtype at load (DTYPES); see weights_dtype
     attn_implementation: str | None = None  # ATTN_IMPLEMENTATIONS; None: transformers' default
+    # scoring over several devices (Accelerate's big-model loading): a strategy or ((module, device), ...)
+    device_map: str | tuple | None = None
+    max_memory: tuple | None = None  # ((device, size), ...)
+    offload: bool = False  # weights may go to disk (device_map "disk" entries)
+    offload_folder: str | None = None
 
     @property
     def build_target(self) -> str | None:
@@ -150,9 +163,78 @@ def model_spec(name: str, entry: Mapping, root: str | os.PathLike | None = None)
             raise ConfigError(f"{key}.snapshot: only hub ids are fetched into a snapshot folder; this model has a path")
         folder = Path(snapshot).expanduser()
         snapshot = str((folder if folder.is_absolute() else Path(root if root is not None else os.getcwd()) / folder).resolve())
+    placement = _placement(key, entry, root)
     return ModelSpec(name=name, family=family, source=source, revision=revision, is_local=has_path,
                      tiny=tiny is not None, allow_pickle=allow_pickle, snapshot=snapshot, dtype=dtype,
-                     attn_implementation=attn)
+                     attn_implementation=attn, **placement)
+
+
+def _device_name(value, where: str) -> str | int:
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value  # a CUDA device index, as Accelerate takes it
+    if isinstance(value, str) and _DEVICE.fullmatch(value):
+        return value
+    raise ConfigError(f"{where}: {value!r} is not a device (cpu, disk, cuda, cuda:N, N, mps)")
+
+
+def _placement(key: str, entry: Mapping, root) -> dict:
+    """device_map, max_memory, offload, offload_folder of a model entry, checked (see load_model)."""
+    device_map = entry.get("device_map")
+    rest = [k for k in ("max_memory", "offload", "offload_folder") if entry.get(k) not in (None, False)]
+    if device_map is None:
+        if rest:
+            raise ConfigError(f"{key}.{rest[0]}: only applies with {key}.device_map (auto or a {{module: device}} map)")
+        return {}
+    if isinstance(device_map, str):
+        if device_map not in DEVICE_MAP_STRATEGIES:
+            raise ConfigError(f"{key}.device_map: {device_map!r} is not one of {', '.join(DEVICE_MAP_STRATEGIES)} "
+                              "or a {module: device} mapping")
+        resolved = device_map
+    elif isinstance(device_map, Mapping) and device_map:
+        resolved = tuple((str(module), _device_name(device, f"{key}.device_map.{module}"))
+                         for module, device in device_map.items())
+    else:
+        raise ConfigError(f"{key}.device_map: {device_map!r} is not a strategy ({', '.join(DEVICE_MAP_STRATEGIES)}) "
+                          "or a non-empty {module: device} mapping")
+    max_memory = entry.get("max_memory")
+    if max_memory is not None:
+        if not isinstance(max_memory, Mapping) or not max_memory:
+            raise ConfigError(f"{key}.max_memory: {max_memory!r} is not a {{device: size}} mapping (e.g. {{0: 70GiB, cpu: 100GiB}})")
+        for device, size in max_memory.items():
+            _device_name(device, f"{key}.max_memory")
+            if not (isinstance(size, str) and re.fullmatch(r"\d+(\.\d+)?\s*[KMGT]i?B", size.strip())
+                    or isinstance(size, int) and not isinstance(size, bool) and size > 0):
+                raise ConfigError(f"{key}.max_memory.{device}: {size!r} is not a size (bytes, or e.g. 70GiB, 500MB)")
+        max_memory = tuple((d, s) for d, s in max_memory.items())
+    offload = entry.get("offload", False)
+    if not isinstance(offload, bool):
+        raise ConfigError(f"{key}.offload: {offload!r} is not true or false")
+    folder = entry.get("offload_folder")
+    if folder is not None:
+        if not isinstance(folder, (str, os.PathLike)) or not str(folder):
+            raise ConfigError(f"{key}.offload_folder: {folder!r} is not a folder path")
+        folder = Path(folder).expanduser()
+        folder = str((folder if folder.is_absolute() else Path(root if root is not None else os.getcwd()) / folder).resolve())
+        offload = True
+    if isinstance(resolved, tuple) and not offload:
+        on_disk = [module for module, device in resolved if device == "disk"]
+        if on_disk:
+            raise DiskOffloadError(f"{key}.device_map.{on_disk[0]}: disk puts weights on disk, read back at every "
+                                   f"forward pass; allow it with {key}.offload: true (or {key}.offload_folder), or "
+                                   "give the module a device")
+    return {"device_map": resolved, "max_memory": max_memory, "offload": offload, "offload_folder": folder}
+
+
+def check_trainable(name: str, entry: Mapping, method: str | None = None) -> None:
+    """Fine-tuning refuses a model entry with a device_map (DeviceMapTrainingError): a model dispatched over
+    devices runs one device at a time, for scoring; FSDP shards a model too large for one GPU."""
+    if isinstance(entry, Mapping) and entry.get("device_map") is not None:
+        who = f"methods.{method} fine-tunes models.{name}, whose" if method else f"models.{name}:"
+        raise DeviceMapTrainingError(
+            f"{who} device_map is for scoring only (Accelerate's big-model loading runs the model one device at "
+            f"a time); to fine-tune a model larger than one GPU, shard it with FSDP (the method's "
+            f"training.distributed: fsdp) from a model entry without device_map (a second entry of the same weights "
+            f"may set device_map for scoring)")
 
 
 def read_source(folder: str | os.PathLike) -> dict:
@@ -334,7 +416,40 @@ def _weights_kwargs(spec: ModelSpec, device, torch_dtype) -> dict:
     out = {"dtype": dtype if dtype is not None else weights_dtype(spec.dtype, device)}
     if spec.attn_implementation is not None:
         out["attn_implementation"] = spec.attn_implementation
+    out.update(_placement_kwargs(spec))
     return out
+
+
+def _placement_kwargs(spec: ModelSpec) -> dict:
+    """from_pretrained's device_map / max_memory / offload_folder (Accelerate's big-model loading) for an entry
+    with a device_map; {} otherwise."""
+    if spec.device_map is None:
+        return {}
+    out = {"device_map": spec.device_map if isinstance(spec.device_map, str) else dict(spec.device_map)}
+    if spec.max_memory is not None:
+        out["max_memory"] = dict(spec.max_memory)
+    if spec.offload_folder is not None:
+        out["offload_folder"] = spec.offload_folder
+    return out
+
+
+def _placed(model, spec: ModelSpec, device):
+    """`model` on `device`, or, for an entry with a device_map, where Accelerate put it (never moved: a
+    dispatched model's hooks move each module's inputs); a resolved map with weights on disk is refused
+    unless the entry allows offload (DiskOffloadError)."""
+    if spec.device_map is None:
+        return model.to(device)
+    resolved = getattr(model, "hf_device_map", None) or {}
+    on_disk = [module for module, where in resolved.items() if where == "disk"]
+    if on_disk and not spec.offload:
+        raise DiskOffloadError(
+            f"models.{spec.name}.device_map: {spec.device_map if isinstance(spec.device_map, str) else 'the map'} "
+            f"put {len(on_disk)} module(s) on disk (e.g. {on_disk[0]}; the devices' max_memory is too small); "
+            f"allow it with models.{spec.name}.offload: true (or offload_folder), or give it more device memory")
+    if resolved:
+        log.info("models.%s dispatched over %s: %s", spec.name, ", ".join(sorted({str(v) for v in resolved.values()})),
+                 resolved)
+    return model
 
 
 def _raise_attn_error(spec: ModelSpec, exc: Exception) -> None:
@@ -438,7 +553,7 @@ def load_model(spec: ModelSpec, device: str = "cpu", torch_dtype=None, strict: b
         log.warning(message)
 
     tokenizer = load_tokenizer(spec)
-    model.to(device)
+    model = _placed(model, spec, device)
     model.eval()
     return model, tokenizer
 
@@ -610,4 +725,4 @@ def _load_weights_only(spec: ModelSpec, device, torch_dtype, strict: bool):
     if missing and strict:
         raise ConfigError(f"models.{spec.name}: {spec.source} has no weights for {len(missing)} parameter(s) of the "
                           f"{spec.family} model (e.g. {', '.join(missing[:3])})")
-    return model.to(device).eval()
+    return _placed(model, spec, device).eval()

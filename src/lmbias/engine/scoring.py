@@ -270,7 +270,26 @@ def _pad(seqs: list[list[int]], pad_id: int, device, width: int | None = None) -
 
 
 def _model_device(model) -> torch.device:
+    """Where the engine puts a model's inputs: its parameters' device, or for a model dispatched over devices
+    (models.<name>.device_map) the device its first module runs on (input_device)."""
+    inner = getattr(model, "inner", model)  # behind Self-Debias' wrapper
+    device_map = getattr(inner, "hf_device_map", None)
+    if device_map:
+        return torch.device(input_device(device_map))
     return next(model.parameters()).device
+
+
+def input_device(device_map: dict) -> str:
+    """The device a model dispatched by Accelerate (`hf_device_map`) takes its inputs on: its first module's,
+    or, when that module is offloaded (cpu, disk), Accelerate's main device (the first accelerator in the map;
+    cpu when there is none), where offloaded modules run."""
+    def name(device):
+        return f"cuda:{device}" if isinstance(device, int) else str(device)
+
+    devices = [name(d) for d in device_map.values()]
+    if devices[0] not in ("cpu", "disk"):
+        return devices[0]
+    return next((d for d in devices if d not in ("cpu", "disk")), "cpu")
 
 
 def masked_logprobs(

@@ -79,10 +79,11 @@ def state_sha256(state: dict) -> str:
 
 def train_job(model_entry: dict, model_name: str, corpus: str, out_dir: str, seed: int, settings: dict,
               checkpoint_dir: str | None = None, log=None) -> None:
-    from lmbias.engine.models import model_spec
+    from lmbias.engine.models import check_trainable, model_spec
 
     logger = log or logging.getLogger(__name__)
     s = TrainingSettings.from_dict(settings, "settings")
+    check_trainable(model_name, model_entry)  # device_map: scoring only; FSDP shards a model too large for one GPU
     spec = model_spec(model_name, model_entry)
     check_objective(s, spec.family, model_name)
     if isinstance(seed, bool) or not isinstance(seed, int):
