@@ -185,6 +185,8 @@ TRAINING_KEYS = frozenset({
     "adapter",
     # activations recomputed in the backward pass (any training method; trainer.enable_gradient_checkpointing)
     "gradient_checkpointing",
+    # FSDP2: weights, gradients and optimizer state sharded over the job's processes (lmbias.training.fsdp)
+    "distributed",
 })
 #: Training settings whose value is itself a mapping: its own values may be per-family (per_family_values).
 MAPPING_TRAINING_KEYS = frozenset({"adapter"})

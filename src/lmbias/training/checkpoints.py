@@ -4,7 +4,9 @@ configuration or fail their checksums.
 Layout: <checkpoint_dir>/step-<global step>/ with model.pt (the parameters that train: every weight of a full
 fine-tune, the adapter of a LoRA one; `trainable_state`), optimizer.pt, scheduler.pt, trainer.json
 (counters, log rows, best-epoch bookkeeping), rng-<rank>.pt per process, optional best.pt, and last
-COMPLETE.json: the run's fingerprint and the sha256 of every other file. A new checkpoint is written
+COMPLETE.json: the run's fingerprint and the sha256 of every other file. An FSDP run (training.distributed:
+fsdp) keeps model and optimizer as torch.distributed.checkpoint shards in dcp/ instead (every process
+writes its own; lmbias.training.fsdp), checksummed like the rest. A new checkpoint is written
 into a temp folder, renamed, then marked; older checkpoints are deleted only after that.
 """
 
@@ -111,15 +113,21 @@ def save(checkpoint_dir, step: int, fingerprint: str, accelerator, model, optimi
     if torch.cuda.is_available():
         rng["cuda"] = torch.cuda.get_rng_state()
     torch.save(rng, tmp / f"rng-{accelerator.process_index}.pt")
+    sharded = _is_sharded(model)
+    if sharded:
+        from lmbias.training.fsdp import DCP_FOLDER, save_sharded
+
+        save_sharded(tmp / DCP_FOLDER, model, optimizer)
     accelerator.wait_for_everyone()
     if accelerator.is_main_process:
-        torch.save(trainable_state(accelerator.unwrap_model(model)), tmp / "model.pt")
-        torch.save(optimizer.state_dict(), tmp / "optimizer.pt")
+        if not sharded:
+            torch.save(trainable_state(accelerator.unwrap_model(model)), tmp / "model.pt")
+            torch.save(optimizer.state_dict(), tmp / "optimizer.pt")
         torch.save(scheduler.state_dict(), tmp / "scheduler.pt")
         if best_state is not None:
             torch.save(best_state, tmp / "best.pt")
         (tmp / "trainer.json").write_text(json.dumps(trainer_state, sort_keys=True))
-        files = {p.name: file_sha256(p) for p in sorted(tmp.iterdir())}
+        files = {p.relative_to(tmp).as_posix(): file_sha256(p) for p in sorted(tmp.rglob("*")) if p.is_file()}
         if final.exists():
             shutil.rmtree(final)
         os.replace(tmp, final)
@@ -136,8 +144,15 @@ def save(checkpoint_dir, step: int, fingerprint: str, accelerator, model, optimi
 
 def load(path: Path, accelerator, model, optimizer, scheduler) -> tuple[dict, dict | None]:
     """Restore model, optimizer, scheduler and this process's RNG; (trainer state, best state or None)."""
-    restore_state(accelerator.unwrap_model(model), torch.load(path / "model.pt", map_location="cpu"), path)
-    optimizer.load_state_dict(torch.load(path / "optimizer.pt", map_location="cpu"))
+    if _is_sharded(model):
+        from lmbias.training.fsdp import DCP_FOLDER, load_sharded
+
+        if not (path / DCP_FOLDER).is_dir():
+            raise DataError(f"checkpoint holds no sharded state ({DCP_FOLDER}/) for an FSDP run", path)
+        load_sharded(path / DCP_FOLDER, model, optimizer)
+    else:
+        restore_state(accelerator.unwrap_model(model), torch.load(path / "model.pt", map_location="cpu"), path)
+        optimizer.load_state_dict(torch.load(path / "optimizer.pt", map_location="cpu"))
     scheduler.load_state_dict(torch.load(path / "scheduler.pt"))
     rng_file = path / f"rng-{accelerator.process_index}.pt"
     rng = torch.load(rng_file)
@@ -146,3 +161,10 @@ def load(path: Path, accelerator, model, optimizer, scheduler) -> tuple[dict, di
         torch.cuda.set_rng_state(rng["cuda"])
     best = torch.load(path / "best.pt", map_location="cpu") if (path / "best.pt").is_file() else None
     return json.loads((path / "trainer.json").read_text()), best
+
+
+def _is_sharded(model) -> bool:
+    """True for a model sharded by FSDP2's fully_shard (training.distributed: fsdp)."""
+    from torch.distributed.fsdp import FSDPModule
+
+    return isinstance(model, FSDPModule)

@@ -145,14 +145,17 @@ def _train(model_name, corpus, out: Path, seed: int, s: TrainingSettings, spec, 
     from accelerate.utils import gather_object
 
     adapter = trainer.adapter
-    if adapter is None:
+    if trainer.fsdp:  # no process holds the whole model: gathered on the main process (collective)
+        final = trainer.final_model()
+        rank_sums = [weights_sha256(final)] if accelerator.is_main_process else []
+    elif adapter is None:
         rank_sums = gather_object([weights_sha256(trainer.hf_model)])
     else:  # the adapter's weights: the base is frozen
         from lmbias.training.checkpoints import trainable_state
 
         rank_sums = gather_object([state_sha256(trainable_state(trainer.hf_model))])
     if accelerator.is_main_process:
-        final = trainer.hf_model
+        final = trainer.final_model() if not trainer.fsdp else final
         with atomic_folder(out) as tmp:
             if adapter is None:
                 final.save_pretrained(tmp, safe_serialization=True)
@@ -163,7 +166,8 @@ def _train(model_name, corpus, out: Path, seed: int, s: TrainingSettings, spec, 
             write_table_atomic(pa.Table.from_pylist(rows, schema=LOG_SCHEMA), tmp / "train_log.parquet")
             info = {"model_name": model_name, "base_model": spec.source, "revision": spec.revision,
                     "family": spec.family, "corpus": str(corpus), "corpus_sha256": data.sha256, "seed": seed,
-                    "world_size": accelerator.num_processes, "settings": s.to_dict(), "steps": result.steps,
+                    "world_size": accelerator.num_processes, "distributed": s.distributed,
+                    "settings": s.to_dict(), "steps": result.steps,
                     "selected_epoch": result.selected_epoch, "resumed_from_step": result.resumed_from,
                     "examples": len(data.texts), "versions": _versions(), "weights_dtype": dtype_name(final),
                     "rank_weights_sha256": rank_sums, "base_model_commit": base_commit,

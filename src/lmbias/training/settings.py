@@ -15,6 +15,9 @@ OBJECTIVES = ("mlm", "clm", "infilling", "gpr")
 #: the objective each model family fine-tunes with (cds/cda/er); gpr is mlm-only
 FAMILY_OBJECTIVE = {"mlm": "mlm", "clm": "clm", "seq2seq": "infilling"}
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")
+#: how the processes of a multi-process job share the model: ddp = a replica each (gradients averaged);
+#: fsdp = parameters, gradients and optimizer state sharded (FSDP2, lmbias.training.fsdp)
+DISTRIBUTED = ("ddp", "fsdp")
 SELECT_EPOCH = ("last", "validation_accuracy")
 BIAS_METRICS = ("occupations_aob",)  # the cheap probe Lu et al. (section 5.3) track: occupation AOB
 #: infilling noise: BART's Poisson(3) spans redrawn every epoch, or DA-Gender's (bart_CDS.py / bart_ER.py)
@@ -111,6 +114,9 @@ class TrainingSettings:
     #: gradient_checkpointing_enable, non-reentrant): less activation memory for ~1/3 more compute, the same
     #: gradients (tested to float rounding); any objective, full fine-tuning or an adapter
     gradient_checkpointing: bool = False
+    #: ddp (default; one process: plain training) or fsdp (DISTRIBUTED; lmbias.training.fsdp): full
+    #: fine-tuning of a model whose weights, gradients and AdamW state do not fit one device
+    distributed: str = "ddp"
 
     @classmethod
     def from_dict(cls, d: dict, key: str = "settings", origins: dict | None = None) -> "TrainingSettings":
@@ -144,6 +150,7 @@ class TrainingSettings:
             raise ConfigError(f"{where('pad_to_length')}: {settings.pad_to_length!r} is below max_length "
                               f"{settings.max_length!r}; need >= max_length so every batch is pad_to_length wide")
         _check_packing(settings, where)
+        _check_fsdp(settings, where)
         if settings.padding_in_loss and settings.pad_to_length is None:
             raise ConfigError(f"{where('padding_in_loss')}: true needs pad_to_length (with dynamic padding the "
                               "pad targets would depend on which sentences share a batch)")
@@ -157,6 +164,22 @@ class TrainingSettings:
         configuration is never resumed."""
         payload = json.dumps({"settings": self.to_dict(), **extra}, sort_keys=True, default=str)
         return hashlib.sha256(payload.encode()).hexdigest()
+
+
+def _check_fsdp(s: "TrainingSettings", where) -> None:
+    """fsdp shards a full fine-tune; what runs one process alone or only half-wrapped is refused by name."""
+    if s.distributed != "fsdp":
+        return
+    if s.adapter is not None:
+        raise ConfigError(f"{where('distributed')}: fsdp shards a full fine-tune; a LoRA adapter trains a few "
+                          "parameters over a frozen base: use distributed: ddp with an adapter")
+    if s.precision == "fp16":
+        raise ConfigError(f"{where('precision')}: fp16 (loss scaling) is not available with distributed: fsdp; "
+                          "use bf16 or fp32")
+    if s.objective == "gpr" or s.eval_bias_every_steps:
+        name = "eval_bias_every_steps" if s.eval_bias_every_steps else "objective"
+        raise ConfigError(f"{where(name)}: distributed: fsdp does not run the main process's evaluation passes "
+                          "(GPR validation, the bias probe) on a sharded model; use distributed: ddp")
 
 
 def _check_packing(s: "TrainingSettings", where) -> None:
@@ -192,7 +215,8 @@ _NONNEG_FLOAT = ("weight_decay", "adam_epsilon")
 _PROBABILITY = ("mlm_probability", "infilling_mask_ratio")
 _CHOICES = {"objective": OBJECTIVES, "precision": PRECISIONS, "select_epoch": SELECT_EPOCH,
             "eval_bias_metric": BIAS_METRICS, "infilling_mode": INFILLING_MODES,
-            "infilling_layout": INFILLING_LAYOUTS, "er_lm_side": ER_LM_SIDES, "er_pooling": ER_POOLINGS}
+            "infilling_layout": INFILLING_LAYOUTS, "er_lm_side": ER_LM_SIDES, "er_pooling": ER_POOLINGS,
+            "distributed": DISTRIBUTED}
 
 
 def _is_int(v) -> bool:

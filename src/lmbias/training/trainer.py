@@ -195,11 +195,31 @@ class Trainer:
             self.total_steps = min(self.total_steps, s.max_steps)
         from transformers import get_linear_schedule_with_warmup
 
-        optimizer = _optimizer(model, s)
         warmup = s.warmup_steps if s.warmup_steps is not None else math.ceil(s.warmup_ratio * self.total_steps)
-        self.scheduler = get_linear_schedule_with_warmup(optimizer, warmup, self.total_steps)
         self.hf_model = model
-        self.model, self.optimizer = accelerator.prepare(TrainModule(model, s.objective), optimizer)
+        self.fsdp = s.distributed == "fsdp"
+        if self.fsdp:  # sharded by torch's fully_shard (lmbias.training.fsdp); the optimizer over the shards
+            from lmbias.training import fsdp
+
+            self.hf_class, self.hf_config = type(model), model.config
+            self.model = fsdp.shard(TrainModule(model, s.objective), accelerator.device, self.world,
+                                    mixed_precision(s.precision))
+            self.optimizer = _optimizer(self.model, s)
+            self.scheduler = get_linear_schedule_with_warmup(self.optimizer, warmup, self.total_steps)
+        else:
+            optimizer = _optimizer(model, s)
+            self.scheduler = get_linear_schedule_with_warmup(optimizer, warmup, self.total_steps)
+            self.model, self.optimizer = accelerator.prepare(TrainModule(model, s.objective), optimizer)
+
+    def final_model(self):
+        """The trained model as one ordinary model: FSDP's shards gathered (a collective call: every process
+        calls it; the model on the main process, None elsewhere); otherwise the model itself."""
+        if not self.fsdp:
+            return self.hf_model
+        from lmbias.training import fsdp
+
+        state = fsdp.full_state_dict(self.model, prefix="model.")
+        return fsdp.plain_model(self.hf_class, self.hf_config, state) if self.acc.is_main_process else None
 
     def _templated(self, texts: list[str]) -> list[str]:
         """clm: each text written into settings.text_template (other objectives: the text as is)."""
@@ -298,14 +318,21 @@ class Trainer:
         self.model.train()
         for k, batch in enumerate(batches):
             sync = k == len(batches) - 1
-            ctx = self.acc.no_sync(self.model) if not sync and self.world > 1 else _nullcontext()
+            if self.fsdp:  # gradients reduce-scattered on the last micro-batch only
+                self.model.set_requires_gradient_sync(sync)
+                ctx = _nullcontext()
+            else:
+                ctx = self.acc.no_sync(self.model) if not sync and self.world > 1 else _nullcontext()
             with ctx:
                 loss, lm_sum, er_sum = self._forward_loss(batch, n_tokens, n_pairs)
                 self.acc.backward(loss)
             lm_total += lm_sum
             er_total += er_sum
         if self.s.max_grad_norm is not None:
-            self.acc.clip_grad_norm_(self.model.parameters(), self.s.max_grad_norm)
+            if self.fsdp:  # the norm of the sharded gradients (DTensors) over all processes
+                torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.s.max_grad_norm)
+            else:
+                self.acc.clip_grad_norm_(self.model.parameters(), self.s.max_grad_norm)
         lr = self.scheduler.get_last_lr()[0]
         self.optimizer.step()
         self.scheduler.step()
