@@ -65,6 +65,8 @@ def test_every_configured_model_is_a_valid_spec(repo_root):
         ({"path": "p", "family": "mlmx", "revision": "local"},
          r"^models\.tiny-bert\.family: 'mlmx' is not one of mlm, clm, seq2seq, encoder$"),
         ({"path": "p", "revision": "local"}, r"^models\.tiny-bert\.family: missing"),
+        ({"path": "p", "family": "clm", "revision": "local", "max_tokens": 0},
+         r"^models\.tiny-bert\.max_tokens: 0 is not a positive integer"),
         ({"path": "p", "hub_id": "bert-base-uncased", "family": "mlm"},
          r"^models\.tiny-bert: exactly one of models\.tiny-bert\.path and models\.tiny-bert\.hub_id .*both"),
         ({"family": "mlm"}, r"^models\.tiny-bert: exactly one of .*neither"),

@@ -47,7 +47,8 @@ FAMILIES = ("mlm", "clm", "seq2seq", "encoder")
 # `training` (defaults of the methods trained from this model) is checked by lmbias.registry, not here.
 # `snapshot` is set by the workflow, not the user: the folder a hub id was fetched into (lmbias.engine.hub).
 _KNOWN_KEYS = ("path", "hub_id", "family", "revision", "tiny", "precision", "dtype", "attn_implementation",
-               "allow_pickle", "training", "snapshot", "device_map", "max_memory", "offload", "offload_folder")
+               "allow_pickle", "training", "snapshot", "device_map", "max_memory", "offload", "offload_folder",
+               "max_tokens")
 #: models.<name>.device_map strategies (Accelerate's big-model loading); or an explicit {module: device} map.
 DEVICE_MAP_STRATEGIES = ("auto", "balanced", "balanced_low_0", "sequential")
 _DEVICE = re.compile(r"(cpu|disk|mps|cuda(:\d+)?|xpu(:\d+)?)")
@@ -129,6 +130,10 @@ def model_spec(name: str, entry: Mapping, root: str | os.PathLike | None = None)
         raise ConfigError(f"{key}.attn_implementation: {attn} runs in half precision only; it needs {key}.dtype "
                           "auto (on a GPU), bf16 or fp16, not fp32")
 
+    # the scoring budget (lmbias.engine.scoring.run_batches); the workflow hands it to jobs as a resource
+    max_tokens = entry.get("max_tokens")
+    if max_tokens is not None and (isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1):
+        raise ConfigError(f"{key}.max_tokens: {max_tokens!r} is not a positive integer (padded tokens per forward pass)")
 
     revision = entry.get("revision")
     if revision is not None and not isinstance(revision, str):
@@ -406,7 +411,6 @@ def dtype_name(model) -> str:
             torch_name = str(parameter.dtype).removeprefix("torch.")
             return names.get(torch_name, torch_name)
     return ""
-
 
 
 def _weights_kwargs(spec: ModelSpec, device, torch_dtype) -> dict:
