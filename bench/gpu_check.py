@@ -1,0 +1,528 @@
+"""One-command GPU check (issue 23, section 4): lmbias's CUDA paths on a bare CUDA machine, one table.
+
+    PYTHONPATH=src python3 bench/gpu_check.py --data DIR      # DIR: a copy of the benchmark data folder
+
+Runs on a CUDA machine (no network, nothing installed but torch, transformers, accelerate, peft, pyarrow, pandas,
+scipy, scikit-learn; no snakemake, no spaCy: only lmbias modules that import neither are used):
+
+* scoring: every benchmark of config.yaml on the tiny model of each family that it applies to (built here,
+  lmbias.engine.tiny), through the scoring job (lmbias.engine.evaluation.score_benchmark_job) on CPU and on CUDA:
+  CUDA fp32 must equal CPU within 1e-4 x max(1, |score|) (absolute 1e-4, relative for sums above 1); the bf16
+  weights' largest difference is reported, not judged;
+* a short fine-tune under bf16 autocast, killed after a checkpoint (LMBIAS_TRAIN_EXIT_AFTER_STEP) and resumed:
+  the weights must equal those of the uninterrupted run;
+* a LoRA adapter trained and scored; SentenceDebias fitted and scored;
+* throughput and peak memory at bert-base and gpt2 shapes (random weights, the tiny models' tokenizers):
+  training tokens/s, CrowS-Pairs pairs/s, StereoSet items/s;
+* with two or more GPUs: a device_map split of the tiny Llama over two GPUs (scores equal one GPU's within the
+  fp32 tolerance) and, where lmbias.training.fsdp exists, a 2-process FSDP fine-tune (torch.distributed.run).
+
+Without a CUDA GPU it says so and exits 0 without running, except with --cpu: the same steps on CPU at small
+sizes (the check of this script itself; tests/test_gpu_check.py). Exit status 1 when a check fails.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "src"))
+
+#: Architectures of the tiny models, one per family (bert, roberta: mlm; gpt2, llama: clm; bart: seq2seq).
+ARCHITECTURES = ("bert", "roberta", "gpt2", "llama", "bart")
+FP32_TOLERANCE = 1e-4
+#: Libraries whose pinned version (constraints.txt) the check compares with the machine's.
+PINNED = ("torch", "transformers", "accelerate", "peft", "pyarrow", "pandas", "scipy", "scikit-learn")
+
+ROWS: list[tuple[str, str, str, str, str]] = []  # (step, check, result, detail, seconds)
+
+
+def row(step: str, check: str, result: str, detail: str = "", seconds: float | None = None) -> None:
+    ROWS.append((step, check, result, detail, "" if seconds is None else f"{seconds:.1f}"))
+    print(f"[{result}] {step} / {check}: {detail}", file=sys.stderr, flush=True)
+
+
+def guarded(step: str, check: str):
+    """A runner of fn(*args): its result, or None with a FAIL row (the error's first line) when it raises."""
+    def run(fn, *args, **kwargs):
+        began = time.perf_counter()
+        try:
+            return fn(*args, **kwargs)
+        except Exception as exc:  # noqa: BLE001 - every failure becomes a row of the table
+            traceback.print_exc()
+            row(step, check, "FAIL", f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"[:160],
+                time.perf_counter() - began)
+            return None
+    return run
+
+
+# ----------------------------------------------------------------------------------------------- environment
+
+def pinned_versions() -> dict[str, str]:
+    pins = {}
+    path = REPO / "constraints.txt"
+    if path.is_file():
+        for line in path.read_text().splitlines():
+            name, _, version = line.strip().partition("==")
+            if version and name.lower() in PINNED:
+                pins[name.lower()] = version.split(";")[0].strip()
+    return pins
+
+
+def check_environment(device: str) -> None:
+    """Installed versions against the pins; an older one is reported (the check goes on: a step that needs the
+    newer one fails in its own row)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    from packaging.version import Version
+
+    older = []
+    for name, wanted in sorted(pinned_versions().items()):
+        try:
+            have = version(name)
+        except PackageNotFoundError:
+            row("environment", name, "MISSING", f"not installed (pinned {wanted})")
+            continue
+        if Version(have) < Version(wanted):
+            older.append(f"{name} {have} < {wanted}")
+    blocked = [m for m in ("snakemake", "spacy") if _importable(m)]
+    detail = "; ".join(older) if older else "all at or above the pins"
+    row("environment", "versions vs constraints.txt", "older" if older else "ok",
+        detail + ("" if not blocked else f"; installed but unused: {', '.join(blocked)}"))
+    import torch
+
+    if device == "cuda":
+        props = torch.cuda.get_device_properties(0)
+        row("environment", "device", "ok", f"{torch.cuda.device_count()} x {props.name} "
+            f"({props.total_memory / 2**30:.0f} GiB), bf16 {'yes' if torch.cuda.is_bf16_supported() else 'no'}, "
+            f"torch {torch.__version__}, CUDA {torch.version.cuda}")
+    else:
+        row("environment", "device", "ok", f"CPU dry mode ({torch.get_num_threads()} threads), torch {torch.__version__}")
+
+
+def _importable(name: str) -> bool:
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+# ------------------------------------------------------------------------------------------------ scoring
+
+def load_config() -> dict:
+    import yaml
+
+    return yaml.safe_load((REPO / "config.yaml").read_text())
+
+
+def build_tiny(work: Path) -> dict[str, tuple[str, str]]:
+    """{architecture: (folder, family)} of the tiny models, built here."""
+    from lmbias.engine.tiny import FAMILY_OF, build_tiny_model
+
+    return {arch: (str(build_tiny_model(arch, work / "models" / f"tiny-{arch}", seed=0)), FAMILY_OF[arch])
+            for arch in ARCHITECTURES}
+
+
+def benchmark_items(config: dict, name: str, data: Path, limit: int, out: Path) -> Path:
+    import pyarrow.parquet as pq
+
+    from lmbias.parsers import parse_benchmark, required_files
+
+    entry = config["benchmarks"][name]
+    files = {f: str(data / entry["dataset"] / f) for f in required_files(entry, config["data"], name, data)}
+    path = out / f"{name}.parquet"
+    pq.write_table(subset(parse_benchmark(entry, files, name), limit), path)
+    return path
+
+
+def subset(table, limit: int):
+    """About `limit` items of a benchmark's table that still score: the first rows, or for the SEAT tables (a
+    test's targets and attributes belong together) the smallest test, `limit` rows per role (SEAT-v1/v2: per
+    unit and attribute role, limit / 2 units per target role)."""
+    columns = set(table.column_names)
+    if "test" not in columns:
+        return table.slice(0, limit)
+    frame = table.select([c for c in ("test", "role", "unit", "target_role", "attribute_role") if c in columns]).to_pandas()
+    frame = frame[frame["test"] == frame["test"].value_counts().idxmin()]
+    if {"unit", "target_role", "attribute_role"} <= columns:
+        units = set()
+        for _, group in frame.groupby("target_role", sort=False):
+            units.update(list(dict.fromkeys(group["unit"]))[:max(1, limit // 2)])
+        frame = frame[frame["unit"].isin(units)].groupby(["unit", "attribute_role"], sort=False).head(limit)
+    elif "role" in columns:
+        frame = frame.groupby("role", sort=False).head(limit)
+    return table.take(frame.index.to_numpy())
+
+
+def score(items: Path, out: Path, model: str, entry: dict, bench: str, bench_entry: dict, device: str,
+          method: dict | None = None, max_tokens: int | None = None) -> dict:
+    """Scores through the scoring job on `device` (pick_device replaced); returns the job's timing record."""
+    import pandas as pd
+    import torch
+
+    from lmbias.engine import evaluation
+
+    evaluation.pick_device = lambda: torch.device(device)
+    timing = out.with_suffix(".job.tsv")
+    evaluation.score_benchmark_job(items, out, model, entry, method or {"kind": "pretrained"}, bench, bench_entry,
+                                   max_tokens=max_tokens, timing_path=timing)
+    return pd.read_csv(timing, sep="\t").iloc[0].to_dict()
+
+
+def score_difference(reference: Path, other: Path) -> tuple[float, float]:
+    """(largest |difference| of the float score columns, the same scaled by max(1, |reference|)); inf when the
+    rows or the missing values differ."""
+    import numpy as np
+    import pandas as pd
+
+    a, b = pd.read_parquet(reference), pd.read_parquet(other)
+    if a.shape != b.shape or list(a.columns) != list(b.columns):
+        return float("inf"), float("inf")
+    worst = scaled = 0.0
+    for column in a.columns:
+        if not pd.api.types.is_float_dtype(a[column]):
+            continue
+        x, y = a[column].to_numpy(float), b[column].to_numpy(float)
+        if not np.array_equal(np.isnan(x), np.isnan(y)):
+            return float("inf"), float("inf")
+        keep = ~np.isnan(x)
+        if keep.any():
+            diff = np.abs(x[keep] - y[keep])
+            worst = max(worst, float(diff.max()))
+            scaled = max(scaled, float((diff / np.maximum(1.0, np.abs(x[keep]))).max()))
+    return worst, scaled
+
+
+def check_scoring(config, data: Path, tiny: dict, work: Path, device: str, limit: int, only: list[str] | None) -> None:
+    from lmbias import registry
+    from lmbias.errors import ConfigError, DataError
+
+    names = [n for n in config["benchmarks"] if not only or n in only]
+    for bench in names:
+        began = time.perf_counter()
+        bench_entry = config["benchmarks"][bench]
+        folder = work / "scores" / bench
+        folder.mkdir(parents=True, exist_ok=True)
+        try:
+            items = benchmark_items(config, bench, data, limit, folder)
+        except (DataError, OSError) as exc:  # the data folder's problem, not the device's
+            row("scoring", bench, "skipped", f"items not readable: {str(exc).splitlines()[0]}"[:160])
+            continue
+        fp32, bf16, models, failed = 0.0, 0.0, [], []
+        for arch, (path, family) in tiny.items():
+            try:
+                registry.check_family(bench, bench_entry, family, f"tiny-{arch}")
+            except ConfigError:
+                continue  # the benchmark does not apply to this family
+            runs = {}
+            for label, where, dtype in (("cpu", "cpu", "fp32"), ("fp32", device, "fp32"), ("bf16", device, "bf16")):
+                entry = {"path": path, "family": family, "dtype": dtype, "precision": "fp32" if dtype == "fp32" else "auto"}
+                out = folder / f"{arch}-{label}.parquet"
+                if guarded("scoring", f"{bench} tiny-{arch} {label}")(score, items, out, f"tiny-{arch}", entry, bench,
+                                                                      bench_entry, where) is None:
+                    failed.append(f"{arch} {label}")
+                    break
+                runs[label] = out
+            if len(runs) < 3:
+                continue
+            models.append(arch)
+            fp32 = max(fp32, score_difference(runs["cpu"], runs["fp32"])[1])
+            bf16 = max(bf16, score_difference(runs["cpu"], runs["bf16"])[0])
+        if failed:
+            continue  # the failing run has its own row
+        if not models:
+            row("scoring", bench, "skipped", "no tiny model of a family it applies to", time.perf_counter() - began)
+            continue
+        result = "PASS" if fp32 <= FP32_TOLERANCE else "FAIL"
+        row("scoring", bench, result, f"{device} fp32 vs cpu: largest diff / max(1, score) {fp32:.1e}; bf16 weights: "
+            f"largest diff {bf16:.2e} ({', '.join(models)}; {limit} items)", time.perf_counter() - began)
+
+
+# ------------------------------------------------------------------------------------------------ training
+
+def gap_sentences(data: Path, n: int) -> list[str]:
+    import csv
+
+    out = []
+    with open(data / "gap" / "gap-development.tsv", encoding="utf-8", newline="") as handle:
+        for record in csv.DictReader(handle, delimiter="\t"):
+            out.append(record["Text"].split(". ")[0].strip().rstrip(".") + ".")
+            if len(out) == n:
+                break
+    return out
+
+
+def write_corpus(data: Path, n: int, path: Path) -> Path:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rows = [{"doc_id": f"d{i}", "sentence_id": 0, "split": "development", "text": text, "is_counterfactual": False,
+             "changed": False} for i, text in enumerate(gap_sentences(data, n))]
+    pq.write_table(pa.Table.from_pylist(rows), path)
+    return path
+
+
+def weights(folder: Path) -> dict:
+    from safetensors.torch import load_file
+
+    return load_file(str(folder / "model.safetensors"))
+
+
+def check_kill_resume(tiny: dict, corpus: Path, work: Path, steps: int) -> None:
+    import torch
+
+    from lmbias.engine.distributed import launch_env
+    from lmbias.training.jobs import train_job
+    from lmbias.training.trainer import EXIT_ENV
+
+    began = time.perf_counter()
+    path, family = tiny["llama"]
+    entry = {"path": path, "family": family}
+    settings = {"objective": "clm", "batch_size": 4, "max_steps": steps, "epochs": 20, "learning_rate": 1e-3,
+                "max_length": 48, "precision": "bf16", "checkpoint_every_steps": 2}
+    plain = work / "train" / "plain"
+    train_job(entry, "tiny-llama", str(corpus), str(plain), 3, settings)
+    resumed = work / "train" / "resumed"
+    kill_at = max(1, steps - 1)  # exits after this step (os._exit, status 75), past a checkpoint when steps >= 3
+    cmd = [sys.executable, "-m", "lmbias.cli", "train", "--model-name", "tiny-llama", "--model-entry", json.dumps(entry),
+           "--corpus", str(corpus), "--out", str(resumed), "--seed", "3", "--settings", json.dumps(settings)]
+    env = dict(launch_env(), **{EXIT_ENV: str(kill_at), "OMP_NUM_THREADS": str(torch.get_num_threads())})
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO / "src")] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
+    killed = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+    if killed.returncode != 75:
+        row("fine-tune", "bf16 kill and resume", "FAIL", f"the killed run exited {killed.returncode}, not 75: "
+            f"{killed.stderr.strip().splitlines()[-1] if killed.stderr.strip() else ''}"[:160], time.perf_counter() - began)
+        return
+    train_job(entry, "tiny-llama", str(corpus), str(resumed), 3, settings)
+    info = json.loads((resumed / "training.json").read_text())
+    a, b = weights(plain), weights(resumed)
+    same = a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    row("fine-tune", "bf16 kill and resume", "PASS" if same else "FAIL",
+        f"tiny-llama, {steps} steps, killed after step {kill_at}, resumed from step {info.get('resumed_from_step')}: "
+        f"weights {'identical' if same else 'DIFFER'}", time.perf_counter() - began)
+
+
+def check_lora_and_sentence_debias(tiny: dict, corpus: Path, items: dict, config: dict, work: Path, device: str,
+                                   steps: int) -> None:
+    from lmbias.training.jobs import train_job
+
+    began = time.perf_counter()
+    path, family = tiny["llama"]
+    entry = {"path": path, "family": family}
+    adapter = work / "train" / "lora"
+    train_job(entry, "tiny-llama", str(corpus), str(adapter), 0,
+              {"objective": "clm", "batch_size": 4, "max_steps": steps, "epochs": 20, "learning_rate": 1e-3,
+               "max_length": 48, "precision": "bf16", "adapter": {"kind": "lora"}})
+    scored = score(items["crows_pairs"], work / "train" / "lora-crows.parquet", "tiny-llama", entry, "crows_pairs",
+                   config["benchmarks"]["crows_pairs"], device, {"kind": "cds", "model_dir": str(adapter)})
+    row("fine-tune", "LoRA train + score", "PASS" if (adapter / "adapter_config.json").is_file() else "FAIL",
+        f"tiny-llama, {steps} steps bf16; CrowS-Pairs {int(scored['items'])} pairs scored through the adapter",
+        time.perf_counter() - began)
+
+    began = time.perf_counter()
+    from lmbias.engine.models import model_spec
+    from lmbias.training.sentence_debias import fit_job
+
+    bert_path, bert_family = tiny["bert"]
+    bert = {"path": bert_path, "family": bert_family}
+    fitted = work / "train" / "sentence_debias"
+    fit_job(model_spec("tiny-bert", bert), str(corpus), str(fitted), {"limit_sentences": 200})
+    scored = score(items["crows_pairs"], work / "train" / "sd-crows.parquet", "tiny-bert", bert, "crows_pairs",
+                   config["benchmarks"]["crows_pairs"], device, {"kind": "sd", "model_dir": str(fitted)})
+    row("fine-tune", "SentenceDebias fit + score", "PASS",
+        f"tiny-bert; CrowS-Pairs {int(scored['items'])} pairs scored with the projection", time.perf_counter() - began)
+
+
+# ---------------------------------------------------------------------------------------------- throughput
+
+def random_model(arch: str, tiny_folder: str, out: Path, small: bool) -> Path:
+    """A random-weight model at bert-base (gpt2) shape with the tiny model's tokenizer; `small`: a reduced shape."""
+    import torch
+    from transformers import AutoTokenizer, BertConfig, BertForMaskedLM, GPT2Config, GPT2LMHeadModel
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_folder)
+    shape = dict(num_hidden_layers=2, hidden_size=64, num_attention_heads=2, intermediate_size=128) if small else {}
+    torch.manual_seed(0)
+    if arch == "bert":
+        config = BertConfig(**shape, pad_token_id=tokenizer.pad_token_id)
+        model = BertForMaskedLM(config)
+    else:
+        gpt = {"n_layer": shape["num_hidden_layers"], "n_embd": shape["hidden_size"], "n_head": 2} if small else {}
+        config = GPT2Config(**gpt, bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id)
+        model = GPT2LMHeadModel(config)
+    model.save_pretrained(out, safe_serialization=True)
+    tokenizer.save_pretrained(out)
+    return out
+
+
+def _peak(device: str) -> str:
+    import torch
+
+    from lmbias.engine.job_timing import peak_rss_mib
+
+    if device == "cuda":
+        return f"{torch.cuda.max_memory_allocated() / 2**20:,.0f} MiB CUDA"
+    return f"{peak_rss_mib():,.0f} MiB RSS"
+
+
+def check_throughput(tiny: dict, corpus: Path, items: dict, config: dict, work: Path, device: str, small: bool,
+                     steps: int) -> None:
+    import pandas as pd
+    import torch
+
+    from lmbias.training.jobs import train_job
+
+    for arch, label, objective in (("bert", "bert-base", "mlm"), ("gpt2", "gpt2", "clm")):
+        shape = f"{label} shape" + (" (reduced: 2 layers, width 64)" if small else "")
+        folder = random_model(arch, tiny[arch][0], work / "throughput" / arch, small)
+        entry = {"path": str(folder), "family": tiny[arch][1]}
+        began = time.perf_counter()
+        if device == "cuda":
+            torch.cuda.reset_peak_memory_stats()
+        out = work / "throughput" / f"{arch}-trained"
+        train_job(entry, label, str(corpus), str(out), 0,
+                  {"objective": objective, "batch_size": 16, "max_steps": steps, "epochs": 50, "learning_rate": 1e-4,
+                   "max_length": 128, "precision": "bf16"})
+        log = pd.read_parquet(out / "train_log.parquet")
+        rate = log["tokens_per_second"].iloc[1:].mean() if len(log) > 1 else log["tokens_per_second"].mean()
+        row("throughput", f"{shape}: training", "measured", f"{rate:,.0f} tokens/s, batch 16, bf16 autocast, "
+            f"{steps} steps; peak {_peak(device)}",
+            time.perf_counter() - began)
+        for bench, unit in (("crows_pairs", "pairs"), ("stereoset", "items")):
+            began = time.perf_counter()
+            if device == "cuda":
+                torch.cuda.reset_peak_memory_stats()
+            record = score(items[bench], work / "throughput" / f"{arch}-{bench}.parquet", label,
+                           dict(entry, dtype="fp32"), bench, config["benchmarks"][bench], device)
+            memory = (f"{record['peak_cuda_allocated_mib']:,.0f} MiB CUDA" if device == "cuda"
+                      else f"{record['peak_rss_mib']:,.0f} MiB RSS")
+            row("throughput", f"{shape}: {bench}", "measured",
+                f"{record['items'] / record['score_s']:,.1f} {unit}/s ({int(record['items'])} {unit}, fp32 weights, "
+                f"{'bf16 autocast' if device == 'cuda' else 'no autocast'}); peak {memory}", time.perf_counter() - began)
+
+
+# --------------------------------------------------------------------------------------------- multi-GPU
+
+def check_multi_gpu(tiny: dict, corpus: Path, items: dict, config: dict, work: Path, steps: int) -> None:
+    import torch
+
+    gpus = torch.cuda.device_count()
+    if gpus < 2:
+        row("multi-GPU", "device_map split, FSDP", "skipped", f"{gpus} GPU: needs two or more")
+        return
+    began = time.perf_counter()
+    path, family = tiny["llama"]
+    split = {"model.embed_tokens": 0, "model.layers.0": 0, "model.layers.1": 1, "model.norm": 1,
+             "model.rotary_emb": 1, "lm_head": 1}
+    one = work / "multi" / "one.parquet"
+    two = work / "multi" / "split.parquet"
+    one.parent.mkdir(parents=True, exist_ok=True)
+    bench = config["benchmarks"]["crows_pairs"]
+    score(items["crows_pairs"], one, "tiny-llama", {"path": path, "family": family, "dtype": "fp32",
+                                                    "precision": "fp32"}, "crows_pairs", bench, "cuda")
+    score(items["crows_pairs"], two, "tiny-llama", {"path": path, "family": family, "dtype": "fp32",
+                                                    "precision": "fp32", "device_map": split}, "crows_pairs", bench, "cuda")
+    diff = score_difference(one, two)[1]
+    row("multi-GPU", "device_map split over cuda:0, cuda:1", "PASS" if diff <= FP32_TOLERANCE else "FAIL",
+        f"tiny-llama CrowS-Pairs vs one GPU: largest diff / max(1, score) {diff:.1e}", time.perf_counter() - began)
+
+    began = time.perf_counter()
+    if not _importable("lmbias.training.fsdp"):
+        row("multi-GPU", "FSDP fine-tune", "not available", "lmbias.training.fsdp is not in this checkout")
+        return
+    from lmbias.engine.distributed import launch_env
+
+    entry = {"path": path, "family": family}
+    settings = {"objective": "clm", "batch_size": 4, "max_steps": steps, "epochs": 20, "learning_rate": 1e-3,
+                "max_length": 48, "precision": "bf16", "distributed": "fsdp"}
+    out = work / "multi" / "fsdp"
+    cmd = [sys.executable, "-m", "torch.distributed.run", f"--nproc_per_node={min(gpus, 8)}", "-m", "lmbias.cli", "train",
+           "--model-name", "tiny-llama", "--model-entry", json.dumps(entry), "--corpus", str(corpus), "--out", str(out),
+           "--seed", "0", "--settings", json.dumps(settings)]
+    env = launch_env()
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO / "src")] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
+    proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+    ok = proc.returncode == 0 and (out / "model.safetensors").is_file()
+    tail = proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else ""
+    row("multi-GPU", f"FSDP fine-tune over {min(gpus, 8)} GPUs", "PASS" if ok else "FAIL",
+        f"tiny-llama, {steps} steps bf16" + ("" if ok else f": exit {proc.returncode}: {tail}"[:160]),
+        time.perf_counter() - began)
+
+
+# ------------------------------------------------------------------------------------------------- main
+
+def print_table() -> None:
+    header = ("step", "check", "result", "detail", "s")
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(cell.replace("|", "/") for cell in r) + " |" for r in ROWS]
+    print("\n".join(lines), flush=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--data", required=True, help="the benchmark data folder (a copy of shared/data)")
+    parser.add_argument("--cpu", action="store_true", help="dry mode: the same steps on CPU at small sizes")
+    parser.add_argument("--limit", type=int, default=None, help="items per benchmark (default 64; --cpu 4)")
+    parser.add_argument("--benchmarks", default=None, help="comma-separated benchmark names (default: all)")
+    parser.add_argument("--steps", type=int, default=None, help="fine-tuning steps (default 10; --cpu 4)")
+    parser.add_argument("--work", default=None, help="working folder (default: a temporary one, removed)")
+    args = parser.parse_args(argv)
+
+    import torch
+
+    if not args.cpu and not torch.cuda.is_available():
+        print("No CUDA GPU on this machine: nothing run (bench/gpu_check.py --cpu runs the same steps on CPU).")
+        return 0
+    device = "cpu" if args.cpu else "cuda"
+    limit = args.limit or (4 if args.cpu else 64)
+    steps = args.steps or (4 if args.cpu else 10)
+    data = Path(args.data).resolve()
+    if not (data / "crows_pairs").is_dir():
+        print(f"--data {data}: not a benchmark data folder (no crows_pairs/ in it)", file=sys.stderr)
+        return 2
+    only = [b.strip() for b in args.benchmarks.split(",")] if args.benchmarks else None
+    work = Path(args.work) if args.work else Path(tempfile.mkdtemp(prefix="lmbias-gpu-check-"))
+    work.mkdir(parents=True, exist_ok=True)
+    started = time.perf_counter()
+    try:
+        check_environment(device)
+        config = load_config()
+        tiny = guarded("setup", "tiny models")(build_tiny, work)
+        if tiny is None:
+            print_table()
+            return 1
+        check_scoring(config, data, tiny, work, device, limit, only)
+        corpus = write_corpus(data, 64 if args.cpu else 512, work / "corpus.parquet")
+        (work / "items").mkdir(exist_ok=True)
+        items = {b: benchmark_items(config, b, data, n, work / "items")
+                 for b, n in (("crows_pairs", limit if args.cpu else 256), ("stereoset", limit if args.cpu else 256))}
+        guarded("fine-tune", "bf16 kill and resume")(check_kill_resume, tiny, corpus, work, steps)
+        guarded("fine-tune", "LoRA, SentenceDebias")(check_lora_and_sentence_debias, tiny, corpus, items, config, work,
+                                                      device, steps)
+        guarded("throughput", "bert-base, gpt2 shapes")(check_throughput, tiny, corpus, items, config, work, device,
+                                                         args.cpu, steps)
+        if device == "cuda":
+            guarded("multi-GPU", "device_map, FSDP")(check_multi_gpu, tiny, corpus, items, config, work, steps)
+        else:
+            row("multi-GPU", "device_map split, FSDP", "skipped", "CPU dry mode (tests/test_device_map.py covers maps on CPU)")
+    finally:
+        if not args.work:
+            shutil.rmtree(work, ignore_errors=True)
+    row("total", "wall time", "ok", f"{time.perf_counter() - started:.0f} s", time.perf_counter() - started)
+    print_table()
+    return 1 if any(r[2] == "FAIL" for r in ROWS) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
