@@ -27,6 +27,7 @@ import torch
 import yaml
 from safetensors.torch import load_file
 
+from gap_corpora import gap_sentences, write_cda, write_gpr
 from lmbias.benchmarks.crows_pairs import score_crows_pairs
 from lmbias.corpora.counterfactual import Swapper, load_lexicon
 from lmbias.engine.distributed import launch_env
@@ -55,20 +56,6 @@ def tiny(tmp_path_factory) -> dict[str, Path]:
                                         planted_bias={"he": 8.0, "him": 8.0, "his": 8.0})}
 
 
-def _gap_sentences(shared_data: Path, n: int) -> list[str]:
-    import csv
-
-    out = []
-    with open(shared_data / "gap" / "gap-development.tsv", encoding="utf-8", newline="") as f:
-        for row in csv.DictReader(f, delimiter="\t"):
-            first = re.split(r"(?<=\.) ", row["Text"])[0]
-            if len(first.split()) <= 40:
-                out.append(first)
-            if len(out) == n:
-                break
-    return out
-
-
 _MALE = {"she": "he", "her": "his", "hers": "his", "herself": "himself", "She": "He", "Her": "His"}
 
 
@@ -77,26 +64,14 @@ def corpora(tmp_path_factory, shared_data) -> dict[str, Path]:
     """Real GAP sentences: CDS at swap rate 1 (every sentence swapped, as results/corpora/gap/cds-1.0), the CDA
     pairs ER reads, the same sentences with every female word made male (the control), and a GPR corpus."""
     root = tmp_path_factory.mktemp("lora-corpora")
-    texts = _gap_sentences(shared_data, 64)
+    texts = gap_sentences(shared_data, 64)
     swapped = Swapper(load_lexicon(cds_pairs=shared_data / "cds" / "cda_default_pairs.json"),
                       intervention="naive").swap_texts(texts)
     pq.write_table(pa.Table.from_pylist([{"text": t} for t in swapped]), root / "cds.parquet")
     male = [re.sub(r"\b(" + "|".join(_MALE) + r")\b", lambda m: _MALE[m.group(1)], t) for t in texts]
     pq.write_table(pa.Table.from_pylist([{"text": t} for t in male]), root / "male.parquet")
-    rows = []
-    for i, (t, c) in enumerate(zip(texts, swapped)):
-        for cf, text in ((False, t), (True, c)):
-            rows.append({"doc_id": f"dev-{i}", "sentence_id": 0, "split": "development", "text": text,
-                         "is_counterfactual": cf, "changed": cf and c != t})
-    pq.write_table(pa.Table.from_pylist(rows), root / "cda.parquet")
-    gpr = []
-    for i, t in enumerate(_gap_sentences(shared_data, 300)):
-        m = re.search(r"\b(he|she|his|her)\b", t)
-        if m:
-            gpr.append({"example_id": str(i), "text": t[: m.start()] + "[PRONOUN]" + t[m.end():], "label": m.group(1),
-                        "gender": "male" if m.group(1) in ("he", "his") else "female",
-                        "split": "validation" if len(gpr) % 4 == 3 else "train"})
-    pq.write_table(pa.Table.from_pylist(gpr[:48]), root / "gpr.parquet")
+    write_cda(texts, swapped, root / "cda.parquet")
+    write_gpr(shared_data, 300, 48, root / "gpr.parquet")
     return {"cds": root / "cds.parquet", "male": root / "male.parquet", "cda": root / "cda.parquet",
             "gpr": root / "gpr.parquet"}
 

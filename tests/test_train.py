@@ -8,7 +8,6 @@ import os
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
 
-import csv
 import json
 import logging
 import re
@@ -18,12 +17,12 @@ import sys
 from pathlib import Path
 
 import numpy as np
-import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import torch
 from safetensors.torch import load_file
 
+from gap_corpora import gap_sentences, write_cda, write_gpr
 from lmbias.corpora.counterfactual import Swapper, load_lexicon
 from lmbias.engine.distributed import launch_command, launch_env
 from lmbias.engine.models import load_model, model_spec
@@ -48,39 +47,15 @@ def entry(tiny, arch) -> dict:
     return {"path": str(tiny[arch]), "family": FAMILY_OF[arch]}
 
 
-def _gap_sentences(shared_data: Path, n: int) -> list[str]:
-    out = []
-    with open(shared_data / "gap" / "gap-development.tsv", encoding="utf-8", newline="") as f:
-        for row in csv.DictReader(f, delimiter="\t"):
-            first = re.split(r"(?<=\.) ", row["Text"])[0]
-            if len(first.split()) <= 40:
-                out.append(first)
-            if len(out) == n:
-                return out
-    return out
-
-
 @pytest.fixture(scope="module")
 def corpora(tmp_path_factory, shared_data) -> dict[str, Path]:
     """A CDA-shaped corpus of real GAP sentences with naive dictionary swaps, and a GPR corpus made from the
     GAP sentences holding he/she/his/her (the first such pronoun -> [PRONOUN])."""
     root = tmp_path_factory.mktemp("train-corpora")
-    texts = _gap_sentences(shared_data, 48)
+    texts = gap_sentences(shared_data, 48)
     swapper = Swapper(load_lexicon(cds_pairs=shared_data / "cds" / "cda_default_pairs.json"), intervention="naive")
-    rows = []
-    for i, (t, c) in enumerate(zip(texts, swapper.swap_texts(texts))):
-        for cf, text in ((False, t), (True, c)):
-            rows.append({"doc_id": f"dev-{i}", "sentence_id": 0, "split": "development", "text": text,
-                         "is_counterfactual": cf, "changed": cf and c != t})
-    pq.write_table(pa.Table.from_pylist(rows), root / "cda.parquet")
-    gpr = []
-    for i, t in enumerate(_gap_sentences(shared_data, 400)):
-        m = re.search(r"\b(he|she|his|her)\b", t)
-        if m:
-            gpr.append({"example_id": str(i), "text": t[: m.start()] + "[PRONOUN]" + t[m.end():], "label": m.group(1),
-                        "gender": "male" if m.group(1) in ("he", "his") else "female",
-                        "split": "validation" if len(gpr) % 4 == 3 else "train"})
-    pq.write_table(pa.Table.from_pylist(gpr[:64]), root / "gpr.parquet")
+    write_cda(texts, swapper.swap_texts(texts), root / "cda.parquet")
+    write_gpr(shared_data, 400, 64, root / "gpr.parquet")
     return {"cda": root / "cda.parquet", "gpr": root / "gpr.parquet"}
 
 

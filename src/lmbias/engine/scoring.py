@@ -573,6 +573,19 @@ class MaskedIdsRequest:
     candidates: tuple[int, ...]
 
 
+def _positions_to_read(batch, needed) -> tuple[list[int], list[int], list[tuple[int, int]], list[list[int]]]:
+    """For the inputs of one batch (ids into `needed`: {input id: {position: candidate ids}}), the batch row and
+    position of every distribution to read, its (input id, position) key and its sorted candidates."""
+    rows, cols, keys, cands = [], [], [], []
+    for row, uid in enumerate(batch):
+        for pos, wanted in sorted(needed[uid].items()):
+            rows.append(row)
+            cols.append(pos)
+            keys.append((uid, pos))
+            cands.append(sorted(wanted))
+    return rows, cols, keys, cands
+
+
 def masked_logprobs_ids(
     model,
     tokenizer,
@@ -607,13 +620,7 @@ def masked_logprobs_ids(
 
     def run(batch):
         ids, attn = _pad([seqs[i] for i in batch], pad_id, device)
-        rows, cols, keys, cands = [], [], [], []
-        for row, uid in enumerate(batch):
-            for pos, wanted in sorted(needed[uid].items()):
-                rows.append(row)
-                cols.append(pos)
-                keys.append((uid, pos))
-                cands.append(sorted(wanted))
+        rows, cols, keys, cands = _positions_to_read(batch, needed)
         if hasattr(model, "logits_at"):
             logits = model.logits_at(ids, attn, rows, cols)
         elif head is not None:
@@ -733,13 +740,7 @@ def infill_logprobs_ids(
     def run(batch):
         enc_ids, enc_attn = _pad([list(runs[i][0]) for i in batch], pad_id, device)
         dec_ids, dec_attn = _pad([list(runs[i][1]) for i in batch], pad_id, device)
-        rows, cols, keys, cands = [], [], [], []
-        for row, rid in enumerate(batch):
-            for pos, wanted in sorted(needed[rid].items()):
-                rows.append(row)
-                cols.append(pos)
-                keys.append((rid, pos))
-                cands.append(sorted(wanted))
+        rows, cols, keys, cands = _positions_to_read(batch, needed)
         logits = _seq2seq_logits_at(model, enc_ids, enc_attn, dec_ids, dec_attn, rows, cols)
         _keep_candidates(results, torch.log_softmax(logits.double(), -1), keys, cands)
         stats.forward_passes += 1
