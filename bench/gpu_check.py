@@ -14,8 +14,9 @@ scipy, scikit-learn; no snakemake, no spaCy: only lmbias modules that import nei
 * a LoRA adapter trained and scored; SentenceDebias fitted and scored;
 * throughput and peak memory at bert-base and gpt2 shapes (random weights, the tiny models' tokenizers):
   training tokens/s, CrowS-Pairs pairs/s, StereoSet items/s;
-* with two or more GPUs: a device_map split of the tiny Llama over two GPUs (scores equal one GPU's within the
-  fp32 tolerance) and, where lmbias.training.fsdp exists, a 2-process FSDP fine-tune (torch.distributed.run).
+* a device_map split of the tiny Llama (two GPUs; with one GPU: the GPU and the CPU): scores equal the plain
+  load's within the fp32 tolerance; with two or more GPUs, where lmbias.training.fsdp exists, an FSDP fine-tune
+  with one process per GPU through the project's launcher (accelerate launch).
 
 Without a CUDA GPU it says so and exits 0 without running, except with --cpu: the same steps on CPU at small
 sizes (the check of this script itself; tests/test_gpu_check.py). Exit status 1 when a check fails.
@@ -353,13 +354,14 @@ def random_model(arch: str, tiny_folder: str, out: Path, small: bool) -> Path:
 
     tokenizer = AutoTokenizer.from_pretrained(tiny_folder)
     shape = dict(num_hidden_layers=2, hidden_size=64, num_attention_heads=2, intermediate_size=128) if small else {}
+    vocab = {"vocab_size": len(tokenizer)} if small else {}  # full size: bert-base's 30,522, gpt2's 50,257
     torch.manual_seed(0)
     if arch == "bert":
-        config = BertConfig(**shape, pad_token_id=tokenizer.pad_token_id)
+        config = BertConfig(**shape, **vocab, pad_token_id=tokenizer.pad_token_id)
         model = BertForMaskedLM(config)
     else:
         gpt = {"n_layer": shape["num_hidden_layers"], "n_embd": shape["hidden_size"], "n_head": 2} if small else {}
-        config = GPT2Config(**gpt, bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id)
+        config = GPT2Config(**gpt, **vocab, bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id)
         model = GPT2LMHeadModel(config)
     model.save_pretrained(out, safe_serialization=True)
     tokenizer.save_pretrained(out)
@@ -384,7 +386,7 @@ def check_throughput(tiny: dict, corpus: Path, items: dict, config: dict, work: 
     from lmbias.training.jobs import train_job
 
     for arch, label, objective in (("bert", "bert-base", "mlm"), ("gpt2", "gpt2", "clm")):
-        shape = f"{label} shape" + (" (reduced: 2 layers, width 64)" if small else "")
+        shape = f"{label} shape" + (" (reduced: 2 layers, width 64, tiny vocabulary)" if small else "")
         folder = random_model(arch, tiny[arch][0], work / "throughput" / arch, small)
         entry = {"path": str(folder), "family": tiny[arch][1]}
         began = time.perf_counter()
@@ -414,50 +416,63 @@ def check_throughput(tiny: dict, corpus: Path, items: dict, config: dict, work: 
 
 # --------------------------------------------------------------------------------------------- multi-GPU
 
-def check_multi_gpu(tiny: dict, corpus: Path, items: dict, config: dict, work: Path, steps: int) -> None:
+def check_split(tiny: dict, items: dict, config: dict, work: Path, device: str) -> None:
+    """The tiny Llama dispatched by a device_map (lmbias.engine.models): two GPUs when there are, one GPU and the
+    CPU with one GPU; in the CPU dry mode the CPU and a disk-offloaded layer. Scores equal the plain load's."""
     import torch
 
-    gpus = torch.cuda.device_count()
-    if gpus < 2:
-        row("multi-GPU", "device_map split, FSDP", "skipped", f"{gpus} GPU: needs two or more")
-        return
     began = time.perf_counter()
+    gpus = torch.cuda.device_count() if device == "cuda" else 0
+    first, second = (0, 1) if gpus >= 2 else (0, "cpu") if gpus == 1 else ("cpu", "disk")
+    split = {"model.embed_tokens": first, "model.layers.0": first, "model.layers.1": second, "model.norm": first,
+             "model.rotary_emb": first, "lm_head": first}
     path, family = tiny["llama"]
-    split = {"model.embed_tokens": 0, "model.layers.0": 0, "model.layers.1": 1, "model.norm": 1,
-             "model.rotary_emb": 1, "lm_head": 1}
-    one = work / "multi" / "one.parquet"
-    two = work / "multi" / "split.parquet"
-    one.parent.mkdir(parents=True, exist_ok=True)
+    folder = work / "split"
+    folder.mkdir(parents=True, exist_ok=True)
     bench = config["benchmarks"]["crows_pairs"]
-    score(items["crows_pairs"], one, "tiny-llama", {"path": path, "family": family, "dtype": "fp32",
-                                                    "precision": "fp32"}, "crows_pairs", bench, "cuda")
-    score(items["crows_pairs"], two, "tiny-llama", {"path": path, "family": family, "dtype": "fp32",
-                                                    "precision": "fp32", "device_map": split}, "crows_pairs", bench, "cuda")
-    diff = score_difference(one, two)[1]
-    row("multi-GPU", "device_map split over cuda:0, cuda:1", "PASS" if diff <= FP32_TOLERANCE else "FAIL",
-        f"tiny-llama CrowS-Pairs vs one GPU: largest diff / max(1, score) {diff:.1e}", time.perf_counter() - began)
+    plain = {"path": path, "family": family, "dtype": "fp32", "precision": "fp32"}
+    score(items["crows_pairs"], folder / "one.parquet", "tiny-llama", plain, "crows_pairs", bench, device)
+    score(items["crows_pairs"], folder / "split.parquet", "tiny-llama",
+          dict(plain, device_map=split, offload=second == "disk"), "crows_pairs", bench, device)
+    diff = score_difference(folder / "one.parquet", folder / "split.parquet")[1]
+    where = {0: "cuda:0", 1: "cuda:1"}
+    row("multi-GPU", f"device_map split over {where.get(first, first)} and {where.get(second, second)}",
+        "PASS" if diff <= FP32_TOLERANCE else "FAIL",
+        f"tiny-llama CrowS-Pairs vs plain load: largest diff / max(1, score) {diff:.1e}", time.perf_counter() - began)
+
+
+def check_fsdp(tiny: dict, corpus: Path, work: Path, device: str, steps: int) -> None:
+    """A 2-process (GPU: one per GPU) FSDP fine-tune through the project's launcher (accelerate launch,
+    lmbias.engine.distributed.launch_command); on CPU its gloo variant."""
+    import torch
+
+    from lmbias.engine import distributed
 
     began = time.perf_counter()
+    gpus = torch.cuda.device_count() if device == "cuda" else 0
+    if device == "cuda" and gpus < 2:
+        row("multi-GPU", "FSDP fine-tune", "skipped", f"{gpus} GPU: needs two or more")
+        return
     if not _importable("lmbias.training.fsdp"):
         row("multi-GPU", "FSDP fine-tune", "not available", "lmbias.training.fsdp is not in this checkout")
         return
-    from lmbias.engine.distributed import launch_env
-
-    entry = {"path": path, "family": family}
-    settings = {"objective": "clm", "batch_size": 4, "max_steps": steps, "epochs": 20, "learning_rate": 1e-3,
-                "max_length": 48, "precision": "bf16", "distributed": "fsdp"}
-    out = work / "multi" / "fsdp"
-    cmd = [sys.executable, "-m", "torch.distributed.run", f"--nproc_per_node={min(gpus, 8)}", "-m", "lmbias.cli", "train",
-           "--model-name", "tiny-llama", "--model-entry", json.dumps(entry), "--corpus", str(corpus), "--out", str(out),
-           "--seed", "0", "--settings", json.dumps(settings)]
-    env = launch_env()
-    env["PYTHONPATH"] = os.pathsep.join([str(REPO / "src")] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
-    proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
-    ok = proc.returncode == 0 and (out / "model.safetensors").is_file()
+    processes = min(gpus, 8) if device == "cuda" else 2
+    path, family = tiny["llama"]
+    out = work / "fsdp"
+    args = ["--model-name", "tiny-llama", "--model-entry", json.dumps({"path": path, "family": family}), "--corpus",
+            str(corpus), "--out", str(out), "--seed", "0", "--settings",
+            json.dumps({"objective": "clm", "batch_size": 2, "max_steps": steps, "epochs": 20, "learning_rate": 1e-3,
+                        "max_length": 48, "precision": "bf16" if device == "cuda" else "fp32",
+                        "distributed": "fsdp"})]
+    cmd = distributed.launch_command(processes, distributed.main_process_port(str(out)), args, cpu=device == "cpu",
+                                     subcommand="train")
+    proc = subprocess.run(cmd, cwd=REPO, env=distributed.launch_env(), capture_output=True, text=True, timeout=600)
+    info = json.loads((out / "training.json").read_text()) if (out / "training.json").is_file() else {}
+    ok = proc.returncode == 0 and (out / "model.safetensors").is_file() and info.get("world_size") == processes
     tail = proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else ""
-    row("multi-GPU", f"FSDP fine-tune over {min(gpus, 8)} GPUs", "PASS" if ok else "FAIL",
-        f"tiny-llama, {steps} steps bf16" + ("" if ok else f": exit {proc.returncode}: {tail}"[:160]),
-        time.perf_counter() - began)
+    row("multi-GPU", f"FSDP fine-tune, {processes} processes", "PASS" if ok else "FAIL",
+        f"tiny-llama, {steps} steps, {'bf16' if device == 'cuda' else 'fp32, gloo'}"
+        + ("" if ok else f": exit {proc.returncode}: {tail}"[:160]), time.perf_counter() - began)
 
 
 # ------------------------------------------------------------------------------------------------- main
@@ -512,10 +527,8 @@ def main(argv: list[str] | None = None) -> int:
                                                       device, steps)
         guarded("throughput", "bert-base, gpt2 shapes")(check_throughput, tiny, corpus, items, config, work, device,
                                                          args.cpu, steps)
-        if device == "cuda":
-            guarded("multi-GPU", "device_map, FSDP")(check_multi_gpu, tiny, corpus, items, config, work, steps)
-        else:
-            row("multi-GPU", "device_map split, FSDP", "skipped", "CPU dry mode (tests/test_device_map.py covers maps on CPU)")
+        guarded("multi-GPU", "device_map split")(check_split, tiny, items, config, work, device)
+        guarded("multi-GPU", "FSDP fine-tune")(check_fsdp, tiny, corpus, work, device, steps)
     finally:
         if not args.work:
             shutil.rmtree(work, ignore_errors=True)
