@@ -1,6 +1,7 @@
 """Snakemake script: per-item scores of one benchmark for one model/method/seed.
 
-resources.gpu <= 1: scored in this process. resources.gpu = N > 1 (profile set-resources): N data-parallel
+resources.gpu <= 1, or a model entry with a device_map (one process, the model spread over the job's GPUs):
+scored in this process. resources.gpu = N > 1 (profile set-resources): N data-parallel
 processes through `accelerate launch` (resources/accelerate/multi_gpu.yaml, a rendezvous port derived from
 the output path so concurrent jobs on one node do not collide); see lmbias.engine.distributed.
 """
@@ -35,7 +36,8 @@ job = dict(
     timing_path=snakemake.log.timing,  # noqa: F821
 )
 gpus = int(getattr(snakemake.resources, "gpu", 1) or 0)  # noqa: F821
-if gpus <= 1:
+# A model dispatched over the job's GPUs (models.<model>.device_map) is one process that uses all of them.
+if gpus <= 1 or job["model_entry"].get("device_map") is not None:
     score_benchmark_job(**job)
 else:
     args = ["--items", job["items_path"], "--output", job["output_path"], "--model", job["model_name"],
