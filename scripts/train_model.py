@@ -2,9 +2,13 @@
 
 resources.gpu <= 1: trained in this process. resources.gpu = N > 1: N data-parallel processes through
 `accelerate launch ... -m lmbias.cli train` with a rendezvous port derived from the output path.
+resources.tasks = N > 1 (a Slurm profile, with resources.mpi, the executor's launcher, e.g. "srun"): one
+process per task of the job's allocation, on any number of nodes, started by `srun`; each takes its rank
+and rendezvous from Slurm's variables (lmbias.engine.distributed.slurm_rendezvous).
 """
 
 import json
+import os
 import shlex
 import subprocess
 import sys
@@ -25,14 +29,25 @@ job = dict(
     settings=snakemake.params.settings,  # noqa: F821
 )
 gpus = int(getattr(snakemake.resources, "gpu", 1) or 0)  # noqa: F821
-if gpus <= 1:
+tasks = int(getattr(snakemake.resources, "tasks", 1) or 1)  # noqa: F821
+args = ["--model-name", job["model_name"], "--model-entry", json.dumps(job["model_entry"]),
+        "--corpus", job["corpus"], "--out", job["out_dir"], "--seed", str(job["seed"]),
+        "--settings", json.dumps(job["settings"])]
+if tasks > 1:
+    from lmbias.engine.distributed import slurm_launch_command, slurm_launch_env
+
+    if not os.environ.get("SLURM_JOB_ID"):
+        sys.exit("resources.tasks > 1 starts one process per Slurm task with srun: run it under a Slurm profile "
+                 "(profiles/slurm); on one machine use resources.gpu")
+    launcher = str(getattr(snakemake.resources, "mpi", "srun") or "srun")  # noqa: F821
+    cmd = slurm_launch_command(tasks, args, launcher=launcher)
+    print("launching:", shlex.join(cmd), file=sys.stderr, flush=True)
+    subprocess.run(cmd, check=True, env=slurm_launch_env(), stdout=sys.stderr, stderr=sys.stderr)
+elif gpus <= 1:
     from lmbias.training.jobs import train_job
 
     train_job(**job)
 else:
-    args = ["--model-name", job["model_name"], "--model-entry", json.dumps(job["model_entry"]),
-            "--corpus", job["corpus"], "--out", job["out_dir"], "--seed", str(job["seed"]),
-            "--settings", json.dumps(job["settings"])]
     port = main_process_port(str(Path(job["out_dir"]).resolve()))
     cmd = launch_command(gpus, port, args, subcommand="train")
     print("launching:", shlex.join(cmd), file=sys.stderr, flush=True)

@@ -110,3 +110,56 @@ def test_fsdp_refuses_what_it_cannot_shard(extra, key):
         TrainingSettings.from_dict(dict(SETTINGS, distributed="fsdp", **extra))
     with pytest.raises(ConfigError, match="settings.distributed"):
         TrainingSettings.from_dict(dict(SETTINGS, distributed="zero3"))
+
+
+# ------------------------------------------------------------------------- Slurm: one process per task
+
+def test_slurm_rendezvous_from_the_task_environment():
+    from lmbias.engine.distributed import slurm_launch_command, slurm_rendezvous
+
+    env = {"SLURM_PROCID": "5", "SLURM_NTASKS": "8", "SLURM_LOCALID": "1", "SLURM_JOB_ID": "123456",
+           "SLURM_STEP_NODELIST": "gpu[07-08]", "SLURM_STEP_TASKS_PER_NODE": "4(x2)", "SLURM_JOB_NODELIST": "other"}
+    hosts = []
+    got = slurm_rendezvous(env, first_host=lambda nodes: hosts.append(nodes) or "gpu07")
+    assert got == {"RANK": "5", "WORLD_SIZE": "8", "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "4", "MASTER_ADDR": "gpu07",
+                   "MASTER_PORT": str(20000 + 123456 % 20000)}
+    assert hosts == ["gpu[07-08]"]
+    assert slurm_rendezvous(env, first_host=lambda _: "gpu07", visible_gpus=1)["LOCAL_RANK"] == "0"  # bound GPU
+    with pytest.raises(RuntimeError, match="SLURM_PROCID"):
+        slurm_rendezvous({k: v for k, v in env.items() if k != "SLURM_PROCID"}, first_host=lambda _: "x")
+    cmd = slurm_launch_command(8, ["--out", "o"], launcher="srun --mpi=none")
+    assert cmd[:4] == ["srun", "--mpi=none", "--ntasks=8", "--kill-on-bad-exit=1"]
+    assert cmd[-5:] == ["lmbias.cli", "-v", "train", "--out", "o"]
+
+
+def test_tasks_started_like_srun_train_as_the_two_process_launch(setup, tmp_path):
+    """Two plain processes with the variables srun gives its tasks (no torchrun, no accelerate launch) train
+    the same weights as the 2-process accelerate launch of the first test's settings."""
+    from lmbias.engine.distributed import slurm_launch_env
+
+    entry, corpus = setup
+    settings = dict(SETTINGS, batch_size=2, distributed="fsdp", max_steps=2)
+    ref = tmp_path / "launched"
+    assert _launch(setup, ref, settings).returncode == 0
+    out = tmp_path / "tasks"
+    port = main_process_port(str(out))
+    base = dict(slurm_launch_env(), SLURM_NTASKS="2", SLURM_JOB_ID=str(port - 20000), SLURM_STEP_NODELIST="localhost",
+                SLURM_STEP_TASKS_PER_NODE="2", MASTER_ADDR="127.0.0.1", OMP_NUM_THREADS="1")
+    args = ["--model-name", "tiny-llama", "--model-entry", json.dumps(entry), "--corpus", str(corpus), "--out",
+            str(out), "--seed", "0", "--settings", json.dumps(settings)]
+    import sys
+
+    procs = [subprocess.Popen([sys.executable, "-m", "lmbias.cli", "train", *args],
+                              env=dict(base, SLURM_PROCID=str(r), SLURM_LOCALID=str(r)), stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True) for r in range(2)]
+    try:
+        logs = [p.communicate(timeout=120)[0] for p in procs]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+    assert [p.returncode for p in procs] == [0, 0], logs[0][-3000:] + logs[1][-3000:]
+    assert json.loads((out / "training.json").read_text())["world_size"] == 2
+    a, b = _weights(ref), _weights(out)
+    for k in a:
+        np.testing.assert_allclose(b[k].numpy(), a[k].numpy(), atol=FSDP_ATOL, rtol=0, err_msg=k)

@@ -216,3 +216,64 @@ def launch_env() -> dict[str, str]:
     src = str(REPO_ROOT / "src")
     env["PYTHONPATH"] = src + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     return env
+
+
+# ------------------------------------------------------------------------------ Slurm: one process per task
+
+#: set by slurm_launch_env: the processes `srun` starts take their rank and rendezvous from Slurm
+SLURM_LAUNCH_ENV = "LMBIAS_SLURM_LAUNCH"
+
+
+def slurm_launch_command(tasks: int, args: list[str], launcher: str = "srun", subcommand: str = "train") -> list[str]:
+    """`srun --ntasks=<tasks> ... python -m lmbias.cli <subcommand> <args>`: one process per task of the job's
+    allocation (any number of nodes). `launcher` is the rule's resources.mpi (the executor plugin's way to
+    run a job's own `srun`; e.g. "srun --mpi=none")."""
+    import shlex
+
+    return [*shlex.split(launcher), f"--ntasks={tasks}", "--kill-on-bad-exit=1", sys.executable, "-m", "lmbias.cli",
+            "-v", subcommand, *args]
+
+
+def slurm_launch_env() -> dict[str, str]:
+    """launch_env plus the flag that makes each task map Slurm's variables to torch's (slurm_rendezvous)."""
+    return dict(launch_env(), **{SLURM_LAUNCH_ENV: "1"})
+
+
+def _first_host(nodelist: str) -> str:
+    """The address of the first node of a Slurm node list (`scontrol show hostnames LIST | head -1`, then that
+    node's NodeAddr from `scontrol show node`: a NodeName need not be a resolvable host name)."""
+    import re
+    import subprocess
+
+    out = subprocess.run(["scontrol", "show", "hostnames", nodelist], capture_output=True, text=True, check=True)
+    name = out.stdout.split()[0]
+    node = subprocess.run(["scontrol", "show", "node", "--oneliner", name], capture_output=True, text=True)
+    found = re.search(r"\bNodeAddr=(\S+)", node.stdout)
+    return found.group(1) if node.returncode == 0 and found else name
+
+
+def slurm_rendezvous(environ: dict[str, str], first_host=_first_host, visible_gpus: int = 0) -> dict[str, str]:
+    """torch.distributed's env:// variables of one task started by `srun`, from its Slurm environment:
+    RANK = SLURM_PROCID, WORLD_SIZE = SLURM_NTASKS, LOCAL_RANK = SLURM_LOCALID, LOCAL_WORLD_SIZE = the tasks
+    on this node, MASTER_ADDR = the first host of the step's (else the job's) node list (where rank 0 runs;
+    a MASTER_ADDR the site exports wins),
+    MASTER_PORT = 20000 + job id mod 20000 (the same in every task, different for concurrent jobs).
+    A task that sees exactly one GPU (Slurm bound one GPU per task, e.g. --ntasks-per-gpu=1) gets LOCAL_RANK 0,
+    the index of that GPU (the device is chosen by LOCAL_RANK)."""
+    try:
+        nodelist = environ.get("SLURM_STEP_NODELIST") or environ.get("SLURM_JOB_NODELIST") or environ["SLURM_NODELIST"]
+        tasks_here = environ.get("SLURM_STEP_TASKS_PER_NODE") or environ.get("SLURM_TASKS_PER_NODE") or "1"
+        return {"RANK": environ["SLURM_PROCID"], "WORLD_SIZE": environ["SLURM_NTASKS"],
+                "LOCAL_RANK": "0" if visible_gpus == 1 else environ["SLURM_LOCALID"],
+                "LOCAL_WORLD_SIZE": str(int(tasks_here.split("(")[0].split(",")[0])),
+                "MASTER_ADDR": environ.get("MASTER_ADDR") or first_host(nodelist), "MASTER_PORT": str(20000 + int(environ["SLURM_JOB_ID"]) % 20000)}
+    except KeyError as exc:
+        raise RuntimeError(f"{SLURM_LAUNCH_ENV} is set but the Slurm variable {exc.args[0]} is missing: start "
+                           "this process with srun inside a Slurm job") from None
+
+
+def apply_slurm_rendezvous() -> None:
+    """In a process started by slurm_launch_command: set torch's rendezvous variables from Slurm's (before
+    Accelerate starts the process group); elsewhere nothing."""
+    if os.environ.get(SLURM_LAUNCH_ENV) == "1" and "RANK" not in os.environ:
+        os.environ.update(slurm_rendezvous(dict(os.environ), visible_gpus=torch.cuda.device_count()))

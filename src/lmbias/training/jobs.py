@@ -90,6 +90,9 @@ def train_job(model_entry: dict, model_name: str, corpus: str, out_dir: str, see
         raise ConfigError(f"seed: {seed!r} is not an integer")
     out = Path(out_dir)
     ckpt = Path(checkpoint_dir) if checkpoint_dir else out.with_name(out.name + ".checkpoints")
+    from lmbias.engine.distributed import apply_slurm_rendezvous
+
+    apply_slurm_rendezvous()  # a task started by srun: its rank (which process locks) from Slurm's variables
     # One process per output: a duplicate job (an orphan of a lost session still running) stops here.
     with training_lock(ckpt) if is_main_process() else contextlib.nullcontext():
         _train(model_name, corpus, out, seed, s, spec, ckpt, logger)

@@ -113,6 +113,9 @@ def make_accelerator(precision: str = "auto"):
     from accelerate import Accelerator
     from accelerate.utils import parse_flag_from_env
 
+    from lmbias.engine.distributed import apply_slurm_rendezvous
+
+    apply_slurm_rendezvous()  # a task started by srun (resources.tasks > 1): rank and rendezvous from Slurm
     cpu = parse_flag_from_env("ACCELERATE_USE_CPU") or not torch.cuda.is_available()
     return Accelerator(cpu=cpu, mixed_precision=mixed_precision(precision))
 
