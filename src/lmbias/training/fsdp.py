@@ -64,7 +64,8 @@ def shard(module: torch.nn.Module, device: torch.device, world: int, mode: str) 
                                              store=torch.distributed.HashStore(), rank=0, world_size=1)
     mesh = init_device_mesh(device.type, (world,))
     policy = mixed_precision_policy(mode)
-    module.to(device)
+    # no module.to(device) first: each fully_shard call moves its own unit's weights to the mesh's device and
+    # shards them, so a GPU holds one whole layer at a time, never the whole model
     names = layer_classes(module)
     for sub in list(module.modules()):
         if type(sub).__name__ in names:
