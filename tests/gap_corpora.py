@@ -10,13 +10,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 
-def gap_sentences(shared_data: Path, n: int) -> list[str]:
-    """The first sentence of the first `n` GAP development texts whose first sentence has at most 40 words."""
+def gap_sentences(shared_data: Path, n: int, max_words: int = 40) -> list[str]:
+    """The first sentence of the first `n` GAP development texts whose first sentence has at most `max_words` words."""
     out = []
     with open(shared_data / "gap" / "gap-development.tsv", encoding="utf-8", newline="") as f:
         for row in csv.DictReader(f, delimiter="\t"):
             first = re.split(r"(?<=\.) ", row["Text"])[0]
-            if len(first.split()) <= 40:
+            if len(first.split()) <= max_words:
                 out.append(first)
             if len(out) == n:
                 break

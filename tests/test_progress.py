@@ -4,7 +4,6 @@ line of items, seconds and items/s; a non-main process shows no bar."""
 
 from __future__ import annotations
 
-import csv
 import io
 import json
 import logging
@@ -19,6 +18,7 @@ import pytest
 import yaml
 
 from lmbias import progress
+from gap_corpora import gap_sentences
 from lmbias.engine.evaluation import score_benchmark_job
 from lmbias.engine.models import load_model, model_spec
 from lmbias.engine.scoring import sentence_logprobs
@@ -94,24 +94,12 @@ def test_scoring_job_logs_a_bar_and_a_rate_line(job_log, tiny_bert, shared_data,
     assert {k: prov[k] for k in library_versions()} == library_versions()
 
 
-def _gap_sentences(shared_data: Path, n: int) -> list[str]:
-    out = []
-    with open(shared_data / "gap" / "gap-development.tsv", encoding="utf-8", newline="") as f:
-        for row in csv.DictReader(f, delimiter="\t"):
-            first = re.split(r"(?<=\.) ", row["Text"])[0]
-            if len(first.split()) <= 30:
-                out.append(first)
-            if len(out) == n:
-                break
-    return out
-
-
 def test_training_job_logs_a_bar_and_a_rate_line(job_log, tiny_bert, shared_data, tmp_path):
     from lmbias.engine.evaluation import scoring_provenance
     from lmbias.training.jobs import train_job
 
     corpus = tmp_path / "corpus.parquet"
-    pq.write_table(pa.Table.from_pylist([{"text": t} for t in _gap_sentences(shared_data, 16)]), corpus)
+    pq.write_table(pa.Table.from_pylist([{"text": t} for t in gap_sentences(shared_data, 16, max_words=30)]), corpus)
     out = tmp_path / "model"
     log_path = job_log()
     train_job({k: v for k, v in tiny_bert.items() if k != "revision"}, "tiny-bert", str(corpus), str(out), 0,
