@@ -197,3 +197,77 @@ def test_families_defaults_and_left_out_benchmarks():
     assert registry.method_benchmark_exclusion("pretrained", {"kind": "pretrained"}, {"dataset": "seat"}) is None
     with pytest.raises(ConfigError, match="'seat_v1' does not apply to method 'sdb'"):
         registry.check_method_benchmark("sdb", entry, "seat_v1", {"dataset": "seat_templates"})
+
+
+# ------------------------------------------------------------------------- tokenizers that add a BOS themselves
+# A Llama tokenizer puts <s> in front of every text, so a Llama never read a text without it: the prefixed
+# input keeps it, BOS tok(prefix) s1 .. sn (bias-bench's own code would do the same: it encodes its prefixes
+# with the tokenizer's special tokens). GPT-2's tokenizer adds nothing: its inputs stay bias-bench's (above).
+
+
+@pytest.fixture(scope="module")
+def llama(tmp_path_factory):
+    folder = build_tiny_model("llama", tmp_path_factory.mktemp("llama") / "llama", seed=0)
+    return load_model(model_spec("tiny-llama", {"path": str(folder), "family": "clm", "revision": "local"}))
+
+
+def test_llama_prefixed_input_starts_with_bos_then_the_prefix(llama, planted):
+    model, tok = llama
+    assert tok("a")["input_ids"][0] == tok.bos_token_id  # the premise: the tokenizer adds <s> itself
+    prefix = tok(PREFIX, add_special_tokens=False)["input_ids"]
+    wrapped = wrap(model, tok, "clm")
+    assert wrapped.prefix_ids == [tok.bos_token_id] + prefix
+    body = tok("He is a nurse.", add_special_tokens=False)["input_ids"]
+    ids = torch.tensor([[tok.bos_token_id] + body])
+    _, prefixed = wrapped._prefixed(ids, None, None)
+    assert prefixed["input_ids"][0].tolist() == [tok.bos_token_id] + prefix + body
+    assert wrapped.added_positions() == len(prefix)
+    alone = wrapped.prepending_prefix()  # scoring.clm_context: bias_bench, perplexity windows: the sentence alone
+    _, prefixed = alone._prefixed(torch.tensor([body]), None, None)
+    assert prefixed["input_ids"][0].tolist() == [tok.bos_token_id] + prefix + body
+    assert alone.added_positions() == len(prefix) + 1
+    # GPT-2 (bos = eos = <|endoftext|>, never added by its tokenizer): the prefix alone, in the start token's place
+    gpt2, gpt2_tok, _ = planted["clm"]
+    assert wrap(gpt2, gpt2_tok, "clm").prefix_ids == gpt2_tok(PREFIX, add_special_tokens=False)["input_ids"]
+
+
+def _llama_texts():
+    return [s.format("he") for s in SENTENCES[:2]] + ["She is a mechanic.", "The man was strong and brave."]
+
+
+def test_llama_sentence_loglik_equals_direct_computation_behind_bos(llama):
+    model, tok = llama
+    bos, texts = tok.bos_token_id, _llama_texts()
+    prefix = tok(PREFIX, add_special_tokens=False)["input_ids"]
+    wrapped = wrap(model, tok, "clm")
+    expected, without_bos = [], []
+    for text in texts:
+        body = tok(text, add_special_tokens=False)["input_ids"]
+        regular = [bos] + body
+        for prefixed, out in (([bos] + prefix + body, expected), (prefix + body, without_bos)):
+            logp = _direct(model, regular, prefixed)
+            out.append(float(sum(logp[t, regular[t + 1]] for t in range(len(regular) - 1))))
+    got = sentence_logprobs(wrapped, tok, texts, batch_size=3)  # padded batches of unequal lengths
+    np.testing.assert_allclose(got, expected, atol=1e-6)
+    np.testing.assert_allclose(naive_sentence_logprobs(wrapped, tok, texts), expected, atol=1e-6)
+    # the test can fail: the old input (prefix in <s>'s place) and no Self-Debias at all both give other numbers
+    assert np.abs(got - np.array(without_bos)).max() > 1e-4
+    assert np.abs(got - sentence_logprobs(model, tok, texts)).max() > 1e-4
+
+
+def test_llama_bias_bench_context_keeps_bos_before_the_prefix(llama):
+    """scoring.clm_context bias_bench: s1 from the start token's pass (<s> -> <s> prefix), s2 .. sn from the
+    sentence alone (s1 .. sn -> <s> prefix s1 .. sn)."""
+    model, tok = llama
+    bos, texts = tok.bos_token_id, _llama_texts()
+    prefix = tok(PREFIX, add_special_tokens=False)["input_ids"]
+    expected = []
+    for text in texts:
+        body = tok(text, add_special_tokens=False)["input_ids"]
+        head = float(_direct(model, [bos], [bos] + prefix)[0, body[0]])
+        logp = _direct(model, body, [bos] + prefix + body)
+        expected.append(head + float(sum(logp[t, body[t + 1]] for t in range(len(body) - 1))))
+    wrapped = wrap(model, tok, "clm")
+    got = sentence_logprobs(wrapped, tok, texts, batch_size=3, context="bias_bench")
+    np.testing.assert_allclose(got, expected, atol=1e-6)
+    np.testing.assert_allclose(naive_sentence_logprobs(wrapped, tok, texts, context="bias_bench"), expected, atol=1e-6)

@@ -25,6 +25,14 @@ input (k prefix tokens):
   the sentence alone, ``s1 .. sn`` -> ``tok(prefix) s1 .. sn`` (`prepending_prefix`), which is how bias-bench's
   GPT2Wrapper.compute_loss_self_debiasing builds its inputs (less its two defects, README "Reproducing the
   peers' numbers").
+* clm with a tokenizer that puts a BOS in front of every text itself (Llama, Mistral, Gemma: ``<s>``,
+  ``<|begin_of_text|>``, ``<bos>``; `adds_bos`): the model never read a text without it, so the BOS stays and
+  the prefix follows it: ``BOS s1 .. sn`` -> ``BOS tok(prefix) s1 .. sn``, and the sentence alone ``s1 .. sn``
+  -> ``BOS tok(prefix) s1 .. sn``. The tokens put in front are then ``BOS tok(prefix)`` (k + 1 of them), so
+  the shift is k (k + 1 before the sentence alone). It is also what bias-bench's own code would do with such a
+  tokenizer: it encodes its prefixes with the tokenizer's special tokens (batch_encode_plus). GPT-2, Pythia
+  (GPT-NeoX), Qwen2 and OLMo-2 tokenizers add nothing to a text (their start token, ``<|endoftext|>``, is
+  the document separator the engine puts first), so their inputs are bias-bench's, unchanged.
 
 The wrapper's forward returns, as `logits`, the log of the rescaled, renormalised distribution (float64)
 at every position, so every probability-based benchmark reads it through the engine unchanged. Hidden
@@ -101,9 +109,21 @@ def rescaled_logprobs(regular_logits, prefixed_logits, decay_constant: float, ep
     return scaled - torch.logsumexp(scaled, dim=-1, keepdim=True)
 
 
+def adds_bos(tokenizer) -> bool:
+    """Whether the tokenizer puts its BOS in front of every text itself (Llama, Mistral, Gemma), unlike GPT-2,
+    Pythia, Qwen2 and OLMo-2, whose encoding of a text holds the text's tokens only."""
+    bos = tokenizer.bos_token_id
+    if bos is None:
+        return False
+    ids = list(tokenizer("a", add_special_tokens=True)["input_ids"])
+    return bool(ids) and ids[0] == bos
+
+
 def prefix_token_ids(tokenizer, family: str, prefix: str) -> list[int]:
-    """The tokens that replace the input's first token: tok("[CLS] " + prefix) for mlm, tok(prefix) for clm
-    (no special tokens added, as bias-bench encodes them)."""
+    """The tokens that replace the input's first token (or, `prepending_prefix`, go before the input):
+    tok("[CLS] " + prefix) for mlm, tok(prefix) for clm (no special tokens added, as bias-bench encodes them
+    for BERT and GPT-2), and ``BOS tok(prefix)`` for clm where the tokenizer adds a BOS to every text itself
+    (module docstring: the model never read a text without it)."""
     if family == "mlm":
         if tokenizer.cls_token is None:
             raise ConfigError(f"Self-Debias on a masked LM needs a tokenizer with a CLS token ({type(tokenizer).__name__} has none)")
@@ -115,6 +135,8 @@ def prefix_token_ids(tokenizer, family: str, prefix: str) -> list[int]:
     ids = list(tokenizer(text, add_special_tokens=False)["input_ids"])
     if not ids:
         raise ConfigError(f"Self-Debias prefix {prefix!r} has no tokens")
+    if family == "clm" and adds_bos(tokenizer):
+        ids = [int(tokenizer.bos_token_id)] + ids
     return ids
 
 
@@ -130,7 +152,8 @@ class SelfDebiasingLM:
 
     forward(input_ids, attention_mask, token_type_ids) runs the model on the input and on the prefixed
     input and returns an object whose `logits` are log p_debiased (float64) at every input position.
-    Inputs are right-padded (the engine's layout): the prefixed input shifts every row by the same k - 1.
+    Inputs are right-padded (the engine's layout): the prefixed input shifts every row by the same
+    `added_positions()` (k - 1 for k prefix tokens in the start token's place).
     A plain object, not a torch Module, so that importing this module (the DAG build reads its settings)
     does not import torch.
     """
@@ -148,7 +171,8 @@ class SelfDebiasingLM:
 
     def prepending_prefix(self) -> "SelfDebiasingLM":
         """This wrapper for causal inputs without a start token: the prefix goes before the input instead of in
-        its first token's place (position t of the input is position t + k of the prefixed input)."""
+        its first token's place (position t of the input is position t + k of the prefixed input; t + k + 1
+        where the tokenizer adds a BOS, which then leads the prefixed input: `prefix_token_ids`)."""
         if self.family != "clm":
             raise ConfigError(f"Self-Debias: a prefix before the whole input is defined for clm, not {self.family!r}")
         other = copy.copy(self)
@@ -157,7 +181,8 @@ class SelfDebiasingLM:
 
     def added_positions(self) -> int:
         """How many tokens longer the prefixed input is than the input (what a window must leave free of the
-        model's positions): the k prefix tokens, less the start token they replace unless prepending."""
+        model's positions): the prefix tokens (with a BOS-adding tokenizer's BOS in front), less the start token
+        they replace unless prepending."""
         return len(self.prefix_ids) - (0 if self.prepend else 1)
 
     # What the engine and the jobs use of a model: parameters (its device), eval, to, calling it.
