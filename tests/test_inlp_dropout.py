@@ -344,6 +344,84 @@ def test_set_dropout_sets_hidden_and_attention_rates_per_architecture(tiny, arch
     assert all(torch.equal(a, b) for a, b in zip(model.state_dict().values(), raised.state_dict().values()))
 
 
+@pytest.fixture(scope="module")
+def tiny_llama(tmp_path_factory):
+    return build_tiny_model("llama", tmp_path_factory.mktemp("dropout-llama") / "tiny-llama", seed=0)
+
+
+def _llama(folder):
+    model, _ = load_model(model_spec("tiny-llama", {"path": str(folder), "family": "clm", "revision": "local"}))
+    return model
+
+
+def _train_and_eval_logits(model, seed: int = 0):
+    """(training-mode logits, eval-mode logits) of one fixed input: equal iff no dropout acts."""
+    ids = torch.arange(3, 19).reshape(2, 8)
+    model.train()
+    torch.manual_seed(seed)
+    with torch.no_grad():
+        trained = model(input_ids=ids).logits
+        model.eval()
+        return trained, model(input_ids=ids).logits
+
+
+def test_llama_hidden_dropout_is_a_named_error_not_a_silent_no_op(tiny_llama):
+    """Llama (as Qwen2, OLMo-2) has no hidden-state dropout: a hidden rate would change nothing, so it is refused
+    with the key, the method, the model type and the config's own dropout keys."""
+    model = _llama(tiny_llama)
+    with pytest.raises(ConfigError) as error:
+        set_dropout(model, hidden=0.15, attention=0.15, model_name="tiny-llama", method="dropout")
+    message = str(error.value)
+    for part in ("training.hidden_dropout", "methods.dropout.training.hidden_dropout", "llama has no hidden-state dropout",
+                 "dropout keys: attention_dropout", "hidden_dropout: null", "attention dropout only"):
+        assert part in message, (part, message)
+    # attention dropout alone lands, and acts: the training-mode output changes, while the model as it was
+    # (attention_dropout 0.0, no other dropout anywhere) computes the same in both modes
+    plain_train, plain_eval = _train_and_eval_logits(model)
+    assert torch.equal(plain_train, plain_eval)
+    raised = set_dropout(model, attention=0.3, model_name="tiny-llama", method="dropout")
+    assert raised.config.attention_dropout == 0.3
+    train, evaluated = _train_and_eval_logits(raised)
+    assert torch.allclose(evaluated, plain_eval, atol=1e-6) and not torch.allclose(train, evaluated, atol=1e-3)
+    # GPR's `dropout` (every rate) lands on attention_dropout too
+    assert set_dropout(model, p=0.1).config.attention_dropout == 0.1
+
+
+def test_dropout_job_on_llama_names_the_method_from_the_results_layout(tiny_llama, tmp_path):
+    corpus = tmp_path / "sentences.parquet"
+    pq.write_table(pa.table({"text": ["He is a nurse.", "She is a doctor."] * 4}), corpus)
+    out = tmp_path / "results" / "tiny-llama" / "dropout" / "seed0" / "model"
+    settings = {"objective": "clm", "batch_size": 2, "max_steps": 1, "max_length": 16, "precision": "fp32",
+                "hidden_dropout": 0.15, "attention_dropout": 0.15}
+    with pytest.raises(ConfigError, match=r"methods\.dropout\.training\.hidden_dropout.*models\.tiny-llama"):
+        train_job({"path": str(tiny_llama), "family": "clm"}, "tiny-llama", str(corpus), str(out), 0, settings)
+    assert not out.exists()
+
+
+def _tiny_gpt_neox(hidden_dropout=0.0):
+    """A GPT-NeoX (Pythia's architecture) of 2 layers and tiny width, built here from its config (no hub)."""
+    from transformers import GPTNeoXConfig, GPTNeoXForCausalLM
+
+    torch.manual_seed(0)
+    config = GPTNeoXConfig(vocab_size=64, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
+                           intermediate_size=32, max_position_embeddings=32, hidden_dropout=hidden_dropout,
+                           attention_dropout=0.0)
+    return GPTNeoXForCausalLM(config)
+
+
+@pytest.mark.parametrize("as_loaded", [0.0, 0])  # a config.json's `0` loads as an int: a rate all the same
+def test_gpt_neox_hidden_dropout_lands(as_loaded):
+    model = _tiny_gpt_neox(as_loaded)
+    plain_train, plain_eval = _train_and_eval_logits(model)
+    assert torch.equal(plain_train, plain_eval)
+    raised = set_dropout(model, hidden=0.3, attention=0.0, model_name="tiny-neox", method="dropout")
+    assert (raised.config.hidden_dropout, raised.config.attention_dropout) == (0.3, 0.0)
+    drops = [m.p for m in raised.modules() if isinstance(m, torch.nn.Dropout)]
+    assert drops.count(0.3) == 1 + 2 * 2  # embeddings, and after attention and after the MLP of each layer
+    train, evaluated = _train_and_eval_logits(raised)
+    assert torch.allclose(evaluated, plain_eval, atol=1e-6) and not torch.allclose(train, evaluated, atol=1e-3)
+
+
 def test_dropout_training_uses_the_raised_rates_and_differs_from_cds(tiny, gap_texts, tmp_path):
     plain = tmp_path / "plain.parquet"
     swapped = tmp_path / "cds.parquet"
