@@ -1,10 +1,20 @@
-"""Parameter and optimizer-state bytes each process holds under FSDP (training.distributed: fsdp) vs DDP.
+"""Parameter and optimizer-state bytes each process holds under FSDP (training.distributed: fsdp) vs DDP, and
+each process's peak CPU memory while the model loads, with and without rank-0 loading.
 
     PYTHONPATH=src python bench/fsdp_memory.py [--processes 2] [--hidden 512 --layers 4]
+                                               [--load-hidden 1024 --load-layers 6]
 
-Starts N CPU processes (gloo, torch.distributed.run); each builds the same randomly initialised Llama-shaped
-model, shards it with lmbias.training.fsdp.shard (the trainer's call) and takes one AdamW step. DDP keeps a
-full replica per process: its bytes per process are the model's. Prints one table.
+Table 1: N CPU processes (gloo, torch.distributed.run); each builds the same randomly initialised
+Llama-shaped model, shards it with lmbias.training.fsdp.shard (the trainer's call) and takes one AdamW step.
+DDP keeps a full replica per process: its bytes per process are the model's.
+
+Table 2: a randomly initialised Llama-shaped model saved as a safetensors folder in bfloat16 (as large
+checkpoints are published; the job loads float32 master weights from it), loaded for FSDP by N processes
+through the job's calls (engine.models.load_model / load_empty_model, TrainModule, fsdp.shard,
+fsdp.materialize), once with every process loading it (LMBIAS_FSDP_EVERY_PROCESS_LOADS=1, the path before
+rank-0 loading) and once with rank 0 loading it (the default); each process's peak resident memory
+(ru_maxrss: anonymous memory and the checkpoint's mapped pages) after its imports and after loading and
+sharding. Training state (gradients, AdamW) is left out: on GPUs it is in device memory.
 """
 
 from __future__ import annotations
@@ -24,16 +34,14 @@ def _tensor_bytes(t) -> int:
 
 
 def worker(hidden: int, layers: int) -> None:
-    from transformers import LlamaConfig, LlamaForCausalLM
+    from transformers import LlamaForCausalLM
 
     from lmbias.training import fsdp
 
     torch.distributed.init_process_group("gloo")
     rank, world = torch.distributed.get_rank(), torch.distributed.get_world_size()
     torch.manual_seed(0)
-    config = LlamaConfig(vocab_size=32000, hidden_size=hidden, intermediate_size=4 * hidden, num_hidden_layers=layers,
-                         num_attention_heads=8, num_key_value_heads=8, tie_word_embeddings=False)
-    model = LlamaForCausalLM(config)
+    model = LlamaForCausalLM(_config(hidden, layers))
     full = sum(_tensor_bytes(p) for p in model.parameters())
     fsdp.shard(model, torch.device("cpu"), world, "no")
     local = fsdp.local_parameter_bytes(model)
@@ -59,24 +67,111 @@ def worker(hidden: int, layers: int) -> None:
     torch.distributed.destroy_process_group()
 
 
+def _peak_mib() -> float:
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
+
+
+def _config(hidden: int, layers: int):
+    from transformers import LlamaConfig
+
+    return LlamaConfig(vocab_size=32000, hidden_size=hidden, intermediate_size=4 * hidden, num_hidden_layers=layers,
+                       num_attention_heads=8, num_key_value_heads=8, tie_word_embeddings=False)
+
+
+def load_worker(folder: str) -> None:
+    """One process of table 2: the FSDP job's loading calls on the saved model, peak RSS after each phase."""
+    import importlib
+
+    from transformers.utils import logging as hf_logging
+
+    importlib.import_module("transformers.models.llama.modeling_llama")  # before the baseline is read
+
+    from lmbias.engine.models import load_empty_model, load_model, model_spec
+    from lmbias.training import fsdp
+    from lmbias.training.trainer import TrainModule
+
+    hf_logging.disable_progress_bar()
+    torch.distributed.init_process_group("gloo")
+    rank, world = torch.distributed.get_rank(), torch.distributed.get_world_size()
+    imports = _peak_mib()
+    mode = fsdp.init_mode(world, resuming=False)
+    spec = model_spec("bench-llama", {"path": folder, "family": "clm"})
+    load = load_model if fsdp.loads_weights(mode, rank) else load_empty_model
+    module = TrainModule(load(spec, torch_dtype=torch.float32)[0], "clm")
+    on_meta = fsdp.is_empty(module)
+    full = module.state_dict() if mode == "rank0" and rank == 0 else None
+    fsdp.shard(module, torch.device("cpu"), world, "no")
+    fsdp.materialize(module, torch.device("cpu"), mode, full)
+    del full
+    loaded = _peak_mib()
+    shard = fsdp.local_parameter_bytes(module) / 2 ** 20
+    rows = [None] * world
+    torch.distributed.all_gather_object(rows, (rank, mode, on_meta, imports, loaded, shard))
+    if rank == 0:
+        for r, m, meta, i, lo, sh in sorted(rows):
+            print(f"{m:>13} | {r:>4} | {'meta' if meta else 'loaded':>6} | {i:>13,.0f} | {lo:>16,.0f} | "
+                  f"{lo - i:>9,.0f} | {sh:>9,.1f}", flush=True)
+    torch.distributed.destroy_process_group()
+
+
+def load_table(processes: int, hidden: int, layers: int, run) -> None:
+    import tempfile
+
+    from transformers import LlamaForCausalLM
+
+    with tempfile.TemporaryDirectory(prefix="fsdp-load-") as tmp:
+        torch.manual_seed(0)
+        model = LlamaForCausalLM(_config(hidden, layers))
+        mib = sum(p.numel() * p.element_size() for p in model.parameters()) / 2 ** 20
+        largest = max(p.numel() * p.element_size() for p in model.parameters()) / 2 ** 20
+        model.to(torch.bfloat16).save_pretrained(tmp, safe_serialization=True)
+        del model
+        from lmbias.engine.tiny import build_tiny_model
+
+        tok = Path(tmp) / "tok"  # the job loads a tokenizer with the weights: the tiny Llama's
+        build_tiny_model("llama", tok, seed=0)
+        for name in os.listdir(tok):
+            if name.startswith(("tokenizer", "special_tokens")):
+                os.replace(tok / name, Path(tmp) / name)
+        print(f"\nPeak CPU memory (ru_maxrss, MiB) of each of {processes} processes loading a Llama-shaped model "
+              f"for FSDP: hidden {hidden}, {layers} layers, vocab 32,000: {mib:,.1f} MiB of float32 parameters "
+              f"(largest tensor {largest:,.1f} MiB), stored in bfloat16 ({mib / 2:,.1f} MiB)")
+        print(f"{'init':>13} | {'rank':>4} | {'built':>6} | {'after imports':>13} | {'after load+shard':>16} | "
+              f"{'load cost':>9} | {'shard MiB':>9}")
+        for every in ("1", "0"):
+            run(["--load-worker", tmp], {"LMBIAS_FSDP_EVERY_PROCESS_LOADS": every})
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--processes", type=int, default=2)
     ap.add_argument("--hidden", type=int, default=512)
     ap.add_argument("--layers", type=int, default=4)
+    ap.add_argument("--load-hidden", type=int, default=1024, help="table 2's model width")
+    ap.add_argument("--load-layers", type=int, default=6, help="table 2's model depth")
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--load-worker", metavar="FOLDER", help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.worker:
         worker(a.hidden, a.layers)
         return
+    if a.load_worker:
+        load_worker(a.load_worker)
+        return
     src = str(Path(__file__).resolve().parents[1] / "src")
-    env = dict(os.environ, PYTHONPATH=src + os.pathsep + os.environ.get("PYTHONPATH", ""), OMP_NUM_THREADS="1")
+    env = dict(os.environ, PYTHONPATH=src + os.pathsep + os.environ.get("PYTHONPATH", ""), OMP_NUM_THREADS="1",
+               HF_HUB_OFFLINE="1")
     from lmbias.engine.distributed import main_process_port
 
-    port = main_process_port(str(Path(__file__).resolve()))
-    subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", str(a.processes),
-                    "--master_port", str(port), __file__, "--worker", "--hidden", str(a.hidden),
-                    "--layers", str(a.layers)], env=env, check=True)
+    def run(args: list[str], extra_env: dict | None = None) -> None:
+        port = main_process_port(str(Path(__file__).resolve()) + " ".join(args))
+        subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", str(a.processes),
+                        "--master_port", str(port), __file__, *args], env=dict(env, **(extra_env or {})), check=True)
+
+    run(["--worker", "--hidden", str(a.hidden), "--layers", str(a.layers)])
+    load_table(a.processes, a.load_hidden, a.load_layers, run)
 
 
 if __name__ == "__main__":

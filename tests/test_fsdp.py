@@ -9,6 +9,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import json
 import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -21,6 +22,7 @@ from safetensors.torch import load_file
 from lmbias.engine.distributed import launch_command, launch_env, main_process_port
 from lmbias.engine.tiny import build_tiny_model
 from lmbias.errors import ConfigError
+from lmbias.training import fsdp
 from lmbias.training.jobs import train_job
 from lmbias.training.settings import TrainingSettings
 from lmbias.training.trainer import EXIT_ENV
@@ -64,10 +66,21 @@ def _weights(folder: Path) -> dict[str, torch.Tensor]:
     return load_file(str(folder / "model.safetensors"))
 
 
-def test_two_fsdp_processes_match_one_plain_process(setup, tmp_path):
-    two = tmp_path / "two"
+#: the log line of a process that builds the model on the meta device instead of reading its weights
+META_LINE = "process {rank} of 2: tiny-llama built on the meta device, no weights read (FSDP init {mode})"
+
+
+@pytest.fixture(scope="module")
+def two_fsdp(setup, tmp_path_factory):
+    """The default 2-process FSDP launch of SETTINGS (rank 0 loads, rank 1 builds on meta): (folder, process)."""
+    two = tmp_path_factory.mktemp("fsdp-two") / "two"
     proc = _launch(setup, two, dict(SETTINGS, batch_size=2, distributed="fsdp"))
     assert proc.returncode == 0, proc.stderr[-4000:]
+    return two, proc
+
+
+def test_two_fsdp_processes_match_one_plain_process(setup, two_fsdp, tmp_path):
+    two, proc = two_fsdp
     info = json.loads((two / "training.json").read_text())
     assert (info["world_size"], info["distributed"]) == (2, "fsdp")
     one = tmp_path / "one"
@@ -84,6 +97,90 @@ def test_two_fsdp_processes_match_one_plain_process(setup, tmp_path):
     np.testing.assert_allclose(l2, l1, rtol=1e-4)
 
 
+def test_rank0_loading_trains_what_every_process_loading_trains(setup, two_fsdp, tmp_path):
+    """Default (rank 0 reads the weights, rank 1 builds on meta and receives its shards by broadcast) against
+    the path where every process loads the whole model: bit-identical weights and losses after 4 steps."""
+    two, proc = two_fsdp
+    assert META_LINE.format(rank=1, mode="rank0") in proc.stderr  # rank 1 never read the weights
+    assert "process 0 of 2" not in proc.stderr
+    every = tmp_path / "every"
+    old = _launch(setup, every, dict(SETTINGS, batch_size=2, distributed="fsdp"), {fsdp.EVERY_PROCESS_ENV: "1"})
+    assert old.returncode == 0, old.stderr[-4000:]
+    assert "built on the meta device" not in old.stderr
+    a, b = _weights(every), _weights(two)
+    assert a.keys() == b.keys()
+    for k in a:
+        assert torch.equal(a[k], b[k]), k
+    losses = [pq.read_table(f / "train_log.parquet").column("loss").to_pylist() for f in (every, two)]
+    assert losses[0] == losses[1]
+
+
+def test_meta_processes_get_the_loaded_shards_buffers_ties_and_random_state(tmp_path):
+    """Tiny GPT-2 (tied lm_head/wte) and tiny Llama (rotary inv_freq buffers), 2 gloo processes, the trainer's
+    calls (set_dropout, TrainModule, shard, materialize): under rank0 init rank 1's model is on meta up to
+    sharding, then its shards, buffers and CPU generator state equal those of every process loading; under
+    checkpoint init (a resume: both on meta, no broadcast) the buffers it computes equal the loaded ones."""
+    for family in ("gpt2", "llama"):
+        build_tiny_model(family, tmp_path / family, seed=0)
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port",
+           str(main_process_port(str(tmp_path))), __file__, str(tmp_path)]
+    proc = subprocess.run(cmd, env=dict(launch_env(), OMP_NUM_THREADS="1"), capture_output=True, text=True,
+                          timeout=180)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    rows = [json.loads(line[len(_ROW):]) for line in proc.stdout.splitlines() if line.startswith(_ROW)]
+    assert sorted(r["rank"] for r in rows) == [0, 1]
+    for r in rows:
+        for family in ("gpt2", "llama"):
+            got = r[family]
+            assert got["empty_before_shard"] == {"every_process": False, "rank0": r["rank"] == 1, "checkpoint": True}
+            assert got["weights_equal"] and got["rng_equal"], (r["rank"], family)
+            assert got["tied"] == {"every_process": family == "gpt2", "rank0": family == "gpt2",
+                                   "checkpoint": family == "gpt2"}
+            expected = ["model.model.rotary_emb.inv_freq", "model.model.rotary_emb.original_inv_freq"] \
+                if family == "llama" else []
+            for mode in ("rank0", "checkpoint"):
+                assert got["buffers_equal"][mode] == {k: True for k in expected}, (r["rank"], family, mode)
+
+
+_ROW = "FSDP-INIT-ROW "
+
+
+def _init_worker(folder: str) -> None:
+    """One process of test_meta_processes_...: every init mode on each tiny model, compared to every_process."""
+    from lmbias.engine.models import load_empty_model, load_model, model_spec
+    from lmbias.training.trainer import TrainModule, set_dropout
+
+    torch.set_num_threads(1)
+    torch.distributed.init_process_group("gloo")
+    rank, world = torch.distributed.get_rank(), torch.distributed.get_world_size()
+    row = {"rank": rank}
+    for family in ("gpt2", "llama"):
+        spec = model_spec(family, {"path": f"{folder}/{family}", "family": "clm"})
+        got = {}
+        for mode in fsdp.INIT_MODES:
+            torch.manual_seed(0)  # as the Trainer, then its set_dropout rebuild (random init on a real model)
+            load = load_model if fsdp.loads_weights(mode, rank) else load_empty_model
+            module = TrainModule(set_dropout(load(spec, torch_dtype=torch.float32)[0], 0.1), "clm")
+            empty = fsdp.is_empty(module)
+            full = module.state_dict() if mode == "rank0" and rank == 0 else None
+            fsdp.shard(module, torch.device("cpu"), world, "no")
+            fsdp.materialize(module, torch.device("cpu"), mode, full)
+            got[mode] = ({k: v.to_local().clone() for k, v in module.state_dict().items()},
+                         {k: b.clone() for k, b in module.named_buffers()}, torch.get_rng_state(), empty,
+                         module.model.get_output_embeddings().weight is module.model.get_input_embeddings().weight)
+        ref = got["every_process"]
+        row[family] = {
+            "empty_before_shard": {m: g[3] for m, g in got.items()}, "tied": {m: g[4] for m, g in got.items()},
+            "weights_equal": ref[0].keys() == got["rank0"][0].keys()
+            and all(torch.equal(v, got["rank0"][0][k]) for k, v in ref[0].items()),
+            "rng_equal": torch.equal(ref[2], got["rank0"][2]),
+            "buffers_equal": {m: {k: torch.equal(v, got[m][1][k]) for k, v in ref[1].items()}
+                              for m in ("rank0", "checkpoint")}}
+    print(_ROW + json.dumps(row), flush=True)
+    torch.distributed.destroy_process_group()
+
+
+
 def test_killed_fsdp_job_resumes_from_its_sharded_checkpoint_to_the_same_weights(setup, tmp_path):
     settings = dict(SETTINGS, batch_size=2, distributed="fsdp", max_steps=5, checkpoint_every_steps=1)
     whole = tmp_path / "whole"
@@ -98,6 +195,8 @@ def test_killed_fsdp_job_resumes_from_its_sharded_checkpoint_to_the_same_weights
     proc = _launch(setup, out, settings)
     assert proc.returncode == 0, proc.stderr[-4000:]
     assert json.loads((out / "training.json").read_text())["resumed_from_step"] == 3
+    for rank in (0, 1):  # a resume reads no model weights: every process's shards come from the checkpoint
+        assert META_LINE.format(rank=rank, mode="checkpoint") in proc.stderr
     a, b = _weights(whole), _weights(out)
     for k in a:
         assert torch.equal(a[k], b[k]), k
@@ -147,8 +246,6 @@ def test_tasks_started_like_srun_train_as_the_two_process_launch(setup, tmp_path
                 SLURM_STEP_TASKS_PER_NODE="2", MASTER_ADDR="127.0.0.1", OMP_NUM_THREADS="1")
     args = ["--model-name", "tiny-llama", "--model-entry", json.dumps(entry), "--corpus", str(corpus), "--out",
             str(out), "--seed", "0", "--settings", json.dumps(settings)]
-    import sys
-
     procs = [subprocess.Popen([sys.executable, "-m", "lmbias.cli", "train", *args],
                               env=dict(base, SLURM_PROCID=str(r), SLURM_LOCALID=str(r)), stdout=subprocess.PIPE,
                               stderr=subprocess.STDOUT, text=True) for r in range(2)]
@@ -163,3 +260,7 @@ def test_tasks_started_like_srun_train_as_the_two_process_launch(setup, tmp_path
     a, b = _weights(ref), _weights(out)
     for k in a:
         np.testing.assert_allclose(b[k].numpy(), a[k].numpy(), atol=FSDP_ATOL, rtol=0, err_msg=k)
+
+
+if __name__ == "__main__":  # the processes test_meta_processes_... starts through torch.distributed.run
+    _init_worker(sys.argv[1])

@@ -484,6 +484,56 @@ def load_tokenizer(spec: ModelSpec):
     return tokenizer
 
 
+def _load_config(spec: ModelSpec):
+    """The checked config of `spec` (family, folder or fetched snapshot); a ConfigError naming the model."""
+    from transformers import AutoConfig
+
+    if spec.family not in FAMILIES:
+        raise ConfigError(f"models.{spec.name}.family: {spec.family!r} is not one of {', '.join(FAMILIES)}")
+    if spec.is_local:
+        _check_local(spec)
+    _check_snapshot(spec)
+    try:
+        config = AutoConfig.from_pretrained(_load_path(spec), trust_remote_code=False, **_source_kwargs(spec))
+    except (OSError, ValueError) as exc:
+        where = "a local folder" if spec.is_local else f"fetched into {spec.snapshot}" if spec.snapshot else f"hub id at revision {spec.revision or 'main'} (offline? not in the HF cache?)"
+        raise ConfigError(f"models.{spec.name}: cannot read the config of {spec.source} ({where}): {exc}") from exc
+    _check_family(spec, config)
+    return config
+
+
+def empty_from_config(model_class, config, dtype, **kwargs):
+    """A `model_class` of `config` whose parameters are on the meta device (no memory, no initialisation,
+    no random numbers drawn) while its buffers are computed as __init__ computes them (rotary inv_freq,
+    position ids: they are in no checkpoint); tied weights tied. What the FSDP processes that load no
+    weights shard (lmbias.training.fsdp)."""
+    from accelerate import init_empty_weights
+
+    with init_empty_weights(include_buffers=False):
+        model = model_class.from_config(config, dtype=dtype, **kwargs) if hasattr(model_class, "from_config") \
+            else model_class._from_config(config, dtype=dtype, **kwargs)
+    model.tie_weights()  # init_empty_weights re-creates a tied parameter on meta: tie it again
+    return model
+
+
+def load_empty_model(spec: ModelSpec, torch_dtype=None):
+    """(model, tokenizer) of `spec` as load_model returns them (eval mode) but with no weights read:
+    parameters on the meta device, buffers computed (empty_from_config)."""
+    import torch
+
+    config = _load_config(spec)
+    kwargs = {} if spec.attn_implementation is None else {"attn_implementation": spec.attn_implementation}
+    dtype = _dtype(torch_dtype) or weights_dtype(spec.dtype)
+    try:
+        model = empty_from_config(_auto_class(spec.family), config, dtype if dtype != "auto" else torch.float32,
+                                  **kwargs)
+    except (ValueError, ImportError) as exc:
+        _raise_attn_error(spec, exc)
+        raise
+    model.eval()
+    return model, load_tokenizer(spec)
+
+
 def load_model(spec: ModelSpec, device: str = "cpu", torch_dtype=None, strict: bool = True):
     """Load (model, tokenizer) for `spec`, in eval mode on `device`.
 
@@ -494,21 +544,8 @@ def load_model(spec: ModelSpec, device: str = "cpu", torch_dtype=None, strict: b
     A missing folder, a checkpoint that does not fit the family or (with `strict`) one whose
     weights lack part of the family's head is a ConfigError naming the model.
     """
-    from transformers import AutoConfig
-
-    if spec.family not in FAMILIES:
-        raise ConfigError(f"models.{spec.name}.family: {spec.family!r} is not one of {', '.join(FAMILIES)}")
-    if spec.is_local:
-        _check_local(spec)
-    _check_snapshot(spec)
+    config = _load_config(spec)
     kwargs = _source_kwargs(spec)
-    try:
-        config = AutoConfig.from_pretrained(_load_path(spec), trust_remote_code=False, **kwargs)
-    except (OSError, ValueError) as exc:
-        where = "a local folder" if spec.is_local else f"fetched into {spec.snapshot}" if spec.snapshot else f"hub id at revision {spec.revision or 'main'} (offline? not in the HF cache?)"
-        raise ConfigError(f"models.{spec.name}: cannot read the config of {spec.source} ({where}): {exc}") from exc
-    _check_family(spec, config)
-
     load_kwargs = dict(kwargs, config=config, trust_remote_code=False, output_loading_info=True)
     if spec.is_local or not spec.allow_pickle:
         load_kwargs["use_safetensors"] = True

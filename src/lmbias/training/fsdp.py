@@ -12,11 +12,27 @@ Checkpoints (sharded, for resume): torch.distributed.checkpoint of the model's a
 state dicts, every process writing its own shard into the checkpoint folder's `dcp/`. The final model:
 the full state dict gathered to rank 0 and saved as one ordinary safetensors model, so scoring is
 unchanged.
+
+Loading (init_mode): no process but the main one reads the weights. The main process loads the model as
+every process did before (float32 master weights); every other process builds it with its parameters on
+the meta device (engine.models.empty_from_config: no memory; buffers such as rotary inv_freq or position
+ids computed as __init__ computes them, tied weights tied); every process applies the same fully_shard
+units; then the meta processes allocate their empty shards and the main process's full state dict is
+broadcast into every shard (set_model_state_dict, broadcast_from_rank0), the buffers and the CPU random
+generator's state with it (building on meta draws no random numbers, the main process's set_dropout
+rebuild does). So a 70B model needs its 280 GB of float32 once per job, not once per process, and the
+weights, buffers and training steps are those of every process loading (tested bit-identical). A resumed
+job reads no model weights at all: every process builds on meta and takes its shards from the checkpoint.
 """
 
 from __future__ import annotations
 
+import logging
+import os
+
 import torch
+
+log = logging.getLogger(__name__)
 
 #: The transformer layer classes sharded one by one (each is one all-gather / reduce-scatter unit).
 FSDP_LAYERS = frozenset({"LlamaDecoderLayer", "GPT2Block", "BertLayer", "RobertaLayer", "AlbertLayer",
@@ -25,6 +41,73 @@ FSDP_LAYERS = frozenset({"LlamaDecoderLayer", "GPT2Block", "BertLayer", "Roberta
 
 #: the folder of a checkpoint that holds the sharded model and optimizer state
 DCP_FOLDER = "dcp"
+
+
+#: 1: every process loads the whole model before sharding (the path before rank-0 loading; the same weights):
+#: a switch for the tests that compare both, and for a model that cannot be built on the meta device
+EVERY_PROCESS_ENV = "LMBIAS_FSDP_EVERY_PROCESS_LOADS"
+
+#: where each process's weights come from (init_mode): every_process = each loads the checkpoint (one
+#: process, or EVERY_PROCESS_ENV); rank0 = the main process loads it, the others build on meta and receive
+#: their shards by broadcast; checkpoint = a resumed job: every process builds on meta, its shards come
+#: from the sharded training checkpoint
+INIT_MODES = ("every_process", "rank0", "checkpoint")
+
+
+def init_mode(world: int, resuming: bool) -> str:
+    """How the processes of an FSDP job of `world` processes get their weights (INIT_MODES)."""
+    if os.environ.get(EVERY_PROCESS_ENV, "") not in ("", "0"):
+        return "every_process"
+    if resuming:
+        return "checkpoint"
+    return "rank0" if world > 1 else "every_process"
+
+
+def loads_weights(mode: str, rank: int) -> bool:
+    """Whether process `rank` reads the model's weights under `mode` (else it builds it on meta)."""
+    if mode not in INIT_MODES:
+        raise ValueError(f"FSDP init mode {mode!r} is not one of {', '.join(INIT_MODES)}")
+    return mode == "every_process" or (mode == "rank0" and rank == 0)
+
+
+def is_empty(module: torch.nn.Module) -> bool:
+    """True when `module`'s parameters are on the meta device (built without weights)."""
+    return any(p.is_meta for p in module.parameters())
+
+
+def materialize(module: torch.nn.Module, device: torch.device, mode: str, full_state: dict | None = None) -> None:
+    """After `shard`: a meta process allocates its (empty) shards on `device`, keeping the buffers it
+    computed; under mode rank0 (collective) rank 0's `full_state` (its state dict taken before sharding;
+    None elsewhere) is broadcast into every process's shards, then rank 0's buffers and CPU random
+    generator state. A buffer that a meta process computed differently from rank 0's loaded model is
+    logged (a resume, which has no rank 0 model, would use the computed one)."""
+    if is_empty(module):
+        buffers = {name: b for name, b in module.named_buffers()}
+        module.to_empty(device=device)  # FSDP2 re-points its sharded parameters at the new storage
+        for name, value in buffers.items():
+            owner, _, leaf = name.rpartition(".")
+            module.get_submodule(owner)._buffers[leaf] = value.to(device)
+        if is_empty(module):
+            raise RuntimeError("FSDP: parameters left on the meta device after to_empty")
+    if mode != "rank0":
+        return
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, set_model_state_dict
+
+    rank = torch.distributed.get_rank()
+    if (rank == 0) != (full_state is not None):
+        raise RuntimeError(f"FSDP rank0 init: process {rank} {'has' if full_state is not None else 'lacks'} "
+                           "a full state dict (only rank 0 holds one)")
+    set_model_state_dict(module, full_state if rank == 0 else {},
+                         options=StateDictOptions(full_state_dict=True, broadcast_from_rank0=True))
+    for name, b in module.named_buffers():  # non-persistent buffers are in no state dict
+        computed = b.detach().clone()
+        torch.distributed.broadcast(b.data, src=0)
+        if rank and not torch.equal(computed, b):
+            log.warning("FSDP: buffer %s as process %d computed it differs from the loaded model's (rank 0's "
+                        "taken; a resumed job would keep the computed one)", name, rank)
+    state = [torch.get_rng_state()]
+    torch.distributed.broadcast_object_list(state, src=0)
+    torch.set_rng_state(state[0])
 
 
 def layer_classes(model) -> set[str]:

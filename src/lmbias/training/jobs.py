@@ -115,11 +115,22 @@ def _save_adapter(adapter, folder: Path, spec, base_commit: str) -> None:
     (folder / "README.md").unlink(missing_ok=True)
 
 
+def _resume_point(ckpt: Path, fingerprint: str, accelerator):
+    """The checkpoint every process of the job resumes from (None: a fresh start): the main process looks
+    (checksums read once, not once per process), the others take its answer, so all load alike."""
+    from lmbias.training.checkpoints import latest_good
+
+    found = [str(latest_good(ckpt, fingerprint) or "") if accelerator.is_main_process else None]
+    if accelerator.num_processes > 1:
+        torch.distributed.broadcast_object_list(found, src=0)
+    return Path(found[0]) if found[0] else None
+
+
 def _train(model_name, corpus, out: Path, seed: int, s: TrainingSettings, spec, ckpt: Path, logger) -> None:
-    from lmbias.engine.models import dtype_name, load_model, resolved_commit, weights_dtype
+    from lmbias.engine.models import dtype_name, load_empty_model, load_model, resolved_commit, weights_dtype
     from lmbias.training.bias_probe import make_probe
     from lmbias.training.data import load_corpus
-    from lmbias.training.trainer import Trainer, make_accelerator
+    from lmbias.training.trainer import SEARCH, Trainer, make_accelerator
 
     data = load_corpus(corpus, s)
     extra = {}
@@ -133,17 +144,29 @@ def _train(model_name, corpus, out: Path, seed: int, s: TrainingSettings, spec, 
     accelerator = make_accelerator(s.precision)
     # full fine-tuning: float32 master weights; LoRA: the frozen base in the entry's dtype (module docstring)
     base_dtype = torch.float32 if s.adapter is None else weights_dtype(spec.dtype, accelerator.device)
-    model, tokenizer = load_model(spec, torch_dtype=base_dtype)
+    identity = dict(seed=seed, world=accelerator.num_processes, corpus=data.sha256, model=spec.source,
+                    revision=spec.revision)
+    fsdp_init, resume_from = "every_process", SEARCH
+    if s.distributed == "fsdp":  # no adapter: the fingerprint is known before the model loads
+        from lmbias.training import fsdp
+
+        resume_from = _resume_point(ckpt, s.fingerprint(**identity, **extra), accelerator)
+        fsdp_init = fsdp.init_mode(accelerator.num_processes, resume_from is not None)
+    if fsdp_init == "every_process" or fsdp.loads_weights(fsdp_init, accelerator.process_index):
+        model, tokenizer = load_model(spec, torch_dtype=base_dtype)
+    else:  # FSDP: the weights come from rank 0 or from the checkpoint's shards, after sharding
+        model, tokenizer = load_empty_model(spec, torch_dtype=base_dtype)
+        logger.info("process %d of %d: %s built on the meta device, no weights read (FSDP init %s)",
+                    accelerator.process_index, accelerator.num_processes, model_name, fsdp_init)
     base_commit = resolved_commit(model)  # a hub base's commit ("" for a local folder)
     if s.objective in ("mlm", "infilling", "gpr") and tokenizer.mask_token_id is None:
         raise ConfigError(f"models.{model_name}: the tokenizer has no mask token ({s.objective} needs one)")
     model.train()
     if s.adapter is not None:  # a checkpoint's adapter trained over another dtype of the base is not resumed
         extra["base_dtype"] = dtype_name(model)
-    fingerprint = s.fingerprint(seed=seed, world=accelerator.num_processes, corpus=data.sha256,
-                                model=spec.source, revision=spec.revision, **extra)
+    fingerprint = s.fingerprint(**identity, **extra)
     trainer = Trainer(model, tokenizer, spec.family, data, s, seed, ckpt, fingerprint, accelerator, probe,
-                      model_name=model_name)
+                      model_name=model_name, fsdp_init=fsdp_init, resume_from=resume_from)
     result = trainer.run()
     from accelerate.utils import gather_object
 

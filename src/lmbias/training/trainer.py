@@ -102,6 +102,10 @@ def set_dropout(model, p: float | None = None, hidden: float | None = None, atte
         for key in found:
             setattr(config, key, float(value))
     dtype = next(model.parameters()).dtype
+    if next(model.parameters()).is_meta:  # an FSDP process that loads no weights (lmbias.training.fsdp)
+        from lmbias.engine.models import empty_from_config
+
+        return empty_from_config(type(model), config, dtype)
     # a half-precision base (LoRA) is rebuilt in its own dtype, not in float32 (twice its memory)
     new = type(model)(config) if dtype == torch.float32 else type(model)._from_config(config, dtype=dtype)
     new.load_state_dict(model.state_dict())
@@ -189,10 +193,20 @@ def _cat_rows(batches: list[dict], key: str, value: int) -> torch.Tensor:
     return pad(rows, value)
 
 
+#: Trainer's resume_from default: look for the newest good checkpoint in run()
+SEARCH = "search"
+
+
 class Trainer:
+    """`fsdp_init` (distributed: fsdp): where the processes' weights come from (fsdp.INIT_MODES; a process
+    that reads none passes the model built on meta). `resume_from`: the checkpoint to resume (None: none),
+    when the caller has looked (an FSDP job decides before loading whether to read the weights at all)."""
+
     def __init__(self, model, tokenizer, family: str, corpus: Corpus, settings: TrainingSettings, seed: int,
-                 checkpoint_dir, fingerprint: str, accelerator, probe=None, model_name: str = "?"):
+                 checkpoint_dir, fingerprint: str, accelerator, probe=None, model_name: str = "?",
+                 fsdp_init: str = "every_process", resume_from=SEARCH):
         self.s, self.seed, self.family, self.tok = settings, seed, family, tokenizer
+        self.resume_from, self.fsdp_init = resume_from, fsdp_init
         self.acc, self.checkpoint_dir, self.fingerprint, self.probe = accelerator, checkpoint_dir, fingerprint, probe
         s = settings
         torch.manual_seed(seed)
@@ -257,8 +271,12 @@ class Trainer:
             from lmbias.training import fsdp
 
             self.hf_class, self.hf_config = type(model), model.config
-            self.model = fsdp.shard(TrainModule(model, s.objective), accelerator.device, self.world,
-                                    mixed_precision(s.precision))
+            module = TrainModule(model, s.objective)
+            # rank 0 of a rank0 init: its full weights (references, no copy) to broadcast after sharding
+            full = module.state_dict() if fsdp_init == "rank0" and self.rank == 0 else None
+            self.model = fsdp.shard(module, accelerator.device, self.world, mixed_precision(s.precision))
+            fsdp.materialize(self.model, accelerator.device, fsdp_init, full)
+            del full, module
             self.optimizer = _optimizer(self.model, s)
             self.scheduler = get_linear_schedule_with_warmup(self.optimizer, warmup, self.total_steps)
         else:
@@ -426,7 +444,11 @@ class Trainer:
         state = {"step": 0, "epoch": 0, "next_batch": 0, "log": [], "best_accuracy": None, "best_epoch": None}
         best_state = None
         resumed = None
-        path = checkpoints.latest_good(self.checkpoint_dir, self.fingerprint) if self.checkpoint_dir else None
+        path = self.resume_from
+        if path == SEARCH:
+            path = checkpoints.latest_good(self.checkpoint_dir, self.fingerprint) if self.checkpoint_dir else None
+        if path is None and self.fsdp_init == "checkpoint":  # built on meta for a checkpoint that is not there
+            raise RuntimeError("FSDP: the model was built without weights to resume a checkpoint, but none is given")
         if path is not None:
             state, best_state = checkpoints.load(path, acc, self.model, self.optimizer, self.scheduler)
             resumed = state["step"]
