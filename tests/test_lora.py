@@ -2,7 +2,7 @@
 default target modules per architecture, a LoRA CDS of the tiny Llama (its folder holds the adapter in peft's
 format and the base's record, the base stays byte-identical, only the adapter trains, scoring through the
 adapter equals scoring through the merged weights, a killed job resumes to the same adapter), ER and GPR
-through the adapter, and the bias a LoRA CDS removes from a planted-bias model."""
+through the adapter, and the bias a LoRA CDS removes from a planted-bias GPT-2 and a planted-bias tiny Llama."""
 
 from __future__ import annotations
 
@@ -50,10 +50,12 @@ def tiny(tmp_path_factory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("tiny-lora")
     return {"llama": build_tiny_model("llama", root / "llama", seed=0),
             "bert": build_tiny_model("bert", root / "bert", seed=0),
-            # the planted-bias GPT-2: he, him and his raised by 8 nats (exact: lmbias.engine.tiny.plant_bias); the
-            # tiny Llama cannot be planted (its final RMSNorm leaves no input-independent direction)
+            # the planted-bias GPT-2 and Llama: he, him and his raised by 8 nats (lmbias.engine.tiny.plant_bias:
+            # exact for GPT-2; the Llama's through a reserved residual coordinate, 8 * (1 - 0.2 %) at worst)
             "gpt2-he": build_tiny_model("gpt2", root / "gpt2-he", seed=0,
-                                        planted_bias={"he": 8.0, "him": 8.0, "his": 8.0})}
+                                        planted_bias={"he": 8.0, "him": 8.0, "his": 8.0}),
+            "llama-he": build_tiny_model("llama", root / "llama-he", seed=0,
+                                         planted_bias={"he": 8.0, "him": 8.0, "his": 8.0})}
 
 
 _MALE = {"she": "he", "her": "his", "hers": "his", "herself": "himself", "She": "He", "Her": "His"}
@@ -380,3 +382,29 @@ def test_lora_cds_removes_most_of_a_planted_male_preference(tiny, corpora, tmp_p
     assert before > 7.5, before
     assert after["cds"] < before - 4.0, (before, after)  # measured: 8.00 -> 1.21
     assert after["male"] > after["cds"] + 4.0, (before, after)  # measured: 7.87
+
+
+def test_lora_cds_removes_most_of_a_planted_male_preference_of_a_tiny_llama(tiny, corpora, tmp_path):
+    """The planted tiny Llama prefers he by 7.6 nats on the templates (8 on the logit, less the share the raised
+    him/his take of the normaliser). A LoRA CDS (the same swapped GAP sentences: he 10, she 10) lowers it to
+    about 1 nat; the same training on the sentences made all male keeps it (drop under half a nat). The adapter
+    covers lm_head besides the default projections: the planted offset sits in the head's reserved column, which
+    the layers' adapters reach only through the reserved residual coordinate, and the final RMSNorm saturates
+    that one (its output there moves by ~S / c^2 of a change); with the default targets alone the gap stays at
+    6.7 to 6.8 for both corpora (measured at learning rates 1e-3 and 3e-3; at 3e-2 training diverges). The
+    learning rate is the middle of the range where the gap lands near 0 (measured after CDS: 1e-3 6.4,
+    1.75e-3 3.1, 2e-3 1.3, 2.25e-3 -1.0, 2.5e-3 -3.1; the all-male control 6.9 to 7.4 throughout)."""
+    entry = _entry(tiny["llama-he"], "clm")
+    spec = model_spec("tiny-llama-he", entry)
+    before = male_preference(*load_model(spec))
+    settings = _settings("clm", {"r": 8, "dropout": 0.0, "target_modules": LLAMA_TARGETS + ["lm_head"]},
+                         batch_size=8, max_steps=16, learning_rate=2e-3)
+    after = {}
+    for corpus in ("cds", "male"):
+        train_job(entry, "tiny-llama-he", str(corpora[corpus]), str(tmp_path / corpus), 0, settings)
+        after[corpus] = male_preference(*load_method_model(spec, tmp_path / corpus))
+    saved = load_file(str(tmp_path / "cds" / "adapter_model.safetensors"))
+    assert all(".lora_" in k for k in saved) and any("lm_head" in k for k in saved)
+    assert 7.5 < before < 8.0, before  # measured: 7.59
+    assert after["cds"] < before - 4.0, (before, after)  # measured: 7.59 -> 1.35
+    assert after["male"] > before - 1.5 and after["male"] > after["cds"] + 4.0, (before, after)  # measured: 7.13

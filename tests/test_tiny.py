@@ -24,6 +24,7 @@ from lmbias.engine.tiny import (
     ARCHITECTURES,
     DEFAULT_WORDS,
     FAMILY_OF,
+    LLAMA_PLANT_TOLERANCE,
     PLANTABLE,
     build_from_config,
     build_tiny_model,
@@ -34,6 +35,8 @@ from lmbias.engine.tiny import (
 
 PRONOUNS = ("he", "she", "him", "her", "his", "hers", "himself", "herself")
 PLANTED = {"he": 8.0}
+#: Planted exactly (an output bias or an exact bias direction); the tiny Llama within LLAMA_PLANT_TOLERANCE.
+EXACT = tuple(a for a in PLANTABLE if a != "llama")
 
 
 @pytest.fixture(scope="module")
@@ -77,10 +80,11 @@ def test_rebuild_in_another_process_is_byte_identical(built, tmp_path):
         "for a in ARCHITECTURES:\n"
         "    build_tiny_model(a, sys.argv[1] + '/' + a, seed=0)\n"
         "build_tiny_model('gpt2', sys.argv[1] + '/gpt2-he', seed=0, planted_bias={'he': 8.0})\n"
+        "build_tiny_model('llama', sys.argv[1] + '/llama-he', seed=0, planted_bias={'he': 8.0})\n"
     )
     env = dict(os.environ, PYTHONHASHSEED="12345")
     subprocess.run([sys.executable, "-c", code, str(tmp_path)], check=True, env=env, capture_output=True)
-    for arch, planted in [(a, False) for a in ARCHITECTURES] + [("gpt2", True)]:
+    for arch, planted in [(a, False) for a in ARCHITECTURES] + [("gpt2", True), ("llama", True)]:
         first = built[(arch, planted)]
         second = tmp_path / (f"{arch}-he" if planted else arch)
         names = sorted(p.name for p in first.iterdir())
@@ -258,7 +262,7 @@ SENTENCES = [
 ]
 
 
-@pytest.mark.parametrize("arch", PLANTABLE)
+@pytest.mark.parametrize("arch", EXACT)
 def test_planted_bias_is_saved_and_exact(built, arch):
     (m0, tok), (m1, _) = _load(built[(arch, False)], arch), _load(built[(arch, True)], arch)
     enc = tok(SENTENCES, return_tensors="pt", padding=True)
@@ -352,11 +356,89 @@ def test_tiny_llama_loads_as_a_causal_lm(built):
     assert '"architecture": "llama"' in info
 
 
-def test_tiny_llama_refuses_a_planted_bias(tmp_path):
+def _real_sentences(shared_data: Path) -> list[str]:
+    """CrowS-Pairs gender sentences (both of each pair) and every 8th WinoBias dev sentence, brackets removed."""
+    with open(shared_data / "crows_pairs" / "crows_pairs_anonymized.csv", encoding="utf-8", newline="") as handle:
+        rows = [r for r in csv.DictReader(handle) if r["bias_type"] == "gender"]
+    texts = [r[k] for r in rows for k in ("sent_more", "sent_less")]
+    for path in sorted((shared_data / "winobias").glob("*.txt.dev")):
+        lines = [line.split(" ", 1)[1] for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+        texts += [line.replace("[", "").replace("]", "") for line in lines[::8]]
+    return texts
+
+
+def test_planted_tiny_llama_raises_the_planted_logits_by_delta_within_the_tolerance(built, shared_data, tmp_path):
+    """The tiny Llama's planted bias (plant_bias: a reserved residual coordinate) against its twin planted at 0, at
+    every token of ~700 real sentences: he's two tokens rise by 8 * rho, 1 - LLAMA_PLANT_TOLERANCE <= rho <= 1
+    (measured: 0.9980 to 0.9998); every other logit is the twin's (observed bit for bit); the twin's unplanted
+    logits are not tiny-llama's but correlate with them (per position, mean 0.96, measured). Saved as plain
+    weights: the config is tiny-llama's, the lm_head's last column holds 8 / 8 at he's tokens and 0 elsewhere."""
+    twin = build_tiny_model("llama", tmp_path / "llama-zero", seed=0, planted_bias={"he": 0.0})
+    (planted, tok), (zero, _), (plain, _) = (_load(p, "llama") for p in (built[("llama", True)], twin,
+                                                                         built[("llama", False)]))
+    ids = sorted({tok(" he", add_special_tokens=False)["input_ids"][0], tok("he", add_special_tokens=False)["input_ids"][0]})
+    others = torch.ones(len(tok), dtype=torch.bool)
+    others[ids] = False
+    texts = _real_sentences(shared_data)
+    assert len(texts) > 700
+    rho, other, corr = [], [], []
+    for start in range(0, len(texts), 128):
+        enc = tok(texts[start:start + 128], return_tensors="pt", padding=True)
+        mask = enc["attention_mask"].bool()
+        with torch.inference_mode():
+            a, b, c = (m(**enc).logits[mask].double() for m in (planted, zero, plain))
+        rho.append((a - b)[:, ids] / PLANTED["he"])
+        other.append((a - b)[:, others].abs().max())
+        x, y = b[:, others] - b[:, others].mean(-1, keepdim=True), c[:, others] - c[:, others].mean(-1, keepdim=True)
+        corr.append((x * y).sum(-1) / (x.norm(dim=-1) * y.norm(dim=-1)))
+    rho, corr = torch.cat(rho), torch.cat(corr)
+    assert rho.shape[0] > 10_000
+    assert float(rho.max()) <= 1.0 + 1e-6 and float(rho.min()) >= 1.0 - LLAMA_PLANT_TOLERANCE, (rho.min(), rho.max())
+    assert float(rho.min()) < 1.0 - 1e-4  # the tolerance is needed: the offset is not exact
+    assert max(float(v) for v in other) <= 1e-6
+    assert float(corr.mean()) > 0.9 and float(corr.min()) > 0.6, (corr.mean(), corr.min())
+    # plain weights: nothing but tensors save_pretrained writes; the config unchanged
+    assert (built[("llama", True)] / "config.json").read_bytes() == (built[("llama", False)] / "config.json").read_bytes()
+    head = load_file(built[("llama", True)] / "model.safetensors")["lm_head.weight"][:, -1]
+    assert torch.allclose(head[ids], torch.full((len(ids),), 1.0), atol=1e-6) and not torch.any(head[others])
+
+
+def test_planting_a_llama_twice_adds_and_a_tied_head_is_untied():
+    """plant_bias on an already planted Llama only adds to the head's reserved column ({he: 3} then {he: 5} ==
+    {he: 8}); a Llama whose head is tied to its embeddings is untied first (the reserved column would otherwise
+    be c in the head too)."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from lmbias.engine.tiny import build_tokenizer
+
+    tok = build_tokenizer("llama", ["he", "she", "the", "doctor", "said"])
+    models = []
+    for steps in ([{"he": 0.0}], [{"he": 3.0}, {"he": 5.0}], [{"he": 8.0}]):
+        config = LlamaConfig(vocab_size=len(tok), hidden_size=16, intermediate_size=32, num_hidden_layers=1,
+                             num_attention_heads=2, num_key_value_heads=1, tie_word_embeddings=True)
+        torch.manual_seed(3)
+        model = LlamaForCausalLM(config).eval()  # a fresh config: planting unties the one it is given
+        assert model.lm_head.weight.data_ptr() == model.model.embed_tokens.weight.data_ptr()
+        for bias in steps:
+            planted = plant_bias(model, tok, bias)
+        assert model.lm_head.weight.data_ptr() != model.model.embed_tokens.weight.data_ptr()
+        assert model.config.tie_word_embeddings is False
+        models.append(model)
+    ids = torch.tensor([tok("the doctor said she")["input_ids"]])
+    with torch.inference_mode():
+        zero, twice, once = (m(ids).logits for m in models)
+    assert torch.allclose(twice, once, atol=1e-5)
+    rise = (once - zero)[..., planted["he"]] / 8.0
+    assert float(rise.max()) <= 1.0 + 1e-6 and float(rise.min()) >= 1.0 - LLAMA_PLANT_TOLERANCE
+    others = torch.ones(len(tok), dtype=torch.bool)
+    others[planted["he"]] = False
+    assert torch.allclose(once[..., others], zero[..., others], atol=1e-6)
+
+
+def test_tiny_llama_takes_a_planted_bias_and_checks_its_family(tmp_path):
     entry = {"path": "x", "family": "clm", "tiny": {"architecture": "llama", "seed": 0, "planted_bias": {"he": 8.0}}}
-    with pytest.raises(ConfigError, match=r"models\.tiny-l\.tiny\.planted_bias: not supported for architecture 'llama'"):
-        build_from_config("tiny-l", entry, tmp_path / "x")
-    assert not (tmp_path / "x").exists()
+    out = build_from_config("tiny-l", entry, tmp_path / "x")
+    assert '"he": 8.0' in (out / "tiny_model.json").read_text()
     entry = {"path": "x", "family": "mlm", "tiny": {"architecture": "llama", "seed": 0}}
     with pytest.raises(ConfigError, match=r"models\.tiny-l\.family: 'mlm' does not fit tiny architecture 'llama'"):
         build_from_config("tiny-l", entry, tmp_path / "x")

@@ -32,8 +32,13 @@ log = logging.getLogger(__name__)
 
 ARCHITECTURES = ("bert", "roberta", "gpt2", "bart", "llama")
 FAMILY_OF = {"bert": "mlm", "roberta": "mlm", "gpt2": "clm", "bart": "seq2seq", "llama": "clm"}
-#: Architectures whose output logits plant_bias can raise exactly (Llama's RMSNorm leaves no constant direction).
-PLANTABLE = ("bert", "roberta", "gpt2", "bart")
+#: Architectures whose output logits plant_bias can raise (exactly; llama: within LLAMA_PLANT_TOLERANCE).
+PLANTABLE = ("bert", "roberta", "gpt2", "bart", "llama")
+
+#: A Llama-like decoder's planted logit offset is delta * rho with LLAMA_PLANT_TOLERANCE >= 1 - rho >= 0 (never
+#: more than delta). Measured on the tiny Llama (seed 0) at every token of real benchmark sentences (CrowS-Pairs
+#: gender, WinoBias dev, 300 GAP texts; 69k positions): 1 - rho at most 2.0e-3, 5e-4 on average; see plant_bias.
+LLAMA_PLANT_TOLERANCE = 0.005
 
 #: Default word list: resources/vocab/tiny_words.txt of this repository (the package is installed editable).
 DEFAULT_WORDS = Path(__file__).resolve().parents[3] / "resources" / "vocab" / "tiny_words.txt"
@@ -448,6 +453,21 @@ def plant_bias(model, tokenizer, bias: dict[str, float]) -> dict[str, list[int]]
       mean), so u = 1/g satisfies u.h = u.b for every input: adding c*u/(u.b) to the lm_head row of a
       token adds exactly c to its logit. When u.b is ~0 (a fresh model: b = 0), ln_f's bias is first
       moved by g and the lm_head projected so that every logit is unchanged.
+    - Llama-like decoders (RMSNorm, no output bias): an RMSNorm has no input-independent linear direction
+      (only |n|^2 is constant), so the model is first rebuilt around a *reserved residual coordinate* k (the
+      last one; _reserve_llama_coordinate): every input-embedding row holds c = sqrt(d) there and no layer
+      writes into it (row k of every o_proj / down_proj zero) or reads it (every layer norm's weight k zero),
+      so the residual stream carries exactly c at k at every position. After the final RMSNorm coordinate k
+      is g_k c / rms(h), which tends to its maximum g_k c / sqrt(c^2/d + eps) as c dominates rms(h); the
+      lm_head's column k is zero except for the planted tokens, which get delta / that maximum. A planted
+      logit therefore rises by delta * rho, rho = sqrt(c^2/d + eps) / rms(h), 1 - rho ~ S / (2 c^2) with S
+      the sum of squares of the other residual coordinates: never above delta, of its sign, and on real
+      sentences within LLAMA_PLANT_TOLERANCE * |delta| of it (measured; tests/test_tiny.py). Because c = sqrt(d) makes rms(h) ~ 1, every RMSNorm becomes nearly linear;
+      the weights of the other coordinates are multiplied by 1 / initializer_range so that the layers see
+      inputs of the size the random model gave them. The result is another random Llama (same config,
+      tokenizer and shapes; its other logits are not the unplanted model's, they correlate 0.96 with them): the
+      reference twin of a planted Llama is the same seed planted at 0 (e.g. ``{"he": 0}``: reserved, column k
+      zero), whose every unplanted logit is the planted model's exactly. Calling plant_bias again on such a model only adds to column k.
     Returns {word: token ids}. Words are looked up bare and after a space (both BPE forms).
     """
     import torch
@@ -484,11 +504,13 @@ def plant_bias(model, tokenizer, bias: dict[str, float]) -> dict[str, list[int]]
                     other.copy_(head_bias)
         elif getattr(model.config, "model_type", None) == "gpt2":
             _plant_bias_gpt2(model, delta)
+        elif _llama_like(model):
+            _plant_bias_llama(model, delta)
         else:
             raise ConfigError(
                 f"planted bias is not supported for model type {getattr(model.config, 'model_type', '?')!r}: "
-                "its output layer has no bias and no input-independent direction before it (an RMSNorm, as in "
-                f"Llama, rescales every hidden state); tiny architectures with planted bias: {', '.join(PLANTABLE)}"
+                "its output layer has no bias, no input-independent direction before it and no Llama-like "
+                f"layout to reserve one in; tiny architectures with planted bias: {', '.join(PLANTABLE)}"
             )
     return planted
 
@@ -526,6 +548,83 @@ def _plant_bias_gpt2(model, delta) -> None:
     head.weight.copy_(weight.to(head.weight.dtype))
 
 
+def _llama_like(model) -> bool:
+    """A decoder laid out as transformers' Llama: embed_tokens, layers with input/post-attention norms, o_proj and
+    down_proj writing into the residual stream, a final norm, an lm_head without bias."""
+    inner = getattr(model, "model", None)
+    layers = getattr(inner, "layers", None)
+    head = model.get_output_embeddings()
+    if inner is None or layers is None or head is None or getattr(head, "bias", None) is not None:
+        return False
+    if not all(hasattr(inner, name) for name in ("embed_tokens", "norm")):
+        return False
+    return all(hasattr(layer, "input_layernorm") and hasattr(layer, "post_attention_layernorm")
+               and hasattr(getattr(layer, "self_attn", None), "o_proj") and hasattr(getattr(layer, "mlp", None), "down_proj")
+               for layer in layers)
+
+
+def _llama_reserved(model) -> bool:
+    """Whether _reserve_llama_coordinate has already rebuilt `model` (so planting again only adds to column k)."""
+    import torch
+
+    k = model.config.hidden_size - 1
+    column = model.model.embed_tokens.weight[:, k]
+    value = float(model.config.hidden_size) ** 0.5
+    return bool(torch.all(column == value)) and all(
+        not torch.any(layer.self_attn.o_proj.weight[k]) and not torch.any(layer.mlp.down_proj.weight[k])
+        for layer in model.model.layers)
+
+
+def _reserve_llama_coordinate(model) -> None:
+    """Rebuild a Llama-like decoder around a reserved residual coordinate k = d - 1 holding c = sqrt(d) (see
+    plant_bias): embeddings' column k = c; rows k of o_proj/down_proj (and their biases, if any) zero; weight k of
+    every layer norm zero; the other weights of every RMSNorm multiplied by 1 / initializer_range (the final norm's
+    weight k kept); lm_head's column k zero. Deterministic: no random numbers, no data."""
+    import torch
+
+    d = model.config.hidden_size
+    k = d - 1
+    c = float(d) ** 0.5
+    scale = 1.0 / float(getattr(model.config, "initializer_range", 0.02))
+    inner = model.model
+    head = model.get_output_embeddings()
+    if head.weight is inner.embed_tokens.weight or head.weight.data_ptr() == inner.embed_tokens.weight.data_ptr():
+        head.weight = torch.nn.Parameter(inner.embed_tokens.weight.detach().clone())
+        model.config.tie_word_embeddings = False
+        if hasattr(model.config, "get_text_config"):
+            model.config.get_text_config().tie_word_embeddings = False
+    inner.embed_tokens.weight[:, k] = c
+    for layer in inner.layers:
+        for proj in (layer.self_attn.o_proj, layer.mlp.down_proj):
+            proj.weight[k] = 0.0
+            if getattr(proj, "bias", None) is not None:
+                proj.bias[k] = 0.0
+        for norm in (layer.input_layernorm, layer.post_attention_layernorm):
+            norm.weight.mul_(scale)
+            norm.weight[k] = 0.0
+    g_k = float(inner.norm.weight[k])
+    if abs(g_k) < 1e-6:
+        raise ConfigError("planted bias for a Llama-like model needs the final norm's last weight to be non-zero")
+    inner.norm.weight.mul_(scale)
+    inner.norm.weight[k] = g_k
+    head.weight[:, k] = 0.0
+
+
+def _plant_bias_llama(model, delta) -> None:
+    """Llama-like decoders: reserve a residual coordinate (once) and write delta into lm_head's column k (see
+    plant_bias); each planted logit rises by delta * rho, 1 - LLAMA_PLANT_TOLERANCE <= rho <= 1."""
+    if not _llama_reserved(model):
+        _reserve_llama_coordinate(model)
+    d = model.config.hidden_size
+    k = d - 1
+    c = float(d) ** 0.5
+    eps = float(getattr(model.model.norm, "variance_epsilon", getattr(model.model.norm, "eps", 1e-6)))
+    n_max = float(model.model.norm.weight[k]) * c / (c * c / d + eps) ** 0.5  # coordinate k after the norm, at most
+    head = model.get_output_embeddings()
+    column = head.weight[:, k].double() + delta / n_max
+    head.weight[:, k] = column.to(head.weight.dtype)
+
+
 # --------------------------------------------------------------------------------------------------
 # Build
 
@@ -552,8 +651,7 @@ def build_tiny_model(
         raise ConfigError(f"tiny.planted_bias: {planted_bias!r} is not a mapping of word -> number")
     if planted_bias and architecture not in PLANTABLE:
         raise ConfigError(
-            f"tiny.planted_bias: not supported for architecture {architecture!r} (no exact way to raise one output "
-            f"logit: the final RMSNorm rescales every hidden state); use one of {', '.join(PLANTABLE)}"
+            f"tiny.planted_bias: not supported for architecture {architecture!r}; use one of {', '.join(PLANTABLE)}"
         )
     started = time.perf_counter()
     words_path = Path(words) if words is not None else DEFAULT_WORDS
