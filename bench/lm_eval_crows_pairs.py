@@ -1,7 +1,7 @@
 """lm-evaluation-harness's CrowS-Pairs (English, gender) side by side with ours: same CSV, numbers and speed.
 
     .venv/bin/python bench/lm_eval_crows_pairs.py [--data-dir ../shared/data] [--timing-pairs 64]
-        [--layers-1b 16] [--repeats 3] [--skip-timing]      (README's figures: --timing-pairs 32 --layers-1b 4)
+        [--layers-1b 16] [--repeats 3] [--skip-timing]      (README: --timing-pairs 32, --layers-1b 16 and 4)
 
 1. Installs lm-eval (pinned: LM_EVAL below) into its own virtual environment, bench/.venv-lm-eval (git-ignored;
    torch first so pip takes the local CPU build, transformers and accelerate at constraints.txt's pins), once.
