@@ -19,7 +19,7 @@ from lmbias.parsers import parse_crows_pairs
 from lmbias.engine.pll import encode
 from lmbias.engine.tiny import build_tiny_model
 
-FAMILY = {"bert": "mlm", "gpt2": "clm", "bart": "seq2seq"}
+FAMILY = {"bert": "mlm", "gpt2": "clm", "llama": "clm", "bart": "seq2seq"}
 
 
 def _load(path, family):
@@ -227,17 +227,18 @@ def _he_she_pairs(tok, gender):
         x, y = encode(tok, r["sent_more"]), encode(tok, r["sent_less"])
         _, _, m1, m2 = align(x, y)
         if len(m1) == 1 and len(m2) == 1:
-            words = [tok.convert_ids_to_tokens(ids[m[0]]).lstrip("Ġ").lower() for ids, m in ((x, m1), (y, m2))]
+            words = [tok.convert_ids_to_tokens(ids[m[0]]).lstrip("Ġ▁").lower() for ids, m in ((x, m1), (y, m2))]
             if set(words) == {"he", "she"}:
                 keep.append(i)
                 more_has_he.append(words[0] == "he")
     return keep, np.asarray(more_has_he)
 
 
-@pytest.mark.parametrize("arch", ["bert", "gpt2"])
+@pytest.mark.parametrize("arch", ["bert", "gpt2", "llama"])
 def test_planted_he_bias_makes_the_he_sentence_win(tmp_path, gender, arch):
     """Raising "he" over "she" (output logit +8): on the 14 pairs that differ only by he/she, the sentence
-    with "he" wins under bias-bench's modified-token score (mlm) and the sentence likelihood (clm).
+    with "he" wins under bias-bench's modified-token score (mlm) and the sentence likelihood (clm: GPT-2, whose
+    offset is exact, and the Llama, whose offset is 8 x rho, 0.995 <= rho <= 1: lmbias.engine.tiny.plant_bias).
 
     Nangia's default score is not asserted: it sums the *shared* tokens given the modified ones, so an
     output bias on the modified token itself barely moves it (by design, the pair's own words are
