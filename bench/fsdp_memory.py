@@ -12,9 +12,12 @@ Table 2: a randomly initialised Llama-shaped model saved as a safetensors folder
 checkpoints are published; the job loads float32 master weights from it), loaded for FSDP by N processes
 through the job's calls (engine.models.load_model / load_empty_model, TrainModule, fsdp.shard,
 fsdp.materialize), once with every process loading it (LMBIAS_FSDP_EVERY_PROCESS_LOADS=1, the path before
-rank-0 loading) and once with rank 0 loading it (the default); each process's peak resident memory
+rank-0 loading), once with rank 0 loading it in float32 (as e13c5af did) and once with rank 0 reading it in
+its stored bfloat16, upcast unit by unit as it is sharded (the default); each process's peak resident memory
 (ru_maxrss: anonymous memory and the checkpoint's mapped pages) after its imports and after loading and
-sharding. Training state (gradients, AdamW) is left out: on GPUs it is in device memory.
+sharding, and the peak of its anonymous memory alone above the imports (RssAnon sampled every millisecond:
+the tensors; a checkpoint read in its stored dtype stays memory-mapped, pages the kernel can drop and read
+again). Training state (gradients, AdamW) is left out: on GPUs it is in device memory.
 """
 
 from __future__ import annotations
@@ -73,6 +76,32 @@ def _peak_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
 
 
+class _AnonPeak:
+    """The peak of this process's anonymous resident memory (RssAnon: tensors, not the checkpoint's mapped
+    file pages, which the kernel may drop and read again), sampled every millisecond by a thread."""
+
+    def __init__(self):
+        import threading
+
+        self.peak, self._stop = 0, threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    @staticmethod
+    def now() -> int:
+        with open("/proc/self/status") as f:
+            return next(int(line.split()[1]) for line in f if line.startswith("RssAnon:"))  # KiB
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.001):
+            self.peak = max(self.peak, self.now())
+
+    def stop(self) -> float:
+        self._stop.set()
+        self._thread.join()
+        return max(self.peak, self.now()) / 1024
+
+
 def _config(hidden: int, layers: int):
     from transformers import LlamaConfig
 
@@ -80,15 +109,17 @@ def _config(hidden: int, layers: int):
                        num_attention_heads=8, num_key_value_heads=8, tie_word_embeddings=False)
 
 
-def load_worker(folder: str) -> None:
-    """One process of table 2: the FSDP job's loading calls on the saved model, peak RSS after each phase."""
+def load_worker(folder: str, read: str) -> None:
+    """One process of table 2: the FSDP job's loading calls on the saved model, peak RSS after each phase.
+    `read`: stored = a loading process reads the checkpoint in its stored dtype where jobs._train does (rank 0
+    of a rank0 init: lossless_dtype); float32 = in float32 (as before, e13c5af)."""
     import importlib
 
     from transformers.utils import logging as hf_logging
 
     importlib.import_module("transformers.models.llama.modeling_llama")  # before the baseline is read
 
-    from lmbias.engine.models import load_empty_model, load_model, model_spec
+    from lmbias.engine.models import load_empty_model, load_model, lossless_dtype, model_spec
     from lmbias.training import fsdp
     from lmbias.training.trainer import TrainModule
 
@@ -96,23 +127,29 @@ def load_worker(folder: str) -> None:
     torch.distributed.init_process_group("gloo")
     rank, world = torch.distributed.get_rank(), torch.distributed.get_world_size()
     imports = _peak_mib()
+    anon_imports, anon = _AnonPeak.now() / 1024, _AnonPeak()
     mode = fsdp.init_mode(world, resuming=False)
     spec = model_spec("bench-llama", {"path": folder, "family": "clm"})
     load = load_model if fsdp.loads_weights(mode, rank) else load_empty_model
-    module = TrainModule(load(spec, torch_dtype=torch.float32)[0], "clm")
+    dtype = lossless_dtype(spec) if read == "stored" and mode == "rank0" and rank == 0 else torch.float32
+    model = load(spec, torch_dtype=dtype)[0]
+    read_as = "meta" if fsdp.is_empty(model) else str(next(model.parameters()).dtype).removeprefix("torch.")
+    module = TrainModule(model, "clm")
+    del model
     on_meta = fsdp.is_empty(module)
     full = module.state_dict() if mode == "rank0" and rank == 0 else None
     fsdp.shard(module, torch.device("cpu"), world, "no")
     fsdp.materialize(module, torch.device("cpu"), mode, full)
     del full
     loaded = _peak_mib()
+    anon_cost = anon.stop() - anon_imports
     shard = fsdp.local_parameter_bytes(module) / 2 ** 20
     rows = [None] * world
-    torch.distributed.all_gather_object(rows, (rank, mode, on_meta, imports, loaded, shard))
+    torch.distributed.all_gather_object(rows, (rank, mode, read_as, imports, loaded, anon_cost, shard))
     if rank == 0:
-        for r, m, meta, i, lo, sh in sorted(rows):
-            print(f"{m:>13} | {r:>4} | {'meta' if meta else 'loaded':>6} | {i:>13,.0f} | {lo:>16,.0f} | "
-                  f"{lo - i:>9,.0f} | {sh:>9,.1f}", flush=True)
+        for r, m, how, i, lo, an, sh in sorted(rows):
+            print(f"{m:>13} | {r:>4} | {how:>8} | {i:>13,.0f} | {lo:>16,.0f} | {lo - i:>9,.0f} | {an:>9,.0f} | "
+                  f"{sh:>9,.1f}", flush=True)
     torch.distributed.destroy_process_group()
 
 
@@ -138,10 +175,10 @@ def load_table(processes: int, hidden: int, layers: int, run) -> None:
         print(f"\nPeak CPU memory (ru_maxrss, MiB) of each of {processes} processes loading a Llama-shaped model "
               f"for FSDP: hidden {hidden}, {layers} layers, vocab 32,000: {mib:,.1f} MiB of float32 parameters "
               f"(largest tensor {largest:,.1f} MiB), stored in bfloat16 ({mib / 2:,.1f} MiB)")
-        print(f"{'init':>13} | {'rank':>4} | {'built':>6} | {'after imports':>13} | {'after load+shard':>16} | "
-              f"{'load cost':>9} | {'shard MiB':>9}")
-        for every in ("1", "0"):
-            run(["--load-worker", tmp], {"LMBIAS_FSDP_EVERY_PROCESS_LOADS": every})
+        print(f"{'init':>13} | {'rank':>4} | {'read as':>8} | {'after imports':>13} | {'after load+shard':>16} | "
+              f"{'load cost':>9} | {'anon cost':>9} | {'shard MiB':>9}")
+        for every, read in (("1", "float32"), ("0", "float32"), ("0", "stored")):
+            run(["--load-worker", tmp, "--read", read], {"LMBIAS_FSDP_EVERY_PROCESS_LOADS": every})
 
 
 def main() -> None:
@@ -153,12 +190,13 @@ def main() -> None:
     ap.add_argument("--load-layers", type=int, default=6, help="table 2's model depth")
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--load-worker", metavar="FOLDER", help=argparse.SUPPRESS)
+    ap.add_argument("--read", default="stored", help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.worker:
         worker(a.hidden, a.layers)
         return
     if a.load_worker:
-        load_worker(a.load_worker)
+        load_worker(a.load_worker, a.read)
         return
     src = str(Path(__file__).resolve().parents[1] / "src")
     env = dict(os.environ, PYTHONPATH=src + os.pathsep + os.environ.get("PYTHONPATH", ""), OMP_NUM_THREADS="1",

@@ -39,7 +39,7 @@ SETTINGS = {"objective": "clm", "max_steps": 4, "epochs": 50, "learning_rate": 1
 @pytest.fixture(scope="module")
 def setup(tmp_path_factory, shared_data):
     root = tmp_path_factory.mktemp("fsdp")
-    model = build_tiny_model("llama", root / "tiny-llama", seed=0)
+    model = _stored_in_bf16(build_tiny_model("llama", root / "tiny-llama", seed=0))  # as hub checkpoints are
     texts = []
     with open(shared_data / "gap" / "gap-development.tsv", encoding="utf-8") as f:
         next(f)
@@ -51,6 +51,16 @@ def setup(tmp_path_factory, shared_data):
              "changed": False} for i, t in enumerate(texts)]
     pq.write_table(pa.Table.from_pylist(rows), root / "corpus.parquet")
     return {"path": str(model), "family": "clm"}, root / "corpus.parquet"
+
+
+def _stored_in_bf16(folder: Path) -> Path:
+    """`folder`'s model.safetensors rewritten with its floating tensors in bfloat16 (FSDP rank 0 reads it so)."""
+    from safetensors.torch import save_file
+
+    path = Path(folder) / "model.safetensors"
+    save_file({k: v.bfloat16() if v.is_floating_point() else v for k, v in load_file(str(path)).items()}, str(path),
+              metadata={"format": "pt"})
+    return folder
 
 
 def _launch(setup, out: Path, settings: dict, env_extra=None) -> subprocess.CompletedProcess:
@@ -110,7 +120,9 @@ def test_rank0_loading_trains_what_every_process_loading_trains(setup, two_fsdp,
     a, b = _weights(every), _weights(two)
     assert a.keys() == b.keys()
     for k in a:
-        assert torch.equal(a[k], b[k]), k
+        assert torch.equal(a[k], b[k]), k  # rank 0 read the bf16-stored checkpoint in bf16, upcast exactly
+        assert a[k].dtype == torch.float32, k
+    assert (every / "config.json").read_text() == (two / "config.json").read_text()
     losses = [pq.read_table(f / "train_log.parquet").column("loss").to_pylist() for f in (every, two)]
     assert losses[0] == losses[1]
 
@@ -120,8 +132,10 @@ def test_meta_processes_get_the_loaded_shards_buffers_ties_and_random_state(tmp_
     calls (set_dropout, TrainModule, shard, materialize): under rank0 init rank 1's model is on meta up to
     sharding, then its shards, buffers and CPU generator state equal those of every process loading; under
     checkpoint init (a resume: both on meta, no broadcast) the buffers it computes equal the loaded ones."""
-    for family in ("gpt2", "llama"):
-        build_tiny_model(family, tmp_path / family, seed=0)
+    for name in MODELS:  # rank 0 reads a bf16-stored checkpoint in bf16, a float32-stored one in float32
+        folder = build_tiny_model(name.split("-")[0], tmp_path / name, seed=0)
+        if name.endswith("-bf16"):
+            _stored_in_bf16(folder)
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port",
            str(main_process_port(str(tmp_path))), __file__, str(tmp_path)]
     proc = subprocess.run(cmd, env=dict(launch_env(), OMP_NUM_THREADS="1"), capture_output=True, text=True,
@@ -130,37 +144,71 @@ def test_meta_processes_get_the_loaded_shards_buffers_ties_and_random_state(tmp_
     rows = [json.loads(line[len(_ROW):]) for line in proc.stdout.splitlines() if line.startswith(_ROW)]
     assert sorted(r["rank"] for r in rows) == [0, 1]
     for r in rows:
-        for family in ("gpt2", "llama"):
-            got = r[family]
+        for name in MODELS:
+            got, family = r[name], name.split("-")[0]
             assert got["empty_before_shard"] == {"every_process": False, "rank0": r["rank"] == 1, "checkpoint": True}
-            assert got["weights_equal"] and got["rng_equal"], (r["rank"], family)
+            assert got["weights_equal"] and got["rng_equal"], (r["rank"], name)
+            assert got["dtypes_equal"], (r["rank"], name)  # float32 master shards whatever rank 0 read
+            assert got["read_as"] == ("bfloat16" if name.endswith("-bf16") and r["rank"] == 0 else "float32")
             assert got["tied"] == {"every_process": family == "gpt2", "rank0": family == "gpt2",
                                    "checkpoint": family == "gpt2"}
             expected = ["model.model.rotary_emb.inv_freq", "model.model.rotary_emb.original_inv_freq"] \
                 if family == "llama" else []
             for mode in ("rank0", "checkpoint"):
-                assert got["buffers_equal"][mode] == {k: True for k in expected}, (r["rank"], family, mode)
+                assert got["buffers_equal"][mode] == {k: True for k in expected}, (r["rank"], name, mode)
 
 
 _ROW = "FSDP-INIT-ROW "
 
+#: the tiny models of test_meta_processes_...: family, -bf16 = stored in bfloat16
+MODELS = ("gpt2-bf16", "llama", "llama-bf16")
+
+
+def test_rank0_reads_the_checkpoint_in_its_stored_dtype_only_when_exact(tmp_path):
+    """lossless_dtype: one stored floating dtype that float32 holds exactly -> that dtype (integer tensors
+    aside); mixed dtypes (a bf16 cast would round the float32 ones), float64 or no safetensors -> float32."""
+    from safetensors.torch import save_file
+
+    from lmbias.engine.models import lossless_dtype, model_spec, stored_dtypes
+
+    def spec(name: str, *files: dict):
+        folder = tmp_path / name
+        folder.mkdir()
+        for i, tensors in enumerate(files):
+            save_file(tensors, str(folder / f"model-{i:05d}.safetensors"))
+        return model_spec(name, {"path": str(folder), "family": "clm"})
+
+    ids = torch.arange(4)
+    bf16 = spec("bf16", {"a": torch.ones(2, dtype=torch.bfloat16), "ids": ids}, {"b": torch.ones(3, dtype=torch.bfloat16)})
+    assert stored_dtypes(bf16) == {"BF16"} and lossless_dtype(bf16) == torch.bfloat16
+    assert lossless_dtype(spec("f16", {"a": torch.ones(2, dtype=torch.float16)})) == torch.float16
+    assert lossless_dtype(spec("f32", {"a": torch.ones(2)})) == torch.float32
+    mixed = spec("mixed", {"a": torch.ones(2, dtype=torch.bfloat16)}, {"norm": torch.ones(2)})
+    assert stored_dtypes(mixed) == {"BF16", "F32"} and lossless_dtype(mixed) == torch.float32
+    assert lossless_dtype(spec("f64", {"a": torch.ones(2, dtype=torch.float64)})) == torch.float32
+    assert lossless_dtype(bf16, torch.bfloat16) == torch.bfloat16  # only a float32 master reads narrower
+    assert stored_dtypes(spec("empty")) is None and lossless_dtype(spec("none")) == torch.float32
+
 
 def _init_worker(folder: str) -> None:
     """One process of test_meta_processes_...: every init mode on each tiny model, compared to every_process."""
-    from lmbias.engine.models import load_empty_model, load_model, model_spec
+    from lmbias.engine.models import load_empty_model, load_model, lossless_dtype, model_spec
     from lmbias.training.trainer import TrainModule, set_dropout
 
     torch.set_num_threads(1)
     torch.distributed.init_process_group("gloo")
     rank, world = torch.distributed.get_rank(), torch.distributed.get_world_size()
     row = {"rank": rank}
-    for family in ("gpt2", "llama"):
+    for family in MODELS:
         spec = model_spec(family, {"path": f"{folder}/{family}", "family": "clm"})
         got = {}
         for mode in fsdp.INIT_MODES:
             torch.manual_seed(0)  # as the Trainer, then its set_dropout rebuild (random init on a real model)
             load = load_model if fsdp.loads_weights(mode, rank) else load_empty_model
-            module = TrainModule(set_dropout(load(spec, torch_dtype=torch.float32)[0], 0.1), "clm")
+            dtype = lossless_dtype(spec) if mode == "rank0" and rank == 0 else torch.float32  # as jobs._train
+            module = TrainModule(set_dropout(load(spec, torch_dtype=dtype)[0], 0.1), "clm")
+            if mode == "rank0":
+                row.setdefault(family, {})["read_as"] = str(next(module.parameters()).dtype).removeprefix("torch.")
             empty = fsdp.is_empty(module)
             full = module.state_dict() if mode == "rank0" and rank == 0 else None
             fsdp.shard(module, torch.device("cpu"), world, "no")
@@ -169,13 +217,15 @@ def _init_worker(folder: str) -> None:
                          {k: b.clone() for k, b in module.named_buffers()}, torch.get_rng_state(), empty,
                          module.model.get_output_embeddings().weight is module.model.get_input_embeddings().weight)
         ref = got["every_process"]
-        row[family] = {
+        row[family] = dict(row.get(family, {}), **{
             "empty_before_shard": {m: g[3] for m, g in got.items()}, "tied": {m: g[4] for m, g in got.items()},
             "weights_equal": ref[0].keys() == got["rank0"][0].keys()
             and all(torch.equal(v, got["rank0"][0][k]) for k, v in ref[0].items()),
             "rng_equal": torch.equal(ref[2], got["rank0"][2]),
             "buffers_equal": {m: {k: torch.equal(v, got[m][1][k]) for k, v in ref[1].items()}
-                              for m in ("rank0", "checkpoint")}}
+                              for m in ("rank0", "checkpoint")},
+            "dtypes_equal": all(v.dtype == got["rank0"][0][k].dtype == torch.float32 for k, v in ref[0].items()
+                                if v.is_floating_point())})
     print(_ROW + json.dumps(row), flush=True)
     torch.distributed.destroy_process_group()
 

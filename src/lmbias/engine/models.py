@@ -534,6 +534,44 @@ def load_empty_model(spec: ModelSpec, torch_dtype=None):
     return model, load_tokenizer(spec)
 
 
+#: safetensors' names of the floating dtypes a checkpoint may be read in exactly (then upcast to float32)
+_STORED_FLOAT = {"F32": "float32", "BF16": "bfloat16", "F16": "float16"}
+
+
+def stored_dtypes(spec: ModelSpec) -> set[str] | None:
+    """The safetensors dtype names (F32, BF16, ...) of the floating tensors of `spec`'s weights, read off
+    the files' headers (no tensor read); None when there are no safetensors files on disk (a hub id not
+    fetched, pickled weights)."""
+    import json
+    import struct
+
+    folder = Path(_load_path(spec))
+    files = sorted(folder.glob("*.safetensors")) if folder.is_dir() else []
+    if not files:
+        return None
+    found = set()
+    for path in files:
+        with open(path, "rb") as f:
+            header = json.loads(f.read(struct.unpack("<Q", f.read(8))[0]))
+        found |= {t["dtype"] for k, t in header.items() if k != "__metadata__"
+                  and (t["dtype"].startswith("F") or t["dtype"] == "BF16")}
+    return found
+
+
+def lossless_dtype(spec: ModelSpec, master=None):
+    """The dtype to read `spec`'s checkpoint in so that casting it to `master` (float32) later gives the very
+    values that loading it in `master` gives: its stored dtype when all its floating tensors share one
+    (bfloat16 or float16: upcast exactly; a 70B hub checkpoint read in bfloat16 takes 140 GB, not 280),
+    else `master` (mixed dtypes, float64, no safetensors on disk)."""
+    import torch
+
+    master = master or torch.float32
+    stored = stored_dtypes(spec)
+    if master != torch.float32 or not stored or len(stored) != 1:
+        return master
+    return getattr(torch, _STORED_FLOAT.get(next(iter(stored)), "float32"))
+
+
 def load_model(spec: ModelSpec, device: str = "cpu", torch_dtype=None, strict: bool = True):
     """Load (model, tokenizer) for `spec`, in eval mode on `device`.
 

@@ -13,15 +13,19 @@ state dicts, every process writing its own shard into the checkpoint folder's `d
 the full state dict gathered to rank 0 and saved as one ordinary safetensors model, so scoring is
 unchanged.
 
-Loading (init_mode): no process but the main one reads the weights. The main process loads the model as
-every process did before (float32 master weights); every other process builds it with its parameters on
+Loading (init_mode): no process but the main one reads the weights. The main process reads the checkpoint
+in its stored dtype (engine.models.lossless_dtype: bfloat16 for a hub checkpoint; float32 stays float32),
+which transformers keeps memory-mapped, and `shard` upcasts it to the float32 master weights one unit at a
+time right before sharding it (exact), so the main process holds its shard plus one float32 unit in flight
+(and the mapped checkpoint pages), never the float32 model; every other process builds it with its parameters on
 the meta device (engine.models.empty_from_config: no memory; buffers such as rotary inv_freq or position
 ids computed as __init__ computes them, tied weights tied); every process applies the same fully_shard
 units; then the meta processes allocate their empty shards and the main process's full state dict is
 broadcast into every shard (set_model_state_dict, broadcast_from_rank0), the buffers and the CPU random
 generator's state with it (building on meta draws no random numbers, the main process's set_dropout
-rebuild does). So a 70B model needs its 280 GB of float32 once per job, not once per process, and the
-weights, buffers and training steps are those of every process loading (tested bit-identical). A resumed
+rebuild does, in the stored dtype: it draws the random numbers a float32 rebuild draws, tested). So no
+process of a 70B job holds its 280 GB of float32, and the weights, buffers and training steps are those of
+every process loading in float32 (tested bit-identical, a bfloat16-stored checkpoint included). A resumed
 job reads no model weights at all: every process builds on meta and takes its shards from the checkpoint.
 """
 
@@ -150,11 +154,45 @@ def shard(module: torch.nn.Module, device: torch.device, world: int, mode: str) 
     # no module.to(device) first: each fully_shard call moves its own unit's weights to the mesh's device and
     # shards them, so a GPU holds one whole layer at a time, never the whole model
     names = layer_classes(module)
+    narrow = _narrow_buffers_to_master(module)
     for sub in list(module.modules()):
         if type(sub).__name__ in names:
+            if narrow:
+                _to_master(sub)
             fully_shard(sub, mesh=mesh, mp_policy=policy)
+    if narrow:
+        _to_master(module)
+        for sub in module.modules():  # the config records the master dtype, as it does on every other process
+            if getattr(getattr(sub, "config", None), "dtype", None) in NARROW:
+                sub.config.dtype = torch.float32
     fully_shard(module, mesh=mesh, mp_policy=policy)
     return module
+
+
+#: dtypes a checkpoint may be read in (engine.models.lossless_dtype) that the float32 master weights hold exactly
+NARROW = (torch.bfloat16, torch.float16)
+
+
+def _narrow_buffers_to_master(module: torch.nn.Module) -> bool:
+    """True when `module`'s weights were read in a narrower stored dtype (rank 0 of a rank0 init); its
+    floating buffers of that dtype are then cast to float32 as every other process holds them."""
+    if not any(p.dtype in NARROW for p in module.parameters()):
+        return False
+    for sub in module.modules():
+        for leaf, b in list(sub._buffers.items()):
+            if b is not None and b.dtype in NARROW:
+                sub._buffers[leaf] = b.float()
+    return True
+
+
+def _to_master(unit: torch.nn.Module) -> None:
+    """Upcast `unit`'s not yet sharded parameters read in a narrower dtype to float32 master weights (exact),
+    right before fully_shard keeps this process's shard of them: the process so holds its stored-dtype model
+    (referenced by its full state dict for materialize) plus one float32 unit in flight, never the float32
+    model. Ties hold: `.data` changes in place on the one Parameter object."""
+    for p in unit.parameters():
+        if p.dtype in NARROW and not hasattr(p, "device_mesh"):  # a DTensor is already a sharded float32 unit
+            p.data = p.data.float()
 
 
 def local_parameter_bytes(module: torch.nn.Module) -> int:

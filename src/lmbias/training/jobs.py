@@ -127,7 +127,8 @@ def _resume_point(ckpt: Path, fingerprint: str, accelerator):
 
 
 def _train(model_name, corpus, out: Path, seed: int, s: TrainingSettings, spec, ckpt: Path, logger) -> None:
-    from lmbias.engine.models import dtype_name, load_empty_model, load_model, resolved_commit, weights_dtype
+    from lmbias.engine.models import (dtype_name, load_empty_model, load_model, lossless_dtype, resolved_commit,
+                                      weights_dtype)
     from lmbias.training.bias_probe import make_probe
     from lmbias.training.data import load_corpus
     from lmbias.training.trainer import SEARCH, Trainer, make_accelerator
@@ -153,7 +154,9 @@ def _train(model_name, corpus, out: Path, seed: int, s: TrainingSettings, spec, 
         resume_from = _resume_point(ckpt, s.fingerprint(**identity, **extra), accelerator)
         fsdp_init = fsdp.init_mode(accelerator.num_processes, resume_from is not None)
     if fsdp_init == "every_process" or fsdp.loads_weights(fsdp_init, accelerator.process_index):
-        model, tokenizer = load_model(spec, torch_dtype=base_dtype)
+        # FSDP rank 0 reads the checkpoint in its stored dtype (exact), upcast unit by unit as fsdp.shard shards it
+        dtype = lossless_dtype(spec, base_dtype) if fsdp_init == "rank0" else base_dtype
+        model, tokenizer = load_model(spec, torch_dtype=dtype)
     else:  # FSDP: the weights come from rank 0 or from the checkpoint's shards, after sharding
         model, tokenizer = load_empty_model(spec, torch_dtype=base_dtype)
         logger.info("process %d of %d: %s built on the meta device, no weights read (FSDP init %s)",
