@@ -506,7 +506,7 @@ def empty_from_config(model_class, config, dtype, **kwargs):
     """A `model_class` of `config` whose parameters are on the meta device (no memory, no initialisation,
     no random numbers drawn) while its buffers are computed as __init__ computes them (rotary inv_freq,
     position ids: they are in no checkpoint); tied weights tied. What the FSDP processes that load no
-    weights shard (lmbias.training.fsdp)."""
+    weights shard (training/fsdp.py)."""
     from accelerate import init_empty_weights
 
     with init_empty_weights(include_buffers=False):
