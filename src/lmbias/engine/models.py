@@ -542,8 +542,7 @@ def stored_dtypes(spec: ModelSpec) -> set[str] | None:
     """The safetensors dtype names (F32, BF16, ...) of the floating tensors of `spec`'s weights, read off
     the files' headers (no tensor read); None when there are no safetensors files on disk (a hub id not
     fetched, pickled weights)."""
-    import json
-    import struct
+    from safetensors import safe_open
 
     folder = Path(_load_path(spec))
     files = sorted(folder.glob("*.safetensors")) if folder.is_dir() else []
@@ -551,10 +550,9 @@ def stored_dtypes(spec: ModelSpec) -> set[str] | None:
         return None
     found = set()
     for path in files:
-        with open(path, "rb") as f:
-            header = json.loads(f.read(struct.unpack("<Q", f.read(8))[0]))
-        found |= {t["dtype"] for k, t in header.items() if k != "__metadata__"
-                  and (t["dtype"].startswith("F") or t["dtype"] == "BF16")}
+        with safe_open(str(path), framework="pt") as handle:
+            names = {handle.get_slice(key).get_dtype() for key in handle.keys()}
+        found |= {name for name in names if name.startswith("F") or name == "BF16"}
     return found
 
 
