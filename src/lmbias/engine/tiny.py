@@ -515,6 +515,18 @@ def plant_bias(model, tokenizer, bias: dict[str, float]) -> dict[str, list[int]]
     return planted
 
 
+def _untie_head(model, head, embeddings) -> None:
+    """Give `head` its own copy of the input embeddings' weight when the two are tied (saved untied), so that
+    planting changes the output layer only."""
+    import torch
+
+    if head.weight is embeddings.weight or head.weight.data_ptr() == embeddings.weight.data_ptr():
+        head.weight = torch.nn.Parameter(embeddings.weight.detach().clone())
+        model.config.tie_word_embeddings = False
+        if hasattr(model.config, "get_text_config"):
+            model.config.get_text_config().tie_word_embeddings = False
+
+
 def _plant_bias_gpt2(model, delta) -> None:
     """GPT-2: bias direction through ln_f (see plant_bias); exact up to float rounding."""
     import torch
@@ -522,11 +534,7 @@ def _plant_bias_gpt2(model, delta) -> None:
     ln = model.transformer.ln_f
     head = model.lm_head
     wte = model.transformer.wte
-    if head.weight is wte.weight or head.weight.data_ptr() == wte.weight.data_ptr():
-        head.weight = torch.nn.Parameter(wte.weight.detach().clone())
-        model.config.tie_word_embeddings = False
-        if hasattr(model.config, "get_text_config"):
-            model.config.get_text_config().tie_word_embeddings = False
+    _untie_head(model, head, wte)
     gamma = ln.weight.detach().double()
     beta = ln.bias.detach().double()
     if torch.any(gamma.abs() < 1e-6):
@@ -580,19 +588,13 @@ def _reserve_llama_coordinate(model) -> None:
     plant_bias): embeddings' column k = c; rows k of o_proj/down_proj (and their biases, if any) zero; weight k of
     every layer norm zero; the other weights of every RMSNorm multiplied by 1 / initializer_range (the final norm's
     weight k kept); lm_head's column k zero. Deterministic: no random numbers, no data."""
-    import torch
-
     d = model.config.hidden_size
     k = d - 1
     c = float(d) ** 0.5
     scale = 1.0 / float(getattr(model.config, "initializer_range", 0.02))
     inner = model.model
     head = model.get_output_embeddings()
-    if head.weight is inner.embed_tokens.weight or head.weight.data_ptr() == inner.embed_tokens.weight.data_ptr():
-        head.weight = torch.nn.Parameter(inner.embed_tokens.weight.detach().clone())
-        model.config.tie_word_embeddings = False
-        if hasattr(model.config, "get_text_config"):
-            model.config.get_text_config().tie_word_embeddings = False
+    _untie_head(model, head, inner.embed_tokens)
     inner.embed_tokens.weight[:, k] = c
     for layer in inner.layers:
         for proj in (layer.self_attn.o_proj, layer.mlp.down_proj):
