@@ -60,16 +60,19 @@ _RATES = {"dropout": ("dropout", "the model's own rates"),
           "attention_dropout": ("attention dropout", "hidden-state dropout only")}
 
 
+def _is_rate(value) -> bool:
+    """A config value that is a rate: a number (a JSON 0 loads as an int: a rate all the same), not a flag."""
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
+
+
 def _rate_keys(config, keys) -> list[str]:
-    """The keys of `keys` the config holds as a number (a JSON 0 loads as an int: a rate all the same)."""
-    return [k for k in keys if isinstance(getattr(config, k, None), numbers.Real)
-            and not isinstance(getattr(config, k), bool)]
+    """The keys of `keys` the config holds as a rate."""
+    return [k for k in keys if _is_rate(getattr(config, k, None))]
 
 
 def config_dropout_keys(config) -> list[str]:
     """Every dropout-rate key of a model config (named *dropout* or *pdrop*, with a number), for messages."""
-    return sorted(k for k, v in config.to_dict().items() if ("dropout" in k or "pdrop" in k)
-                  and isinstance(v, numbers.Real) and not isinstance(v, bool))
+    return sorted(k for k, v in config.to_dict().items() if ("dropout" in k or "pdrop" in k) and _is_rate(v))
 
 
 def set_dropout(model, p: float | None = None, hidden: float | None = None, attention: float | None = None,
