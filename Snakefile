@@ -1,5 +1,5 @@
 # lmbias: measure and mitigate gender bias in pretrained language models.
-# Targets: results/{model}/{method}/summary.parquet (see README.md). Config: config.yaml, checked
+# Targets: results/{model}/{method}/summary.parquet (see docs/targets.md). Config: config.yaml, checked
 # against schemas/config.schema.yaml before any job runs.
 
 import sys

@@ -43,7 +43,7 @@ os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
 #: Llama-3.2-1B (meta-llama/Llama-3.2-1B config.json)
 ONE_B = {"hidden_size": 2048, "intermediate_size": 8192, "num_attention_heads": 32, "num_key_value_heads": 8,
          "vocab_size": 128256, "num_hidden_layers": 16, "tie_word_embeddings": True}
-#: Llama-2-7B (meta-llama/Llama-2-7b-hf config.json): the 7B the README's table scales to
+#: Llama-2-7B (meta-llama/Llama-2-7b-hf config.json): the 7B that docs/llms.md's table scales to
 SEVEN_B = {"hidden_size": 4096, "intermediate_size": 11008, "num_attention_heads": 32, "num_key_value_heads": 32,
            "vocab_size": 32000, "num_hidden_layers": 32, "tie_word_embeddings": False}
 LLAMA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")

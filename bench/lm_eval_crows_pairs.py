@@ -1,7 +1,7 @@
 """lm-evaluation-harness's CrowS-Pairs (English, gender) side by side with ours: same CSV, numbers and speed.
 
     .venv/bin/python bench/lm_eval_crows_pairs.py [--data-dir ../shared/data] [--timing-pairs 64]
-        [--layers-1b 16] [--repeats 3] [--skip-timing]      (README: --timing-pairs 32, --layers-1b 16 and 4)
+        [--layers-1b 16] [--repeats 3] [--skip-timing]      (docs, performance: --timing-pairs 32, --layers-1b 16 and 4)
 
 1. Installs lm-eval (pinned: LM_EVAL below) into its own virtual environment, bench/.venv-lm-eval (git-ignored;
    torch first so pip takes the local CPU build, transformers and accelerate at constraints.txt's pins), once.
@@ -187,7 +187,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--data-dir", default=os.environ.get("LMBIAS_TEST_DATA", str(ROOT.parent / "shared" / "data")))
     ap.add_argument("--timing-pairs", type=int, default=64, help="gender pairs timed (the first N); 0 = all 262")
-    ap.add_argument("--layers-1b", type=int, default=16, help="layers of the 1B-width model (Llama-3.2-1B: 16; README: 4)")
+    ap.add_argument("--layers-1b", type=int, default=16, help="layers of the 1B-width model (Llama-3.2-1B: 16; docs: 4)")
     ap.add_argument("--skip-timing", action="store_true")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--repeats", type=int, default=3, help="timed scoring runs per side (the fastest is reported)")

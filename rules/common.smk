@@ -107,7 +107,7 @@ def _with_snapshot(name, entry):
 def scoring_max_tokens(wildcards):
     """models.<model>.max_tokens, the padded tokens a forward pass of a scoring or fitting job may hold
     (lmbias.engine.scoring.scoring_budget). A resource, not a param: scores are the same whatever the budget
-    (to float rounding, README "Scoring by token budget"), so editing it reruns nothing; a profile's
+    (to float rounding, docs/llms.md, "Scoring by token budget"), so editing it reruns nothing; a profile's
     set-resources may override it per rule."""
     return config["models"][wildcards.model].get("max_tokens", DEFAULT_MAX_TOKENS)
 

@@ -44,7 +44,7 @@ rule score_benchmark:
     threads: 2
     resources:
         gpu=1,
-        # models.<model>.max_tokens: a resource, not a param, since no score depends on it (README)
+        # models.<model>.max_tokens: a resource, not a param, since no score depends on it (docs/llms.md)
         max_tokens=scoring_max_tokens,
     script:
         "../scripts/score_benchmark.py"

@@ -8,7 +8,7 @@ probability from a separate forward pass of the start token "<|endoftext|>" alon
 forward pass of the sentence alone (no start token), float32 softmax probabilities, score = 2 ** mean(log2 p)
 (a geometric mean), compared with `>`. Self-Debias: their GPT2Wrapper.compute_loss_self_debiasing batch
 (left-padded plain row, prefix row, position ids from the attention mask) with their two defects corrected
-(README "Reproducing the peers' numbers"). The model is tiny-gpt2 as config.yaml builds it.
+(docs/peers.md, "Reproducing the peers' numbers"). The model is tiny-gpt2 as config.yaml builds it.
 """
 
 from __future__ import annotations
@@ -262,7 +262,7 @@ def test_self_debias_follows_the_context(tiny_gpt2, crows_gender):
 
 
 def test_stereoset_scored_word_differs_from_bias_benchs_in_12_sentences(shared_data):
-    """README's peer table: bias-bench's template word (dataloader.StereoSet: the sentence's word at BLANK's word
+    """docs/peers.md's peer table: bias-bench's template word (dataloader.StereoSet: the sentence's word at BLANK's word
     index, every punctuation character removed) differs from the word we score (the context's affixes and edge
     punctuation stripped) in 12 intrasentence sentences of the dev set, 4 examples."""
     import string

@@ -28,7 +28,7 @@ from lmbias.errors import ConfigError
 from lmbias.metrics.summary import file_provenance
 from lmbias.parsers import parse_benchmark, required_files
 
-#: The stated tolerance (README, "Weights' dtype and attention"): a bf16 load's sentence log-likelihood is
+#: The stated tolerance (docs/llms.md, "Weights' dtype and attention"): a bf16 load's sentence log-likelihood is
 #: within this fraction of the fp32 load's (measured on every CrowS-Pairs, WinoBias and DA-Gender sentence of
 #: the tiny Llama: at most 1.2e-4; fp16: 1.8e-5).
 BF16_RELATIVE_TOLERANCE = 5e-4

@@ -354,7 +354,7 @@ def test_wanted_files_take_pickles_only_when_allowed():
     assert wanted_files(["config.json", "pytorch_model.bin"], True)[1] == ["pytorch_model.bin"]
 
 
-# -- the workflow: the README's online command, over loopback ---------------------------------------------
+# -- the workflow: the online command of docs/getting-started.md, over loopback ---------------------------
 
 #: A cheap overlay: WinoBias dev type 1 (no rewrites, plain metric) and CrowS-Pairs gender, one variant.
 HUB_MODEL = "hub-bert"

@@ -1,4 +1,4 @@
-"""The LLM grid (config.yaml papers.llm_gender, target paper_llm_gender; README "An LLM grid"): our own grid laid
+"""The LLM grid (config.yaml papers.llm_gender, target paper_llm_gender; docs/llms.md, "An LLM grid"): our own grid laid
 out like a paper, without published numbers.
 
 Unit tests: the definition file (resources/published/llm_gender.yaml) loads as our grid only, its columns select

@@ -1,6 +1,6 @@
 """A paper's grid selects the readings its tables read (config.yaml `papers.<paper>.readings`): the checks, which
 pairs hold which reading, the table cells and notes, the schema of a reading entry, and the shipped readings
-against README's peer table."""
+against the peer table of docs/peers.md."""
 
 from __future__ import annotations
 
@@ -162,7 +162,7 @@ def test_a_reading_entry_takes_its_datasets_keys():
 
 
 def test_shipped_grids_read_the_authors_computations():
-    """README's peer table, as the shipped grids select it: Meade et al.'s tables read bias-bench's CrowS-Pairs,
+    """docs/peers.md's peer table, as the shipped grids select it: Meade et al.'s tables read bias-bench's CrowS-Pairs,
     StereoSet and SEAT; the over-debiasing paper's its code's SEAT-v1, SEAT-v2 and logprob-score; the other
     papers read our defaults (their code's, or no code)."""
     config = _shipped(expanded=True)

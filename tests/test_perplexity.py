@@ -235,7 +235,7 @@ def test_wikitext_data_entry_is_pinned_to_a_commit(repo_root):
     assert re.fullmatch(r"https://huggingface\.co/datasets/Salesforce/wikitext/resolve/[0-9a-f]{40}/", entry["base_url"])
     url, sha = dataset_files(entry, "wikitext2")["wikitext-2-raw-v1-test.parquet"]
     assert url.endswith("/wikitext-2-raw-v1/test-00000-of-00001.parquet")
-    assert sha == UNPINNED  # no copy at hand to checksum: the first download logs it (README, Missing data)
+    assert sha == UNPINNED  # no copy at hand to checksum: the first download logs it (docs/benchmarks/perplexity.md)
     assert "CC-BY-SA" in entry["license"]
     assert "perplexity_wikitext2" in config["optional_benchmarks"]
     bench = config["benchmarks"]["perplexity_wikitext2"]

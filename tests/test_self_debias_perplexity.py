@@ -159,7 +159,7 @@ def test_causal_windows_equal_schicks_computation(tiny, scoring):
 
 
 def test_their_target_cut_is_taken_after_the_prefix_is_prepended(tiny):
-    """The defect not copied (README): compute_loss_self_debiasing adds the prefix's length to trg_len before
+    """The defect not copied (docs/peers.md): compute_loss_self_debiasing adds the prefix's length to trg_len before
     cutting the targets of the prefixed rows, so with a stride (trg_len below the window) up to that many
     context tokens are scored too; here, a cut of 5 of 11 tokens scores all 10 that follow the first."""
     model, tok = tiny["gpt2"]

@@ -64,7 +64,7 @@ def test_duplicate_document_ids_are_an_error(parser_nlp):
 
 def test_gap_validation_split(gap_validation, parser_nlp):
     table, counts = gap_sentences(gap_validation, parser_nlp)
-    # pinned for en_core_web_sm 3.8.0's parser (see README: our full-GAP count and why it differs)
+    # pinned for en_core_web_sm 3.8.0's parser (docs/corpora.md, "GAP sentence count": ours and why it differs)
     assert counts == {"contexts": 454, "duplicate_contexts": 0, "sentences_split": 1403, "duplicates_removed": 20,
                       "sentences": 1383, "protected_spans": 392}
     rows = table.to_pylist()

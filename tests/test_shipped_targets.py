@@ -73,7 +73,7 @@ def test_meade_grid_runs_bias_bench_recipes_on_their_four_models(shipped):
     assert "bias_attribute_words.json" in bert.group(1) and "bias_attribute_words.json" not in gpt2.group(1)
 
 
-#: The benchmarks a causal model is scored on (README, "An LLM grid"): BEC-Pro and logprob-score are masked-only.
+#: The benchmarks a causal model is scored on (docs/llms.md, "An LLM grid"): BEC-Pro and logprob-score are masked-only.
 CAUSAL_BENCHMARKS = ("winobias", "crows_pairs", "stereoset", "seat", "seat_v1", "seat_v2", "occupations", "da_gender",
                      "perplexity_wikitext2", "perplexity_gap")
 

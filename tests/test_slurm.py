@@ -2,7 +2,7 @@
 the site settings a cluster without accounting needs gives the same summary as a local run.
 
 The cluster (tests/slurm_cluster.py) is Debian's slurm-wlm 22.05 with munge, partitions `cpu` and `gpu`,
-no GPU gres and no accounting database, so the run uses the README's CPU-only setup: `profiles/slurm-cpu`
+no GPU gres and no accounting database, so the run uses the CPU-only setup of docs/clusters.md: `profiles/slurm-cpu`
 and `--slurm-status-command squeue`. `-m "not slurm"` skips it; where the daemons cannot start (not
 installed, not root) it skips with the reason, except under CI (CI=true), where that is a failure.
 """
@@ -29,7 +29,7 @@ TARGET = "results/tiny-bert/pretrained/summary.parquet"
 CHEAP = {"only_benchmarks": ["winobias"],
          "benchmarks": {"winobias": {"types": [1], "scoring": {"conditions": ["professions_masked", "referent_masked"]},
                                      "metric": {"bootstrap": 0, "alice_bob": False}}}}
-#: The site settings of a cluster without slurmdbd (README "Running on Slurm"); the second only makes the
+#: The site settings of a cluster without slurmdbd (docs/clusters.md, "Running on Slurm"); the second only makes the
 #: first status check come after 1 s instead of 40 s.
 SITE = ["--slurm-status-command", "squeue", "--slurm-init-seconds-before-status-checks", "1"]
 
@@ -128,7 +128,7 @@ def test_two_task_fine_tune_under_slurm_equals_the_local_two_process_run(slurm, 
 
     workdir = _copy_workflow(repo_root, tmp_path / "slurm")
     (workdir / "tasks.yaml").write_text(yaml.safe_dump(TASKS_CONFIG))
-    # the README's way: a copy of the profile whose finetune asks for tasks (here 2 on the one node)
+    # the way docs/clusters.md describes: a copy of the profile whose finetune asks for tasks (here 2 on the one node)
     profile = yaml.safe_load((workdir / "profiles" / "slurm-cpu" / "config.yaml").read_text())
     profile["set-resources"]["finetune"].update(tasks=2, nodes=1, mpi="srun", cpus_per_task=2, mem_mb=8000)
     (workdir / "profiles" / "tasks").mkdir()

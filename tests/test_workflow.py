@@ -59,7 +59,7 @@ def snakemake_command(*args: str) -> tuple[list[str], dict]:
             args = args[:i] + args[i + 2 :] + args[i : i + 2]
     cut = next((i for i, a in enumerate(args) if a in ("--configfile", "--config")), len(args))
     args = args[:cut] + ONE_THREAD_PER_JOB + args[cut:]
-    profile = [] if "--profile" in args else ["--profile", "profiles/local"]  # README's local runs use it
+    profile = [] if "--profile" in args else ["--profile", "profiles/local"]  # the docs' local runs use it
     return SNAKEMAKE + ["--cores", "2", *profile, *args], env
 
 

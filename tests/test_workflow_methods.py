@@ -36,7 +36,7 @@ pytestmark = pytest.mark.workflow
 
 MLM_METHODS = ["pretrained", "cds", "cda", "er", "sd", "gpr-u", "gpr-a", "online"]
 OTHER_METHODS = ["pretrained", "cds", "cda", "er", "sd", "online"]
-#: The authors' code (README, "Reproducing the authors' mitigation") on every tiny family; Manela et al.'s GPR on
+#: The authors' code (docs/methods/recipes.md) on every tiny family; Manela et al.'s GPR on
 #: tiny-bert, with the WinoBias CoNLL files standing in for OntoNotes.
 RECIPES = ["cds-dagender", "er-dagender", "sd-dagender", "cds-bartl"]
 MANELA = ["gpr-u-manela", "gpr-a-manela"]

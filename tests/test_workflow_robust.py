@@ -123,7 +123,7 @@ def test_overlay_errors_name_the_overlay_and_missing_model_path_its_key(small_ru
 
 
 def test_a_jobs_named_error_reaches_the_console_without_a_profile(small_run, tmp_path):
-    """Issue 21 section 4: the README's commands without --profile load no profile (show-failed-logs off),
+    """Issue 21 section 4: the documented commands without --profile load no profile (show-failed-logs off),
     yet the job's ConfigError (here: truncated weights) is on the console, not only "check log file(s)"."""
     import os
     import subprocess

@@ -208,7 +208,7 @@ def check_method_entry(name: str, entry: dict) -> None:
     for key in entry:
         if key == "sweep":  # the grid of instances (expand_sweeps checks it); the entry itself is the base
             continue
-        if key == "recipe":  # whose code the entry reproduces (README, "Reproducing the authors' mitigation")
+        if key == "recipe":  # whose code the entry reproduces (docs/methods/recipes.md)
             if not isinstance(entry[key], str) or not entry[key].strip():
                 raise ConfigError(f"methods.{name}.recipe: expected a short text naming the code the entry "
                                   f"reproduces, got {entry[key]!r}")

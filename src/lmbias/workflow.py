@@ -97,8 +97,8 @@ def log_errors(log_path: str | os.PathLike, max_lines: int = 10) -> list[str]:
 def failed_jobs_report(jobs) -> str:
     """The console's account of failed jobs, one paragraph per job with an error in its logs (`jobs`: pairs of
     rule name and log paths). Snakemake itself prints only "check log file(s) for error details" unless
-    show-failed-logs is set, and no profile is loaded by default (profiles/local, README "Running on
-    Slurm"); the Snakefile's onerror handler prints this whatever the profile and executor."""
+    show-failed-logs is set, and no profile is loaded by default (profiles/local, docs/clusters.md,
+    "Running on Slurm"); the Snakefile's onerror handler prints this whatever the profile and executor."""
     paragraphs = []
     for rule, logs in jobs:
         for log in logs:

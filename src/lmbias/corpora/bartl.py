@@ -10,7 +10,7 @@ The file is GAP with name-based CDS already applied, so every row is a counterfa
 (``is_counterfactual`` true). Which sentences differ from GAP is not known from this file alone:
 ``changed`` is null. NLTK's Punkt (their splitter) is not a dependency of this project; the splitter is a
 spaCy option (lmbias.corpora.sentences.load_splitter), by default the sentencizer, whose punctuation rules
-are the closest to Punkt (README, "GAP sentence count").
+are the closest to Punkt (docs/corpora.md, "GAP sentence count").
 """
 
 from __future__ import annotations

@@ -24,7 +24,7 @@ with the name, which the grammatical intervention keeps (Lu et al.'s proper-noun
 text, so the same offsets).
 
 On all of GAP the parser gives 13,585 sentences, 13,494 after removing 91 duplicates; the
-over-debiasing paper's 13,436 are NLTK Punkt's split without deduplication (see README).
+over-debiasing paper's 13,436 are NLTK Punkt's split without deduplication (see docs/corpora.md).
 """
 
 from __future__ import annotations

@@ -23,8 +23,8 @@ input (k prefix tokens):
   token is predicted after the prefix's last token, the regular one after BOS. With `scoring.clm_context:
   bias_bench` the engine reads s1 from the start token's pass (``BOS`` -> ``tok(prefix)``) and s2 .. sn from
   the sentence alone, ``s1 .. sn`` -> ``tok(prefix) s1 .. sn`` (`prepending_prefix`), which is how bias-bench's
-  GPT2Wrapper.compute_loss_self_debiasing builds its inputs (less its two defects, README "Reproducing the
-  peers' numbers").
+  GPT2Wrapper.compute_loss_self_debiasing builds its inputs (less its two defects, docs/peers.md,
+  "Reproducing the peers' numbers").
 * clm with a tokenizer that puts a BOS in front of every text itself (Llama, Mistral, Gemma: ``<s>``,
   ``<|begin_of_text|>``, ``<bos>``; `adds_bos`): the model never read a text without it, so the BOS stays and
   the prefix follows it: ``BOS s1 .. sn`` -> ``BOS tok(prefix) s1 .. sn``, and the sentence alone ``s1 .. sn``

@@ -1,6 +1,6 @@
 """Published numbers of the source papers as data: resources/published/{paper}.yaml.
 
-Each file transcribes one paper's result tables as printed (format: README, "Published numbers"). A table
+Each file transcribes one paper's result tables as printed (format: docs/papers.md, "Published numbers"). A table
 is a list of columns and a list of rows. A column carries a *selector* naming the row of our
 ``summary.parquet`` that measures the same thing (benchmark, metric, variant, subset, and a scale from our
 unit to the paper's); ``benchmark: null`` marks a column we do not compute. A row names the model (its

@@ -34,7 +34,7 @@ Fitting:
 
 Not reproduced from bias-bench: their sentences come from a Wikipedia dump (2.5 %), not GAP; they clip each
 sentence at a random word after the gendered word (neutral ones after the 4th) and lower-case it; none of
-that is done here. See README, Methods.
+that is done here. See docs/methods/index.md.
 """
 
 from __future__ import annotations
