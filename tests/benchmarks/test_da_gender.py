@@ -1,6 +1,6 @@
 """DA-Gender generator, DA-score, planted-bias directions for every family, and the workflow.
 
-What the planted-bias tests prove (see tests/test_logprob.py for the constructions):
+What the planted-bias tests prove (see tests/benchmarks/test_logprob.py for the constructions):
 
 * output bias on the male target words (lmbias.engine.tiny planted_bias), mlm and seq2seq: both words of a pair are
   scored in the same contexts, so the ``ratio`` margin [log p(TM) - log p(TAM)]_m - [...]_f is *unchanged*
@@ -18,7 +18,6 @@ What the planted-bias tests prove (see tests/test_logprob.py for the constructio
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
@@ -33,7 +32,9 @@ from lmbias.metrics.da_gender import DaGenderOptions, da_gender_metric_rows, mar
 from lmbias.parsers import da_gender as da_parser
 from lmbias.engine.tiny import bias_token_ids, build_tiny_model
 
-from test_logprob import FAMILY, MALE_WORDS, _paper, _paper_list, attribute_ids, load_dir, marker_signs, plant_association
+from helpers.over_debiasing_paper import over_debiasing_text, paper_list
+from helpers.paths import REPO_ROOT
+from helpers.planted_association import FAMILY, MALE_WORDS, attribute_ids, load_dir, marker_signs, plant_association
 
 # Every template and slot kind, both genders, multi-piece words: 250 of the 2,610 pairs (keeps the tests fast).
 SUBSET_ATTRIBUTES = ["pregnant", "her", "female", "actress", "his", "male", "danseur", "uncle"]
@@ -108,12 +109,12 @@ def test_table1_examples_by_hand(pairs):
 
 
 def test_word_lists_match_the_paper_tables(shared_data):
-    text = _paper(shared_data)
+    text = over_debiasing_text(shared_data)
     data = da_parser.load_templates()
-    assert [a["word"] for a in data["attributes"]["female"]] == _paper_list(text, "Female-specific words")  # Table 9
-    assert [a["word"] for a in data["attributes"]["male"]] == _paper_list(text, "Male-specific words")
-    assert data["targets"]["female"] == _paper_list(text, "Female Target Words")  # Table 2
-    assert data["targets"]["male"] == _paper_list(text, "Male Target Words")
+    assert [a["word"] for a in data["attributes"]["female"]] == paper_list(text, "Female-specific words")  # Table 9
+    assert [a["word"] for a in data["attributes"]["male"]] == paper_list(text, "Male-specific words")
+    assert data["targets"]["female"] == paper_list(text, "Female Target Words")  # Table 2
+    assert data["targets"]["male"] == paper_list(text, "Male Target Words")
 
 
 def test_bad_option_and_bad_template_file(tmp_path):
@@ -244,9 +245,9 @@ def test_planted_association_raises_da_on_male_pairs_and_lowers_it_on_female_pai
 def test_workflow_runs_da_gender_and_logprob(tmp_path, repo_root):
     """Dry run for the three tiny families (logprob is part of the mlm and seq2seq summaries only, and asking it
     of the causal model fails at DAG-build time), then a real run of both benchmarks for tiny-bert."""
-    from test_workflow import _copy_workflow, run_snakemake, scheduled_outputs
+    from helpers.workflow_runs import copy_workflow, run_snakemake, scheduled_outputs
 
-    workdir = _copy_workflow(repo_root, tmp_path / "wf")
+    workdir = copy_workflow(repo_root, tmp_path / "wf")
     summaries = [f"results/{m}/pretrained/summary.parquet" for m in ("tiny-bert", "tiny-gpt2", "tiny-bart")]
     outputs = set(scheduled_outputs(run_snakemake(workdir, "-n", *summaries)))
     for model in ("tiny-bert", "tiny-gpt2", "tiny-bart"):
@@ -263,7 +264,7 @@ def test_workflow_runs_da_gender_and_logprob(tmp_path, repo_root):
 
 def test_jobs_on_the_full_datasets_in_process(base_models, tmp_path, caplog):
     """What rules parse_benchmark, score_benchmark, compute_metric and compute_seed_metrics run, in-process on
-    tiny-bert (the real Snakemake run of both benchmarks happens in tests/test_workflow.py, whose summaries
+    tiny-bert (the real Snakemake run of both benchmarks happens in tests/workflow/test_workflow.py, whose summaries
     include them)."""
     import logging
 
@@ -274,7 +275,7 @@ def test_jobs_on_the_full_datasets_in_process(base_models, tmp_path, caplog):
     entry = {"path": str(base_models["bert"]), "family": "mlm", "revision": "local"}
     rows = []
     for name in ("da_gender", "logprob"):
-        bench = yaml.safe_load((Path(__file__).parents[1] / "config.yaml").read_text())["benchmarks"][name]
+        bench = yaml.safe_load((REPO_ROOT / "config.yaml").read_text())["benchmarks"][name]
         items = tmp_path / f"{name}.parquet"
         write_table_atomic(parse_benchmark({k: v for k, v in bench.items() if k not in ("scoring", "metric")}, {}, name), items)
         scores, metrics = tmp_path / f"scores_{name}.parquet", tmp_path / f"metrics_{name}.parquet"
@@ -310,7 +311,7 @@ def test_jobs_on_the_full_datasets_in_process(base_models, tmp_path, caplog):
     write_table_atomic(pq.read_table(tmp_path / "scores_logprob.parquet"), logprob_scores,
                        metadata=scores_metadata("c0ffee", 2, None))
     (tmp_path / "scores" / "da_gender.parquet").write_bytes((tmp_path / "scores_da_gender.parquet").read_bytes())
-    config = yaml.safe_load((Path(__file__).parents[1] / "config.yaml").read_text())["benchmarks"]
+    config = yaml.safe_load((REPO_ROOT / "config.yaml").read_text())["benchmarks"]
     slices = {name: {k: v for k, v in config[name].items() if k in ("dataset", "metric")} for name in ("da_gender", "logprob")}
     seed_file = tmp_path / "metrics.parquet"
     compute_seed_metrics_job(slices, [tmp_path / "scores" / "logprob.parquet", tmp_path / "scores" / "da_gender.parquet"],

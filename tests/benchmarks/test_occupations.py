@@ -261,9 +261,9 @@ def test_planted_male_context_bias_moves_occupation_bias_male(arch, tmp_path, it
 def test_workflow_occupations_dry_run_for_every_family_and_real_run(tmp_path, repo_root):
     """The DAG for tiny-bert, tiny-gpt2 and tiny-bart (dry run); a real run for tiny-gpt2, the paper's
     causal setting (the other families are scored in-process above: a real run of each costs ~30 s here)."""
-    from test_workflow import _copy_workflow, run_snakemake, scheduled_outputs
+    from helpers.workflow_runs import copy_workflow, run_snakemake, scheduled_outputs
 
-    workdir = _copy_workflow(repo_root, tmp_path / "wf")
+    workdir = copy_workflow(repo_root, tmp_path / "wf")
     models = ("tiny-bert", "tiny-gpt2", "tiny-bart")
     targets = [f"results/{m}/pretrained/seed0/metrics/occupations.parquet" for m in models]
     outputs = scheduled_outputs(run_snakemake(workdir, "-n", *targets))
@@ -282,7 +282,7 @@ def test_workflow_occupations_dry_run_for_every_family_and_real_run(tmp_path, re
     assert {r["variant"] for r in table} == {"scoring=next_word_loglik"}
     assert (workdir / "logs/data/occupations.log").exists()
     # a metric option edit reruns the metric only: no parse, no forward pass
-    from test_workflow import write_config
+    from helpers.workflow_runs import write_config
 
     edited = write_config(workdir, lambda c: c["benchmarks"]["occupations"]["metric"].update(bootstrap=10))
     outputs = scheduled_outputs(run_snakemake(workdir, "-n", "--configfile", str(edited),

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import math
 import re
-from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
@@ -25,7 +24,9 @@ from lmbias.parsers.seat import parse_seat
 from lmbias.benchmarks.seat_core import SeatOptions, SeatScoring, mask_placeholder, score_seat, seat_metric_rows
 from lmbias.engine.tiny import build_tiny_model
 
-REPO = Path(__file__).resolve().parents[1]
+from helpers.paths import REPO_ROOT
+
+REPO = REPO_ROOT
 CONFIG = yaml.safe_load((REPO / "config.yaml").read_text())
 
 
@@ -52,14 +53,14 @@ def test_template_file_matches_the_papers_tables(shared_data):
     """seat_templates.yaml is its own transcription (separate from logprob.yaml): every list and template
     entry by entry against the paper text -- Table 2 targets, Table 10 professions and their italic
     validation terms, Table 4 (v2) and Table 5 (v1) rows."""
-    from test_logprob import _paper, _paper_list
+    from helpers.over_debiasing_paper import over_debiasing_text, paper_list
 
-    text = _paper(shared_data)
+    text = over_debiasing_text(shared_data)
     spec = seat_templates.load_templates()
-    assert spec["targets"]["male"] == _paper_list(text, "Male Target Words")
-    assert spec["targets"]["female"] == _paper_list(text, "Female Target Words")
-    assert spec["attributes"]["male"] == _paper_list(text, "Male-dominated Occupations")
-    assert spec["attributes"]["female"] == _paper_list(text, "Female-dominated Occupations")
+    assert spec["targets"]["male"] == paper_list(text, "Male Target Words")
+    assert spec["targets"]["female"] == paper_list(text, "Female Target Words")
+    assert spec["attributes"]["male"] == paper_list(text, "Male-dominated Occupations")
+    assert spec["attributes"]["female"] == paper_list(text, "Female-dominated Occupations")
     occupation_lines = [line for line in text.splitlines() if "-dominated Occupations:" in line]
     italics = {w.strip() for line in occupation_lines for span in re.findall(r"\*([^*]+)\*", line) for w in span.split(",")}
     assert set(spec["attributes"]["dev"]) == italics

@@ -18,7 +18,6 @@ What the planted-bias tests prove:
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
@@ -36,7 +35,9 @@ from lmbias.engine.models import load_model, model_spec
 from lmbias.parsers.winobias import parse_winobias, winobias_files
 from lmbias.engine.tiny import FAMILY_OF, build_tiny_model
 
-FIXTURE_LABELS = Path(__file__).parent / "fixtures" / "winobias_competency_small.csv"
+from helpers.paths import FIXTURES
+
+FIXTURE_LABELS = FIXTURES / "winobias_competency_small.csv"
 PLANTS = {None: None, "he": {"he": 8.0, "him": 8.0, "his": 8.0}, "she": {"she": 8.0, "her": 8.0}}
 EXTRA_IDS = {"dev-t1-anti-0162", "dev-t1-pro-0373", "dev-t2-pro-0072", "dev-t2-pro-0176", "dev-t1-pro-0001"}
 BASE = "cutoff=0.1,probability=pair"
@@ -351,9 +352,9 @@ def test_competency_labels_need_the_person_condition(tmp_path, scored):
 
 @pytest.mark.workflow
 def test_workflow_dry_run_and_bad_option(tmp_path, repo_root, shared_data):
-    from test_workflow import _copy_workflow, run_snakemake, scheduled_outputs, write_config
+    from helpers.workflow_runs import copy_workflow, run_snakemake, scheduled_outputs, write_config
 
-    workdir = _copy_workflow(repo_root, tmp_path / "wf")
+    workdir = copy_workflow(repo_root, tmp_path / "wf")
     targets = [f"results/{m}/pretrained/seed0/metrics/winobias.parquet" for m in ("tiny-bert", "tiny-gpt2", "tiny-bart")]
     proc = run_snakemake(workdir, "-n", "--config", f"data_dir={shared_data}", *targets)
     outputs = scheduled_outputs(proc)

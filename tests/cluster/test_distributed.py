@@ -8,7 +8,6 @@ import json
 import socket
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
@@ -35,7 +34,9 @@ from lmbias.parsers import parse_benchmark, required_files
 from lmbias.engine.scoring import EngineStats
 from lmbias.engine.tiny import build_tiny_model
 
-REPO = Path(__file__).resolve().parents[1]
+from helpers.paths import REPO_ROOT
+
+REPO = REPO_ROOT
 METHOD = {"kind": "pretrained"}
 
 

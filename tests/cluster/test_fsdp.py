@@ -29,7 +29,7 @@ from lmbias.training.trainer import EXIT_ENV
 
 #: 2 FSDP processes x batch 2 against 1 plain process x batch 4 (the same global batches, dropout off): the
 #: same gradients summed in another order (reduce-scatter), so weights agree to float32 rounding amplified
-#: by a few Adam steps (as the DDP test, tests/test_train.py)
+#: by a few Adam steps (as the DDP test, tests/training/test_train.py)
 FSDP_ATOL = 1e-5
 
 SETTINGS = {"objective": "clm", "max_steps": 4, "epochs": 50, "learning_rate": 1e-3, "max_length": 32,

@@ -1,7 +1,7 @@
 """The Slurm profile on a real (single-node) Slurm: a tiny target built under `profiles/slurm-cpu` with
 the site settings a cluster without accounting needs gives the same summary as a local run.
 
-The cluster (tests/slurm_cluster.py) is Debian's slurm-wlm 22.05 with munge, partitions `cpu` and `gpu`,
+The cluster (tests/helpers/slurm_cluster.py) is Debian's slurm-wlm 22.05 with munge, partitions `cpu` and `gpu`,
 no GPU gres and no accounting database, so the run uses the README's CPU-only setup: `profiles/slurm-cpu`
 and `--slurm-status-command squeue`. `-m "not slurm"` skips it; where the daemons cannot start (not
 installed, not root) it skips with the reason, except under CI (CI=true), where that is a failure.
@@ -18,8 +18,8 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 import yaml
-from slurm_cluster import ClusterUnavailable, SlurmCluster
-from test_workflow import _copy_workflow, run_snakemake
+from helpers.slurm_cluster import ClusterUnavailable, SlurmCluster
+from helpers.workflow_runs import copy_workflow, run_snakemake
 
 pytestmark = [pytest.mark.workflow, pytest.mark.slurm]
 
@@ -50,7 +50,7 @@ def slurm(tmp_path_factory):
 
 
 def _workdir(repo_root: Path, dest: Path) -> Path:
-    workdir = _copy_workflow(repo_root, dest)
+    workdir = copy_workflow(repo_root, dest)
     (workdir / "cheap.yaml").write_text(yaml.safe_dump(CHEAP))
     return workdir
 
@@ -126,7 +126,7 @@ def test_two_task_fine_tune_under_slurm_equals_the_local_two_process_run(slurm, 
 
     from lmbias.engine.distributed import launch_command, launch_env, main_process_port
 
-    workdir = _copy_workflow(repo_root, tmp_path / "slurm")
+    workdir = copy_workflow(repo_root, tmp_path / "slurm")
     (workdir / "tasks.yaml").write_text(yaml.safe_dump(TASKS_CONFIG))
     # the README's way: a copy of the profile whose finetune asks for tasks (here 2 on the one node)
     profile = yaml.safe_load((workdir / "profiles" / "slurm-cpu" / "config.yaml").read_text())

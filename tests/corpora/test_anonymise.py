@@ -17,30 +17,7 @@ from lmbias.corpora.conll import read_conll
 from lmbias.errors import ConfigError
 from lmbias.corpora.nlp import load_spacy
 
-
-def conll_text(doc_id: str, sentences: list[list[tuple]], part: int = 0) -> str:
-    """sentences: lists of (word, pos, ner, coref) tuples -> one CoNLL-2012 document."""
-    lines = [f"#begin document ({doc_id}); part {part:03d}"]
-    for sentence in sentences:
-        for i, (word, pos, ner, coref) in enumerate(sentence):
-            lines.append("\t".join([doc_id, str(part), str(i), word, pos, "*", "-", "-", "-", "-", ner, "*", coref]))
-        lines.append("")
-    lines.append("#end document")
-    return "\n".join(lines) + "\n"
-
-
-def tok(words: str, pos: str | None = None) -> list[tuple]:
-    ws = words.split()
-    tags = pos.split() if pos else ["-"] * len(ws)
-    return [(w, t, "*", "-") for w, t in zip(ws, tags)]
-
-
-def with_cells(sentence: list[tuple], **cells) -> list[tuple]:
-    """Set NER / coref cells by token index: with_cells(s, ner={0: "(PERSON*", 1: "*)"}, coref={...})."""
-    out = []
-    for i, (w, p, n, c) in enumerate(sentence):
-        out.append((w, p, cells.get("ner", {}).get(i, n), cells.get("coref", {}).get(i, c)))
-    return out
+from helpers.conll_docs import conll_text, tok, with_cells
 
 
 @pytest.fixture

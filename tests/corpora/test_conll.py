@@ -9,6 +9,8 @@ import pytest
 from lmbias.corpora.conll import Span, detokenize, find_conll_files, read_conll, read_conll_files
 from lmbias.errors import ConfigError, DataError
 
+from helpers.conll_docs import ONTO, onto_row
+
 WINOBIAS_FILES = [
     "dev_type1_anti_stereotype.v4_auto_conll",
     "dev_type1_pro_stereotype.v4_auto_conll",
@@ -16,39 +18,6 @@ WINOBIAS_FILES = [
     "dev_type2_pro_stereotype.v4_auto_conll",
 ]
 PRONOUNS = {"he", "she", "him", "her", "his", "hers", "himself", "herself"}
-
-
-def _row(doc, word_index, word, pos="-", ner="*", coref="-", speaker="-", part="0", preds=("*",)):
-    # OntoNotes aligns its columns with runs of spaces; the reader must accept that as well as tabs.
-    return "   ".join([doc, part, str(word_index), word, pos, "*", "-", "-", "-", speaker, ner, *preds, coref])
-
-
-ONTO = "\n".join(
-    [
-        "#begin document (bc/cnn/00/cnn_0001); part 000",
-        _row("bc/cnn/00/cnn_0001", 0, "John", "NNP", "(PERSON*", "(1", "A"),
-        _row("bc/cnn/00/cnn_0001", 1, "Smith", "NNP", "*)", "1)", "A"),
-        _row("bc/cnn/00/cnn_0001", 2, "met", "VBD", "*", "-", "A"),
-        _row("bc/cnn/00/cnn_0001", 3, "Mary", "NNP", "(PERSON)", "(2)", "A"),
-        _row("bc/cnn/00/cnn_0001", 4, "-LRB-", "-LRB-", "*", "-", "A"),
-        _row("bc/cnn/00/cnn_0001", 5, "again", "RB", "*", "-", "A"),
-        _row("bc/cnn/00/cnn_0001", 6, "-RRB-", "-RRB-", "*", "-", "A"),
-        _row("bc/cnn/00/cnn_0001", 7, ".", ".", "*", "-", "A"),
-        "",
-        "",  # two blank lines: still one sentence boundary
-        _row("bc/cnn/00/cnn_0001", 0, "He", "PRP", "*", "(1)", "B"),
-        _row("bc/cnn/00/cnn_0001", 1, "liked", "VBD", "*", "-", "B"),
-        _row("bc/cnn/00/cnn_0001", 2, "her", "PRP$", "*", "(2)|(3", "B"),
-        _row("bc/cnn/00/cnn_0001", 3, "sister", "NN", "*", "3)", "B"),
-        _row("bc/cnn/00/cnn_0001", 4, ".", ".", "*", "-", "B"),
-        "",
-        "#end document",
-        "#begin document (bc/cnn/00/cnn_0001); part 001",
-        _row("bc/cnn/00/cnn_0001", 0, "Bye", "UH", "*", "-", "A", part="1", preds=()),
-        "#end document",
-        "",
-    ]
-)
 
 
 @pytest.fixture
@@ -119,8 +88,8 @@ def _lines():
         (lambda ls: ls.__setitem__(18, "#end document"), 19, "#end document without #begin"),
         (lambda ls: ls.__setitem__(17, ""), 19, "#begin inside document 'bc/cnn/00/cnn_0001' (opened at line 1"),
         (lambda ls: ls.__delitem__(slice(9, 11)), 10, "word index '0' where 8 was expected (is a blank line"),
-        (lambda ls: ls.__setitem__(9, _row("bc/cnn/00/cnn_0001", 8, "x"))
-         or ls.__setitem__(10, _row("bc/cnn/00/cnn_0001", 10, "y")), 11, "word index '10' where 9 was expected"),
+        (lambda ls: ls.__setitem__(9, onto_row("bc/cnn/00/cnn_0001", 8, "x"))
+         or ls.__setitem__(10, onto_row("bc/cnn/00/cnn_0001", 10, "y")), 11, "word index '10' where 9 was expected"),
         (lambda ls: ls.__setitem__(2, ls[2].replace("1)", "-")), 2, "coreference mention (1 is never closed"),
         (lambda ls: ls.__setitem__(1, ls[1].replace("(1", "-")), 3, "coreference mention 1) closes without (1"),
         (lambda ls: ls.__setitem__(4, ls[4].replace("(PERSON)", "(PERSON*")), 5, "named entity (PERSON is never closed"),
@@ -130,7 +99,7 @@ def _lines():
         (lambda ls: ls.__setitem__(3, ls[3].replace("   0   ", "   1   ", 1)), 4, "part '1' differs from its #begin (part 0)"),
         (lambda ls: ls.__setitem__(0, "#begin document bc/cnn"), 1, "malformed #begin line"),
         (lambda ls: ls.insert(3, "# a comment"), 4, "unexpected directive"),
-        (lambda ls: ls.insert(0, _row("bc/cnn/00/cnn_0001", 0, "x")), 1, "token line outside a document"),
+        (lambda ls: ls.insert(0, onto_row("bc/cnn/00/cnn_0001", 0, "x")), 1, "token line outside a document"),
         (lambda ls: ls.__setitem__(20, ""), 19, "document 'bc/cnn/00/cnn_0001' has no #end document"),
         (lambda ls: ls.__setitem__(1, ls[1].replace("John", "[WORD]")), 2, "skeleton file"),
         (lambda ls: ls.__setitem__(2, ls[2].replace("1)", "1)|x")), 3, "malformed coreference cell"),

@@ -19,12 +19,7 @@ from lmbias.corpora.sentences import load_splitter, split_contexts
 from lmbias.errors import ConfigError, DataError
 from lmbias.parsers.gap import parse_gap
 
-try:
-    from tests.test_anonymise import conll_text, tok, with_cells
-    from tests.test_conll import ONTO
-except ImportError:  # tests/ itself on sys.path
-    from test_anonymise import conll_text, tok, with_cells
-    from test_conll import ONTO
+from helpers.conll_docs import ONTO, conll_text, tok, with_cells
 
 
 @pytest.fixture(scope="module")

@@ -2,16 +2,14 @@
 
 The gold set (tests/gold/counterfactual_gold.tsv) was written by hand: each expected output is what the
 documented grammatical intervention (names=False) should produce, whatever the system does. Run
-`pytest -s tests/test_counterfactual.py -k gold` to see the per-case accuracy table.
+`pytest -s tests/corpora/test_counterfactual.py -k gold` to see the per-case accuracy table.
 """
 
 from __future__ import annotations
 
-import csv
 import json
 import logging
 import re
-from collections import Counter, defaultdict
 from pathlib import Path
 
 import pytest
@@ -27,9 +25,10 @@ from lmbias.corpora.counterfactual import (
 from lmbias.errors import ConfigError, DataError
 from lmbias.corpora.nlp import load_spacy
 
-GOLD = Path(__file__).resolve().parent / "gold" / "counterfactual_gold.tsv"
-WORDLISTS = Path(__file__).resolve().parents[1] / "resources" / "wordlists"
-TOKEN_RE = re.compile(r"\w+(?:['’]\w+)*|[^\w\s]")
+from helpers.counterfactual_gold import format_table, gold_report, read_gold, word_tokens
+from helpers.paths import REPO_ROOT
+
+WORDLISTS = REPO_ROOT / "resources" / "wordlists"
 
 
 # ------------------------------------------------------------------------------------------ fixtures
@@ -65,13 +64,6 @@ def naive(lexicon):
 @pytest.fixture(scope="session")
 def with_names(names_lexicon, nlp):
     return Swapper(names_lexicon, "grammatical", names=True, nlp=nlp)
-
-
-def read_gold() -> list[dict]:
-    with open(GOLD, encoding="utf-8", newline="") as f:
-        rows = [r for r in csv.DictReader((line for line in f if not line.startswith("#")), delimiter="\t",
-                                          quoting=csv.QUOTE_NONE)]
-    return rows
 
 
 def winobias_dev_sentences(folder: Path) -> list[str]:
@@ -264,47 +256,6 @@ def test_stats_count_changes(lexicon):
 
 # ------------------------------------------------------------------------------------------ gold set
 
-def _tokens(text: str) -> list[str]:
-    return TOKEN_RE.findall(text)
-
-
-def _pronoun_positions(tokens: list[str]) -> list[int]:
-    return [i for i, t in enumerate(tokens) if re.split(r"['’]", t.lower())[0] in PRONOUNS]
-
-
-def gold_report(rows, outputs):
-    """Per case: sentences, exact matches, pronoun tokens, correct pronoun tokens; plus the failures."""
-    per_case = defaultdict(Counter)
-    failures = []
-    for row, out in zip(rows, outputs):
-        c = per_case[row["case"]]
-        c["sentences"] += 1
-        c["exact"] += out == row["expected"]
-        orig, exp, got = _tokens(row["original"]), _tokens(row["expected"]), _tokens(out)
-        assert len(orig) == len(exp), f"gold row is not token-aligned: {row}"
-        for i in _pronoun_positions(orig):
-            c["pronouns"] += 1
-            c["pronouns_ok"] += len(got) == len(exp) and got[i] == exp[i]
-        if out != row["expected"]:
-            failures.append(f"  [{row['case']}] {row['original']!r}\n      expected {row['expected']!r}\n"
-                            f"      got      {out!r}")
-    return per_case, failures
-
-
-def format_table(per_case) -> str:
-    lines = [f"{'case':<20} {'sent':>5} {'exact':>6} {'acc':>7} {'pron':>5} {'pron ok':>8} {'pron acc':>9}"]
-    total = Counter()
-    for case in sorted(per_case):
-        c = per_case[case]
-        total.update(c)
-        pacc = f"{c['pronouns_ok'] / c['pronouns']:.1%}" if c["pronouns"] else "-"
-        lines.append(f"{case:<20} {c['sentences']:>5} {c['exact']:>6} {c['exact'] / c['sentences']:>7.1%} "
-                     f"{c['pronouns']:>5} {c['pronouns_ok']:>8} {pacc:>9}")
-    lines.append(f"{'ALL':<20} {total['sentences']:>5} {total['exact']:>6} {total['exact'] / total['sentences']:>7.1%} "
-                 f"{total['pronouns']:>5} {total['pronouns_ok']:>8} {total['pronouns_ok'] / total['pronouns']:>9.1%}")
-    return "\n".join(lines)
-
-
 def test_gold_set_accuracy(grammatical):
     rows = read_gold()
     assert len(rows) >= 200
@@ -337,7 +288,7 @@ def test_gold_report_can_fail():
 
 def one_to_one(text: str, lexicon: SwapLexicon) -> bool:
     """True when every gendered word of `text` has a partner whose partner is the word (no her/his/him/hers)."""
-    for tok in _tokens(text):
+    for tok in word_tokens(text):
         low = re.split(r"['’]", tok.lower())[0]
         if low in PRONOUNS or low in lexicon.word_pairs or tok.lower() in lexicon.word_pairs:
             if not lexicon.is_involution(low):

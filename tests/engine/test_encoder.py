@@ -86,9 +86,9 @@ def test_registry_gives_encoders_only_the_embedding_benchmarks(repo_root):
 def encoder_run(tmp_path_factory, repo_root, shared_data, minilm_path):
     """One Snakemake run: the summary of all-MiniLM-L6-v2 configured with `path:` in a --configfile overlay;
     SEAT kept cheap (two tests, v2 on its dev split, few Monte Carlo samples)."""
-    from test_workflow import _copy_workflow, run_snakemake
+    from helpers.workflow_runs import copy_workflow, run_snakemake
 
-    workdir = _copy_workflow(repo_root, tmp_path_factory.mktemp("wf-encoder"))
+    workdir = copy_workflow(repo_root, tmp_path_factory.mktemp("wf-encoder"))
     overlay = {
         "data_dir": str(shared_data),
         "models": {"minilm": _entry(minilm_path)},
@@ -123,7 +123,7 @@ def test_workflow_summary_of_a_headless_encoder_has_only_seat(encoder_run):
 @pytest.mark.workflow
 @pytest.mark.parametrize("benchmark", ["crows_pairs", "winobias", "bec_pro_en"])
 def test_lm_head_benchmark_for_an_encoder_fails_at_dag_build(encoder_run, benchmark):
-    from test_workflow import run_snakemake, scheduled_outputs
+    from helpers.workflow_runs import run_snakemake, scheduled_outputs
 
     proc = run_snakemake(encoder_run, "-n", f"results/minilm/pretrained/seed0/metrics/{benchmark}.parquet",
                          "--configfile", "encoder.yaml", check=False)

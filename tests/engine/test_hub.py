@@ -39,8 +39,8 @@ from lmbias.engine.hub import (
 from lmbias.engine.models import load_model, model_spec, resolved_commit
 from lmbias.errors import ConfigError
 
-from test_sources import _FileHandler, _loopback_entry, _serve
-from test_workflow import ONE_THREAD_PER_JOB, SNAKEMAKE, _copy_workflow, scheduled_outputs
+from helpers.loopback_http import FileHandler, loopback_entry, serve_in_thread
+from helpers.workflow_runs import ONE_THREAD_PER_JOB, SNAKEMAKE, copy_workflow, scheduled_outputs
 
 REPO_ID = "lmbias-test/tiny-bert"
 BIN_ONLY_REPO = "lmbias-test/bin-only"
@@ -364,7 +364,7 @@ def _online_config(workdir: Path, data_url: str, revision: str = "main") -> Path
     config = yaml.safe_load((workdir / "config.yaml").read_text())
     config["data_dir"] = None
     for dataset in ("winobias", "crows_pairs"):
-        config["data"][dataset] = _loopback_entry(config["data"][dataset], f"{data_url}/{dataset}/")
+        config["data"][dataset] = loopback_entry(config["data"][dataset], f"{data_url}/{dataset}/")
     config["models"][HUB_MODEL] = _entry(revision=revision)
     config["only_benchmarks"] = ["winobias", "crows_pairs"]
     wino = config["benchmarks"]["winobias"]
@@ -394,7 +394,7 @@ def _snakemake_online(workdir: Path, hub_url: str, *args: str) -> subprocess.Com
 
 @pytest.fixture(scope="module")
 def data_server(shared_data):
-    server, thread = _serve(partial(_FileHandler, directory=str(shared_data)))
+    server, thread = serve_in_thread(partial(FileHandler, directory=str(shared_data)))
     yield f"http://127.0.0.1:{server.server_address[1]}"
     server.shutdown()
     server.server_close()
@@ -403,7 +403,7 @@ def data_server(shared_data):
 
 @pytest.mark.workflow
 def test_online_command_builds_a_summary_once(tiny_files, data_server, repo_root, tmp_path):
-    workdir = _copy_workflow(repo_root, tmp_path / "wf")
+    workdir = copy_workflow(repo_root, tmp_path / "wf")
     config = _online_config(workdir, data_server)
     target = f"results/{HUB_MODEL}/pretrained/summary.parquet"
     hub = FakeHub(_repos(tiny_files))
@@ -430,7 +430,7 @@ def test_online_command_builds_a_summary_once(tiny_files, data_server, repo_root
 
 @pytest.mark.workflow
 def test_online_wrong_revision_stops_naming_the_key(tiny_files, data_server, repo_root, tmp_path):
-    workdir = _copy_workflow(repo_root, tmp_path / "wf")
+    workdir = copy_workflow(repo_root, tmp_path / "wf")
     config = _online_config(workdir, data_server, revision="no-such-tag")
     hub = FakeHub(_repos(tiny_files))
     try:
@@ -448,9 +448,9 @@ def test_hub_model_jobs_read_the_fetched_folder_and_fetching_is_local(repo_root,
     """Dry run with the Slurm profile: scoring, fine-tuning and SentenceDebias jobs of a hub model list its
     folder (under models_dir, here outside the checkout) as an input; fetch_hub_model and the data rules are
     localrules (they run on the submit host), the model jobs are not."""
-    from test_workflow import run_snakemake
+    from helpers.workflow_runs import run_snakemake
 
-    workdir = _copy_workflow(repo_root, tmp_path / "wf")
+    workdir = copy_workflow(repo_root, tmp_path / "wf")
     (workdir / "resources/data").mkdir(parents=True, exist_ok=True)
     targets = ["results/bert-base/pretrained/seed0/scores/winobias.parquet",
                "results/bert-base/cds/seed0/model", "results/bert-base/sd/seed0/model"]

@@ -10,7 +10,6 @@ step); tests/fixtures/figure_train_log.parquet is that cds model's train_log.par
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -20,7 +19,8 @@ from matplotlib.patches import Rectangle
 
 from lmbias.papers import figures as F
 
-FIXTURES = Path(__file__).parent / "fixtures"
+from helpers.paths import FIXTURES
+
 
 
 # ------------------------------------------------------------------------------------------ inputs

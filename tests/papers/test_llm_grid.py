@@ -6,12 +6,11 @@ rows the causal benchmarks write, the figure's panels are the table's columns, a
 hub decoders x six methods, every pair runnable. The workflow test runs paper_llm_gender end to end on a tiny grid
 (tiny-llama standing in for the 7B decoders, real data, few items: CrowS-Pairs gender, SEAT-v1, the GAP
 perplexity stand-in on 5 texts, LoRA training 2 steps; about 50 jobs, 4 CPU-minutes) and reads its table and
-figure back. The shipped grid's DAG is tested with the other paper targets (tests/test_shipped_targets.py).
+figure back. The shipped grid's DAG is tested with the other paper targets (tests/workflow/test_shipped_targets.py).
 """
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import pandas as pd
 import pyarrow.parquet as pq
@@ -25,7 +24,9 @@ from lmbias.papers.figures import FIGURES, LLM_PANELS, llm_bias_figure, llm_poin
 from lmbias.papers.published import OWN_GRIDS, PAPERS, load_published, load_published_file
 from lmbias.papers.tables import build_table, legend
 
-REPO = Path(__file__).resolve().parents[1]
+from helpers.paths import REPO_ROOT
+
+REPO = REPO_ROOT
 METHODS = ["pretrained", "cda-lora", "cds-lora", "self_debias", "sd", "inlp"]
 
 
@@ -157,9 +158,9 @@ def _tiny_grid(config: dict, shared_data) -> dict:
 
 @pytest.fixture(scope="module")
 def tiny_grid_run(tmp_path_factory, repo_root, shared_data):
-    from test_workflow import _copy_workflow, run_snakemake
+    from helpers.workflow_runs import copy_workflow, run_snakemake
 
-    workdir = _copy_workflow(repo_root, tmp_path_factory.mktemp("llm_grid"))
+    workdir = copy_workflow(repo_root, tmp_path_factory.mktemp("llm_grid"))
     config = _tiny_grid(yaml.safe_load((workdir / "config.yaml").read_text()), shared_data)
     (workdir / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
     run_snakemake(workdir, "paper_llm_gender")

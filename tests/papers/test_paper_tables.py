@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
 import pandas as pd
 import pyarrow.parquet as pq
@@ -15,7 +14,9 @@ from lmbias.papers.grid import left_out_pairs, pair_info, paper_pairs
 from lmbias.papers.published import load_published_file
 from lmbias.papers.tables import TABLE_SCHEMA, build_table, is_settings_table, pair_notes, to_html, to_markdown, write_table
 
-FIXTURES = Path(__file__).parent / "fixtures" / "published"
+from helpers.paths import TESTS
+
+FIXTURES = TESTS / "fixtures" / "published"
 
 
 def _row(model, method, bench, metric, variant, subset, value, p=math.nan, seed="mean", **extra):

@@ -27,7 +27,8 @@ from lmbias.parsers import (
 )
 from lmbias.parsers import winobias as wb
 
-FIXTURES = Path(__file__).resolve().parent / "fixtures"
+from helpers.paths import FIXTURES
+
 STEREOSET = FIXTURES / "stereoset_dev_small.json"
 
 

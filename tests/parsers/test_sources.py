@@ -9,10 +9,8 @@ import re
 import shutil
 import subprocess
 import sys
-import threading
-import urllib.parse
 from functools import partial
-from http.server import BaseHTTPRequestHandler, SimpleHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import pytest
@@ -29,7 +27,10 @@ from lmbias.parsers.sources import (
     sha256_file,
 )
 
-REPO = Path(__file__).resolve().parents[1]
+from helpers.loopback_http import FileHandler, QuietLog, loopback_entry, serve_in_thread
+from helpers.paths import REPO_ROOT
+
+REPO = REPO_ROOT
 LOOPBACK_DATASETS = ["winobias", "seat", "cds"]  # a sub-folder (conll_format/) and '+' in names included
 
 
@@ -38,16 +39,7 @@ def config() -> dict:
     return yaml.safe_load((REPO / "config.yaml").read_text())
 
 
-class _Quiet:
-    def log_message(self, *args):  # keep pytest output clean
-        pass
-
-
-class _FileHandler(_Quiet, SimpleHTTPRequestHandler):
-    pass
-
-
-class _TruncatingHandler(_Quiet, BaseHTTPRequestHandler):
+class _TruncatingHandler(QuietLog, BaseHTTPRequestHandler):
     """Announces 1000 bytes, sends 100, closes the connection."""
 
     def do_GET(self):
@@ -60,16 +52,9 @@ class _TruncatingHandler(_Quiet, BaseHTTPRequestHandler):
         self.close_connection = True
 
 
-def _serve(handler):
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    return server, thread
-
-
 @pytest.fixture(scope="module")
 def file_server(shared_data):
-    server, thread = _serve(partial(_FileHandler, directory=str(shared_data)))
+    server, thread = serve_in_thread(partial(FileHandler, directory=str(shared_data)))
     yield f"http://127.0.0.1:{server.server_address[1]}"
     server.shutdown()
     server.server_close()
@@ -78,17 +63,11 @@ def file_server(shared_data):
 
 @pytest.fixture()
 def truncating_server():
-    server, thread = _serve(_TruncatingHandler)
+    server, thread = serve_in_thread(_TruncatingHandler)
     yield f"http://127.0.0.1:{server.server_address[1]}"
     server.shutdown()
     server.server_close()
     thread.join(5)
-
-
-def _loopback_entry(entry: dict, base_url: str) -> dict:
-    """The dataset's entry with upstream paths mapped onto the shared/data layout (URL-quoted)."""
-    files = {name: {"upstream": urllib.parse.quote(name), "sha256": spec["sha256"]} for name, spec in entry["files"].items()}
-    return {**entry, "base_url": base_url, "files": files}
 
 
 def _leftovers(folder: Path) -> list[Path]:
@@ -100,7 +79,7 @@ def _leftovers(folder: Path) -> list[Path]:
 
 @pytest.mark.parametrize("dataset", LOOPBACK_DATASETS)
 def test_fetch_every_file_over_loopback(dataset, config, shared_data, file_server, tmp_path):
-    entry = _loopback_entry(config["data"][dataset], f"{file_server}/{dataset}/")
+    entry = loopback_entry(config["data"][dataset], f"{file_server}/{dataset}/")
     files = dataset_files(entry, dataset)
     assert set(files) == set(config["data"][dataset]["files"])
     for name, (url, sha256) in files.items():
@@ -156,7 +135,7 @@ def test_http_404_names_the_url(file_server, tmp_path):
 
 
 def test_unreachable_host_is_a_data_error(tmp_path):
-    server, thread = _serve(_FileHandler)
+    server, thread = serve_in_thread(FileHandler)
     port = server.server_address[1]
     server.shutdown()
     server.server_close()
@@ -275,7 +254,7 @@ def test_obtain_local_and_url(config, shared_data, file_server, tmp_path):
     data = {k: dict(v) for k, v in config["data"].items()}
     local = fetch_params("cds", "names_pairs_1000_scaled.json", data, str(shared_data))
     obtain(local, tmp_path / "a.json")
-    data["cds"] = _loopback_entry(data["cds"], f"{file_server}/cds")
+    data["cds"] = loopback_entry(data["cds"], f"{file_server}/cds")
     remote = fetch_params("cds", "names_pairs_1000_scaled.json", data, None)
     assert remote["source"] == "url"
     obtain(remote, tmp_path / "b.json")

@@ -1,5 +1,5 @@
 """The failed jobs' named errors for the console (issue 21 section 4): read back from their logs as Python
-writes tracebacks. The real Snakemake run without a profile: tests/test_workflow_robust.py."""
+writes tracebacks. The real Snakemake run without a profile: tests/workflow/test_workflow_robust.py."""
 
 from __future__ import annotations
 

@@ -6,13 +6,14 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
 from lmbias.lazy import lazy_module
 
-REPO = Path(__file__).resolve().parents[1]
+from helpers.paths import REPO_ROOT
+
+REPO = REPO_ROOT
 
 
 def _python(code: str) -> subprocess.CompletedProcess:

@@ -18,7 +18,8 @@ import pytest
 import yaml
 
 from lmbias import progress
-from gap_corpora import gap_sentences
+from helpers.gap_corpora import gap_sentences
+from helpers.paths import REPO_ROOT
 from lmbias.engine.evaluation import score_benchmark_job
 from lmbias.engine.models import load_model, model_spec
 from lmbias.engine.scoring import sentence_logprobs
@@ -28,7 +29,7 @@ from lmbias.metrics.summary import file_provenance, library_versions
 from lmbias.parsers import parse_benchmark, required_files
 from lmbias.workflow import setup_job_logging
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = REPO_ROOT
 RATE = r"([\d,]+) {unit} in (\d+\.\d+) s \(([\d,]+\.\d|inf) {unit}/s\)"
 
 

@@ -5,7 +5,6 @@ read as their code/main.py reads it. Each peer computation is transcribed here f
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import pandas as pd
 import pyarrow as pa
@@ -22,13 +21,11 @@ from lmbias.errors import ConfigError, DataError
 from lmbias.parsers.gap import parse_gap
 from lmbias.parsers.sources import dataset_files, sha256_file
 
-try:
-    from tests.test_workflow import _copy_workflow, run_snakemake, scheduled_outputs, write_config
-except ImportError:  # tests/ itself on sys.path
-    from test_workflow import _copy_workflow, run_snakemake, scheduled_outputs, write_config
+from helpers.paths import REPO_ROOT
+from helpers.workflow_runs import copy_workflow, run_snakemake, scheduled_outputs, write_config
 
 BARTL = "bartl2020_gap_flipped/gap_flipped.tsv"
-LU2018 = str(Path(__file__).resolve().parents[1] / "resources/wordlists/lu2018_gender_pairs.tsv")
+LU2018 = str(REPO_ROOT / "resources/wordlists/lu2018_gender_pairs.tsv")
 
 
 @pytest.fixture(scope="module")
@@ -325,7 +322,7 @@ def test_new_data_entries_match_the_shared_copies(config, shared_data, dataset, 
 
 @pytest.mark.workflow
 def test_bartl_corpus_builds_through_its_rule(tmp_path, repo_root, shared_data):
-    workdir = _copy_workflow(repo_root, tmp_path / "wf")
+    workdir = copy_workflow(repo_root, tmp_path / "wf")
 
     def edit(config):
         config["data_dir"] = str(shared_data)

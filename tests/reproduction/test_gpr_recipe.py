@@ -3,7 +3,7 @@ as options of corpora.ontonotes.gpr, and the casing of GPR targets for cased tok
 
 Their computations are transcribed here independently (accumulation, masking, deduplication, the sklearn
 split, the GN-GloVe map) and compared with lmbias.corpora.gpr on WinoBias's CoNLL files (the OntoNotes
-stand-in of tests/test_gpr.py)."""
+stand-in of tests/corpora/test_gpr.py)."""
 
 from __future__ import annotations
 

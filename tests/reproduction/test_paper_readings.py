@@ -5,7 +5,6 @@ against README's peer table."""
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
 import pandas as pd
 import pyarrow.parquet as pq
@@ -19,8 +18,10 @@ from lmbias.papers.published import load_published_file
 from lmbias.papers.tables import apply_readings, build_table, reading_notes, write_table
 from lmbias.registry import expand_method_targets, expand_sweeps
 
-ROOT = Path(__file__).resolve().parents[1]
-FIXTURES = Path(__file__).parent / "fixtures" / "published"
+from helpers.paths import REPO_ROOT, TESTS
+
+ROOT = REPO_ROOT
+FIXTURES = TESTS / "fixtures" / "published"
 
 BENCHMARKS = {
     "seat_v1": {"dataset": "seat_templates", "version": "v1"},

@@ -22,6 +22,8 @@ from lmbias.errors import DataError
 from lmbias.metrics.winobias import mu_skew, mu_stereo
 from lmbias.papers.published import METHOD_KINDS, PAPERS, load_published, published_path
 
+from helpers.paths import REPO_ROOT
+
 # ----------------------------------------------------------------------------------------------- helpers
 
 
@@ -96,7 +98,7 @@ def test_method_kinds_are_the_config_kinds():
 
 
 def _config():
-    return yaml.safe_load((Path(__file__).resolve().parents[1] / "config.yaml").read_text())
+    return yaml.safe_load((REPO_ROOT / "config.yaml").read_text())
 
 
 def _selectors():

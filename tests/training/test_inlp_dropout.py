@@ -9,7 +9,6 @@ import os
 import re
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
@@ -27,6 +26,8 @@ from lmbias.errors import ConfigError
 from lmbias.training import inlp
 from lmbias.training.jobs import train_job
 from lmbias.training.trainer import set_dropout
+
+from helpers.paths import REPO_ROOT
 
 MALE = ["he", "his", "him", "man", "father", "son", "brother", "husband", "boy"]
 FEMALE = ["she", "her", "woman", "mother", "daughter", "sister", "wife", "girl"]
@@ -198,8 +199,8 @@ def test_inlp_settings_load_without_torch_and_name_the_engine_files():
     assert (inlp.INLP_FILE, inlp.INLP_INFO_FILE) == (debias_projection.INLP_FILE, debias_projection.INLP_INFO_FILE)
     code = ("import sys; import lmbias.registry, lmbias.training.inlp; "
             "assert 'torch' not in sys.modules and 'sklearn' not in sys.modules")
-    subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(__file__).resolve().parents[1],
-                   env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1] / "src")})
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=REPO_ROOT,
+                   env={**os.environ, "PYTHONPATH": str(REPO_ROOT / "src")})
 
 
 def test_inlp_sentences_are_male_female_or_neutral():

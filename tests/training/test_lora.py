@@ -27,7 +27,7 @@ import torch
 import yaml
 from safetensors.torch import load_file
 
-from gap_corpora import gap_sentences, write_cda, write_gpr
+from helpers.gap_corpora import gap_sentences, write_cda, write_gpr
 from lmbias.benchmarks.crows_pairs import score_crows_pairs
 from lmbias.corpora.counterfactual import Swapper, load_lexicon
 from lmbias.engine.distributed import launch_env

@@ -14,6 +14,8 @@ import pytest
 
 from lmbias.training.output_lock import LOCK_NAME, OutputLocked, training_lock
 
+from helpers.paths import REPO_ROOT
+
 HOLDER = """
 import sys
 from lmbias.training.output_lock import training_lock
@@ -25,7 +27,7 @@ print("released", flush=True)
 
 
 def _start_holder(ckpt: Path) -> subprocess.Popen:
-    src = str(Path(__file__).resolve().parents[1] / "src")
+    src = str(REPO_ROOT / "src")
     env = {**os.environ, "PYTHONPATH": src + os.pathsep + os.environ.get("PYTHONPATH", "")}
     proc = subprocess.Popen([sys.executable, "-c", HOLDER, str(ckpt)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                             text=True, env=env)

@@ -22,7 +22,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from gap_corpora import gap_sentences, write_cda, write_gpr
+from helpers.gap_corpora import gap_sentences, write_cda, write_gpr
 from lmbias.corpora.counterfactual import Swapper, load_lexicon
 from lmbias.engine.distributed import launch_command, launch_env
 from lmbias.engine.models import load_model, model_spec

@@ -14,10 +14,7 @@ from lmbias.config import config_errors
 from lmbias.corpora.jobs import check_corpora_config
 from lmbias.errors import ConfigError
 
-try:
-    from tests.test_workflow import _copy_workflow, run_snakemake, write_config
-except ImportError:  # tests/ itself on sys.path (pytest's default rootdir insertion)
-    from test_workflow import _copy_workflow, run_snakemake, write_config
+from helpers.workflow_runs import copy_workflow, run_snakemake, write_config
 
 pytestmark = pytest.mark.workflow
 
@@ -40,7 +37,7 @@ def _small(shared_data):
     def edit(config):
         config["data_dir"] = str(shared_data)
         config["benchmarks"]["gap"]["splits"] = ["validation"]
-        # type 1 only (pro + anti, 792 documents), to stay fast; tests/test_gpr.py reads all four files
+        # type 1 only (pro + anti, 792 documents), to stay fast; tests/corpora/test_gpr.py reads all four files
         config["corpora"]["ontonotes"].update(path=str(shared_data / "winobias" / "conll_format"),
                                               pattern="dev_type1_*_conll")
 
@@ -49,7 +46,7 @@ def _small(shared_data):
 
 @pytest.fixture(scope="module")
 def corpora_run(tmp_path_factory, repo_root, shared_data):
-    workdir = _copy_workflow(repo_root, tmp_path_factory.mktemp("corpora"))
+    workdir = copy_workflow(repo_root, tmp_path_factory.mktemp("corpora"))
     config = write_config(workdir, _small(shared_data))
     run_snakemake(workdir, "--configfile", str(config), *TARGETS)
     return workdir, shared_data
@@ -178,9 +175,9 @@ def test_corpus_rule_matches_the_gold_set(tmp_path, repo_root, shared_data):
     thresholds hold, and the parser-dependent possessive "HER" is right (it ran without the parser before)."""
     import pyarrow as pa
 
-    from test_counterfactual import gold_report, read_gold
+    from helpers.counterfactual_gold import gold_report, read_gold
 
-    workdir = _copy_workflow(repo_root, tmp_path / "gold")
+    workdir = copy_workflow(repo_root, tmp_path / "gold")
     rows = read_gold() + [{"case": "her_possessive_caps", "original": "HER answer surprised him.",
                            "expected": "HIS answer surprised her."}]
     sentences = pa.table({"doc_id": [f"gold-{i}" for i in range(len(rows))], "sentence_id": [0] * len(rows),

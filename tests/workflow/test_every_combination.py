@@ -47,7 +47,8 @@ import yaml
 from lmbias import registry
 from lmbias.metrics.summary import left_out as summary_left_out
 from lmbias.papers.grid import is_reading
-from test_workflow import _copy_workflow
+from helpers.paths import FIXTURES
+from helpers.workflow_runs import copy_workflow
 
 pytestmark = pytest.mark.workflow
 
@@ -62,7 +63,7 @@ def tiny_models(config: dict) -> list[str]:
 
 
 #: Options of a method entry that change how its model is *scored* (the rest change only what is trained or
-#: fitted, which tests/test_workflow_methods.py covers): SentenceDebias is applied as its fitted `application`
+#: fitted, which tests/workflow/test_workflow_methods.py covers): SentenceDebias is applied as its fitted `application`
 #: says; Self-Debias' options are its scoring job's params.
 SCORING_OPTIONS = {"sd": ("application",), "self_debias": ("prefix", "decay_constant", "epsilon")}
 #: Kinds whose models are scored alike: every trained kind leaves a model folder that is loaded and scored the
@@ -254,7 +255,7 @@ def _wikitext_stand_in(path: Path) -> None:
 
 
 def _stereoset_stand_in(path: Path) -> None:
-    shutil.copy(Path(__file__).parent / "fixtures" / "stereoset_dev_small.json", path)
+    shutil.copy(FIXTURES / "stereoset_dev_small.json", path)
 
 
 #: Stand-ins for configured files that ../shared/data does not hold (their checksums are unpinned upstream).
@@ -376,7 +377,7 @@ def _log_tail(workdir: Path, job) -> str:
 @pytest.fixture(scope="module")
 def every_combination(tmp_path_factory, repo_root, shared_data):
     root = tmp_path_factory.mktemp("every")
-    workdir = _copy_workflow(repo_root, root / "wf")
+    workdir = copy_workflow(repo_root, root / "wf")
     shipped = yaml.safe_load((workdir / "config.yaml").read_text())
     data = data_folder(shipped, shared_data, root / "data")
     config = cheap_config(shipped, data, shared_data)

@@ -12,7 +12,7 @@ import yaml
 from lmbias import registry
 from lmbias.errors import ConfigError
 
-from test_workflow import _copy_workflow, run_snakemake, scheduled_outputs, write_config
+from helpers.workflow_runs import copy_workflow, run_snakemake, scheduled_outputs, write_config
 
 
 @pytest.fixture(scope="module")
@@ -92,7 +92,7 @@ def test_seeds_per_kind():
 
 @pytest.fixture(scope="module")
 def dag_workdir(tmp_path_factory, repo_root):
-    return _copy_workflow(repo_root, tmp_path_factory.mktemp("methods-dag"))
+    return copy_workflow(repo_root, tmp_path_factory.mktemp("methods-dag"))
 
 
 def test_dry_run_chain_corpus_finetune_scores_metrics_summary(dag_workdir, shared_data):

@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from test_workflow import _copy_workflow, run_snakemake, scheduled_outputs
+from helpers.workflow_runs import copy_workflow, run_snakemake, scheduled_outputs
 
 pytestmark = pytest.mark.workflow
 
@@ -17,7 +17,7 @@ PAPER_TARGETS = ["paper_manela2021", "paper_bartl2020", "paper_lu2018", "paper_o
 
 @pytest.fixture(scope="module")
 def shipped(tmp_path_factory, repo_root):
-    return _copy_workflow(repo_root, tmp_path_factory.mktemp("shipped"))
+    return copy_workflow(repo_root, tmp_path_factory.mktemp("shipped"))
 
 
 _DRY_RUNS: dict = {}
@@ -122,8 +122,9 @@ DAGENDER_READINGS = ("seat_v1-dagender", "seat_v2-dagender", "logprob-dagender")
 
 def test_meade_grid_scores_bias_benchs_readings(shipped):
     """papers.meade2022.readings: every pair of Meade et al.'s grid, GPT-2's included, is scored on bias-bench's
-    CrowS-Pairs, StereoSet and SEAT (config.yaml *-biasbench; their options: tests/test_paper_readings.py), and its
-    seed's metrics job reads those scores; Self-Debias leaves SEAT out (embeddings)."""
+    CrowS-Pairs, StereoSet and SEAT (config.yaml *-biasbench; their options:
+    tests/reproduction/test_paper_readings.py), and its seed's metrics job reads those scores; Self-Debias leaves
+    SEAT out (embeddings)."""
     proc = dry_run(shipped, "paper_meade2022")
     outputs, text = set(scheduled_outputs(proc)), proc.stdout + proc.stderr
     for model in ("bert-base", "albert-base", "roberta-base", "gpt2"):

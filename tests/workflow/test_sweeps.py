@@ -14,7 +14,7 @@ from lmbias import registry
 from lmbias.corpora import jobs as corpora
 from lmbias.errors import ConfigError
 
-from test_workflow import _copy_workflow, run_snakemake, scheduled_outputs, write_config
+from helpers.workflow_runs import copy_workflow, run_snakemake, scheduled_outputs, write_config
 
 TABLE11 = {
     "cds": ("swap_rate", [0.6, 0.65, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95]),
@@ -202,7 +202,7 @@ def test_bad_templates_are_named(entry, message):
 
 @pytest.fixture(scope="module")
 def workdir(tmp_path_factory, repo_root):
-    return _copy_workflow(repo_root, tmp_path_factory.mktemp("sweeps-dag"))
+    return copy_workflow(repo_root, tmp_path_factory.mktemp("sweeps-dag"))
 
 
 def _cheap(config, shared_data, **targets):

@@ -13,8 +13,8 @@ import pytest
 import yaml
 
 from lmbias.metrics.summary import left_out
-from test_workflow import ONE_THREAD_PER_JOB, _copy_workflow, scheduled_outputs
-from test_workflow import run_snakemake as _run_snakemake
+from helpers.workflow_runs import ONE_THREAD_PER_JOB, copy_workflow, scheduled_outputs
+from helpers.workflow_runs import run_snakemake as _run_snakemake
 
 
 def run_snakemake(workdir, *args, check=True):
@@ -51,7 +51,7 @@ ONLY = "only_benchmarks=[winobias,stereoset]"
 @pytest.fixture(scope="module")
 def small_run(tmp_path_factory, repo_root, shared_data):
     root = tmp_path_factory.mktemp("robust")
-    workdir = _copy_workflow(repo_root, root / "wf")
+    workdir = copy_workflow(repo_root, root / "wf")
     data = root / "data-a"
     shutil.copytree(shared_data / "winobias", data / "winobias")  # no StereoSet (neither dev.json nor its flat copy)
     run_snakemake(workdir, "--config", f"data_dir={data}", ONLY, SUMMARY)
