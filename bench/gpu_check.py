@@ -19,7 +19,7 @@ scipy, scikit-learn; no snakemake, no spaCy: only lmbias modules that import nei
   with one process per GPU through the project's launcher (accelerate launch).
 
 Without a CUDA GPU it says so and exits 0 without running, except with --cpu: the same steps on CPU at small
-sizes (the check of this script itself; tests/test_gpu_check.py). Exit status 1 when a check fails.
+sizes (the check of this script itself; tests/cluster/test_gpu_check.py). Exit status 1 when a check fails.
 """
 
 from __future__ import annotations

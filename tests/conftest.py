@@ -60,7 +60,7 @@ def _one_torch_thread():
 
 @pytest.fixture(autouse=True, scope="session")
 def _start_long_workflow_runs_early(request):
-    """Start the methods workflow run (tests/test_workflow_methods.py, about 10 minutes of jobs) in the
+    """Start the methods workflow run (tests/workflow/test_workflow_methods.py, about 10 minutes of jobs) in the
     background when the session starts, if any selected test uses it. The unit tests run in one process and
     leave a core idle; the run, at a lower priority, uses it. Its fixture waits for it when its tests come.
     Without the data folder nothing starts: the fixture then skips (or fails under CI) as usual."""
@@ -68,7 +68,7 @@ def _start_long_workflow_runs_early(request):
     request.config._lmbias_background_runs = runs
     wanted = any("methods_run" in getattr(item, "fixturenames", ()) for item in request.session.items)
     if wanted and _data_dir().is_dir():
-        from test_workflow_methods import start_methods_run
+        from helpers.methods_run import start_methods_run
 
         runs["methods"] = start_methods_run(request.getfixturevalue("tmp_path_factory"), REPO_ROOT, _data_dir())
     yield

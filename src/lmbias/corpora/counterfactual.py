@@ -18,7 +18,7 @@ object ("found her asleep.", "gave her the book") and "his" predicative ("was hi
 the parser's "poss" arc (en_core_web_sm tags "kept her promise" PRP but parses it as poss). The parser
 runs only on texts that contain "her"; a pipeline without a parser works, slightly less well.
 
-Decisions documented here (and tested in tests/test_counterfactual.py):
+Decisions documented here (and tested in tests/corpora/test_counterfactual.py):
 
 - Courtesy titles Mr/Mrs/Ms/Miss are always flipped, also before a name ("Mr. Smith said he ..." ->
   "Mrs. Smith said she ..."): they mark the person's gender, as the pronouns do. "miss" is flipped only

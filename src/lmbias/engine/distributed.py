@@ -14,7 +14,7 @@ alone — checked for each shard (row count) before gathering. Scorers that aggr
 per-unit association means and positions; the classic SEAT tests: effect sizes over whole tests) are not
 shardable: the main process scores them whole and the others wait. A new benchmark is treated as
 not shardable until it is added to ROW_LOCAL_DATASETS (and to the equality test in
-tests/test_distributed.py), so adding one can never silently produce wrong scores.
+tests/cluster/test_distributed.py), so adding one can never silently produce wrong scores.
 
 One process: exactly `evaluation.score_benchmark_job`.
 """

@@ -826,7 +826,7 @@ def training_figure(summaries: pd.DataFrame | None, train_logs: dict) -> Figure:
 
 # ------------------------------------------------------------------------------------------ llm_gender (our grid)
 
-#: The bias columns of resources/published/llm_gender.yaml (tests/test_llm_grid.py keeps the two equal):
+#: The bias columns of resources/published/llm_gender.yaml (tests/papers/test_llm_grid.py keeps the two equal):
 #: (benchmark, metric, subset, label, the value of an unbiased model).
 LLM_PANELS = (
     ("crows_pairs", "metric_score", "gender", "CrowS-Pairs gender (%)", 50.0),

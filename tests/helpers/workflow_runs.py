@@ -1,0 +1,121 @@
+"""Copies of the workflow and real Snakemake runs on them, as the workflow tests run them: 2 cores, one
+thread per model job, the local profile; dry runs read back for what they would schedule."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+COPIED = ["Snakefile", "config.yaml", "rules", "scripts", "schemas", "profiles", "envs", "resources", "src", "report"]
+SNAKEMAKE = [sys.executable, "-m", "snakemake"]
+#: One thread per model job in tests: a tiny model's job is mostly process start-up (imports, model load),
+#: single-threaded, so two such jobs side by side on the 2 cores finish about twice as fast as one job
+#: holding both cores (the shipped rules ask for 2). Threads are no rerun trigger, so runs with and without
+#: this agree on what is up to date. It goes after the targets: --set-threads takes every following word.
+ONE_THREAD_PER_JOB = ["--set-threads", "score_benchmark=1", "finetune=1", "fit_sentence_debias=1", "fit_inlp=1"]
+
+
+def copy_workflow(repo_root: Path, dest: Path) -> Path:
+    """The workflow's files (COPIED) under dest, without downloaded data, built models or caches."""
+    dest.mkdir(parents=True, exist_ok=True)
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc", "data", "models")
+    for name in COPIED:
+        src = repo_root / name
+        if src.is_dir():
+            shutil.copytree(src, dest / name, ignore=ignore)
+        else:
+            shutil.copy2(src, dest / name)
+    return dest
+
+
+def snakemake_command(*args: str) -> tuple[list[str], dict]:
+    """The command line and environment of a test's Snakemake run (2 cores, one thread per model job, the
+    local profile unless one is given)."""
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONHASHSEED": "0"}
+    args = list(args)
+    for option in ("--configfile", "--config"):  # they take every following word: they must come last
+        if option in args:
+            i = args.index(option)
+            args = args[:i] + args[i + 2 :] + args[i : i + 2]
+    cut = next((i for i, a in enumerate(args) if a in ("--configfile", "--config")), len(args))
+    args = args[:cut] + ONE_THREAD_PER_JOB + args[cut:]
+    profile = [] if "--profile" in args else ["--profile", "profiles/local"]  # the docs' local runs use it (docs/getting-started.md)
+    return SNAKEMAKE + ["--cores", "2", *profile, *args], env
+
+
+def run_snakemake(workdir: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+    """Run Snakemake in workdir (snakemake_command); with check, a failure raises with the end of its output."""
+    command, env = snakemake_command(*args)
+    return _checked(subprocess.run(command, cwd=workdir, env=env, capture_output=True, text=True), args, check)
+
+
+def _checked(proc: subprocess.CompletedProcess, args, check: bool) -> subprocess.CompletedProcess:
+    if check and proc.returncode != 0:
+        raise AssertionError(f"snakemake {' '.join(args)} failed:\n{proc.stdout[-4000:]}\n{proc.stderr[-6000:]}")
+    return proc
+
+
+class BackgroundSnakemake:
+    """A test's long Snakemake run started early, at a lower priority, so it uses the core the single-process
+    unit tests leave idle; `result()` waits for it and returns what run_snakemake returns. The run is the
+    same command with the same inputs, so its outputs do not depend on when it ran."""
+
+    def __init__(self, workdir: Path, *args: str):
+        command, env = snakemake_command(*args)
+        self.args, self.workdir = args, workdir
+        self._out, self._err = open(workdir / ".bg.out", "w+"), open(workdir / ".bg.err", "w+")
+        self.proc = subprocess.Popen(command, cwd=workdir, env=env, stdout=self._out, stderr=self._err, text=True,
+                                     preexec_fn=lambda: os.nice(10))
+
+    def result(self, check: bool = True) -> subprocess.CompletedProcess:
+        returncode = self.proc.wait()
+        texts = []
+        for handle in (self._out, self._err):
+            handle.seek(0)
+            texts.append(handle.read())
+            handle.close()
+        return _checked(subprocess.CompletedProcess(self.proc.args, returncode, texts[0], texts[1]), self.args, check)
+
+    def stop(self) -> None:
+        """End an unfinished run (the session ends early); its Snakemake stops its own jobs on SIGTERM."""
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+
+
+def scheduled_outputs(proc: subprocess.CompletedProcess) -> list[str]:
+    """Output paths of the jobs a dry run would execute."""
+    text = proc.stdout + proc.stderr
+    return re.findall(r"^\s*output: (\S+)", text, re.M)
+
+
+@contextlib.contextmanager
+def edited_module(module: Path):
+    """A comment appended to a library module for the block; then its content and mtime are put back, so a
+    shared run stays up to date for the tests after it."""
+    text, stat = module.read_text(), module.stat()
+    module.write_text(text + "# edited\n")
+    try:
+        yield module
+    finally:
+        module.write_text(text)
+        os.utime(module, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+
+
+def write_config(workdir: Path, edit) -> Path:
+    """workdir's config.yaml changed in place by edit(config), written as edited.yaml (for --configfile)."""
+    config = yaml.safe_load((workdir / "config.yaml").read_text())
+    edit(config)
+    path = workdir / "edited.yaml"
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    return path
