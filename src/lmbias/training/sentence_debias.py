@@ -152,12 +152,12 @@ class SDSettings:
 
 def word_pair_list(wordlist_dir=None) -> list[tuple[str, str]]:
     """(masculine, feminine) pairs: the pronoun pairs, then resources/wordlists/*.tsv in order, deduplicated."""
-    from lmbias.corpora.counterfactual import _read_tsv_pairs, wordlist_files
+    from lmbias.corpora.swap_lexicon import read_tsv_pairs, wordlist_files
 
     pairs: list[tuple[str, str]] = list(PRONOUN_PAIRS)
     seen = set(pairs)
     for path in wordlist_files(wordlist_dir):
-        for m, f, _ in _read_tsv_pairs(Path(path)):
+        for m, f, _ in read_tsv_pairs(Path(path)):
             pair = (m.lower(), f.lower())
             if pair not in seen:
                 seen.add(pair)
