@@ -290,7 +290,8 @@ def fit_subspace(male: np.ndarray, female: np.ndarray, k: int = 1) -> tuple[np.n
     return components.astype(np.float32), ratio
 
 
-def _library_versions() -> dict:
+def library_versions() -> dict:
+    """Versions of the libraries a fit depends on, recorded in its metadata (INLP adds its own)."""
     import transformers
 
     import lmbias
@@ -414,7 +415,7 @@ def fit_job(model_spec, sentences_path, out_dir, settings: dict, log: logging.Lo
         "sentences_sha256": hashlib.sha256(Path(sentences_path).read_bytes()).hexdigest(),
         "pair_files": ({kind: {"path": str(path), "sha256": hashlib.sha256(Path(path).read_bytes()).hexdigest()}
                         for kind, path in sorted(pair_files.items())} if resolved.pair_list == "dagender" else None),
-        "library_versions": _library_versions(),
+        "library_versions": library_versions(),
         "seconds": round(time.perf_counter() - started, 3),
     })
     save_subspace(out_dir, components, info)
