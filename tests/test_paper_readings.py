@@ -17,7 +17,7 @@ from lmbias.errors import ConfigError
 from lmbias.papers.grid import is_reading, pair_readings, paper_readings, readings_stand_for, table_readings
 from lmbias.papers.published import load_published_file
 from lmbias.papers.tables import apply_readings, build_table, reading_notes, write_table
-from lmbias.registry import expand_method_targets, expand_sweeps
+from lmbias.sweeps import expand_method_targets, expand_sweeps
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = Path(__file__).parent / "fixtures" / "published"
