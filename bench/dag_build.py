@@ -43,7 +43,7 @@ TABLE11 = {"cds": {"swap_rate": [0.6, 0.65, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95]},
 def prepare(dest: Path) -> list[str]:
     """A copy of the workflow with the paper grid's config; returns the summary targets."""
     sys.path.insert(0, str(REPO / "src"))
-    from lmbias.registry import expand_method_targets
+    from lmbias.sweeps import expand_method_targets
 
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc", "data", "models")
     for name in COPIED:

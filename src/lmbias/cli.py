@@ -60,7 +60,8 @@ def _read_lines(stream) -> tuple[list[str], list[str], bool]:
 
 
 def run_counterfactual(args) -> int:
-    from lmbias.corpora.counterfactual import Swapper, load_lexicon, swap_lines
+    from lmbias.corpora.counterfactual import Swapper, swap_lines
+    from lmbias.corpora.swap_lexicon import load_lexicon
 
     texts, endings, trailing = _read_lines(sys.stdin.buffer)
     lexicon = load_lexicon(cds_pairs=args.cds_pairs, winobias_dir=args.winobias_dir, names=args.names_file)

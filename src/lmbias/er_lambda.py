@@ -1,4 +1,4 @@
-"""The one rule for ER's er_lambda, shared by the method sweeps (lmbias.registry) and the training settings
+"""The one rule for ER's er_lambda, shared by the method sweeps (lmbias.sweeps) and the training settings
 (lmbias.training.settings). It sits below both so that neither imports the other for it: the engine imports
 the registry, and nothing the engine imports may import lmbias.training."""
 

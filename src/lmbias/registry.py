@@ -1,27 +1,37 @@
-"""Which benchmarks can be scored and measured, and which model families each applies to.
+"""What the workflow may run, checked when the DAG is built: which benchmarks can be scored and measured and
+which model families each applies to, and how a configured method resolves for a model.
 
 Each module in `lmbias.benchmarks` declares ``BENCHMARKS``: a list of `BenchmarkDef`, one per dataset,
 holding its scorer (the expensive forward passes) and its metric function (cheap, from cached scores).
 This module collects them. The workflow asks it at DAG-build time, so a benchmark asked of a family it
-does not apply to fails before any job runs, with a message saying why.
+does not apply to fails before any job runs, with a message saying why. The same holds for methods: the
+method kinds and their keys are lmbias.method_kinds, the sweeps that multiply a method lmbias.sweeps.
 """
 
 from __future__ import annotations
 
 import importlib
 import inspect
-import itertools
-import math
-import numbers
 import pkgutil
-from pathlib import Path
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Callable
 
-from lmbias.er_lambda import ER_LAMBDA_RANGE, er_lambda_ok  # noqa: F401  (re-exported for the sweeps)
 from lmbias.errors import ConfigError
-
-
+from lmbias.method_kinds import (
+    DETERMINISTIC_METHOD_KINDS,
+    FAMILY_OBJECTIVE,
+    FITTED_METHOD_KINDS,
+    INLP_KEYS,
+    METHOD_KEYS,
+    MODEL_METHOD_DEFAULTS,
+    SD_KEYS,
+    TRAINED_METHOD_KINDS,
+    check_training_block,
+    method_kind,
+    per_family_values,
+)
+from lmbias.sweeps import base_method
 
 
 @dataclass(frozen=True)
@@ -133,73 +143,7 @@ def benchmarks_for(family: str, benchmarks: dict) -> list[str]:
 # ------------------------------------------------------------------------------------------- methods
 # config.yaml `methods.<name>: {kind: ...}`. The workflow resolves a (model, method) pair at DAG-build
 # time, so a method a model's family cannot run, an unknown kind or a misspelt key fails before any job.
-
-#: Methods whose result does not depend on a random seed: they run once, in seed0/.
-DETERMINISTIC_METHOD_KINDS = frozenset({"pretrained", "online", "sd", "inlp", "self_debias"})
-#: Kinds that fine-tune the model (rule finetune), and the kinds that fit a projection of the final hidden
-#: states (rules fit_sentence_debias and fit_inlp).
-TRAINED_METHOD_KINDS = frozenset({"cds", "cda", "er", "gpr", "dropout"})
-FITTED_METHOD_KINDS = frozenset({"sd", "inlp"})
-
-#: Keys each kind accepts (the schema's enum of kinds is closed; this closes each kind's keys).
-METHOD_KEYS = {
-    "pretrained": ("kind",),
-    "online": ("kind",),
-    # Self-Debias (lmbias.engine.self_debias): decoding-time, nothing trained; options with bias-bench's defaults
-    "self_debias": ("kind", "prefix", "decay_constant", "epsilon"),
-    "cds": ("kind", "corpus", "training"),
-    "cda": ("kind", "corpus", "training"),
-    "er": ("kind", "corpus", "training"),
-    "gpr": ("kind", "corpus", "training"),
-    # Webster et al.'s Dropout: continued pre-training with raised dropout (training.hidden_dropout/attention_dropout)
-    "dropout": ("kind", "corpus", "training"),
-    # INLP (Ravfogel et al. 2020, as bias-bench): lmbias.training.inlp.INLPSettings
-    "inlp": ("kind", "corpus") + ("n_iterations", "classifier", "sentences_per_class", "dev_fraction", "seed",
-                                  "batch_size", "max_length", "limit_sentences", "text_column", "precision",
-                                  "test_fraction", "dropout_rate"),
-    "sd": ("kind", "corpus") + ("ratio_of_pairs", "k", "batch_size", "max_length", "limit_sentences", "text_column",
-                                "application", "pair_list", "pair_selection", "pair_matching", "fit_pooling", "pad_to",
-                                "precision"),
-}
-#: SentenceDebias settings (lmbias.training.sentence_debias.SDSettings) a method entry of kind sd may set.
-SD_KEYS = METHOD_KEYS["sd"][2:]
-#: INLP settings (lmbias.training.inlp.INLPSettings) a method entry of kind inlp may set.
-INLP_KEYS = METHOD_KEYS["inlp"][2:]
-
-#: The pre-training objective each family fine-tunes with (cds, cda, er).
-FAMILY_OBJECTIVE = {"mlm": "mlm", "clm": "clm", "seq2seq": "infilling"}
-
-#: lmbias.training.settings.TrainingSettings fields a config may set (`objective` is implied by family and kind).
-TRAINING_KEYS = frozenset({
-    "learning_rate", "batch_size", "gradient_accumulation_steps", "epochs", "max_steps", "warmup_ratio",
-    "weight_decay", "adam_beta1", "adam_beta2", "adam_epsilon", "max_grad_norm", "max_length",
-    "mlm_probability", "whole_word_masking", "infilling_mask_ratio", "infilling_poisson_lambda", "er_lambda",
-    "dropout", "hidden_dropout", "attention_dropout", "select_epoch", "group_by_length", "checkpoint_every_steps", "precision",
-    "eval_bias_every_steps", "eval_bias_metric", "limit_examples", "text_column",
-    # the DA-Gender authors' recipes (settings.TrainingSettings documents each; null/default = the paper's)
-    "warmup_steps", "text_template", "pad_to_length", "padding_in_loss", "infilling_mode", "infilling_layout",
-    "er_lm_side", "er_pooling",
-    # bias-bench's run_mlm/run_clm data (lmbias.training.packing): packed blocks, CDA on the blocks
-    "pack_texts", "block_augmentation", "block_augmentation_words",
-    # a LoRA adapter over the frozen base instead of full fine-tuning (lmbias.training.adapters)
-    "adapter",
-    # activations recomputed in the backward pass (any training method; trainer.enable_gradient_checkpointing)
-    "gradient_checkpointing",
-    # FSDP2: weights, gradients and optimizer state sharded over the job's processes (lmbias.training.fsdp)
-    "distributed",
-})
-#: Training settings whose value is itself a mapping: its own values may be per-family (per_family_values).
-MAPPING_TRAINING_KEYS = frozenset({"adapter"})
-#: Per-model defaults (over-debiasing paper, Table 12) that are not trainer settings: the CDS swap rate
-#: (fills `{swap_rate}` in a method's corpus path) and SentenceDebias' ratio of word pairs.
-MODEL_METHOD_DEFAULTS = frozenset({"swap_rate", "ratio_of_pairs"})
-
-
-def method_kind(name: str, entry: dict) -> str:
-    kind = entry.get("kind") if isinstance(entry, dict) else None
-    if kind not in METHOD_KEYS:
-        raise ConfigError(f"methods.{name}.kind: {kind!r} is not a method kind; known kinds: {', '.join(sorted(METHOD_KEYS))}")
-    return kind
+# The kinds and the keys each takes are lmbias.method_kinds.
 
 
 def check_method_entry(name: str, entry: dict) -> None:
@@ -236,11 +180,6 @@ def check_method_entry(name: str, entry: dict) -> None:
 EMBEDDING_DATASETS = frozenset({"seat", "seat_templates"})
 
 
-def base_method(method: str) -> str:
-    """The config entry a method name comes from: `cds` for the sweep instance `cds@swap_rate=0.7`."""
-    return method.split("@")[0]
-
-
 def method_benchmark_choice(method: str, entry: dict, benchmark: str) -> str | None:
     """Why a method's summaries leave out a benchmark its `benchmarks:` list does not name, or None (no list,
     or listed). A list keeps a sweep's many instances, or a grid's extra methods, to what their tables read."""
@@ -264,16 +203,6 @@ def check_method_benchmark(method: str, entry: dict, benchmark: str, benchmark_c
     reason = method_benchmark_exclusion(method, entry, benchmark_cfg)
     if reason:
         raise ConfigError(f"benchmark {benchmark!r} does not apply to method {method!r}: {reason}")
-
-
-def check_training_block(block: dict, key: str, extra=frozenset()) -> None:
-    if not isinstance(block, dict):
-        raise ConfigError(f"{key}: expected a mapping of training settings, got {block!r}")
-    for name in block:
-        if name == "objective":
-            raise ConfigError(f"{key}.objective: not settable; it follows from the model's family and the method's kind")
-        if name not in TRAINING_KEYS and name not in extra:
-            raise ConfigError(f"{key}.{name}: unknown training setting (allowed: {', '.join(sorted(TRAINING_KEYS | set(extra)))})")
 
 
 def check_method_family(model: str, family: str, method: str, entry: dict) -> None:
@@ -375,217 +304,5 @@ def resolve_method(model: str, model_entry: dict, method: str, entry: dict, mode
     return resolved
 
 
-#: The model families a per-family training value may name (lmbias.engine.models.FAMILIES).
-PER_FAMILY_KEYS = ("mlm", "clm", "seq2seq", "encoder")
-
-
-def per_family_values(block: dict, family: str, key: str, model: str | None = None, model_names=()) -> dict:
-    """A method's `training` block with each per-family value resolved for `family` (and `model`).
-
-    A value written as a mapping of family -> value (`warmup_steps: {mlm: 0, clm: 100, seq2seq: 100}`) is the
-    value of this model's family; a family it does not name leaves the setting at the model's default (the
-    key is dropped). One recipe entry can so carry what an authors' code does differently per model family.
-    A key may also be a configured model's name (one of `model_names`), whose value wins over its family's:
-    bias-bench raises ALBERT's dropout less than BERT's, both masked LMs (`{mlm: 0.2, albert-base: 0.05}`).
-    A mapping with a key that is neither is a ConfigError naming it."""
-    out = {}
-    for name, value in block.items():
-        if name in MAPPING_TRAINING_KEYS and isinstance(value, dict):  # {kind: lora, r: {clm: 16, mlm: 8}, ...}
-            out[name] = per_family_values(value, family, f"{key}.{name}", model, model_names)
-            continue
-        if isinstance(value, dict):
-            if name in MODEL_METHOD_DEFAULTS:
-                raise ConfigError(f"{key}.{name}: one value for every family (a per-family mapping is for trainer "
-                                  "settings; the corpus a swap rate names is shared by all models)")
-            unknown = sorted(set(value) - set(PER_FAMILY_KEYS) - set(model_names))
-            if unknown:
-                raise ConfigError(f"{key}.{name}.{unknown[0]}: not a model family or a configured model; a per-family "
-                                  f"value maps families ({', '.join(PER_FAMILY_KEYS)}) or model names to values")
-            if model is not None and model in value:
-                out[name] = value[model]
-            elif family in value:
-                out[name] = value[family]
-            continue
-        out[name] = value
-    return out
-
-
 def seeds_for(method_entry: dict, seeds: list[int]) -> list[int]:
     return [0] if method_entry["kind"] in DETERMINISTIC_METHOD_KINDS else list(seeds)
-
-
-# -------------------------------------------------------------------------------------------- sweeps
-# `methods.<name>.sweep: {setting: [values]}` (the over-debiasing paper's Table 11) becomes one method per
-# value (one per combination when several settings are swept), named `<name>@<setting>=<value>`, e.g.
-# cds@swap_rate=0.7. expand_sweeps runs once when the Snakefile loads the config, so every rule, wildcard
-# constraint and error message sees plain method names; each instance's entry holds only its own value,
-# so editing one value adds or removes that instance's jobs only.
-
-
-@dataclass(frozen=True)
-class SweepSetting:
-    """A setting a sweep may vary: the kinds that take it, where the value goes in the method entry
-    (`training` block, or the entry itself for SentenceDebias options), its type and range."""
-
-    kinds: frozenset
-    where: str  # "training" | "entry"
-    integer: bool
-    check: Callable[[float], bool]
-    range_text: str
-
-
-_TRAINED_OR_TUNED = frozenset({"cds", "cda", "er", "gpr", "dropout"})
-#: Settings a sweep may vary. swap_rate fills "{swap_rate}" in a cds corpus path (the corpus is rebuilt per
-#: rate); er_lambda (alias `lambda`, the paper's name) weighs ER's regulariser; ratio_of_pairs and k are
-#: SentenceDebias options; learning_rate and epochs are trainer settings of every fine-tuning kind.
-SWEEP_SETTINGS = {
-    "swap_rate": SweepSetting(frozenset({"cds"}), "training", False, lambda v: 0 < v <= 1, "in (0, 1]"),
-    "er_lambda": SweepSetting(frozenset({"er"}), "training", False, er_lambda_ok, ER_LAMBDA_RANGE),
-    "ratio_of_pairs": SweepSetting(frozenset({"sd"}), "entry", False, lambda v: 0 < v <= 1, "in (0, 1]"),
-    "k": SweepSetting(frozenset({"sd"}), "entry", True, lambda v: v >= 1, ">= 1"),
-    "learning_rate": SweepSetting(_TRAINED_OR_TUNED, "training", False, lambda v: v > 0, "> 0"),
-    "epochs": SweepSetting(_TRAINED_OR_TUNED, "training", True, lambda v: v >= 1, ">= 1"),
-}
-SWEEP_ALIASES = {"lambda": "er_lambda"}
-#: Separates a sweep instance's base name from its settings; the schema keeps it out of configured names.
-SWEEP_MARK = "@"
-#: targets.methods entry `<name>@*`: every instance of methods.<name>'s sweep (the plain name is the base only).
-SWEEP_WILDCARD = "@*"
-
-
-def format_sweep_value(value) -> str:
-    """How a value appears in an instance name (and in a `{swap_rate}` corpus path): integers as
-    written (epochs=3), floats in Python's shortest round-trip form (0.7, 1.0, 2e-05)."""
-    return str(value) if isinstance(value, int) else repr(float(value))
-
-
-def sweep_instance_name(base: str, values: dict) -> str:
-    """`cds@swap_rate=0.7`; several settings in alphabetical order, comma-separated."""
-    return base + SWEEP_MARK + ",".join(f"{k}={format_sweep_value(values[k])}" for k in sorted(values))
-
-
-def _sweep_values(base: str, key: str, setting: str, values) -> list:
-    where = f"methods.{base}.sweep.{key}"
-    spec = SWEEP_SETTINGS[setting]
-    if not isinstance(values, (list, tuple)):
-        raise ConfigError(f"{where}: expected a list of values, got {values!r}")
-    if not values:
-        raise ConfigError(f"{where}: empty list; give at least one value (or drop the key)")
-    out, seen = [], {}
-    for i, value in enumerate(values):
-        if isinstance(value, bool) or not isinstance(value, numbers.Real):
-            raise ConfigError(f"{where}[{i}]: {value!r} is not a number")
-        if spec.integer:
-            if not isinstance(value, numbers.Integral):
-                raise ConfigError(f"{where}[{i}]: {value!r} is not an integer ({setting} takes whole numbers)")
-            value = int(value)
-        else:
-            value = float(value)
-            if not math.isfinite(value):
-                raise ConfigError(f"{where}[{i}]: {value!r} is not a finite number")
-        if not spec.check(value):
-            raise ConfigError(f"{where}[{i}]: {value!r} is out of range; {setting} must be {spec.range_text}")
-        if value in seen:
-            raise ConfigError(f"{where}[{i}]: {value!r} repeats {where}[{seen[value]}]")
-        seen[value] = i
-        out.append(value)
-    return out
-
-
-def sweep_grid(base: str, entry: dict) -> list[dict]:
-    """The {setting: value} of each instance of methods.<base>'s sweep, in the order written; ConfigError
-    naming the key for an unknown or misplaced setting, an empty list, a non-number, a value out of range
-    or a repeated value."""
-    sweep = entry.get("sweep")
-    kind = method_kind(base, entry)
-    if not isinstance(sweep, dict):
-        raise ConfigError(f"methods.{base}.sweep: expected a mapping of setting -> list of values, got {sweep!r}")
-    if not sweep:
-        raise ConfigError(f"methods.{base}.sweep: empty; name at least one setting and its values")
-    sweepable = sorted(s for s, spec in SWEEP_SETTINGS.items() if kind in spec.kinds)
-    if not sweepable:
-        raise ConfigError(f"methods.{base}.sweep: kind {kind!r} has no settings to sweep (it trains nothing); "
-                          f"sweeps apply to kinds {', '.join(sorted(set().union(*(s.kinds for s in SWEEP_SETTINGS.values()))))}")
-    axes, named = {}, {}
-    for key, values in sweep.items():
-        setting = SWEEP_ALIASES.get(key, key)
-        if setting not in SWEEP_SETTINGS or kind not in SWEEP_SETTINGS[setting].kinds:
-            aliases = [a for a, s in SWEEP_ALIASES.items() if s in sweepable]
-            raise ConfigError(f"methods.{base}.sweep.{key}: not a sweepable setting of kind {kind!r} "
-                              f"(sweepable: {', '.join(sweepable + aliases)})")
-        if setting in named:
-            raise ConfigError(f"methods.{base}.sweep.{key}: names the same setting as sweep.{named[setting]} ({setting}); keep one")
-        named[setting] = key
-        axes[setting] = _sweep_values(base, key, setting, values)
-    if "swap_rate" in axes and "{swap_rate}" not in str(entry.get("corpus", "")):
-        raise ConfigError(f"methods.{base}.sweep.{named['swap_rate']}: the corpus {entry.get('corpus')!r} has no "
-                          "\"{swap_rate}\" placeholder, so the swap rate would not reach the job "
-                          "(e.g. corpus: results/corpora/gap/cds-{swap_rate}.parquet)")
-    names = list(axes)
-    return [dict(zip(names, combo)) for combo in itertools.product(*(axes[n] for n in names))]
-
-
-def sweep_instance_entry(entry: dict, values: dict) -> dict:
-    """The base entry without its sweep, with each swept value where that setting lives."""
-    out = {k: v for k, v in entry.items() if k != "sweep"}
-    training = dict(out.get("training") or {})
-    for setting, value in values.items():
-        if SWEEP_SETTINGS[setting].where == "training":
-            training[setting] = value
-        else:
-            out[setting] = value
-    if training:
-        out["training"] = training
-    return out
-
-
-def expand_sweeps(methods: dict) -> dict:
-    """config `methods` with every sweep expanded: the base entry (without `sweep`) under its own name, then
-    one entry per sweep value (or combination) under `<name>@<setting>=<value>`. ConfigError naming the
-    key for a bad sweep, a sweep on a kind with nothing to sweep, or an instance name already taken."""
-    out: dict = {}
-    for name, entry in methods.items():
-        if not isinstance(entry, dict) or "sweep" not in entry:
-            out[name] = entry
-            continue
-        out[name] = {k: v for k, v in entry.items() if k != "sweep"}
-    for name, entry in methods.items():
-        if not isinstance(entry, dict) or "sweep" not in entry:
-            continue
-        for values in sweep_grid(name, entry):
-            instance = sweep_instance_name(name, values)
-            if instance in out:
-                raise ConfigError(f"methods.{name}.sweep: its instance {instance!r} collides with an existing "
-                                  f"method of that name (methods.{instance}); rename one")
-            out[instance] = sweep_instance_entry(entry, values)
-    return out
-
-
-def sweep_instances(base: str, methods: dict) -> list[str]:
-    """Names of methods.<base>'s sweep instances in an expanded `methods` mapping."""
-    prefix = base + SWEEP_MARK
-    return [name for name in methods if name.startswith(prefix)]
-
-
-def expand_method_targets(names: list, methods: dict, key: str = "targets.methods") -> list[str]:
-    """targets.methods with each `<name>@*` replaced by the instances of methods.<name>'s sweep (`methods`
-    not yet expanded). A plain name is that method only: `cds` is the Table 12 default, not its sweep.
-    ConfigError naming the entry for an unknown method or `@*` on a method without a sweep."""
-    expanded = expand_sweeps(methods)
-    out: list[str] = []
-    for i, name in enumerate(names):
-        if isinstance(name, str) and name.endswith(SWEEP_WILDCARD):
-            base = name[: -len(SWEEP_WILDCARD)]
-            if base not in methods:
-                raise ConfigError(f"{key}[{i}]: {name!r} names unknown method {base!r}; configured: {', '.join(sorted(methods))}")
-            if not isinstance(methods[base], dict) or "sweep" not in methods[base]:
-                raise ConfigError(f"{key}[{i}]: {name!r}: methods.{base} declares no sweep (add `sweep:` to it, or target {base!r})")
-            new = sweep_instances(base, expanded)
-        elif name not in expanded:
-            swept = sorted(n for n, e in methods.items() if isinstance(e, dict) and "sweep" in e)
-            hint = f" (sweep instances: {', '.join(n + SWEEP_WILDCARD for n in swept)} or one instance by name)" if swept else ""
-            raise ConfigError(f"{key}[{i}]: unknown method {name!r}; configured: {', '.join(sorted(methods))}{hint}")
-        else:
-            new = [name]
-        out += [n for n in new if n not in out]
-    return out

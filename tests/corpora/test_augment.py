@@ -9,7 +9,8 @@ import pyarrow as pa
 import pytest
 
 from lmbias.corpora.augment import cda_corpus, cds_corpus, check_swap_rate, choose_documents
-from lmbias.corpora.counterfactual import Swapper, load_lexicon
+from lmbias.corpora.counterfactual import Swapper
+from lmbias.corpora.swap_lexicon import load_lexicon
 from lmbias.errors import ConfigError, DataError
 
 

@@ -11,7 +11,8 @@ from lmbias.corpora.anonymise import anonymise_document, anonymise_documents
 from lmbias.corpora.augment import cda_corpus, cds_corpus, protect_from_table
 from lmbias.corpora.conll import read_conll, read_conll_files
 from lmbias.corpora.coref import gap_pronoun_links, mention_head, proper_clusters, protected_tokens
-from lmbias.corpora.counterfactual import WORDLIST_DIR, Swapper, load_lexicon
+from lmbias.corpora.counterfactual import Swapper
+from lmbias.corpora.swap_lexicon import WORDLIST_DIR, load_lexicon
 from lmbias.corpora.gpr import gpr_examples
 from lmbias.corpora.jobs import check_intervention, gpr_options
 from lmbias.corpora.nlp import load_spacy

@@ -14,14 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from lmbias.corpora.counterfactual import (
-    INTERVENTIONS,
-    PRONOUNS,
-    Swapper,
-    SwapLexicon,
-    load_lexicon,
-    match_case,
-)
+from lmbias.corpora.counterfactual import INTERVENTIONS, Swapper
+from lmbias.corpora.swap_lexicon import PRONOUNS, SwapLexicon, load_lexicon
+from lmbias.corpora.swap_rules import match_case
 from lmbias.errors import ConfigError, DataError
 from lmbias.corpora.nlp import load_spacy
 
@@ -104,7 +99,7 @@ def test_lexicon_has_both_directions_and_plurals(lexicon):
 
 
 def test_lexicon_conflicts_are_first_wins_deterministic_and_logged(shared_data, caplog):
-    with caplog.at_level(logging.DEBUG, logger="lmbias.corpora.counterfactual"):
+    with caplog.at_level(logging.DEBUG, logger="lmbias.corpora.swap_lexicon"):
         a = load_lexicon(cds_pairs=shared_data / "cds" / "cda_default_pairs.json",
                          winobias_dir=shared_data / "winobias")
     b = load_lexicon(cds_pairs=shared_data / "cds" / "cda_default_pairs.json", winobias_dir=shared_data / "winobias")

@@ -151,7 +151,8 @@ def test_counterfactual_cli_processes_a_line_over_spacys_max_length():
 
 @pytest.mark.parametrize("intervention", ["naive", "grammatical"])
 def test_long_texts_in_pieces_swap_like_whole_texts(intervention):
-    from lmbias.corpora.counterfactual import Swapper, load_lexicon, split_long_text, swap_lines
+    from lmbias.corpora.counterfactual import Swapper, split_long_text, swap_lines
+    from lmbias.corpora.swap_lexicon import load_lexicon
 
     text = "The king said he would see her. Mary met his son at noon; she thanked him. " * 20
     pieces = split_long_text(text, 200)

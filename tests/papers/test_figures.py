@@ -17,6 +17,15 @@ import pytest
 from matplotlib.lines import Line2D
 from matplotlib.patches import Rectangle
 
+from lmbias.papers import (
+    figure_data,
+    figure_style,
+    figures_bartl2020,
+    figures_llm_gender,
+    figures_lu2018,
+    figures_manela2021,
+    figures_over_debiasing,
+)
 from lmbias.papers import figures as F
 
 from helpers.paths import FIXTURES
@@ -89,17 +98,17 @@ def test_the_figure_table_names_every_paper_once():
     ("sd@pairs=names", "sd", "pairs", "names"),
 ])
 def test_method_names_and_sweep_instances(name, base, param, value):
-    m = F.parse_method(name)
+    m = figure_data.parse_method(name)
     assert (m.base, m.param, m.value) == (base, param, value)
     assert m.is_sweep == (param is not None)
 
 
 def test_methods_sort_pretrained_first_and_sweeps_by_value():
     names = ["er", "cds@swap_rate=10", "cds@swap_rate=2", "cds", "pretrained", "cds@swap_rate=0.65"]
-    assert sorted(names, key=F.method_sort_key) == [
+    assert sorted(names, key=figure_data.method_sort_key) == [
         "pretrained", "cds", "cds@swap_rate=0.65", "cds@swap_rate=2", "cds@swap_rate=10", "er"]
-    colours = F.method_colours(["cds@swap_rate=0.6", "cds", "mystery", "other"])
-    assert colours["cds"] == F.METHOD_COLOURS["cds"]
+    colours = figure_style.method_colours(["cds@swap_rate=0.6", "cds", "mystery", "other"])
+    assert colours["cds"] == figure_style.METHOD_COLOURS["cds"]
     assert colours["mystery"] != colours["other"] and set(colours) == {"cds", "mystery", "other"}
 
 
@@ -120,8 +129,8 @@ def test_every_figure_draws_from_real_tiny_run_summaries(spec, real_summaries, r
 
 
 def test_real_tradeoff_plots_each_models_pretrained_point(real_summaries):
-    fig = F.tradeoff_figure(real_summaries)
-    agg = F.aggregate_rows(real_summaries)
+    fig = figures_over_debiasing.tradeoff_figure(real_summaries)
+    agg = figure_data.aggregate_rows(real_summaries)
     for ax in data_axes(fig):
         model, label = ax.get_title().split(": ")
         bench = {"SEAT-v1": "seat_v1", "SEAT-v2": "seat_v2", "logprob-score": "logprob"}[label]
@@ -147,10 +156,10 @@ def test_tradeoff_says_logprob_is_undefined_only_for_causal_models(real_summarie
     frame = pd.concat([mlm, clm], ignore_index=True)
     assert not clm.empty and "logprob" not in set(clm["benchmark"]) and not mlm.empty
     frame.attrs["families"] = {"tiny-bert": "mlm", "tiny-gpt2": "clm"}
-    notes = _logprob_notes(F.tradeoff_figure(frame))
+    notes = _logprob_notes(figures_over_debiasing.tradeoff_figure(frame))
     assert "causal" in notes["tiny-gpt2"] and "causal" not in notes["tiny-bert"], notes
     frame.attrs.pop("families")  # without families (a frame read by hand) no reason is claimed
-    assert not any("causal" in note for note in _logprob_notes(F.tradeoff_figure(frame)).values())
+    assert not any("causal" in note for note in _logprob_notes(figures_over_debiasing.tradeoff_figure(frame)).values())
 
 
 def _logprob_notes(fig) -> dict[str, str]:
@@ -165,7 +174,7 @@ def _logprob_notes(fig) -> dict[str, str]:
 
 def test_real_training_curves_plot_the_logged_loss_and_bias(real_summaries, real_train_logs):
     log = real_train_logs[("tiny-bert", "cds", 0)]
-    fig = F.training_figure(real_summaries, real_train_logs)
+    fig = figures_lu2018.training_figure(real_summaries, real_train_logs)
     ax = next(a for a in fig.axes if a.get_title() == "tiny-bert / cds")
     loss = next(line for line in ax.get_lines() if line.get_label() == "loss (seed 0)")
     np.testing.assert_allclose(loss.get_ydata(), log.sort_values("step")["loss"])
@@ -196,7 +205,7 @@ def tradeoff_rows():
 
 
 def test_tradeoff_plots_effect_size_against_one_minus_da_and_joins_sweeps_in_value_order():
-    fig = F.tradeoff_figure(tradeoff_rows())
+    fig = figures_over_debiasing.tradeoff_figure(tradeoff_rows())
     ax = next(a for a in fig.axes if a.get_title() == "bert-base: SEAT-v1")
     got = points(ax)
     assert got["pretrained"] == pytest.approx((1.1, 3.0))  # ddof=1 variant, association=ratio, subset all
@@ -230,13 +239,13 @@ def manela_rows():
 
 
 def test_skew_stereotype_points_merge_methods_that_give_the_same_point():
-    pts = F.skew_stereotype_points(manela_rows())
+    pts = figures_manela2021.skew_stereotype_points(manela_rows())
     t2 = pts[pts["subset"] == "type2"].set_index("label")
     assert t2.loc["pretrained", ["mu_skew", "mu_stereo"]].tolist() == [40.0, 12.0]
     assert t2.loc["pretrained-O = online-O", ["mu_skew", "mu_stereo"]].tolist() == [20.0, 13.0]
     assert t2.loc["gpr-a", "mu_skew"] == 2.0
     assert 99.0 not in pts["mu_skew"].tolist() and 77.0 not in pts["mu_skew"].tolist()  # names / other cut-off
-    fig = F.skew_stereotype_figure(manela_rows())
+    fig = figures_manela2021.skew_stereotype_figure(manela_rows())
     assert fig.axes[1].get_title().startswith("WinoBias T2")  # type 2 (the paper's focus) first
     scatter = points(fig.axes[1])
     assert scatter["bert-base · gpr-u"] == (8.0, 30.0)
@@ -268,17 +277,17 @@ def bar_heights(ax, colour):
 
 
 def test_association_bars_are_the_group_means_before_and_after():
-    fig = F.association_figure(bec_rows())
+    fig = figures_bartl2020.association_figure(bec_rows())
     before, after = data_axes(fig)
     assert "before (pretrained)" in before.get_title() and "cds" in after.get_title()
-    assert bar_heights(before, F.MALE_COLOUR) == pytest.approx([0.5, -0.4, 0.1])
-    assert bar_heights(before, F.FEMALE_COLOUR) == pytest.approx([-0.5, 0.4, -0.1])
-    assert bar_heights(after, F.MALE_COLOUR) == pytest.approx([0.25, -0.2, 0.05])
+    assert bar_heights(before, figure_style.MALE_COLOUR) == pytest.approx([0.5, -0.4, 0.1])
+    assert bar_heights(before, figure_style.FEMALE_COLOUR) == pytest.approx([-0.5, 0.4, -0.1])
+    assert bar_heights(after, figure_style.MALE_COLOUR) == pytest.approx([0.25, -0.2, 0.05])
     assert "English (bec_pro_en)" in before.get_title()
 
 
 def test_association_without_a_fine_tuned_method_says_the_after_side_is_missing():
-    fig = F.association_figure(bec_rows(methods=("pretrained",)))
+    fig = figures_bartl2020.association_figure(bec_rows(methods=("pretrained",)))
     assert len(data_axes(fig)) == 1
     assert "No fine-tuned method (e.g. cds)" in texts(fig).replace("\n", " ")
 
@@ -294,7 +303,7 @@ def occupation_rows():
 
 
 def test_occupation_bars_sorted_by_the_pretrained_bias():
-    fig = F.occupation_figure(occupation_rows())
+    fig = figures_lu2018.occupation_figure(occupation_rows())
     ax = fig.axes[0]
     assert [t.get_text() for t in ax.get_yticklabels()] == ["nurse", "teacher", "pilot", "engineer"]
     widths = {}
@@ -307,7 +316,7 @@ def test_occupation_bars_sorted_by_the_pretrained_bias():
 def test_training_curves_note_a_log_without_bias_values():
     steps = np.arange(1, 6)
     log = pd.DataFrame({"step": steps, "epoch": [1, 1, 1, 2, 2], "loss": 5.0 - steps, "bias_metric": [np.nan] * 5})
-    fig = F.training_figure(None, {("gpt2", "cda", 1): log})
+    fig = figures_lu2018.training_figure(None, {("gpt2", "cda", 1): log})
     ax = fig.axes[0]
     np.testing.assert_allclose(ax.get_lines()[0].get_ydata(), 5.0 - steps)
     assert len(fig.axes) == 1  # no bias axis
@@ -324,9 +333,9 @@ def test_a_figure_whose_rows_are_absent_draws_a_placeholder_naming_them(spec, tm
     only_other = frame([row("tiny-bert", "pretrained", "crows_pairs", "metric_score", "nangia", "all", 55.0)])
     paths = spec.draw(only_other, {}, tmp_path / spec.id)
     assert all(p.exists() for p in paths)
-    make = {"tradeoff": F.tradeoff_figure, "skew_stereotype": F.skew_stereotype_figure,
-            "associations": F.association_figure, "occupation_bias": F.occupation_figure,
-            "bias_vs_perplexity": F.llm_bias_figure}[spec.id]
+    make = {"tradeoff": figures_over_debiasing.tradeoff_figure, "skew_stereotype": figures_manela2021.skew_stereotype_figure,
+            "associations": figures_bartl2020.association_figure, "occupation_bias": figures_lu2018.occupation_figure,
+            "bias_vs_perplexity": figures_llm_gender.llm_bias_figure}[spec.id]
     message = texts(make(only_other)).replace("\n", " ")
     assert "in the summaries" in message
     assert not data_axes(make(only_other))
@@ -335,12 +344,12 @@ def test_a_figure_whose_rows_are_absent_draws_a_placeholder_naming_them(spec, tm
 def test_training_curves_without_logs_draw_a_placeholder(real_summaries, tmp_path):
     paths = F.get_spec("lu2018", "training_curves").draw(real_summaries, {}, tmp_path / "t")
     assert all(p.exists() for p in paths)
-    assert "No training logs" in texts(F.training_figure(real_summaries, {}))
+    assert "No training logs" in texts(figures_lu2018.training_figure(real_summaries, {}))
 
 
 @pytest.mark.parametrize("spec", F.all_specs(), ids=lambda s: f"{s.paper}/{s.id}")
 def test_no_rows_at_all_is_a_value_error_naming_what_is_needed(spec, tmp_path):
-    empty = pd.DataFrame(columns=list(F.SUMMARY_COLUMNS))
+    empty = pd.DataFrame(columns=list(figure_data.SUMMARY_COLUMNS))
     with pytest.raises(ValueError, match="summary.parquet|train_log.parquet"):
         spec.draw(empty, {}, tmp_path / spec.id)
     assert not list(tmp_path.iterdir())
@@ -348,9 +357,9 @@ def test_no_rows_at_all_is_a_value_error_naming_what_is_needed(spec, tmp_path):
 
 def test_missing_columns_are_named():
     with pytest.raises(ValueError, match="lack column.*value"):
-        F.tradeoff_figure(tradeoff_rows().drop(columns=["value"]))
+        figures_over_debiasing.tradeoff_figure(tradeoff_rows().drop(columns=["value"]))
     with pytest.raises(ValueError, match=r"\(model, method, seed\)"):
-        F.training_figure(tradeoff_rows(), {"tiny-bert": pd.DataFrame()})
+        figures_lu2018.training_figure(tradeoff_rows(), {"tiny-bert": pd.DataFrame()})
 
 
 def test_aggregate_rows_averages_seeds_only_where_the_summary_has_no_mean():
@@ -359,7 +368,7 @@ def test_aggregate_rows_averages_seeds_only_where_the_summary_has_no_mean():
             row("m", "er", "b", "x", "v", "s", 5.0, seed="0", lo=4.0, hi=6.0),
             row("m", "sd", "b", "x", "v", "s", 7.0, seed="0"),
             row("m", "sd", "b", "x", "v", "s", 8.0, seed="mean")]
-    agg = F.aggregate_rows(frame(rows)).set_index("method")
+    agg = figure_data.aggregate_rows(frame(rows)).set_index("method")
     assert agg.loc["cds", "value"] == 2.0 and agg.loc["cds", "n_seeds"] == 2 and np.isnan(agg.loc["cds", "ci_low"])
     assert agg.loc["er", "value"] == 5.0 and agg.loc["er", "ci_low"] == 4.0  # one seed keeps its interval
     assert agg.loc["sd", "value"] == 8.0  # the summary's own aggregate wins

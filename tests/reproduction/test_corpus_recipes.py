@@ -15,7 +15,8 @@ import yaml
 from lmbias.corpora import jobs
 from lmbias.corpora.augment import cds_corpus, choose_prefix
 from lmbias.corpora.bartl import bartl_corpus, read_flipped_gap
-from lmbias.corpora.counterfactual import PRONOUNS, Swapper, load_lexicon
+from lmbias.corpora.counterfactual import Swapper
+from lmbias.corpora.swap_lexicon import PRONOUNS, load_lexicon
 from lmbias.corpora.sentences import SENTENCES_SCHEMA, gap_sentences, load_splitter
 from lmbias.errors import ConfigError, DataError
 from lmbias.parsers.gap import parse_gap

@@ -17,7 +17,8 @@ import pytest
 
 from lmbias.corpora.anonymise import AnonymisedSentence
 from lmbias.corpora.conll import detokenize, read_conll_files
-from lmbias.corpora.counterfactual import Swapper, load_lexicon
+from lmbias.corpora.counterfactual import Swapper
+from lmbias.corpora.swap_lexicon import load_lexicon
 from lmbias.corpora.gpr import (
     MASKED_PRONOUN, PRONOUN_PLACEHOLDER, SENTENCE_SEPARATOR, accumulate, example_splits, gn_glove_lexicon,
     gpr_examples,

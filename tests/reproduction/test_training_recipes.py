@@ -17,7 +17,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from lmbias import registry
+from lmbias import registry, sweeps
 from lmbias.engine.models import load_model, model_spec
 from lmbias.engine.tiny import FAMILY_OF, build_tiny_model
 from lmbias.errors import ConfigError
@@ -334,7 +334,7 @@ def test_a_bad_model_default_names_the_model_block():
 
 def test_a_zero_lambda_sweep_fails_when_the_dag_is_built():
     with pytest.raises(ConfigError, match=re.escape("methods.er.sweep.er_lambda[0]: 0.0 is out of range; er_lambda must be > 0")):
-        registry.expand_sweeps({"er": {"kind": "er", "corpus": "c", "sweep": {"er_lambda": [0, 0.5]}}})
+        sweeps.expand_sweeps({"er": {"kind": "er", "corpus": "c", "sweep": {"er_lambda": [0, 0.5]}}})
 
 
 # ------------------------------------------------------------------ the recipe blocks, end to end

@@ -29,7 +29,8 @@ from safetensors.torch import load_file
 
 from helpers.gap_corpora import gap_sentences, write_cda, write_gpr
 from lmbias.benchmarks.crows_pairs import score_crows_pairs
-from lmbias.corpora.counterfactual import Swapper, load_lexicon
+from lmbias.corpora.counterfactual import Swapper
+from lmbias.corpora.swap_lexicon import load_lexicon
 from lmbias.engine.distributed import launch_env
 from lmbias.engine.models import load_method_model, load_model, model_spec
 from lmbias.engine.scoring import sentence_logprobs

@@ -23,7 +23,8 @@ import torch
 from safetensors.torch import load_file
 
 from helpers.gap_corpora import gap_sentences, write_cda, write_gpr
-from lmbias.corpora.counterfactual import Swapper, load_lexicon
+from lmbias.corpora.counterfactual import Swapper
+from lmbias.corpora.swap_lexicon import load_lexicon
 from lmbias.engine.distributed import launch_command, launch_env
 from lmbias.engine.models import load_model, model_spec
 from lmbias.engine.tiny import FAMILY_OF, build_tiny_model

@@ -45,6 +45,7 @@ import pytest
 import yaml
 
 from lmbias import registry
+from lmbias.method_kinds import TRAINED_METHOD_KINDS
 from lmbias.metrics.summary import left_out as summary_left_out
 from lmbias.papers.grid import is_reading
 from helpers.paths import FIXTURES
@@ -68,14 +69,14 @@ def tiny_models(config: dict) -> list[str]:
 SCORING_OPTIONS = {"sd": ("application",), "self_debias": ("prefix", "decay_constant", "epsilon")}
 #: Kinds whose models are scored alike: every trained kind leaves a model folder that is loaded and scored the
 #: same way whatever trained it, as a fine-tuned model or, with `training.adapter`, as the base with an adapter.
-SCORED_AS = {kind: "trained model folder" for kind in registry.TRAINED_METHOD_KINDS}
+SCORED_AS = {kind: "trained model folder" for kind in TRAINED_METHOD_KINDS}
 
 
 def scoring_signature(config: dict, model: str, method: str) -> tuple:
     entry = config["methods"][method]
     kind = entry["kind"]
     options = tuple((key, repr(entry.get(key))) for key in SCORING_OPTIONS.get(kind, ()))
-    if kind in registry.TRAINED_METHOD_KINDS:  # the adapter (its kind) as this model resolves the entry's training
+    if kind in TRAINED_METHOD_KINDS:  # the adapter (its kind) as this model resolves the entry's training
         settings = registry.resolve_method(model, config["models"][model], method, entry, config["models"])["settings"]
         options += (("adapter", (settings.get("adapter") or {}).get("kind")),)
     return (SCORED_AS.get(kind, kind),) + options

@@ -10,7 +10,7 @@ import re
 import pytest
 import yaml
 
-from lmbias import registry
+from lmbias import registry, sweeps
 from lmbias.corpora import jobs as corpora
 from lmbias.errors import ConfigError
 
@@ -29,7 +29,7 @@ def config(repo_root):
 
 
 def _expanded(config):
-    return registry.expand_sweeps(config["methods"])
+    return sweeps.expand_sweeps(config["methods"])
 
 
 # ------------------------------------------------------------------------------------------ expansion
@@ -40,11 +40,11 @@ def test_config_yaml_declares_table11_and_keeps_the_defaults(config):
     for base, (setting, values) in TABLE11.items():
         assert config["methods"][base]["sweep"] == {setting: values}
         assert "sweep" not in methods[base]  # the Table 12 default, its slice free of the grid
-        assert registry.sweep_instances(base, methods) == [f"{base}@{setting}={v!r}" for v in values]
+        assert sweeps.sweep_instances(base, methods) == [f"{base}@{setting}={v!r}" for v in values]
         # the recipe of the authors' code sweeps the same grid (paper_over_debiasing reads it)
         recipe = f"{base}-dagender"
         assert config["methods"][recipe]["sweep"] == {setting: values}
-        assert registry.sweep_instances(recipe, methods) == [f"{recipe}@{setting}={v!r}" for v in values]
+        assert sweeps.sweep_instances(recipe, methods) == [f"{recipe}@{setting}={v!r}" for v in values]
     assert len(methods) == len(config["methods"]) + 2 * 24
 
 
@@ -77,7 +77,7 @@ def test_names_floats_shortest_ints_as_written_and_combinations():
     methods = {"cds": {"kind": "cds", "corpus": "c-{swap_rate}", "training": {"epochs": 8},
                        "sweep": {"swap_rate": [1, 0.5], "epochs": [2, 3]}},
                "er": {"kind": "er", "corpus": "c", "sweep": {"lambda": [1, 1.25], "learning_rate": [2e-5]}}}
-    out = registry.expand_sweeps(methods)
+    out = sweeps.expand_sweeps(methods)
     assert list(out) == ["cds", "er",
                          "cds@epochs=2,swap_rate=1.0", "cds@epochs=3,swap_rate=1.0",
                          "cds@epochs=2,swap_rate=0.5", "cds@epochs=3,swap_rate=0.5",
@@ -91,7 +91,7 @@ def test_names_floats_shortest_ints_as_written_and_combinations():
 
 def test_an_entry_without_sweep_passes_through():
     methods = {"pretrained": {"kind": "pretrained"}, "sd": {"kind": "sd", "corpus": "c", "k": 2}}
-    assert registry.expand_sweeps(methods) == methods
+    assert sweeps.expand_sweeps(methods) == methods
 
 
 CDS = {"kind": "cds", "corpus": "results/corpora/gap/cds-{swap_rate}.parquet"}
@@ -129,7 +129,7 @@ CDS = {"kind": "cds", "corpus": "results/corpora/gap/cds-{swap_rate}.parquet"}
 ])
 def test_bad_sweeps_name_the_key(name, entry, message):
     with pytest.raises(ConfigError) as error:
-        registry.expand_sweeps({name: entry})
+        sweeps.expand_sweeps({name: entry})
     assert message in str(error.value)
 
 
@@ -137,12 +137,12 @@ def test_instance_name_collision_is_named():
     # The schema keeps '@' out of configured names; the library checks anyway.
     methods = {"cds": {**CDS, "sweep": {"swap_rate": [0.7]}}, "cds@swap_rate=0.7": {**CDS, "training": {"swap_rate": 0.7}}}
     with pytest.raises(ConfigError, match=re.escape("methods.cds.sweep: its instance 'cds@swap_rate=0.7' collides with an existing method")):
-        registry.expand_sweeps(methods)
+        sweeps.expand_sweeps(methods)
 
 
 def test_targets_base_name_is_the_default_and_name_at_star_the_instances(config):
     methods = config["methods"]
-    got = registry.expand_method_targets(["pretrained", "sd", "sd@*", "er@er_lambda=1.5", "sd@ratio_of_pairs=0.2"], methods)
+    got = sweeps.expand_method_targets(["pretrained", "sd", "sd@*", "er@er_lambda=1.5", "sd@ratio_of_pairs=0.2"], methods)
     assert got == ["pretrained", "sd"] + [f"sd@ratio_of_pairs={v!r}" for v in TABLE11["sd"][1]] + ["er@er_lambda=1.5"]
 
 
@@ -154,7 +154,7 @@ def test_targets_base_name_is_the_default_and_name_at_star_the_instances(config)
 ])
 def test_bad_method_targets_are_named(config, targets, message):
     with pytest.raises(ConfigError) as error:
-        registry.expand_method_targets(targets, config["methods"])
+        sweeps.expand_method_targets(targets, config["methods"])
     assert message in str(error.value)
 
 

@@ -28,7 +28,7 @@ from __future__ import annotations
 import logging
 from typing import Iterable, Sequence
 
-from lmbias.corpora.counterfactual import SwapStats
+from lmbias.corpora.swap_rules import SwapStats
 from lmbias.errors import ConfigError
 
 log = logging.getLogger(__name__)

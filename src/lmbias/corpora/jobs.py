@@ -185,7 +185,7 @@ def _check_protect(opts: dict, key: str) -> None:
 
 # An intervention named with "{swap_rate}" (e.g. cds-{swap_rate}) is a template: it builds <name> for any swap
 # rate written in Python's shortest float form (cds-0.7.parquet, cds-1.0.parquet), so a swap-rate sweep
-# (lmbias.registry.expand_sweeps) needs no entry per rate. A plainly named entry wins over a template.
+# (lmbias.sweeps.expand_sweeps) needs no entry per rate. A plainly named entry wins over a template.
 SWAP_RATE_FIELD = "{swap_rate}"
 _RATE_REGEX = r"[0-9][0-9.e+-]*"
 
@@ -459,15 +459,16 @@ def make_swapper(lexicon_files: Mapping[str, str], intervention: str, names: boo
                  substitutor: str = "lmbias"):
     """A lmbias.corpora.counterfactual.Swapper over the word lists (rule inputs named as in lexicon_inputs), or
     with substitutor "hall_maudslay" a lmbias.corpora.hall_maudslay.HallMaudslaySubstitutor."""
-    from lmbias.corpora.counterfactual import Swapper, load_lexicon
+    from lmbias.corpora.counterfactual import Swapper
+    from lmbias.corpora.swap_lexicon import load_lexicon
 
     if substitutor == "hall_maudslay":
-        from lmbias.corpora.counterfactual import _read_json_pairs, _read_tsv_pairs
+        from lmbias.corpora.swap_lexicon import read_json_pairs, read_tsv_pairs
         from lmbias.corpora.hall_maudslay import HallMaudslaySubstitutor
         from lmbias.corpora.nlp import load_spacy
 
-        words = [(a, b) for a, b, _ in _read_tsv_pairs(Path(lexicon_files["lu2018_pairs"]))]
-        name_pairs = [(a, b) for a, b, _ in _read_json_pairs(Path(lexicon_files["name_pairs"]))] if names else None
+        words = [(a, b) for a, b, _ in read_tsv_pairs(Path(lexicon_files["lu2018_pairs"]))]
+        name_pairs = [(a, b) for a, b, _ in read_json_pairs(Path(lexicon_files["name_pairs"]))] if names else None
         # the tagger (his/her) and NER (names); the parser and lemmatizer change neither
         return HallMaudslaySubstitutor(words, name_pairs, load_spacy(spacy_model, exclude=["parser", "lemmatizer"]))
 

@@ -33,8 +33,10 @@ import pandas as pd
 import pyarrow as pa
 
 from lmbias import registry
+from lmbias.method_kinds import TRAINED_METHOD_KINDS
 from lmbias.io import write_table_atomic, write_text_atomic
 from lmbias.papers.published import PublishedColumn
+from lmbias.sweeps import base_method
 
 MISSING = "–"
 AGGREGATE_SEED = "mean"
@@ -75,7 +77,7 @@ SETTING_ALIASES = {
 #: Which method kind a setting is read from, when one model has several methods (the trainer settings
 #: come from the first trained method of the paper's grid).
 SETTING_KIND = {"swap_rate": "cds", "er_lambda": "er", "ratio_of_pairs": "sd"}
-TRAINED_KINDS = registry.TRAINED_METHOD_KINDS
+TRAINED_KINDS = TRAINED_METHOD_KINDS
 
 
 def _norm(text: str) -> str:
@@ -223,7 +225,7 @@ def _matches(row, pair, settings_table: bool) -> bool:
         return True
     if row.method != pair["kind"]:
         return False
-    if row.method_name and row.method_name not in (pair["method"], registry.base_method(pair["method"])):
+    if row.method_name and row.method_name not in (pair["method"], base_method(pair["method"])):
         return False
     if row.settings:
         have = pair.get("settings") or {}

@@ -4,7 +4,7 @@ A benchmark entry in config.yaml (`benchmarks.<name>`) names its `dataset` (a ke
 parser options (split, types, language, tests, ...). `required_files` says which raw files a
 benchmark needs (the input function of rule parse_benchmark), `parse_benchmark` turns them into
 the table written to results/data/{benchmark}.parquet. Each module exposes SCHEMA,
-parse_<dataset>(...), required_files(options, available, key) and parse(files, options, key).
+required_files(options, available, key) and parse(files, options, key); most also parse_<dataset>(...).
 """
 
 from __future__ import annotations

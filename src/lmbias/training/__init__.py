@@ -1,1 +1,1 @@
-"""Mitigation stage: fine-tuning debiased models (one Accelerate trainer) and fitting SentenceDebias."""
+"""Mitigation stage: fine-tuning debiased models (one Accelerate trainer) and fitting SentenceDebias and INLP."""

@@ -242,9 +242,9 @@ def _library_versions() -> dict:
     import scipy
     import sklearn
 
-    from lmbias.training.sentence_debias import _library_versions as base
+    from lmbias.training.sentence_debias import library_versions
 
-    return {**base(), "scikit-learn": sklearn.__version__, "scipy": scipy.__version__}
+    return {**library_versions(), "scikit-learn": sklearn.__version__, "scipy": scipy.__version__}
 
 
 def fit_inlp(model, tokenizer, family: str, texts: Sequence[str], settings: INLPSettings, wordlist_dir=None,

@@ -152,12 +152,12 @@ class SDSettings:
 
 def word_pair_list(wordlist_dir=None) -> list[tuple[str, str]]:
     """(masculine, feminine) pairs: the pronoun pairs, then resources/wordlists/*.tsv in order, deduplicated."""
-    from lmbias.corpora.counterfactual import _read_tsv_pairs, wordlist_files
+    from lmbias.corpora.swap_lexicon import read_tsv_pairs, wordlist_files
 
     pairs: list[tuple[str, str]] = list(PRONOUN_PAIRS)
     seen = set(pairs)
     for path in wordlist_files(wordlist_dir):
-        for m, f, _ in _read_tsv_pairs(Path(path)):
+        for m, f, _ in read_tsv_pairs(Path(path)):
             pair = (m.lower(), f.lower())
             if pair not in seen:
                 seen.add(pair)
@@ -290,7 +290,8 @@ def fit_subspace(male: np.ndarray, female: np.ndarray, k: int = 1) -> tuple[np.n
     return components.astype(np.float32), ratio
 
 
-def _library_versions() -> dict:
+def library_versions() -> dict:
+    """Versions of the libraries a fit depends on, recorded in its metadata (INLP adds its own)."""
     import transformers
 
     import lmbias
@@ -414,7 +415,7 @@ def fit_job(model_spec, sentences_path, out_dir, settings: dict, log: logging.Lo
         "sentences_sha256": hashlib.sha256(Path(sentences_path).read_bytes()).hexdigest(),
         "pair_files": ({kind: {"path": str(path), "sha256": hashlib.sha256(Path(path).read_bytes()).hexdigest()}
                         for kind, path in sorted(pair_files.items())} if resolved.pair_list == "dagender" else None),
-        "library_versions": _library_versions(),
+        "library_versions": library_versions(),
         "seconds": round(time.perf_counter() - started, 3),
     })
     save_subspace(out_dir, components, info)

@@ -8,7 +8,7 @@ import json
 from dataclasses import dataclass, fields
 
 from lmbias.errors import ConfigError
-# the one rule for er_lambda, shared with the sweeps of lmbias.registry
+# the one rule for er_lambda, shared with the sweeps of lmbias.sweeps
 from lmbias.er_lambda import ER_LAMBDA_RANGE, er_lambda_ok
 
 OBJECTIVES = ("mlm", "clm", "infilling", "gpr")
