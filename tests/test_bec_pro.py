@@ -314,7 +314,7 @@ def test_paired_t_hand_computed():
 @pytest.mark.parametrize("arch", ["bert", "bart"])
 def test_multi_piece_person_is_summed_over_its_pieces(tmp_path, items_en, arch):
     """A person word the tokenizer splits gets one mask per piece; log p = sum over the pieces."""
-    from lmbias.engine.scoring import (InfillIdsRequest, MaskedRequest, _decoder_prefix, naive_infill_logprobs_ids,
+    from lmbias.engine.scoring import (InfillIdsRequest, MaskedRequest, decoder_prefix, naive_infill_logprobs_ids,
                                 naive_masked_logprobs, word_token_ids)
 
     family = {"bert": "mlm", "bart": "seq2seq"}[arch]
@@ -337,7 +337,7 @@ def test_multi_piece_person_is_summed_over_its_pieces(tmp_path, items_en, arch):
             out = naive_masked_logprobs(model, tok, reqs)
         else:
             enc = tuple(tok(masked)["input_ids"])
-            prefix = _decoder_prefix(model, tok, tok("My", add_special_tokens=False)["input_ids"])
+            prefix = decoder_prefix(model, tok, tok("My", add_special_tokens=False)["input_ids"])
             reqs = [InfillIdsRequest(enc, tuple(prefix + pieces[:k]), (p,)) for k, p in enumerate(pieces)]
             out = naive_infill_logprobs_ids(model, tok, reqs)
         expected.append(sum(float(o[0]) for o in out))

@@ -35,7 +35,7 @@ log = logging.getLogger(__name__)
 BASE_MODEL_KINDS = frozenset({"pretrained", "online"})
 
 
-def _load_for_method(model_name: str, model_entry: dict, method_entry: dict, device):
+def load_for_method(model_name: str, model_entry: dict, method_entry: dict, device):
     """(model, tokenizer) for one method: the base model for pretrained/online, else the method's model
     folder (`method_entry["model_dir"]`, results/{model}/{method}/seed{k}/model) through load_method_model."""
     from lmbias.engine.models import load_model, model_spec
@@ -73,7 +73,7 @@ def score_benchmark_job(items_path, output_path, model_name, model_entry, method
     device = pick_device()
     began = time.perf_counter()
     with job_timing.recorded(timing_path, device) as record:
-        model, tokenizer = _load_for_method(model_name, model_entry, method_entry, device)
+        model, tokenizer = load_for_method(model_name, model_entry, method_entry, device)
         items = pq.read_table(items_path)
         stats = EngineStats()
         start = time.perf_counter()

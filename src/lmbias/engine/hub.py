@@ -26,7 +26,7 @@ import shutil
 from collections.abc import Mapping
 from pathlib import Path
 
-from lmbias.engine.models import SOURCE_FILE, ModelSpec, _warn_unpinned, read_source, recorded_commit  # noqa: F401
+from lmbias.engine.models import SOURCE_FILE, ModelSpec, read_source, recorded_commit, warn_unpinned  # noqa: F401
 from lmbias.errors import ConfigError, LmbiasError
 from lmbias.io import atomic_folder
 
@@ -174,7 +174,7 @@ def fetch_hub_model(name: str, entry: Mapping, out_dir: str | os.PathLike) -> Pa
                 f"{key}.allow_pickle: {repo}@{commit} has no safetensors weights, only pickled ones "
                 f"({', '.join(pickled)}), which can run code when loaded; if you trust it, set {key}.allow_pickle: true")
         raise ConfigError(f"{key}.hub_id: {repo}@{commit} has no weight files (*.safetensors) at its top level")
-    _warn_unpinned(spec, commit)
+    warn_unpinned(spec, commit)
     out = Path(out_dir)
     log.info("%s: fetching %d files of %s@%s (revision %s) from %s into %s", key, len(files), repo, commit,
              revision, _endpoint(), out)

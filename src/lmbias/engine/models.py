@@ -23,7 +23,7 @@ alone does not. `attn_implementation` unset leaves transformers' choice (sdpa wh
 
 `device_map` (with `max_memory`, `offload`, `offload_folder`) dispatches a model too large for one GPU over the
 node's devices through Accelerate's big-model loading, for scoring only: the model is then never moved (inputs go
-to its first module's device, lmbias.engine.scoring._model_device); weights on disk need the entry's consent
+to its first module's device, lmbias.engine.scoring.model_device); weights on disk need the entry's consent
 (DiskOffloadError); fine-tuning such an entry is refused (DeviceMapTrainingError: FSDP shards it instead).
 """
 
@@ -275,7 +275,7 @@ def _hub_commit(spec: ModelSpec) -> str:
     return ""
 
 
-def _warn_unpinned(spec: ModelSpec, commit: str) -> None:
+def warn_unpinned(spec: ModelSpec, commit: str) -> None:
     if spec.is_local or is_pinned(spec.revision):
         return
     log.warning(
@@ -617,7 +617,7 @@ def load_model(spec: ModelSpec, device: str = "cpu", torch_dtype=None, strict: b
             model.lmbias_commit = recorded_commit(spec.snapshot)
         else:
             model.lmbias_commit = _hub_commit(spec)
-        _warn_unpinned(spec, model.lmbias_commit)
+        warn_unpinned(spec, model.lmbias_commit)
 
     missing = sorted(k for k in info.get("missing_keys") or [] if not _unused_by_family(spec.family, k))
     if missing:

@@ -92,7 +92,7 @@ def scoring_precision(precision: str, key: str = "precision"):
         _PRECISION.reset(token)
 
 
-def _autocast(device: torch.device):
+def autocast(device: torch.device):
     precision = _PRECISION.get()
     if precision == "auto":
         precision = "bf16" if device.type == "cuda" else "fp32"
@@ -101,7 +101,7 @@ def _autocast(device: torch.device):
     return torch.autocast(device.type, dtype=getattr(torch, _AUTOCAST_DTYPE[precision]))
 
 
-def _mlm_head(model) -> Callable[[torch.Tensor], torch.Tensor] | None:
+def mlm_head(model) -> Callable[[torch.Tensor], torch.Tensor] | None:
     """The masked-LM head as a function of final hidden states, when the architecture exposes one.
 
     Applying the head only at masked positions avoids a (tokens x vocab) matmul per sentence. Unknown
@@ -258,7 +258,7 @@ def run_batches(order: list[int], lengths: list, batch_size: int, run: Callable[
             torch.cuda.empty_cache()
 
 
-def _pad(seqs: list[list[int]], pad_id: int, device, width: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+def pad(seqs: list[list[int]], pad_id: int, device, width: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """Right-padded ids and attention mask, `width` columns (default: the longest sequence)."""
     width = max(len(s) for s in seqs) if width is None else width
     ids = torch.full((len(seqs), width), pad_id, dtype=torch.long)
@@ -269,7 +269,7 @@ def _pad(seqs: list[list[int]], pad_id: int, device, width: int | None = None) -
     return ids.to(device), mask.to(device)
 
 
-def _model_device(model) -> torch.device:
+def model_device(model) -> torch.device:
     """Where the engine puts a model's inputs: its parameters' device, or for a model dispatched over devices
     (models.<name>.device_map) the device its first module runs on (input_device)."""
     inner = getattr(model, "inner", model)  # behind Self-Debias' wrapper
@@ -330,7 +330,7 @@ def naive_masked_logprobs(model, tokenizer, requests: Sequence[MaskedRequest]) -
     out = []
     with torch.inference_mode():
         for req in requests:
-            enc = tokenizer(req.text, return_tensors="pt").to(_model_device(model))
+            enc = tokenizer(req.text, return_tensors="pt").to(model_device(model))
             positions = (enc["input_ids"][0] == tokenizer.mask_token_id).nonzero().flatten().tolist()
             logits = model(**enc).logits[0, positions[req.mask_index]]
             out.append(torch.log_softmax(logits.double(), -1)[list(req.candidates)].cpu().numpy())
@@ -378,7 +378,7 @@ def _clm_inputs(tokenizer, texts: Sequence[str], max_length: int, context: str =
     return seqs
 
 
-def _sentence_alone(model):
+def sentence_alone(model):
     """The model as it reads a sentence without a start token. A Self-Debias wrapper (lmbias.engine.self_debias)
     then puts its prefix before the sentence rather than in the start token's place."""
     prepending = getattr(model, "prepending_prefix", None)
@@ -408,7 +408,7 @@ def sentence_logprobs(
     if context not in CLM_CONTEXTS:
         raise ConfigError(f"sentence scoring: context {context!r} is not one of {', '.join(CLM_CONTEXTS)}")
     stats = stats if stats is not None else EngineStats()
-    device = _model_device(model)
+    device = model_device(model)
     unique: dict[str, int] = {}
     for text in texts:
         unique.setdefault(text, len(unique))
@@ -420,7 +420,7 @@ def sentence_logprobs(
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
 
     def run(batch):
-        ids, attn = _pad([seqs[i] for i in batch], pad_id, device)
+        ids, attn = pad([seqs[i] for i in batch], pad_id, device)
         logits = scorer(input_ids=ids, attention_mask=attn).logits
         target = ids[:, 1:]
         values = []
@@ -435,14 +435,14 @@ def sentence_logprobs(
         stats.sequences_run += len(batch)
 
     scorer = model
-    with torch.inference_mode(), _autocast(device):
+    with torch.inference_mode(), autocast(device):
         if context == "bias_bench":
             first = _start_logprobs(model, tokenizer, device).cpu()
             stats.forward_passes += 1
             stats.sequences_run += 1
             for uid, seq in enumerate(seqs):
                 head[uid] = float(first[seq[0]])
-            scorer = _sentence_alone(model)
+            scorer = sentence_alone(model)
         run_batches(order, lengths, batch_size, run, max_tokens, stats, "sentence scoring")
     stats.requests += len(texts)
     stats.unique_inputs += len(seqs)
@@ -451,14 +451,14 @@ def sentence_logprobs(
 
 def naive_sentence_logprobs(model, tokenizer, texts: Sequence[str], context: str = "bos") -> np.ndarray:
     out = []
-    device = _model_device(model)
+    device = model_device(model)
     with torch.inference_mode():
         for text in texts:
             ids = torch.tensor([_clm_inputs(tokenizer, [text], 10**9, context)[0]], device=device)
             head = 0.0
             if context == "bias_bench":
                 head = float(_start_logprobs(model, tokenizer, device)[ids[0, 0]])
-                logits = _sentence_alone(model)(input_ids=ids).logits[0, :-1].double()
+                logits = sentence_alone(model)(input_ids=ids).logits[0, :-1].double()
             else:
                 logits = model(input_ids=ids).logits[0, :-1].double()
             lp = torch.log_softmax(logits, -1).gather(-1, ids[0, 1:].unsqueeze(-1)).sum()
@@ -486,7 +486,7 @@ def _seq2seq_pairs(tokenizer, requests: Sequence[InfillRequest], max_length: int
     return enc, prefixes
 
 
-def _decoder_prefix(model, tokenizer, prefix_ids: list[int]) -> list[int]:
+def decoder_prefix(model, tokenizer, prefix_ids: list[int]) -> list[int]:
     """BART's decoder starts with </s> then <s> (decoder_start_token_id, then the BOS of the labels)."""
     start = model.config.decoder_start_token_id
     bos = tokenizer.bos_token_id
@@ -505,11 +505,11 @@ def infill_logprobs(
 ) -> list[np.ndarray]:
     """log p(candidate) as the next decoder token of an encoder-decoder LM (BART text infilling)."""
     stats = stats if stats is not None else EngineStats()
-    device = _model_device(model)
+    device = model_device(model)
     enc, prefixes = _seq2seq_pairs(tokenizer, requests, max_length)
     keys: dict[tuple[tuple[int, ...], tuple[int, ...]], int] = {}
     for e, p in zip(enc, prefixes):
-        keys.setdefault((tuple(e), tuple(_decoder_prefix(model, tokenizer, p))), len(keys))
+        keys.setdefault((tuple(e), tuple(decoder_prefix(model, tokenizer, p))), len(keys))
     unique = list(keys)
     lengths = [(len(e), len(d)) for e, d in unique]
     order = sorted(range(len(unique)), key=lambda i: (sum(lengths[i]), i))
@@ -517,8 +517,8 @@ def infill_logprobs(
     results: dict[int, torch.Tensor] = {}
 
     def run(batch):
-        enc_ids, enc_attn = _pad([list(unique[i][0]) for i in batch], pad_id, device)
-        dec_ids, dec_attn = _pad([list(unique[i][1]) for i in batch], pad_id, device)
+        enc_ids, enc_attn = pad([list(unique[i][0]) for i in batch], pad_id, device)
+        dec_ids, dec_attn = pad([list(unique[i][1]) for i in batch], pad_id, device)
         logits = model(
             input_ids=enc_ids, attention_mask=enc_attn, decoder_input_ids=dec_ids, decoder_attention_mask=dec_attn
         ).logits
@@ -530,25 +530,25 @@ def infill_logprobs(
         stats.forward_passes += 1
         stats.sequences_run += len(batch)
 
-    with torch.inference_mode(), _autocast(device):
+    with torch.inference_mode(), autocast(device):
         run_batches(order, lengths, batch_size, run, max_tokens, stats, "infill scoring")
     stats.requests += len(requests)
     stats.unique_inputs += len(unique)
     out = []
     for req, e, p in zip(requests, enc, prefixes):
-        uid = keys[(tuple(e), tuple(_decoder_prefix(model, tokenizer, p)))]
+        uid = keys[(tuple(e), tuple(decoder_prefix(model, tokenizer, p)))]
         out.append(results[uid][list(req.candidates)].numpy().astype(np.float64))
     return out
 
 
 def naive_infill_logprobs(model, tokenizer, requests: Sequence[InfillRequest]) -> list[np.ndarray]:
     out = []
-    device = _model_device(model)
+    device = model_device(model)
     with torch.inference_mode():
         for req in requests:
             enc = tokenizer(req.masked_text, return_tensors="pt").to(device)
             prefix = tokenizer(req.prefix, add_special_tokens=False)["input_ids"]
-            dec = torch.tensor([_decoder_prefix(model, tokenizer, prefix)], device=device)
+            dec = torch.tensor([decoder_prefix(model, tokenizer, prefix)], device=device)
             logits = model(**enc, decoder_input_ids=dec).logits[0, -1].double()
             out.append(torch.log_softmax(logits, -1)[list(req.candidates)].cpu().numpy())
     return out
@@ -597,7 +597,7 @@ def masked_logprobs_ids(
 ) -> list[np.ndarray]:
     """log p(candidate) at `position` of each request's ids, for masked LMs. One array per request."""
     stats = stats if stats is not None else EngineStats()
-    device = _model_device(model)
+    device = model_device(model)
     unique: dict[tuple[int, ...], int] = {}
     for req in requests:
         if not 0 <= req.position < len(req.input_ids):
@@ -612,14 +612,14 @@ def masked_logprobs_ids(
     needed: dict[int, dict[int, set[int]]] = {}
     for req in requests:
         needed.setdefault(unique[tuple(req.input_ids)], {}).setdefault(req.position, set()).update(req.candidates)
-    head = _mlm_head(model)
+    head = mlm_head(model)
     lengths = [len(s) for s in seqs]
     order = sorted(range(len(seqs)), key=lambda i: (lengths[i], i))
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
     results: dict[tuple[int, int], dict[int, float]] = {}
 
     def run(batch):
-        ids, attn = _pad([seqs[i] for i in batch], pad_id, device)
+        ids, attn = pad([seqs[i] for i in batch], pad_id, device)
         rows, cols, keys, cands = _positions_to_read(batch, needed)
         if hasattr(model, "logits_at"):
             logits = model.logits_at(ids, attn, rows, cols)
@@ -633,7 +633,7 @@ def masked_logprobs_ids(
         stats.forward_passes += 1
         stats.sequences_run += len(batch)
 
-    with torch.inference_mode(), _autocast(device):
+    with torch.inference_mode(), autocast(device):
         run_batches(order, lengths, batch_size, run, max_tokens, stats, "masked scoring")
     stats.requests += len(requests)
     stats.unique_inputs += len(seqs)
@@ -658,7 +658,7 @@ def _keep_candidates(results: dict, logprobs: torch.Tensor, keys: list, cands: l
 def naive_masked_logprobs_ids(model, tokenizer, requests: Sequence[MaskedIdsRequest]) -> list[np.ndarray]:
     """Reference for masked_logprobs_ids: one full forward pass per request."""
     out = []
-    device = _model_device(model)
+    device = model_device(model)
     with torch.inference_mode():
         for req in requests:
             ids = torch.tensor([list(req.input_ids)], device=device)
@@ -707,7 +707,7 @@ def infill_logprobs_ids(
     a sentence, costs one decoder pass per encoder input.
     """
     stats = stats if stats is not None else EngineStats()
-    device = _model_device(model)
+    device = model_device(model)
     by_encoder: dict[tuple[int, ...], set[tuple[int, ...]]] = {}
     for req in requests:
         if not req.decoder_ids:
@@ -738,15 +738,15 @@ def infill_logprobs_ids(
     results: dict[tuple[int, int], dict[int, float]] = {}
 
     def run(batch):
-        enc_ids, enc_attn = _pad([list(runs[i][0]) for i in batch], pad_id, device)
-        dec_ids, dec_attn = _pad([list(runs[i][1]) for i in batch], pad_id, device)
+        enc_ids, enc_attn = pad([list(runs[i][0]) for i in batch], pad_id, device)
+        dec_ids, dec_attn = pad([list(runs[i][1]) for i in batch], pad_id, device)
         rows, cols, keys, cands = _positions_to_read(batch, needed)
         logits = _seq2seq_logits_at(model, enc_ids, enc_attn, dec_ids, dec_attn, rows, cols)
         _keep_candidates(results, torch.log_softmax(logits.double(), -1), keys, cands)
         stats.forward_passes += 1
         stats.sequences_run += len(batch)
 
-    with torch.inference_mode(), _autocast(device):
+    with torch.inference_mode(), autocast(device):
         run_batches(order, lengths, batch_size, run, max_tokens, stats, "infill scoring")
     stats.requests += len(requests)
     stats.unique_inputs += len(runs)
@@ -761,7 +761,7 @@ def infill_logprobs_ids(
 def naive_infill_logprobs_ids(model, tokenizer, requests: Sequence[InfillIdsRequest]) -> list[np.ndarray]:
     """Reference for infill_logprobs_ids: one full forward pass per request."""
     out = []
-    device = _model_device(model)
+    device = model_device(model)
     with torch.inference_mode():
         for req in requests:
             enc = torch.tensor([list(req.encoder_ids)], device=device)

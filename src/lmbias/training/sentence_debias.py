@@ -56,7 +56,7 @@ import numpy as np
 import torch
 
 from lmbias.engine.debias_projection import (  # noqa: F401  (names kept importable from here)
-    APPLICATIONS, INFO_FILE, SUBSPACE_FILE, Projection, _project_output, _Projection, install_projection, load_subspace,
+    APPLICATIONS, INFO_FILE, SUBSPACE_FILE, Projection, install_projection, load_subspace,
 )
 from lmbias.engine.embeddings import POOLINGS, check_poolings
 from lmbias.engine.scoring import PRECISIONS
@@ -304,7 +304,7 @@ def fit_sentence_debias(model, tokenizer, family: str, texts: Sequence[str], set
     """(components, info) of the gender subspace of `model` from `texts`; see the module docstring.
     `pair_files` ({"words": cda_default_pairs.json, "names": names_pairs_1000_scaled.json}) for pair_list dagender."""
     from lmbias.engine.embeddings import sentence_embeddings
-    from lmbias.engine.scoring import _model_device, scoring_precision
+    from lmbias.engine.scoring import model_device, scoring_precision
 
     if family not in SD_POOLING:
         raise ConfigError(f"SentenceDebias: unknown family {family!r}")
@@ -324,7 +324,7 @@ def fit_sentence_debias(model, tokenizer, family: str, texts: Sequence[str], set
     if len(cf) < 2:
         raise DataError(f"SentenceDebias: only {len(cf)} counterfactual pair(s) from {len(texts)} sentences with "
                         f"{len(pairs)} word pair(s) (ratio_of_pairs={settings.ratio_of_pairs}); at least 2 are needed")
-    device = _model_device(model)
+    device = model_device(model)
     precision = settings.precision
     if precision == "auto":
         precision = "bf16" if device.type == "cuda" else "fp32"
