@@ -15,7 +15,7 @@ from lmbias.errors import ConfigError, DataError
 from lmbias.metrics.bec_pro import BecProOptions, bec_pro_metric_rows, bec_pro_paired_rows, paired_test, wilcoxon_z
 from lmbias.engine.models import load_model, model_spec
 from lmbias.parsers import parse_bec_pro
-from lmbias.engine.scoring import EngineStats
+from lmbias.engine.batching import EngineStats
 from lmbias.engine.tiny import build_tiny_model
 
 MALE_WORDS = ["he", "man", "brother", "son", "husband", "boyfriend", "father", "uncle", "dad"]
@@ -314,8 +314,8 @@ def test_paired_t_hand_computed():
 @pytest.mark.parametrize("arch", ["bert", "bart"])
 def test_multi_piece_person_is_summed_over_its_pieces(tmp_path, items_en, arch):
     """A person word the tokenizer splits gets one mask per piece; log p = sum over the pieces."""
-    from lmbias.engine.scoring import (InfillIdsRequest, MaskedRequest, decoder_prefix, naive_infill_logprobs_ids,
-                                naive_masked_logprobs, word_token_ids)
+    from lmbias.engine.oracles import naive_infill_logprobs_ids, naive_masked_logprobs
+    from lmbias.engine.scoring import InfillIdsRequest, MaskedRequest, decoder_prefix, word_token_ids
 
     family = {"bert": "mlm", "bart": "seq2seq"}[arch]
     build_tiny_model(arch, tmp_path / arch, seed=0)

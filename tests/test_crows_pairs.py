@@ -121,7 +121,7 @@ def test_batched_pll_equals_the_reference_loops(tiny_bert, gender):
 def test_restricted_passes_equal_the_full_pass_on_the_real_gender_pairs(tiny_bert, gender):
     """scoring.variants: each variant alone hides only the tokens it reads (shared / modified), with the
     numbers of the pass that hides both; the metric refuses a variant that was not scored."""
-    from lmbias.engine.scoring import EngineStats
+    from lmbias.engine.batching import EngineStats
 
     model, tok = tiny_bert
     runs = {}

@@ -13,7 +13,8 @@ import torch
 from lmbias import registry
 from lmbias.engine.debias_projection import install_projection
 from lmbias.engine.models import load_model, model_spec
-from lmbias.engine.scoring import model_device, input_device, sentence_logprobs
+from lmbias.engine.batching import input_device, model_device
+from lmbias.engine.scoring import sentence_logprobs
 from lmbias.engine.self_debias import wrap
 from lmbias.engine.tiny import build_tiny_model
 from lmbias.errors import ConfigError, DeviceMapTrainingError, DiskOffloadError

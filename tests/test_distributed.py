@@ -32,7 +32,7 @@ from lmbias.io import write_table_atomic
 from lmbias.metrics.summary import file_provenance
 from lmbias.engine.models import load_model, model_spec
 from lmbias.parsers import parse_benchmark, required_files
-from lmbias.engine.scoring import EngineStats
+from lmbias.engine.batching import EngineStats
 from lmbias.engine.tiny import build_tiny_model
 
 REPO = Path(__file__).resolve().parents[1]

@@ -22,7 +22,7 @@ import yaml
 from lmbias import registry
 from lmbias.engine.evaluation import effective_precision, score_benchmark_job
 from lmbias.engine.models import dtype_name, load_model, model_spec
-from lmbias.engine.scoring import EngineStats
+from lmbias.engine.batching import EngineStats
 from lmbias.engine.tiny import build_tiny_model
 from lmbias.errors import ConfigError
 from lmbias.metrics.summary import file_provenance

@@ -31,8 +31,8 @@ from lmbias.parsers.bec_pro_generator import MASK, load_person_words, person_slo
 from lmbias.errors import ConfigError, DataError
 from lmbias.metrics.bec_pro import BecProOptions, bec_pro_metric_rows, bec_pro_paired_rows
 from lmbias.registry import BenchmarkDef
+from lmbias.engine.batching import EngineStats
 from lmbias.engine.scoring import (
-    EngineStats,
     InfillIdsRequest,
     MaskedRequest,
     decoder_prefix,

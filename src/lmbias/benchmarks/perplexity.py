@@ -44,7 +44,8 @@ import numpy as np
 import pyarrow as pa
 
 from lmbias.engine.pll import token_logprobs
-from lmbias.engine.scoring import EngineStats, autocast, model_device, pad, run_batches, sentence_alone
+from lmbias.engine.batching import EngineStats, autocast, model_device, pad, run_batches
+from lmbias.engine.scoring import sentence_alone
 from lmbias.errors import ConfigError, DataError
 from lmbias.lazy import lazy_module
 from lmbias.metrics.perplexity import PerplexityOptions, perplexity_metric_rows
@@ -133,7 +134,7 @@ def causal_windows(n_tokens: int, max_length: int, stride: int) -> list[tuple[in
 def causal_nll(model, tokenizer, windows: list[tuple[list[int], int]], batch_size: int = 8,
                stats: EngineStats | None = None, max_tokens: int | None = None) -> np.ndarray:
     """- sum log p(ids[t] | ids[:t]) for t >= first, for each (ids, first) window (length-sorted batches within
-    the token budget, lmbias.engine.scoring.run_batches)."""
+    the token budget, lmbias.engine.batching.run_batches)."""
     stats = stats if stats is not None else EngineStats()
     device = model_device(model)
     lengths = [len(ids) for ids, _ in windows]

@@ -36,7 +36,7 @@ import torch
 from lmbias import registry
 from lmbias.io import write_table_atomic
 from lmbias.engine import job_timing
-from lmbias.engine.scoring import EngineStats, scoring_budget, scoring_precision
+from lmbias.engine.batching import EngineStats, scoring_budget, scoring_precision
 from lmbias.progress import job_progress, rate_line
 
 log = logging.getLogger(__name__)

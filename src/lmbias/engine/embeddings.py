@@ -44,7 +44,7 @@ from typing import Sequence
 import numpy as np
 
 from lmbias.errors import ConfigError, DataError
-from lmbias.engine.scoring import EngineStats, autocast, model_device, pad, run_batches
+from lmbias.engine.batching import EngineStats, autocast, model_device, pad, run_batches
 from lmbias.lazy import lazy_module
 
 torch = lazy_module("torch")  # imported on first use: DAG builds and metric jobs never need it

@@ -16,7 +16,7 @@ from lmbias import registry
 from lmbias.errors import ConfigError
 from lmbias.io import write_table_atomic
 from lmbias.engine import job_timing
-from lmbias.engine.scoring import EngineStats, scoring_budget, scoring_precision
+from lmbias.engine.batching import EngineStats, scoring_budget, scoring_precision
 from lmbias.metrics.summary import (
     METRIC_SCHEMA, SUMMARY_SCHEMA, AggregateSettings, aggregate_over_seeds, carried_metadata, dataset_sha256,
     left_out_metadata, provenance, provenance_by_benchmark, scores_metadata, scores_metadata_by_benchmark,
@@ -108,7 +108,7 @@ def effective_precision(precision: str, model, device, key: str = "precision") -
     """The autocast a model entry's `precision` means for `model` on `device` (never `auto`): auto is fp16 on
     CUDA for fp16 weights (a bfloat16 autocast would round them to bfloat16), bf16 elsewhere on CUDA, and
     fp32 (no autocast: bf16 or fp16 weights then compute in their own dtype) on any other device."""
-    from lmbias.engine.scoring import PRECISIONS
+    from lmbias.engine.batching import PRECISIONS
 
     if precision not in PRECISIONS:
         raise ConfigError(f"{key}: {precision!r} is not one of {', '.join(PRECISIONS)}")

@@ -18,12 +18,12 @@ Weights' dtype (`dtype`) and attention kernel (`attn_implementation`) are part o
 (the default) loads bfloat16 weights on a CUDA device that supports them and float32 anywhere else, whatever
 dtype the checkpoint was saved in (transformers 5 would otherwise follow the checkpoint's `dtype`: a hub
 Llama would load in bfloat16 on CPU, a tiny model in float32 on a GPU). It is separate from `precision`, the
-autocast of the scoring forward passes (lmbias.engine.scoring): bf16 weights halve the memory, autocast
+autocast of the scoring forward passes (lmbias.engine.batching): bf16 weights halve the memory, autocast
 alone does not. `attn_implementation` unset leaves transformers' choice (sdpa where the model supports it).
 
 `device_map` (with `max_memory`, `offload`, `offload_folder`) dispatches a model too large for one GPU over the
 node's devices through Accelerate's big-model loading, for scoring only: the model is then never moved (inputs go
-to its first module's device, lmbias.engine.scoring.model_device); weights on disk need the entry's consent
+to its first module's device, lmbias.engine.batching.model_device); weights on disk need the entry's consent
 (DiskOffloadError); fine-tuning such an entry is refused (DeviceMapTrainingError: FSDP shards it instead).
 """
 
@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lmbias.errors import ConfigError, DeviceMapTrainingError, DiskOffloadError
-from lmbias.engine.scoring import PRECISIONS
+from lmbias.engine.batching import PRECISIONS
 
 log = logging.getLogger(__name__)
 
@@ -130,7 +130,7 @@ def model_spec(name: str, entry: Mapping, root: str | os.PathLike | None = None)
         raise ConfigError(f"{key}.attn_implementation: {attn} runs in half precision only; it needs {key}.dtype "
                           "auto (on a GPU), bf16 or fp16, not fp32")
 
-    # the scoring budget (lmbias.engine.scoring.run_batches); the workflow hands it to jobs as a resource
+    # the scoring budget (lmbias.engine.batching.run_batches); the workflow hands it to jobs as a resource
     max_tokens = entry.get("max_tokens")
     if max_tokens is not None and (isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1):
         raise ConfigError(f"{key}.max_tokens: {max_tokens!r} is not a positive integer (padded tokens per forward pass)")

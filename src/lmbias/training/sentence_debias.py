@@ -59,7 +59,7 @@ from lmbias.engine.debias_projection import (  # noqa: F401  (names kept importa
     APPLICATIONS, INFO_FILE, SUBSPACE_FILE, Projection, install_projection, load_subspace,
 )
 from lmbias.engine.embeddings import POOLINGS, check_poolings
-from lmbias.engine.scoring import PRECISIONS
+from lmbias.engine.batching import PRECISIONS
 from lmbias.errors import ConfigError, DataError
 from lmbias.io import atomic_folder
 from lmbias.training.fit_settings import check_int, from_entry
@@ -304,7 +304,7 @@ def fit_sentence_debias(model, tokenizer, family: str, texts: Sequence[str], set
     """(components, info) of the gender subspace of `model` from `texts`; see the module docstring.
     `pair_files` ({"words": cda_default_pairs.json, "names": names_pairs_1000_scaled.json}) for pair_list dagender."""
     from lmbias.engine.embeddings import sentence_embeddings
-    from lmbias.engine.scoring import model_device, scoring_precision
+    from lmbias.engine.batching import model_device, scoring_precision
 
     if family not in SD_POOLING:
         raise ConfigError(f"SentenceDebias: unknown family {family!r}")
