@@ -139,7 +139,8 @@ def child(args) -> dict:
     folder = Path(args.folder)
     entry = {"path": str(folder), "family": "clm", "dtype": dtype}
     if kind == "score":
-        from lmbias.engine.models import load_model, model_spec
+        from lmbias.engine.model_spec import model_spec
+        from lmbias.engine.models import load_model
         from lmbias.engine.scoring import sentence_logprobs
 
         texts = crows_gender(args.sentences)

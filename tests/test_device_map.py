@@ -12,7 +12,8 @@ import torch
 
 from lmbias import registry
 from lmbias.engine.debias_projection import install_projection
-from lmbias.engine.models import load_model, model_spec
+from lmbias.engine.model_spec import model_spec
+from lmbias.engine.models import load_model
 from lmbias.engine.batching import input_device, model_device
 from lmbias.engine.scoring import sentence_logprobs
 from lmbias.engine.self_debias import wrap

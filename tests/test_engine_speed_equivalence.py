@@ -9,7 +9,8 @@ import pytest
 import torch
 
 from lmbias.parsers.bec_pro_generator import generate
-from lmbias.engine.models import load_model, model_spec
+from lmbias.engine.model_spec import model_spec
+from lmbias.engine.models import load_model
 from lmbias.engine.pll import content_positions, encode, naive_token_logprobs, token_logprobs
 from lmbias.engine.batching import EngineStats
 from lmbias.engine.oracles import (

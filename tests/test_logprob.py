@@ -30,7 +30,8 @@ from lmbias import registry
 from lmbias.benchmarks.logprob import AssociationItem, association_logprobs, build_masked, score_logprob
 from lmbias.errors import ConfigError, DataError
 from lmbias.metrics.logprob import LogprobOptions, logprob_metric_rows
-from lmbias.engine.models import load_model, model_spec
+from lmbias.engine.model_spec import model_spec
+from lmbias.engine.models import load_model
 from lmbias.parsers import logprob as logprob_parser
 from lmbias.engine.scoring import word_token_ids
 from lmbias.engine.tiny import build_tiny_model

@@ -31,7 +31,9 @@ from gap_corpora import gap_sentences, write_cda, write_gpr
 from lmbias.benchmarks.crows_pairs import score_crows_pairs
 from lmbias.corpora.counterfactual import Swapper, load_lexicon
 from lmbias.engine.distributed import launch_env
-from lmbias.engine.models import load_method_model, load_model, model_spec
+from lmbias.engine.method_folders import load_method_model
+from lmbias.engine.model_spec import model_spec
+from lmbias.engine.models import load_model
 from lmbias.engine.scoring import sentence_logprobs
 from lmbias.engine.tiny import build_tiny_model
 from lmbias.errors import ConfigError
@@ -230,7 +232,7 @@ def test_the_folder_holds_the_adapter_in_peft_format_not_the_base(lora_llama):
     # peft's own loader reads the folder as it is
     from peft import PeftModel
 
-    from lmbias.engine.models import quiet_peft
+    from lmbias.engine.method_folders import quiet_peft
 
     model, _ = load_model(model_spec("tiny-llama", _entry(base, "clm")))
     with quiet_peft():

@@ -60,7 +60,8 @@ def tiny_bert_dir(tmp_path_factory):
 def test_truncated_safetensors_names_the_model_key_and_file(tiny_bert_dir, tmp_path):
     import shutil
 
-    from lmbias.engine.models import load_model, model_spec
+    from lmbias.engine.model_spec import model_spec
+    from lmbias.engine.models import load_model
 
     broken = tmp_path / "broken-bert"
     shutil.copytree(tiny_bert_dir, broken)

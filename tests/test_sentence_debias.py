@@ -15,7 +15,9 @@ import pytest
 import torch
 
 from lmbias.engine import embeddings
-from lmbias.engine.models import load_method_model, load_method_tokenizer, load_model, model_spec
+from lmbias.engine.method_folders import load_method_model, load_method_tokenizer
+from lmbias.engine.model_spec import model_spec
+from lmbias.engine.models import load_model
 from lmbias.engine.tiny import build_tiny_model
 from lmbias.errors import ConfigError, DataError
 from lmbias.metrics import weat

@@ -19,7 +19,8 @@ import torch
 from safetensors.torch import load_file
 
 from lmbias.errors import ConfigError, DataError
-from lmbias.engine.models import load_model, model_spec
+from lmbias.engine.model_spec import model_spec
+from lmbias.engine.models import load_model
 from lmbias.engine.tiny import (
     ARCHITECTURES,
     DEFAULT_WORDS,

@@ -16,7 +16,8 @@ import yaml
 from lmbias.engine import job_timing
 from lmbias.engine.embeddings import POOLINGS, sentence_embeddings
 from lmbias.engine.evaluation import score_benchmark_job
-from lmbias.engine.models import load_model, model_spec
+from lmbias.engine.model_spec import model_spec
+from lmbias.engine.models import load_model
 from lmbias.engine.pll import content_positions, encode, token_logprobs
 from lmbias.engine.batching import DEFAULT_MAX_TOKENS, EngineStats, TokenBudget, scoring_budget
 from lmbias.engine.scoring import (

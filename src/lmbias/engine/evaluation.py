@@ -38,7 +38,8 @@ BASE_MODEL_KINDS = frozenset({"pretrained", "online"})
 def load_for_method(model_name: str, model_entry: dict, method_entry: dict, device):
     """(model, tokenizer) for one method: the base model for pretrained/online, else the method's model
     folder (`method_entry["model_dir"]`, results/{model}/{method}/seed{k}/model) through load_method_model."""
-    from lmbias.engine.models import load_model, model_spec
+    from lmbias.engine.model_spec import model_spec
+    from lmbias.engine.models import load_model
 
     kind = method_entry["kind"]
     spec = model_spec(model_name, {k: v for k, v in model_entry.items() if k != "training"})
@@ -54,7 +55,7 @@ def load_for_method(model_name: str, model_entry: dict, method_entry: dict, devi
     if not method_dir:
         raise ConfigError(f"method kind {kind!r} of model {model_name!r}: no model folder given to score "
                           "(results/{model}/{method}/seed{k}/model)")
-    from lmbias.engine.models import load_method_model
+    from lmbias.engine.method_folders import load_method_model
 
     return load_method_model(spec, method_dir, device=device)
 

@@ -389,7 +389,7 @@ def read_sentence_texts(path, settings) -> list[str]:
 
 def fit_job(model_spec, sentences_path, out_dir, settings: dict, log: logging.Logger | None = None,
             key: str = "sd", pair_files: dict | None = None) -> None:
-    """Fit SentenceDebias for `model_spec` (a lmbias.engine.models.ModelSpec) on the GAP sentences parquet and
+    """Fit SentenceDebias for `model_spec` (a lmbias.engine.model_spec.ModelSpec) on the GAP sentences parquet and
     write `out_dir` (sentence_debias.safetensors + sentence_debias.json) atomically. `key` prefixes the
     config key in errors about `settings` (e.g. ``methods.sd``); `pair_files` ({"words", "names"}: the
     dataset cds files) are read when `pair_list` is dagender."""
