@@ -239,7 +239,7 @@ def _he_she_pairs(tok, gender):
 def test_planted_he_bias_makes_the_he_sentence_win(tmp_path, gender, arch):
     """Raising "he" over "she" (output logit +8): on the 14 pairs that differ only by he/she, the sentence
     with "he" wins under bias-bench's modified-token score (mlm) and the sentence likelihood (clm: GPT-2, whose
-    offset is exact, and the Llama, whose offset is 8 x rho, 0.995 <= rho <= 1: lmbias.engine.tiny.plant_bias).
+    offset is exact, and the Llama, whose offset is 8 x rho, 0.995 <= rho <= 1: lmbias.engine.planted_bias.plant_bias).
 
     Nangia's default score is not asserted: it sums the *shared* tokens given the modified ones, so an
     output bias on the modified token itself barely moves it (by design, the pair's own words are

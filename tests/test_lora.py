@@ -52,7 +52,7 @@ def tiny(tmp_path_factory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("tiny-lora")
     return {"llama": build_tiny_model("llama", root / "llama", seed=0),
             "bert": build_tiny_model("bert", root / "bert", seed=0),
-            # the planted-bias GPT-2 and Llama: he, him and his raised by 8 nats (lmbias.engine.tiny.plant_bias:
+            # the planted-bias GPT-2 and Llama: he, him and his raised by 8 nats (lmbias.engine.planted_bias.plant_bias:
             # exact for GPT-2; the Llama's through a reserved residual coordinate, 8 * (1 - 0.2 %) at worst)
             "gpt2-he": build_tiny_model("gpt2", root / "gpt2-he", seed=0,
                                         planted_bias={"he": 8.0, "him": 8.0, "his": 8.0}),
