@@ -469,7 +469,8 @@ def test_rule_builds_only_configured_tiny_models(repo_root, tmp_path):
         "  hub-b: {hub_id: bert-base-uncased, family: mlm, revision: main}\n",
         encoding="utf-8",
     )
-    for rel in ("resources/vocab/tiny_words.txt", "scripts/build_tiny_model.py", "src/lmbias/engine/tiny.py"):
+    for rel in ("resources/vocab/tiny_words.txt", "scripts/build_tiny_model.py", "src/lmbias/engine/tiny.py",
+                "src/lmbias/engine/tiny_vocab.py", "src/lmbias/engine/planted_bias.py"):
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / rel).write_bytes((repo_root / rel).read_bytes())
 

@@ -164,7 +164,8 @@ def write_word_list(words: list[str], path: str | os.PathLike, header: list[str]
 WORD_LIST_HEADER = (
     "lmbias tiny-model vocabulary: one word form per line, sorted by code point; lines starting with # are ignored.",
     "Project-authored. Made by `python -m lmbias.engine.tiny derive-words --data-dir ../shared/data --out <this file>`",
-    "(lmbias.engine.tiny_vocab.derive_word_list): lmbias.engine.tiny_vocab.CORE_WORDS (pronouns, gendered word pairs, names, professions;",
+    "(lmbias.engine.tiny_vocab.derive_word_list): lmbias.engine.tiny_vocab.CORE_WORDS "
+    "(pronouns, gendered word pairs, names, professions;",
     "lower-case and Capitalised) plus every word (regex [^\\W\\d_]+, frequency >= 1) of the WinoBias dev sentences",
     "and occupation/swap lists, BEC-Pro EN/DE sentences and professions, SEAT examples and CrowS-Pairs gender rows,",
     "then the most frequent GAP words, up to 6000 forms; each word as seen and lower-cased. No data file is copied.",
