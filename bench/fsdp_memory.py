@@ -119,7 +119,8 @@ def load_worker(folder: str, read: str) -> None:
 
     importlib.import_module("transformers.models.llama.modeling_llama")  # before the baseline is read
 
-    from lmbias.engine.models import load_empty_model, load_model, lossless_dtype, model_spec
+    from lmbias.engine.model_spec import model_spec
+    from lmbias.engine.models import load_empty_model, load_model, lossless_dtype
     from lmbias.training import fsdp
     from lmbias.training.trainer import TrainModule
 

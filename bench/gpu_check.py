@@ -332,7 +332,7 @@ def check_lora_and_sentence_debias(tiny: dict, corpus: Path, items: dict, config
         time.perf_counter() - began)
 
     began = time.perf_counter()
-    from lmbias.engine.models import model_spec
+    from lmbias.engine.model_spec import model_spec
     from lmbias.training.sentence_debias import fit_job
 
     bert_path, bert_family = tiny["bert"]

@@ -84,7 +84,8 @@ def build(folder: Path, layers: int, vocab: int) -> dict:
     import torch
     from transformers import LlamaForCausalLM
 
-    from lmbias.engine.tiny import build_llama_tokenizer, load_word_list
+    from lmbias.engine.tiny import build_llama_tokenizer
+    from lmbias.engine.tiny_vocab import load_word_list
 
     tokenizer = build_llama_tokenizer(load_word_list())
     shape = {**ONE_B, "num_hidden_layers": layers, "vocab_size": max(vocab, len(tokenizer))}
@@ -99,7 +100,7 @@ def corpus(path: Path, n: int, words_per_text: int, seed: int = 0) -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from lmbias.engine.tiny import load_word_list
+    from lmbias.engine.tiny_vocab import load_word_list
 
     words = [w for w in load_word_list() if w.isalpha()]
     rng = random.Random(seed)
@@ -139,7 +140,8 @@ def child(args) -> dict:
     folder = Path(args.folder)
     entry = {"path": str(folder), "family": "clm", "dtype": dtype}
     if kind == "score":
-        from lmbias.engine.models import load_model, model_spec
+        from lmbias.engine.model_spec import model_spec
+        from lmbias.engine.models import load_model
         from lmbias.engine.scoring import sentence_logprobs
 
         texts = crows_gender(args.sentences)

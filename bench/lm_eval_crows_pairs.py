@@ -135,7 +135,8 @@ def run_theirs(python: Path, model: Path, tasks: Path, where: Path, batch_size: 
 
 def run_ours(model_dir: Path, items, repeats: int = 1) -> dict:
     from lmbias.benchmarks.crows_pairs import score_crows_pairs
-    from lmbias.engine.models import load_model, model_spec
+    from lmbias.engine.model_spec import model_spec
+    from lmbias.engine.models import load_model
     from lmbias.metrics.crows_pairs import CrowsPairsOptions, crows_pairs_metric_rows
 
     t0 = time.perf_counter()

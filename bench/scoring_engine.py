@@ -44,13 +44,9 @@ sys.path.insert(0, str(REPO / "src"))
 
 import torch  # noqa: E402
 
-from lmbias.engine.scoring import (  # noqa: E402
-    EngineStats,
-    masked_logprobs,
-    masked_logprobs_ids,
-    naive_masked_logprobs,
-    naive_masked_logprobs_ids,
-)
+from lmbias.engine.batching import EngineStats  # noqa: E402
+from lmbias.engine.oracles import naive_masked_logprobs, naive_masked_logprobs_ids  # noqa: E402
+from lmbias.engine.scoring import masked_logprobs, masked_logprobs_ids  # noqa: E402
 
 TOLERANCE = 1e-5
 TEXT = (masked_logprobs, naive_masked_logprobs)  # engine and naive functions of text requests

@@ -44,7 +44,7 @@ def _one(args) -> dict:
     from transformers import GPT2Config, GPT2LMHeadModel
 
     from lmbias.benchmarks.perplexity import causal_nll
-    from lmbias.engine.scoring import EngineStats, run_batches
+    from lmbias.engine.batching import EngineStats, run_batches
 
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)

@@ -75,7 +75,8 @@ def run_side(side: str, args) -> dict:
     folder = Path(args.model)
     texts = [t for t in pq.read_table(args.corpus, columns=["text"]).column("text").to_pylist() if t and t.strip()]
     if side.startswith("ours"):
-        from lmbias.engine.models import load_model, model_spec
+        from lmbias.engine.model_spec import model_spec
+        from lmbias.engine.models import load_model
         from lmbias.training.data import load_corpus
         from lmbias.training.settings import TrainingSettings
         from lmbias.training.trainer import Trainer, make_accelerator

@@ -5,8 +5,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))  # the library of this checkout
 
-from lmbias.engine.models import model_spec
-from lmbias.engine.scoring import scoring_budget
+from lmbias.engine.model_spec import model_spec
+from lmbias.engine.batching import scoring_budget
 from lmbias.training.sentence_debias import fit_job
 from lmbias.workflow import setup_job_logging
 

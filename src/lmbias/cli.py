@@ -198,7 +198,7 @@ text_column, application, pair_list, pair_selection, pair_matching, fit_pooling,
 
 
 def run_fit_sd(args) -> int:
-    from lmbias.engine.models import model_spec
+    from lmbias.engine.model_spec import model_spec
     from lmbias.training.sentence_debias import fit_job
 
     fit_job(model_spec(args.model_name, args.model_entry), args.sentences, args.out, args.settings, key=args.settings_key,

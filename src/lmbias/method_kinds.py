@@ -85,7 +85,7 @@ def check_training_block(block: dict, key: str, extra=frozenset()) -> None:
             raise ConfigError(f"{key}.{name}: unknown training setting (allowed: {', '.join(sorted(TRAINING_KEYS | set(extra)))})")
 
 
-#: The model families a per-family training value may name (lmbias.engine.models.FAMILIES).
+#: The model families a per-family training value may name (lmbias.engine.model_spec.FAMILIES).
 PER_FAMILY_KEYS = ("mlm", "clm", "seq2seq", "encoder")
 
 

@@ -7,7 +7,7 @@ LOG_INTERVAL seconds (plus the first and the final state). On a terminal it is t
 Only the main process of a multi-process run shows one (`enabled=False` elsewhere).
 
 The scoring engine reports progress without knowing about jobs: `job_progress` installs the bar for the
-block it wraps, and the engine's batch loop (`lmbias.engine.scoring.run_batches`) calls `expect` with the
+block it wraps, and the engine's batch loop (`lmbias.engine.batching.run_batches`) calls `expect` with the
 inputs it is about to run and `advance` after each batch. Outside a `job_progress` block both do nothing.
 """
 

@@ -252,7 +252,7 @@ def resolve_method(model: str, model_entry: dict, method: str, entry: dict, mode
             corpus = corpus.replace("{swap_rate}", _format_swap_rate(merged["swap_rate"]))
         resolved["corpus"] = corpus
     if kind in TRAINED_METHOD_KINDS:
-        from lmbias.engine.models import check_trainable  # lazily, as below
+        from lmbias.engine.model_spec import check_trainable  # lazily, as below
 
         check_trainable(model, model_entry, method)  # a dispatched model (device_map) is for scoring only
         settings = {k: v for k, v in merged.items() if k not in MODEL_METHOD_DEFAULTS}
@@ -280,7 +280,7 @@ def resolve_method(model: str, model_entry: dict, method: str, entry: dict, mode
                               f"(or models.{model}.training.ratio_of_pairs)")
         sd = {k: entry[k] for k in SD_KEYS if k in entry}
         if isinstance(sd.get("fit_pooling"), dict):  # {family: pooling}: this model's, or the family default
-            from lmbias.engine.models import FAMILIES
+            from lmbias.engine.model_spec import FAMILIES
 
             per_family = sd.pop("fit_pooling")
             unknown = sorted(set(per_family) - set(FAMILIES))

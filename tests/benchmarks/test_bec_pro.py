@@ -13,9 +13,10 @@ from lmbias.parsers.bec_pro_generator import generate_from_dir, load_person_word
 from lmbias.benchmarks.bec_pro import score_bec_pro
 from lmbias.errors import ConfigError, DataError
 from lmbias.metrics.bec_pro import BecProOptions, bec_pro_metric_rows, bec_pro_paired_rows, paired_test, wilcoxon_z
-from lmbias.engine.models import load_model, model_spec
+from lmbias.engine.model_spec import model_spec
+from lmbias.engine.models import load_model
 from lmbias.parsers import parse_bec_pro
-from lmbias.engine.scoring import EngineStats
+from lmbias.engine.batching import EngineStats
 from lmbias.engine.tiny import build_tiny_model
 
 MALE_WORDS = ["he", "man", "brother", "son", "husband", "boyfriend", "father", "uncle", "dad"]
@@ -314,8 +315,8 @@ def test_paired_t_hand_computed():
 @pytest.mark.parametrize("arch", ["bert", "bart"])
 def test_multi_piece_person_is_summed_over_its_pieces(tmp_path, items_en, arch):
     """A person word the tokenizer splits gets one mask per piece; log p = sum over the pieces."""
-    from lmbias.engine.scoring import (InfillIdsRequest, MaskedRequest, _decoder_prefix, naive_infill_logprobs_ids,
-                                naive_masked_logprobs, word_token_ids)
+    from lmbias.engine.oracles import naive_infill_logprobs_ids, naive_masked_logprobs
+    from lmbias.engine.scoring import InfillIdsRequest, MaskedRequest, decoder_prefix, word_token_ids
 
     family = {"bert": "mlm", "bart": "seq2seq"}[arch]
     build_tiny_model(arch, tmp_path / arch, seed=0)
@@ -337,7 +338,7 @@ def test_multi_piece_person_is_summed_over_its_pieces(tmp_path, items_en, arch):
             out = naive_masked_logprobs(model, tok, reqs)
         else:
             enc = tuple(tok(masked)["input_ids"])
-            prefix = _decoder_prefix(model, tok, tok("My", add_special_tokens=False)["input_ids"])
+            prefix = decoder_prefix(model, tok, tok("My", add_special_tokens=False)["input_ids"])
             reqs = [InfillIdsRequest(enc, tuple(prefix + pieces[:k]), (p,)) for k, p in enumerate(pieces)]
             out = naive_infill_logprobs_ids(model, tok, reqs)
         expected.append(sum(float(o[0]) for o in out))

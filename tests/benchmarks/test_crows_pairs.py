@@ -14,7 +14,8 @@ import torch
 from lmbias.benchmarks.crows_pairs import SCORES_SCHEMA, align, score_crows_pairs
 from lmbias.errors import ConfigError
 from lmbias.metrics.crows_pairs import CrowsPairsOptions, crows_pairs_metric_rows
-from lmbias.engine.models import load_model, model_spec
+from lmbias.engine.model_spec import model_spec
+from lmbias.engine.models import load_model
 from lmbias.parsers import parse_crows_pairs
 from lmbias.engine.pll import encode
 from lmbias.engine.tiny import build_tiny_model
@@ -121,7 +122,7 @@ def test_batched_pll_equals_the_reference_loops(tiny_bert, gender):
 def test_restricted_passes_equal_the_full_pass_on_the_real_gender_pairs(tiny_bert, gender):
     """scoring.variants: each variant alone hides only the tokens it reads (shared / modified), with the
     numbers of the pass that hides both; the metric refuses a variant that was not scored."""
-    from lmbias.engine.scoring import EngineStats
+    from lmbias.engine.batching import EngineStats
 
     model, tok = tiny_bert
     runs = {}
@@ -238,7 +239,7 @@ def _he_she_pairs(tok, gender):
 def test_planted_he_bias_makes_the_he_sentence_win(tmp_path, gender, arch):
     """Raising "he" over "she" (output logit +8): on the 14 pairs that differ only by he/she, the sentence
     with "he" wins under bias-bench's modified-token score (mlm) and the sentence likelihood (clm: GPT-2, whose
-    offset is exact, and the Llama, whose offset is 8 x rho, 0.995 <= rho <= 1: lmbias.engine.tiny.plant_bias).
+    offset is exact, and the Llama, whose offset is 8 x rho, 0.995 <= rho <= 1: lmbias.engine.planted_bias.plant_bias).
 
     Nangia's default score is not asserted: it sums the *shared* tokens given the modified ones, so an
     output bias on the modified token itself barely moves it (by design, the pair's own words are

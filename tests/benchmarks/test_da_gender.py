@@ -2,7 +2,7 @@
 
 What the planted-bias tests prove (see tests/benchmarks/test_logprob.py for the constructions):
 
-* output bias on the male target words (lmbias.engine.tiny planted_bias), mlm and seq2seq: both words of a pair are
+* output bias on the male target words (lmbias.engine.planted_bias), mlm and seq2seq: both words of a pair are
   scored in the same contexts, so the ``ratio`` margin [log p(TM) - log p(TAM)]_m - [...]_f is *unchanged*
   (asserted pair by pair) -- the DA-score by association ratio cannot see a context-free preference -- while
   the paper-literal ``tm`` margin log p_m(TM) - log p_f(TM) moves by exactly the planted logit offset, so the
@@ -30,7 +30,8 @@ from lmbias.benchmarks.da_gender import score_da_gender
 from lmbias.errors import ConfigError, DataError
 from lmbias.metrics.da_gender import DaGenderOptions, da_gender_metric_rows, margins, wilson_interval
 from lmbias.parsers import da_gender as da_parser
-from lmbias.engine.tiny import bias_token_ids, build_tiny_model
+from lmbias.engine.planted_bias import bias_token_ids
+from lmbias.engine.tiny import build_tiny_model
 
 from helpers.over_debiasing_paper import over_debiasing_text, paper_list
 from helpers.paths import REPO_ROOT

@@ -27,9 +27,10 @@ import torch
 from lmbias.benchmarks.occupations import SCORES_SCHEMA, continuation_ids, score_occupations
 from lmbias.errors import ConfigError, DataError
 from lmbias.metrics.occupations import OccupationOptions, occupation_bias, occupation_metric_rows
-from lmbias.engine.models import load_model, model_spec
+from lmbias.engine.model_spec import model_spec
+from lmbias.engine.models import load_model
 from lmbias.parsers import occupations as occ_parser
-from lmbias.engine.scoring import _decoder_prefix
+from lmbias.engine.scoring import decoder_prefix
 from lmbias.engine.tiny import FAMILY_OF, build_tiny_model
 
 ARCHS = ["bert", "gpt2", "bart"]
@@ -117,7 +118,7 @@ def _reference_logp(model, tok, family, prefix, occupation, suffix="."):
             where = (enc["input_ids"][0] == tok.mask_token_id).nonzero().flatten().tolist()
             return float(sum(lp[p, t] for p, t in zip(where, pieces)))
         enc = tok(f"{prefix} {tok.mask_token}{suffix}", return_tensors="pt")
-        dec = _decoder_prefix(model, tok, _ids(tok, prefix) + pieces)
+        dec = decoder_prefix(model, tok, _ids(tok, prefix) + pieces)
         lp = torch.log_softmax(model(**enc, decoder_input_ids=torch.tensor([dec])).logits[0].double(), -1)
         start = len(dec) - len(pieces)
         return float(sum(lp[start - 1 + k, t] for k, t in enumerate(pieces)))
@@ -184,7 +185,7 @@ def _features(model, tok, family, prefix, suffix="."):
                 model(**enc)
                 pos = int((enc["input_ids"][0] == tok.mask_token_id).nonzero()[0, 0])
                 return captured["x"][0, pos].double()
-            model(**enc, decoder_input_ids=torch.tensor([_decoder_prefix(model, tok, _ids(tok, prefix))]))
+            model(**enc, decoder_input_ids=torch.tensor([decoder_prefix(model, tok, _ids(tok, prefix))]))
             return captured["x"][0, -1].double()
     finally:
         handle.remove()

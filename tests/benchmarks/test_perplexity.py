@@ -17,7 +17,8 @@ import yaml
 
 from lmbias import registry
 from lmbias.benchmarks.perplexity import causal_windows, score_perplexity
-from lmbias.engine.models import load_model, model_spec
+from lmbias.engine.model_spec import model_spec
+from lmbias.engine.models import load_model
 from lmbias.engine.tiny import build_tiny_model
 from lmbias.errors import ConfigError
 from lmbias.metrics.perplexity import PerplexityOptions, perplexity_metric_rows

@@ -18,7 +18,8 @@ from lmbias.engine.embeddings import naive_sentence_embeddings
 from lmbias.errors import ConfigError, DataError
 from lmbias.engine.evaluation import compute_metric_job, score_benchmark_job
 from lmbias.io import write_table_atomic
-from lmbias.engine.models import load_model, model_spec
+from lmbias.engine.model_spec import model_spec
+from lmbias.engine.models import load_model
 from lmbias.parsers import seat_templates
 from lmbias.parsers.seat import parse_seat
 from lmbias.benchmarks.seat_core import SeatOptions, SeatScoring, mask_placeholder, score_seat, seat_metric_rows

@@ -21,7 +21,8 @@ from lmbias.config import validate_config
 from lmbias.errors import ConfigError
 from lmbias.engine.evaluation import compute_metric_job, score_benchmark_job
 from lmbias.metrics.stereoset import StereoSetOptions, icat, ss_lms_icat, stereoset_metric_rows, term_counts
-from lmbias.engine.models import load_model, model_spec
+from lmbias.engine.model_spec import model_spec
+from lmbias.engine.models import load_model
 from lmbias.parsers import parse_benchmark, parse_stereoset
 from lmbias.engine.tiny import build_tiny_model
 

@@ -31,7 +31,8 @@ from lmbias.metrics.winobias import (
     read_competency_labels,
     winobias_metric_rows,
 )
-from lmbias.engine.models import load_model, model_spec
+from lmbias.engine.model_spec import model_spec
+from lmbias.engine.models import load_model
 from lmbias.parsers.winobias import parse_winobias, winobias_files
 from lmbias.engine.tiny import FAMILY_OF, build_tiny_model
 

@@ -12,8 +12,10 @@ import torch
 
 from lmbias import registry
 from lmbias.engine.debias_projection import install_projection
-from lmbias.engine.models import load_model, model_spec
-from lmbias.engine.scoring import _model_device, input_device, sentence_logprobs
+from lmbias.engine.model_spec import model_spec
+from lmbias.engine.models import load_model
+from lmbias.engine.batching import input_device, model_device
+from lmbias.engine.scoring import sentence_logprobs
 from lmbias.engine.self_debias import wrap
 from lmbias.engine.tiny import build_tiny_model
 from lmbias.errors import ConfigError, DeviceMapTrainingError, DiskOffloadError
@@ -44,7 +46,7 @@ def test_disk_offloaded_layer_dispatches_and_scores_equal(tiny_llama, tmp_path):
     entry = _entry(tiny_llama, device_map=disk_map, offload_folder=str(tmp_path / "offload"))
     mapped, _ = load_model(model_spec("tl", entry))
     assert mapped.hf_device_map["model.layers.1"] == "disk"
-    assert _model_device(mapped) == torch.device("cpu")
+    assert model_device(mapped) == torch.device("cpu")
     expected = sentence_logprobs(plain, tok, TEXTS)
     np.testing.assert_allclose(sentence_logprobs(mapped, tok, TEXTS), expected, rtol=0, atol=1e-5)
     # Self-Debias' wrapper and SentenceDebias' hook on the dispatched model give the plain model's numbers

@@ -29,9 +29,10 @@ from lmbias.engine.distributed import (
 from lmbias.engine.evaluation import score_benchmark_job
 from lmbias.io import write_table_atomic
 from lmbias.metrics.summary import file_provenance
-from lmbias.engine.models import load_model, model_spec
+from lmbias.engine.model_spec import model_spec
+from lmbias.engine.models import load_model
 from lmbias.parsers import parse_benchmark, required_files
-from lmbias.engine.scoring import EngineStats
+from lmbias.engine.batching import EngineStats
 from lmbias.engine.tiny import build_tiny_model
 
 from helpers.paths import REPO_ROOT

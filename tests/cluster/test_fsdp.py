@@ -169,7 +169,8 @@ def test_rank0_reads_the_checkpoint_in_its_stored_dtype_only_when_exact(tmp_path
     aside); mixed dtypes (a bf16 cast would round the float32 ones), float64 or no safetensors -> float32."""
     from safetensors.torch import save_file
 
-    from lmbias.engine.models import lossless_dtype, model_spec, stored_dtypes
+    from lmbias.engine.model_spec import model_spec
+    from lmbias.engine.models import lossless_dtype, stored_dtypes
 
     def spec(name: str, *files: dict):
         folder = tmp_path / name
@@ -192,7 +193,8 @@ def test_rank0_reads_the_checkpoint_in_its_stored_dtype_only_when_exact(tmp_path
 
 def _init_worker(folder: str) -> None:
     """One process of test_meta_processes_...: every init mode on each tiny model, compared to every_process."""
-    from lmbias.engine.models import load_empty_model, load_model, lossless_dtype, model_spec
+    from lmbias.engine.model_spec import model_spec
+    from lmbias.engine.models import load_empty_model, load_model, lossless_dtype
     from lmbias.training.trainer import TrainModule, set_dropout
 
     torch.set_num_threads(1)

@@ -9,8 +9,9 @@ import pytest
 
 from lmbias.engine.embeddings import POOLINGS, naive_sentence_embeddings, pooling_label, sentence_embeddings
 from lmbias.errors import ConfigError, DataError
-from lmbias.engine.models import load_model, model_spec
-from lmbias.engine.scoring import EngineStats
+from lmbias.engine.model_spec import model_spec
+from lmbias.engine.models import load_model
+from lmbias.engine.batching import EngineStats
 from lmbias.engine.tiny import build_tiny_model
 
 FAMILY = {"bert": "mlm", "roberta": "mlm", "gpt2": "clm", "bart": "seq2seq"}

@@ -10,7 +10,8 @@ import yaml
 
 from lmbias import registry
 from lmbias.engine import embeddings
-from lmbias.engine.models import load_model, model_spec
+from lmbias.engine.model_spec import model_spec
+from lmbias.engine.models import load_model
 from lmbias.errors import ConfigError
 
 EMBEDDING_BENCHMARKS = {"seat", "seat_v1", "seat_v2"}

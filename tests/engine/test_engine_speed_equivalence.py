@@ -9,10 +9,18 @@ import pytest
 import torch
 
 from lmbias.parsers.bec_pro_generator import generate
-from lmbias.engine.models import load_model, model_spec
+from lmbias.engine.model_spec import model_spec
+from lmbias.engine.models import load_model
 from lmbias.engine.pll import content_positions, encode, naive_token_logprobs, token_logprobs
+from lmbias.engine.batching import EngineStats
+from lmbias.engine.oracles import (
+    naive_infill_logprobs,
+    naive_infill_logprobs_ids,
+    naive_masked_logprobs,
+    naive_masked_logprobs_ids,
+    naive_sentence_logprobs,
+)
 from lmbias.engine.scoring import (
-    EngineStats,
     InfillIdsRequest,
     InfillRequest,
     MaskedIdsRequest,
@@ -21,11 +29,6 @@ from lmbias.engine.scoring import (
     infill_logprobs_ids,
     masked_logprobs,
     masked_logprobs_ids,
-    naive_infill_logprobs,
-    naive_infill_logprobs_ids,
-    naive_masked_logprobs,
-    naive_masked_logprobs_ids,
-    naive_sentence_logprobs,
     sentence_logprobs,
     word_token_ids,
 )

@@ -36,7 +36,8 @@ import yaml
 from lmbias.engine.hub import (
     SOURCE_FILE, HubAccessError, HubDownloadError, fetch_hub_model, recorded_commit, wanted_files,
 )
-from lmbias.engine.models import load_model, model_spec, resolved_commit
+from lmbias.engine.model_spec import model_spec
+from lmbias.engine.models import load_model, resolved_commit
 from lmbias.errors import ConfigError
 
 from helpers.loopback_http import FileHandler, loopback_entry, serve_in_thread

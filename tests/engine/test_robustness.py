@@ -60,7 +60,8 @@ def tiny_bert_dir(tmp_path_factory):
 def test_truncated_safetensors_names_the_model_key_and_file(tiny_bert_dir, tmp_path):
     import shutil
 
-    from lmbias.engine.models import load_model, model_spec
+    from lmbias.engine.model_spec import model_spec
+    from lmbias.engine.models import load_model
 
     broken = tmp_path / "broken-bert"
     shutil.copytree(tiny_bert_dir, broken)
@@ -76,7 +77,8 @@ def test_truncated_safetensors_names_the_model_key_and_file(tiny_bert_dir, tmp_p
 _HUB_PROBE = r"""
 import json, logging, sys
 logging.basicConfig(level=logging.WARNING, format="%(message)s")
-from lmbias.engine.models import load_model, model_spec, resolved_commit
+from lmbias.engine.model_spec import model_spec
+from lmbias.engine.models import load_model, resolved_commit
 from lmbias.errors import ConfigError
 for i, entry in enumerate(json.loads(sys.argv[1])):
     print(f"=== {i}", file=sys.stderr, flush=True)

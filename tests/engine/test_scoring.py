@@ -5,17 +5,15 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from lmbias.engine.models import load_model, model_spec
+from lmbias.engine.model_spec import model_spec
+from lmbias.engine.models import load_model
+from lmbias.engine.batching import EngineStats, scoring_precision
+from lmbias.engine.oracles import naive_infill_logprobs, naive_masked_logprobs, naive_sentence_logprobs
 from lmbias.engine.scoring import (
-    EngineStats,
     InfillRequest,
     MaskedRequest,
     infill_logprobs,
     masked_logprobs,
-    naive_infill_logprobs,
-    naive_masked_logprobs,
-    naive_sentence_logprobs,
-    scoring_precision,
     sentence_logprobs,
     word_token_ids,
 )

@@ -17,12 +17,12 @@ import torch
 
 from lmbias import registry
 from lmbias.benchmarks.crows_pairs import align, score_crows_pairs
-from lmbias.engine.evaluation import _load_for_method
-from lmbias.engine.models import load_model, model_spec
+from lmbias.engine.evaluation import load_for_method
+from lmbias.engine.model_spec import model_spec
+from lmbias.engine.models import load_model
 from lmbias.engine.pll import encode
-from lmbias.engine.scoring import (
-    MaskedIdsRequest, MaskedRequest, masked_logprobs_ids, naive_masked_logprobs, naive_sentence_logprobs, sentence_logprobs,
-)
+from lmbias.engine.oracles import naive_masked_logprobs, naive_sentence_logprobs
+from lmbias.engine.scoring import MaskedIdsRequest, MaskedRequest, masked_logprobs_ids, sentence_logprobs
 from lmbias.engine.self_debias import SelfDebiasSettings, rescaled_logprobs, wrap
 from lmbias.engine.tiny import build_tiny_model
 from lmbias.errors import ConfigError
@@ -167,7 +167,7 @@ def test_crows_pairs_scorer_reads_the_rescaled_distribution(planted):
 def test_scoring_job_loads_the_wrapper_with_the_entry_options(planted):
     _, _, folder = planted["mlm"]
     entry = {"path": str(folder), "family": "mlm", "revision": "local"}
-    model, tok = _load_for_method("tiny-bert-he", entry, {"kind": "self_debias", "prefix": "Women are bad: ",
+    model, tok = load_for_method("tiny-bert-he", entry, {"kind": "self_debias", "prefix": "Women are bad: ",
                                                          "decay_constant": 10, "epsilon": 0.1}, "cpu")
     assert model.settings == SelfDebiasSettings("Women are bad: ", 10.0, 0.1)
     assert model.prefix_ids == tok("[CLS] Women are bad: ", add_special_tokens=False)["input_ids"]

@@ -23,7 +23,8 @@ import torch
 from torch.nn import CrossEntropyLoss
 
 from lmbias.benchmarks.perplexity import causal_windows, reserved_positions, score_perplexity, window_length
-from lmbias.engine.models import load_model, model_spec
+from lmbias.engine.model_spec import model_spec
+from lmbias.engine.models import load_model
 from lmbias.engine.self_debias import DEFAULT_PREFIX, wrap
 from lmbias.engine.tiny import build_tiny_model
 

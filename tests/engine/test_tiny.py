@@ -19,19 +19,11 @@ import torch
 from safetensors.torch import load_file
 
 from lmbias.errors import ConfigError, DataError
-from lmbias.engine.models import load_model, model_spec
-from lmbias.engine.tiny import (
-    ARCHITECTURES,
-    DEFAULT_WORDS,
-    FAMILY_OF,
-    LLAMA_PLANT_TOLERANCE,
-    PLANTABLE,
-    build_from_config,
-    build_tiny_model,
-    derive_word_list,
-    load_word_list,
-    plant_bias,
-)
+from lmbias.engine.model_spec import model_spec
+from lmbias.engine.models import load_model
+from lmbias.engine.planted_bias import LLAMA_PLANT_TOLERANCE, PLANTABLE, plant_bias
+from lmbias.engine.tiny import ARCHITECTURES, FAMILY_OF, build_from_config, build_tiny_model
+from lmbias.engine.tiny_vocab import DEFAULT_WORDS, derive_word_list, load_word_list
 
 PRONOUNS = ("he", "she", "him", "her", "his", "hers", "himself", "herself")
 PLANTED = {"he": 8.0}
@@ -477,7 +469,8 @@ def test_rule_builds_only_configured_tiny_models(repo_root, tmp_path):
         "  hub-b: {hub_id: bert-base-uncased, family: mlm, revision: main}\n",
         encoding="utf-8",
     )
-    for rel in ("resources/vocab/tiny_words.txt", "scripts/build_tiny_model.py", "src/lmbias/engine/tiny.py"):
+    for rel in ("resources/vocab/tiny_words.txt", "scripts/build_tiny_model.py", "src/lmbias/engine/tiny.py",
+                "src/lmbias/engine/tiny_vocab.py", "src/lmbias/engine/planted_bias.py"):
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / rel).write_bytes((repo_root / rel).read_bytes())
 

@@ -1,4 +1,4 @@
-"""Scoring by token budget (lmbias.engine.scoring.run_batches): every engine call gives the same numbers
+"""Scoring by token budget (lmbias.engine.batching.run_batches): every engine call gives the same numbers
 whatever the budget and the row cap; an input longer than the budget is a named error; out of CUDA memory
 (injected here) the batch is halved, the job goes on with the same numbers and the log says so; a scoring
 job's timing file holds its peak memory (lmbias.engine.job_timing)."""
@@ -16,19 +16,17 @@ import yaml
 from lmbias.engine import job_timing
 from lmbias.engine.embeddings import POOLINGS, sentence_embeddings
 from lmbias.engine.evaluation import score_benchmark_job
-from lmbias.engine.models import load_model, model_spec
+from lmbias.engine.model_spec import model_spec
+from lmbias.engine.models import load_model
 from lmbias.engine.pll import content_positions, encode, token_logprobs
+from lmbias.engine.batching import DEFAULT_MAX_TOKENS, EngineStats, TokenBudget, scoring_budget
 from lmbias.engine.scoring import (
-    DEFAULT_MAX_TOKENS,
-    EngineStats,
     InfillIdsRequest,
     InfillRequest,
     MaskedRequest,
-    TokenBudget,
     infill_logprobs,
     infill_logprobs_ids,
     masked_logprobs,
-    scoring_budget,
     sentence_logprobs,
     word_token_ids,
 )

@@ -10,7 +10,8 @@ from pathlib import Path
 import pyarrow as pa
 import torch
 
-from lmbias.engine.models import load_model, model_spec
+from lmbias.engine.model_spec import model_spec
+from lmbias.engine.models import load_model
 from lmbias.engine.scoring import word_token_ids
 
 FAMILY = {"bert": "mlm", "bart": "seq2seq", "gpt2": "clm"}

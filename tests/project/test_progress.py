@@ -21,7 +21,8 @@ from lmbias import progress
 from helpers.gap_corpora import gap_sentences
 from helpers.paths import REPO_ROOT
 from lmbias.engine.evaluation import score_benchmark_job
-from lmbias.engine.models import load_model, model_spec
+from lmbias.engine.model_spec import model_spec
+from lmbias.engine.models import load_model
 from lmbias.engine.scoring import sentence_logprobs
 from lmbias.engine.tiny import build_tiny_model
 from lmbias.io import write_table_atomic

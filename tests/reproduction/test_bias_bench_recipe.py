@@ -18,7 +18,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from lmbias import registry
-from lmbias.engine.models import load_model, model_spec
+from lmbias.engine.model_spec import model_spec
+from lmbias.engine.models import load_model
 from lmbias.engine.tiny import FAMILY_OF, build_tiny_model
 from lmbias.errors import ConfigError, DataError
 from lmbias.training.data import Corpus

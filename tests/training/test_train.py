@@ -26,7 +26,8 @@ from helpers.gap_corpora import gap_sentences, write_cda, write_gpr
 from lmbias.corpora.counterfactual import Swapper
 from lmbias.corpora.swap_lexicon import load_lexicon
 from lmbias.engine.distributed import launch_command, launch_env
-from lmbias.engine.models import load_model, model_spec
+from lmbias.engine.model_spec import model_spec
+from lmbias.engine.models import load_model
 from lmbias.engine.tiny import FAMILY_OF, build_tiny_model
 from lmbias.errors import ConfigError, DataError
 from lmbias.training.data import encode, encode_gpr, global_batches

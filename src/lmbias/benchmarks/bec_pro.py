@@ -31,11 +31,11 @@ from lmbias.parsers.bec_pro_generator import MASK, load_person_words, person_slo
 from lmbias.errors import ConfigError, DataError
 from lmbias.metrics.bec_pro import BecProOptions, bec_pro_metric_rows, bec_pro_paired_rows
 from lmbias.registry import BenchmarkDef
+from lmbias.engine.batching import EngineStats
 from lmbias.engine.scoring import (
-    EngineStats,
     InfillIdsRequest,
     MaskedRequest,
-    _decoder_prefix,
+    decoder_prefix,
     infill_logprobs_ids,
     masked_logprobs,
     word_token_ids,
@@ -107,7 +107,7 @@ def score_bec_pro(items: pa.Table, model, tokenizer, family: str, scoring: dict 
             else:
                 enc = tuple(tokenizer(masked, add_special_tokens=True)["input_ids"])
                 prefix_ids = tokenizer(text[:at].rstrip(" "), add_special_tokens=False)["input_ids"] if at else []
-                head = _decoder_prefix(model, tokenizer, list(prefix_ids))
+                head = decoder_prefix(model, tokenizer, list(prefix_ids))
                 requests += [InfillIdsRequest(encoder_ids=enc, decoder_ids=tuple(head + pieces[:k]), candidates=(p,))
                              for k, p in enumerate(pieces)]
             spans.append((first, len(requests)))

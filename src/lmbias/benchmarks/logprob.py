@@ -40,7 +40,8 @@ from lmbias.metrics import weat  # noqa: F401  (the metric's statistics: listed 
 from lmbias.errors import ConfigError, DataError
 from lmbias.metrics.logprob import LogprobOptions, logprob_metric_rows
 from lmbias.registry import BenchmarkDef
-from lmbias.engine.scoring import EngineStats, InfillRequest, MaskedRequest, infill_logprobs, masked_logprobs, word_token_ids
+from lmbias.engine.batching import EngineStats
+from lmbias.engine.scoring import InfillRequest, MaskedRequest, infill_logprobs, masked_logprobs, word_token_ids
 
 log = logging.getLogger(__name__)
 

@@ -44,7 +44,8 @@ import numpy as np
 import pyarrow as pa
 
 from lmbias.engine.pll import token_logprobs
-from lmbias.engine.scoring import EngineStats, _autocast, _model_device, _pad, _sentence_alone, run_batches
+from lmbias.engine.batching import EngineStats, autocast, model_device, pad, run_batches
+from lmbias.engine.scoring import sentence_alone
 from lmbias.errors import ConfigError, DataError
 from lmbias.lazy import lazy_module
 from lmbias.metrics.perplexity import PerplexityOptions, perplexity_metric_rows
@@ -133,16 +134,16 @@ def causal_windows(n_tokens: int, max_length: int, stride: int) -> list[tuple[in
 def causal_nll(model, tokenizer, windows: list[tuple[list[int], int]], batch_size: int = 8,
                stats: EngineStats | None = None, max_tokens: int | None = None) -> np.ndarray:
     """- sum log p(ids[t] | ids[:t]) for t >= first, for each (ids, first) window (length-sorted batches within
-    the token budget, lmbias.engine.scoring.run_batches)."""
+    the token budget, lmbias.engine.batching.run_batches)."""
     stats = stats if stats is not None else EngineStats()
-    device = _model_device(model)
+    device = model_device(model)
     lengths = [len(ids) for ids, _ in windows]
     order = sorted(range(len(windows)), key=lambda i: (lengths[i], i))
     out = np.zeros(len(windows), dtype=np.float64)
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
 
     def run(batch):
-        ids, attn = _pad([windows[i][0] for i in batch], pad_id, device)
+        ids, attn = pad([windows[i][0] for i in batch], pad_id, device)
         logits = model(input_ids=ids, attention_mask=attn).logits
         totals = []
         for row, i in enumerate(batch):
@@ -159,7 +160,7 @@ def causal_nll(model, tokenizer, windows: list[tuple[list[int], int]], batch_siz
         stats.forward_passes += 1
         stats.sequences_run += len(batch)
 
-    with torch.inference_mode(), _autocast(device):
+    with torch.inference_mode(), autocast(device):
         run_batches(order, lengths, batch_size, run, max_tokens, stats, "perplexity")
     stats.requests += len(windows)
     stats.unique_inputs += len(windows)
@@ -198,7 +199,7 @@ def score_perplexity(items: pa.Table, model, tokenizer, family: str, scoring: di
     texts = [str(t) for t in items.column("text").to_pylist()]
     sources = text_sources(items)
     if family == "clm":  # a window is read alone; Self-Debias puts its prefix before it (module docstring)
-        model = _sentence_alone(model)
+        model = sentence_alone(model)
     reserved = reserved_positions(model)
     max_length = window_length(tokenizer, scoring, reserved)
     if reserved and max_length < window_length(tokenizer, scoring):

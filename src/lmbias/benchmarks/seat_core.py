@@ -30,7 +30,7 @@ import pyarrow as pa
 
 from lmbias.engine.embeddings import DA_GENDER_PAD_TO, DEFAULT_POOLING, POOLINGS, check_poolings, pooling_label, sentence_embeddings
 from lmbias.errors import ConfigError, DataError
-from lmbias.engine.scoring import EngineStats
+from lmbias.engine.batching import EngineStats
 from lmbias.metrics.weat import (ALTERNATIVES, EXACT_MAX, N_SAMPLES, check_std_epsilon, cosine_matrix, effect_size,
                                  permutation_test)
 

@@ -19,7 +19,7 @@ import pyarrow as pa
 
 from lmbias.errors import DataError
 from lmbias.registry import BenchmarkDef
-from lmbias.engine.scoring import EngineStats
+from lmbias.engine.batching import EngineStats
 from lmbias.engine import embeddings  # noqa: F401  (imported so registry.source_files lists it as a job input)
 from lmbias.metrics import weat  # noqa: F401  (imported so registry.source_files lists them as job inputs)
 from lmbias.benchmarks.seat_core import SCORES_SCHEMA, SeatOptions, SeatScoring, embed_all, seat_metric_rows

@@ -34,13 +34,13 @@ from lmbias.errors import ConfigError, DataError
 from lmbias.metrics.stereoset import StereoSetOptions, stereoset_metric_rows
 from lmbias.parsers.stereoset import blank_word_index
 from lmbias.registry import BenchmarkDef
+from lmbias.engine.batching import EngineStats
 from lmbias.engine.scoring import (
-    EngineStats,
     InfillIdsRequest,
     MaskedIdsRequest,
+    clm_context,
     infill_logprobs_ids,
     masked_logprobs_ids,
-    clm_context,
     sentence_logprobs,
 )
 

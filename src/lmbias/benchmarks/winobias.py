@@ -41,8 +41,8 @@ import yaml
 from lmbias.errors import ConfigError, DataError
 from lmbias.metrics.winobias import CONDITION_PREFIX, WinoBiasOptions, winobias_metric_rows
 from lmbias.registry import BenchmarkDef
+from lmbias.engine.batching import EngineStats
 from lmbias.engine.scoring import (
-    EngineStats,
     InfillRequest,
     MaskedRequest,
     infill_logprobs,

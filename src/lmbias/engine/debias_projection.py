@@ -125,10 +125,6 @@ class Projection(torch.nn.Module):
             return _unit(self.project(_unit(vectors)))
 
 
-#: The former private name (training/sentence_debias.py re-exports it).
-_Projection = Projection
-
-
 def _project_output(module, args, output):
     proj = module._sentence_debias
     if not proj.active:

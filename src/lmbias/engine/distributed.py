@@ -36,7 +36,7 @@ import torch
 from lmbias import registry
 from lmbias.io import write_table_atomic
 from lmbias.engine import job_timing
-from lmbias.engine.scoring import EngineStats, scoring_budget, scoring_precision
+from lmbias.engine.batching import EngineStats, scoring_budget, scoring_precision
 from lmbias.progress import job_progress, rate_line
 
 log = logging.getLogger(__name__)
@@ -96,7 +96,7 @@ def score_distributed_job(items_path, output_path, model_name, model_entry, meth
     from accelerate import PartialState
     from accelerate.utils import gather_object, parse_flag_from_env
 
-    from lmbias.engine.evaluation import _load_for_method, effective_precision, score_benchmark_job, scoring_provenance
+    from lmbias.engine.evaluation import effective_precision, load_for_method, score_benchmark_job, scoring_provenance
 
     # PartialState (unlike AcceleratorState) ignores ACCELERATE_USE_CPU: pass it on, and use CPU/gloo on a
     # host without CUDA, so `accelerate launch` of the cpu.yaml config really runs N gloo processes.
@@ -124,7 +124,7 @@ def score_distributed_job(items_path, output_path, model_name, model_entry, meth
 
     def score_fn(part: pa.Table) -> pa.Table:
         if not loaded:  # a process with nothing to score loads no model
-            loaded.append(_load_for_method(model_name, model_entry, method_entry, state.device))
+            loaded.append(load_for_method(model_name, model_entry, method_entry, state.device))
         model, tokenizer = loaded[0]
         start = time.perf_counter()  # scoring only, as in score_benchmark_job's log line
         began.append(start)

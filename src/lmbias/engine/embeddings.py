@@ -44,7 +44,7 @@ from typing import Sequence
 import numpy as np
 
 from lmbias.errors import ConfigError, DataError
-from lmbias.engine.scoring import EngineStats, _autocast, _model_device, _pad, run_batches
+from lmbias.engine.batching import EngineStats, autocast, model_device, pad, run_batches
 from lmbias.lazy import lazy_module
 
 torch = lazy_module("torch")  # imported on first use: DAG builds and metric jobs never need it
@@ -162,7 +162,7 @@ def sentence_embeddings(
     """
     stats = stats if stats is not None else EngineStats()
     poolings = check_poolings(family, poolings)
-    device = _model_device(model)
+    device = model_device(model)
     unique: dict[str, int] = {}
     for text in texts:
         unique.setdefault(text, len(unique))
@@ -192,7 +192,7 @@ def sentence_embeddings(
             def run(batch):
                 seqs = [encoded[i] for i in batch]
                 width = fixed_width or max(len(s) for s in seqs)
-                ids, attn = _pad(seqs, pad_id, device, width)
+                ids, attn = pad(seqs, pad_id, device, width)
                 hidden = _hidden_states(model, ids, attn, stacks)
                 pooled_batch = {}
                 for name, p in pools.items():
@@ -209,7 +209,7 @@ def sentence_embeddings(
 
             # the padded means pad every input to pad_to: that is the width the budget counts
             widths = lengths if fixed_width is None else [fixed_width] * len(lengths)
-            with torch.inference_mode(), _autocast(device):
+            with torch.inference_mode(), autocast(device):
                 run_batches(order, widths, batch_size, run, max_tokens, stats, "sentence embedding")
             index = np.array([unique[t] for t in texts], dtype=np.int64)
             for name in names:
@@ -231,7 +231,7 @@ def naive_sentence_embeddings(model, tokenizer, texts: Sequence[str], pooling: s
     no batching, no dedup. ``mean_padded`` pads the single text to ``pad_to`` (unpadded when None)."""
     check_poolings(family, [pooling])
     p = _parse_pooling(pooling)
-    device = _model_device(model)
+    device = model_device(model)
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
     rows = []
     with torch.inference_mode(), _pooled_states(model) as finish:

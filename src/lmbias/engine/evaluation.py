@@ -16,7 +16,7 @@ from lmbias import registry
 from lmbias.errors import ConfigError
 from lmbias.io import write_table_atomic
 from lmbias.engine import job_timing
-from lmbias.engine.scoring import EngineStats, scoring_budget, scoring_precision
+from lmbias.engine.batching import EngineStats, scoring_budget, scoring_precision
 from lmbias.metrics.summary import (
     METRIC_SCHEMA, SUMMARY_SCHEMA, AggregateSettings, aggregate_over_seeds, carried_metadata, dataset_sha256,
     left_out_metadata, provenance, provenance_by_benchmark, scores_metadata, scores_metadata_by_benchmark,
@@ -35,10 +35,11 @@ log = logging.getLogger(__name__)
 BASE_MODEL_KINDS = frozenset({"pretrained", "online"})
 
 
-def _load_for_method(model_name: str, model_entry: dict, method_entry: dict, device):
+def load_for_method(model_name: str, model_entry: dict, method_entry: dict, device):
     """(model, tokenizer) for one method: the base model for pretrained/online, else the method's model
     folder (`method_entry["model_dir"]`, results/{model}/{method}/seed{k}/model) through load_method_model."""
-    from lmbias.engine.models import load_model, model_spec
+    from lmbias.engine.model_spec import model_spec
+    from lmbias.engine.models import load_model
 
     kind = method_entry["kind"]
     spec = model_spec(model_name, {k: v for k, v in model_entry.items() if k != "training"})
@@ -54,7 +55,7 @@ def _load_for_method(model_name: str, model_entry: dict, method_entry: dict, dev
     if not method_dir:
         raise ConfigError(f"method kind {kind!r} of model {model_name!r}: no model folder given to score "
                           "(results/{model}/{method}/seed{k}/model)")
-    from lmbias.engine.models import load_method_model
+    from lmbias.engine.method_folders import load_method_model
 
     return load_method_model(spec, method_dir, device=device)
 
@@ -73,7 +74,7 @@ def score_benchmark_job(items_path, output_path, model_name, model_entry, method
     device = pick_device()
     began = time.perf_counter()
     with job_timing.recorded(timing_path, device) as record:
-        model, tokenizer = _load_for_method(model_name, model_entry, method_entry, device)
+        model, tokenizer = load_for_method(model_name, model_entry, method_entry, device)
         items = pq.read_table(items_path)
         stats = EngineStats()
         start = time.perf_counter()
@@ -108,7 +109,7 @@ def effective_precision(precision: str, model, device, key: str = "precision") -
     """The autocast a model entry's `precision` means for `model` on `device` (never `auto`): auto is fp16 on
     CUDA for fp16 weights (a bfloat16 autocast would round them to bfloat16), bf16 elsewhere on CUDA, and
     fp32 (no autocast: bf16 or fp16 weights then compute in their own dtype) on any other device."""
-    from lmbias.engine.scoring import PRECISIONS
+    from lmbias.engine.batching import PRECISIONS
 
     if precision not in PRECISIONS:
         raise ConfigError(f"{key}: {precision!r} is not one of {', '.join(PRECISIONS)}")

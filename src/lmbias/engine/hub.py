@@ -7,7 +7,8 @@ tokenizer and safetensors files (pickled `*.bin` weights only with `allow_pickle
 folder beside the destination, records where they came from in SOURCE_FILE (hub id, requested revision,
 resolved commit, every file's size and sha256) and renames the folder into place. A failure leaves no
 folder. Jobs load the folder with `local_files_only=True` (lmbias.engine.models, `snapshot`) and take the
-commit for the summary's `model_commit` from SOURCE_FILE (recorded_commit).
+commit for the summary's `model_commit` from SOURCE_FILE (recorded_commit). A revision that is not a commit
+hash (is_pinned) is logged as a warning, at the fetch and at every load (warn_unpinned).
 
 Gated models (Llama, Gemma: the hub serves their files only to accounts that accepted the licence) need a
 token: the fetch sends `HF_TOKEN` from the environment (else huggingface_hub's stored login, if any), and a
@@ -22,15 +23,20 @@ import hashlib
 import json
 import logging
 import os
+import re
 import shutil
 from collections.abc import Mapping
 from pathlib import Path
 
-from lmbias.engine.models import SOURCE_FILE, ModelSpec, _warn_unpinned, read_source, recorded_commit  # noqa: F401
+from lmbias.engine.model_spec import ModelSpec
 from lmbias.errors import ConfigError, LmbiasError
 from lmbias.io import atomic_folder
 
 log = logging.getLogger(__name__)
+
+_COMMIT = re.compile(r"[0-9a-f]{40}")
+#: What a hub model's fetched folder records about its origin (written by fetch_hub_model).
+SOURCE_FILE = "lmbias_source.json"
 #: Top-level repo files a model needs besides its weights: config, tokenizer files (json, txt vocabularies
 #: and merges, sentencepiece models).
 CONFIG_PATTERNS = ("*.json", "*.txt", "*.model")
@@ -49,6 +55,33 @@ class HubDownloadError(LmbiasError):
 class HubAccessError(LmbiasError):
     """The hub refused access (HTTP 401/403): a gated model whose licence this account has not accepted, a
     private one, or no (valid) token; nothing was kept."""
+
+
+def read_source(folder: str | os.PathLike) -> dict:
+    """The SOURCE_FILE record of a fetched folder ({} when there is none)."""
+    path = Path(folder) / SOURCE_FILE
+    return json.loads(path.read_text()) if path.is_file() else {}
+
+
+def recorded_commit(folder: str | os.PathLike) -> str:
+    """The hub commit a fetched folder's files came from ("" when it records none)."""
+    return str(read_source(folder).get("commit") or "")
+
+
+def is_pinned(revision: str | None) -> bool:
+    """True for a full commit hash: the only hub revision that always names the same weights."""
+    return bool(revision) and bool(_COMMIT.fullmatch(revision))
+
+
+def warn_unpinned(spec: ModelSpec, commit: str) -> None:
+    """Log a warning for a hub id whose revision is not a commit (the fetch and every load of it call this)."""
+    if spec.is_local or is_pinned(spec.revision):
+        return
+    log.warning(
+        "models.%s: revision %r of %s is not a commit, so these numbers cannot be reproduced exactly once the "
+        "hub moves on; it resolved to commit %s (recorded in the summary's model_commit). Pin it: revision: %s",
+        spec.name, spec.revision or "main", spec.source, commit or "?", commit or "<commit>",
+    )
 
 
 #: The environment variable the fetch reads its token from (huggingface_hub's own name for it).
@@ -174,7 +207,7 @@ def fetch_hub_model(name: str, entry: Mapping, out_dir: str | os.PathLike) -> Pa
                 f"{key}.allow_pickle: {repo}@{commit} has no safetensors weights, only pickled ones "
                 f"({', '.join(pickled)}), which can run code when loaded; if you trust it, set {key}.allow_pickle: true")
         raise ConfigError(f"{key}.hub_id: {repo}@{commit} has no weight files (*.safetensors) at its top level")
-    _warn_unpinned(spec, commit)
+    warn_unpinned(spec, commit)
     out = Path(out_dir)
     log.info("%s: fetching %d files of %s@%s (revision %s) from %s into %s", key, len(files), repo, commit,
              revision, _endpoint(), out)

@@ -11,7 +11,7 @@ kept when the job fails, so an out-of-memory failure still says how much it held
 * ``peak_cuda_allocated_mib``: on a GPU, ``torch.cuda.max_memory_allocated`` (tensors only, not the caching
   allocator's reserve), weights included; NA on CPU;
 * ``max_tokens`` as configured and ``max_tokens_final`` after ``oom_halvings`` halvings
-  (lmbias.engine.scoring.run_batches);
+  (lmbias.engine.batching.run_batches);
 * ``load_s`` (model loading) apart from ``score_s`` and ``items_per_s`` (the forward passes and their
   bookkeeping), and ``status`` (``ok`` or the error's class name).
 """
@@ -108,7 +108,7 @@ def recorded(path: str | os.PathLike | None, device, processes: int = 1):
 
 def record_scoring(record: dict, stats, budget, seconds: float) -> None:
     """The scoring part of a job's record: seconds, items/s, forward passes, the token budget (lmbias.engine.
-    scoring.TokenBudget) as configured and after its halvings."""
+    batching.TokenBudget) as configured and after its halvings."""
     items = record.get("items")
     record.update(score_s=seconds, items_per_s=(items / seconds if items is not None and seconds > 0 else None),
                   forward_passes=stats.forward_passes, max_tokens=budget.configured,

@@ -1,10 +1,8 @@
-"""Model specs from config.yaml and loading them (hub id or local folder) for one of four families.
+"""Loading a configured model (a ModelSpec, lmbias.engine.model_spec): its weights and tokenizer from a local
+folder or a hub id, in the Auto class of its family.
 
-Why a family: every metric reads a model the same way within a family -- `mlm` fills a [MASK],
-`clm` scores a sentence left to right, `seq2seq` (BART) fills a <mask> by generating the sentence,
-`encoder` is a headless encoder (a sentence-transformers BERT such as all-MiniLM-L6-v2: no LM head,
-so only the embedding benchmarks apply) -- so the config says which one, and loading fails early, naming the model, when the checkpoint does
-not fit the family (a GPT-2 folder configured as mlm would otherwise come back with a random head).
+Loading fails early, naming the model, when the checkpoint does not fit the family (a GPT-2 folder configured
+as mlm would otherwise come back with a random head).
 
 Loading never runs hub code (`trust_remote_code=False`), reads local folders as safetensors only and
 never contacts the hub for them (`local_files_only=True`). Hub ids load safetensors only too (a pickled
@@ -18,246 +16,30 @@ Weights' dtype (`dtype`) and attention kernel (`attn_implementation`) are part o
 (the default) loads bfloat16 weights on a CUDA device that supports them and float32 anywhere else, whatever
 dtype the checkpoint was saved in (transformers 5 would otherwise follow the checkpoint's `dtype`: a hub
 Llama would load in bfloat16 on CPU, a tiny model in float32 on a GPU). It is separate from `precision`, the
-autocast of the scoring forward passes (lmbias.engine.scoring): bf16 weights halve the memory, autocast
+autocast of the scoring forward passes (lmbias.engine.batching): bf16 weights halve the memory, autocast
 alone does not. `attn_implementation` unset leaves transformers' choice (sdpa where the model supports it).
 
 `device_map` (with `max_memory`, `offload`, `offload_folder`) dispatches a model too large for one GPU over the
 node's devices through Accelerate's big-model loading, for scoring only: the model is then never moved (inputs go
-to its first module's device, lmbias.engine.scoring._model_device); weights on disk need the entry's consent
+to its first module's device, lmbias.engine.batching.model_device); weights on disk need the entry's consent
 (DiskOffloadError); fine-tuning such an entry is refused (DeviceMapTrainingError: FSDP shards it instead).
+
+A method's model (fine-tuned folder, LoRA adapter, fitted projection) loads through lmbias.engine.method_folders.
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
-import os
-import re
-from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 
-from lmbias.errors import ConfigError, DeviceMapTrainingError, DiskOffloadError
-from lmbias.engine.scoring import PRECISIONS
+from lmbias.engine.hub import recorded_commit, warn_unpinned
+from lmbias.engine.model_spec import DTYPES, FAMILIES, ModelSpec
+from lmbias.errors import ConfigError, DiskOffloadError
 
 log = logging.getLogger(__name__)
 
-FAMILIES = ("mlm", "clm", "seq2seq", "encoder")
-
-# `training` (defaults of the methods trained from this model) is checked by lmbias.registry, not here.
-# `snapshot` is set by the workflow, not the user: the folder a hub id was fetched into (lmbias.engine.hub).
-_KNOWN_KEYS = ("path", "hub_id", "family", "revision", "tiny", "precision", "dtype", "attn_implementation",
-               "allow_pickle", "training", "snapshot", "device_map", "max_memory", "offload", "offload_folder",
-               "max_tokens")
-#: models.<name>.device_map strategies (Accelerate's big-model loading); or an explicit {module: device} map.
-DEVICE_MAP_STRATEGIES = ("auto", "balanced", "balanced_low_0", "sequential")
-_DEVICE = re.compile(r"(cpu|disk|mps|cuda(:\d+)?|xpu(:\d+)?)")
-#: models.<name>.dtype: the weights' dtype at load. auto: bf16 on a CUDA device that supports it, else fp32.
-DTYPES = ("auto", "fp32", "bf16", "fp16")
+# a model entry's dtype (model_spec.DTYPES but auto) -> the torch dtype's name
 _TORCH_DTYPE_NAMES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
-#: models.<name>.attn_implementation: transformers 5's built-in kernels (hub kernel repos are not allowed:
-#: they run downloaded code). Unset: transformers' default (sdpa where the model supports it, else eager).
-ATTN_IMPLEMENTATIONS = ("eager", "sdpa", "flash_attention_2", "flash_attention_3", "flash_attention_4", "flex_attention")
-_COMMIT = re.compile(r"[0-9a-f]{40}")
-#: What a hub model's fetched folder records about its origin (written by lmbias.engine.hub.fetch_hub_model).
-SOURCE_FILE = "lmbias_source.json"
-
-
-@dataclass(frozen=True)
-class ModelSpec:
-    """One configured model. `source` is an absolute folder (is_local) or a hub id."""
-
-    name: str
-    family: str
-    source: str
-    revision: str | None
-    is_local: bool
-    tiny: bool = False  # built by the workflow's build_tiny_model rule
-    allow_pickle: bool = False  # hub ids: also accept pickled (.bin) weights
-    snapshot: str | None = None  # hub ids: the folder fetch_hub_model downloaded them into, read offline
-    dtype: str = "auto"  # the weights' dtype at load (DTYPES); see weights_dtype
-    attn_implementation: str | None = None  # ATTN_IMPLEMENTATIONS; None: transformers' default
-    # scoring over several devices (Accelerate's big-model loading): a strategy or ((module, device), ...)
-    device_map: str | tuple | None = None
-    max_memory: tuple | None = None  # ((device, size), ...)
-    offload: bool = False  # weights may go to disk (device_map "disk" entries)
-    offload_folder: str | None = None
-
-    @property
-    def build_target(self) -> str | None:
-        """The snakemake target that builds this model's folder (tiny models only)."""
-        return f"resources/models/{self.name}" if self.tiny else None
-
-
-def model_spec(name: str, entry: Mapping, root: str | os.PathLike | None = None) -> ModelSpec:
-    """Validate ``config["models"][name]`` and turn it into a ModelSpec.
-
-    Exactly one of `path` (a folder; relative paths are resolved against `root`, default the current
-    directory) and `hub_id`; `family` one of FAMILIES; `revision` a string when given. Errors are
-    ConfigErrors naming the key, e.g. ``models.tiny-bert.family``.
-    """
-    key = f"models.{name}"
-    if not isinstance(entry, Mapping):
-        raise ConfigError(f"{key}: expected a mapping with path|hub_id, family and revision, got {entry!r}")
-    unknown = sorted(set(entry) - set(_KNOWN_KEYS))
-    if unknown:
-        raise ConfigError(f"{key}.{unknown[0]}: unknown key (allowed: {', '.join(_KNOWN_KEYS)})")
-
-    has_path = entry.get("path") is not None
-    has_hub = entry.get("hub_id") is not None
-    if has_path == has_hub:
-        which = "both" if has_path else "neither"
-        raise ConfigError(f"{key}: exactly one of {key}.path and {key}.hub_id must be set ({which} is)")
-
-    family = entry.get("family")
-    if family is None:
-        raise ConfigError(f"{key}.family: missing (one of {', '.join(FAMILIES)})")
-    if family not in FAMILIES:
-        raise ConfigError(f"{key}.family: {family!r} is not one of {', '.join(FAMILIES)}")
-
-    precision = entry.get("precision", "auto")
-    if precision not in PRECISIONS:
-        raise ConfigError(f"{key}.precision: {precision!r} is not one of {', '.join(PRECISIONS)}")
-
-    dtype = entry.get("dtype", "auto")
-    if dtype not in DTYPES:
-        raise ConfigError(f"{key}.dtype: {dtype!r} is not one of {', '.join(DTYPES)} (the weights' dtype at load; "
-                          f"autocast is {key}.precision)")
-    attn = entry.get("attn_implementation")
-    if attn is not None and attn not in ATTN_IMPLEMENTATIONS:
-        raise ConfigError(f"{key}.attn_implementation: {attn!r} is not one of {', '.join(ATTN_IMPLEMENTATIONS)}")
-    if attn is not None and attn.startswith("flash_attention") and dtype == "fp32":
-        raise ConfigError(f"{key}.attn_implementation: {attn} runs in half precision only; it needs {key}.dtype "
-                          "auto (on a GPU), bf16 or fp16, not fp32")
-
-    # the scoring budget (lmbias.engine.scoring.run_batches); the workflow hands it to jobs as a resource
-    max_tokens = entry.get("max_tokens")
-    if max_tokens is not None and (isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1):
-        raise ConfigError(f"{key}.max_tokens: {max_tokens!r} is not a positive integer (padded tokens per forward pass)")
-
-    revision = entry.get("revision")
-    if revision is not None and not isinstance(revision, str):
-        raise ConfigError(f"{key}.revision: {revision!r} is not a string (quote commit hashes)")
-
-    allow_pickle = entry.get("allow_pickle", False)
-    if not isinstance(allow_pickle, bool):
-        raise ConfigError(f"{key}.allow_pickle: {allow_pickle!r} is not true or false")
-
-    tiny = entry.get("tiny")
-    if tiny is not None:
-        if not isinstance(tiny, Mapping):
-            raise ConfigError(f"{key}.tiny: expected a mapping with architecture, seed, planted_bias")
-        if not has_path:
-            raise ConfigError(f"{key}.tiny: a tiny model is built locally and needs {key}.path, not hub_id")
-
-    if has_path:
-        path = entry["path"]
-        if not isinstance(path, (str, os.PathLike)) or not str(path):
-            raise ConfigError(f"{key}.path: {path!r} is not a folder path")
-        folder = Path(path).expanduser()
-        if not folder.is_absolute():
-            folder = Path(root if root is not None else os.getcwd()) / folder
-        source = str(folder.resolve())
-    else:
-        source = entry["hub_id"]
-        if not isinstance(source, str) or not source.strip():
-            raise ConfigError(f"{key}.hub_id: {source!r} is not a hub id")
-    snapshot = entry.get("snapshot")
-    if snapshot is not None:
-        if has_path:
-            raise ConfigError(f"{key}.snapshot: only hub ids are fetched into a snapshot folder; this model has a path")
-        folder = Path(snapshot).expanduser()
-        snapshot = str((folder if folder.is_absolute() else Path(root if root is not None else os.getcwd()) / folder).resolve())
-    placement = _placement(key, entry, root)
-    return ModelSpec(name=name, family=family, source=source, revision=revision, is_local=has_path,
-                     tiny=tiny is not None, allow_pickle=allow_pickle, snapshot=snapshot, dtype=dtype,
-                     attn_implementation=attn, **placement)
-
-
-def _device_name(value, where: str) -> str | int:
-    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
-        return value  # a CUDA device index, as Accelerate takes it
-    if isinstance(value, str) and _DEVICE.fullmatch(value):
-        return value
-    raise ConfigError(f"{where}: {value!r} is not a device (cpu, disk, cuda, cuda:N, N, mps)")
-
-
-def _placement(key: str, entry: Mapping, root) -> dict:
-    """device_map, max_memory, offload, offload_folder of a model entry, checked (see load_model)."""
-    device_map = entry.get("device_map")
-    rest = [k for k in ("max_memory", "offload", "offload_folder") if entry.get(k) not in (None, False)]
-    if device_map is None:
-        if rest:
-            raise ConfigError(f"{key}.{rest[0]}: only applies with {key}.device_map (auto or a {{module: device}} map)")
-        return {}
-    if isinstance(device_map, str):
-        if device_map not in DEVICE_MAP_STRATEGIES:
-            raise ConfigError(f"{key}.device_map: {device_map!r} is not one of {', '.join(DEVICE_MAP_STRATEGIES)} "
-                              "or a {module: device} mapping")
-        resolved = device_map
-    elif isinstance(device_map, Mapping) and device_map:
-        resolved = tuple((str(module), _device_name(device, f"{key}.device_map.{module}"))
-                         for module, device in device_map.items())
-    else:
-        raise ConfigError(f"{key}.device_map: {device_map!r} is not a strategy ({', '.join(DEVICE_MAP_STRATEGIES)}) "
-                          "or a non-empty {module: device} mapping")
-    max_memory = entry.get("max_memory")
-    if max_memory is not None:
-        if not isinstance(max_memory, Mapping) or not max_memory:
-            raise ConfigError(f"{key}.max_memory: {max_memory!r} is not a {{device: size}} mapping (e.g. {{0: 70GiB, cpu: 100GiB}})")
-        for device, size in max_memory.items():
-            _device_name(device, f"{key}.max_memory")
-            if not (isinstance(size, str) and re.fullmatch(r"\d+(\.\d+)?\s*[KMGT]i?B", size.strip())
-                    or isinstance(size, int) and not isinstance(size, bool) and size > 0):
-                raise ConfigError(f"{key}.max_memory.{device}: {size!r} is not a size (bytes, or e.g. 70GiB, 500MB)")
-        max_memory = tuple((d, s) for d, s in max_memory.items())
-    offload = entry.get("offload", False)
-    if not isinstance(offload, bool):
-        raise ConfigError(f"{key}.offload: {offload!r} is not true or false")
-    folder = entry.get("offload_folder")
-    if folder is not None:
-        if not isinstance(folder, (str, os.PathLike)) or not str(folder):
-            raise ConfigError(f"{key}.offload_folder: {folder!r} is not a folder path")
-        folder = Path(folder).expanduser()
-        folder = str((folder if folder.is_absolute() else Path(root if root is not None else os.getcwd()) / folder).resolve())
-        offload = True
-    if isinstance(resolved, tuple) and not offload:
-        on_disk = [module for module, device in resolved if device == "disk"]
-        if on_disk:
-            raise DiskOffloadError(f"{key}.device_map.{on_disk[0]}: disk puts weights on disk, read back at every "
-                                   f"forward pass; allow it with {key}.offload: true (or {key}.offload_folder), or "
-                                   "give the module a device")
-    return {"device_map": resolved, "max_memory": max_memory, "offload": offload, "offload_folder": folder}
-
-
-def check_trainable(name: str, entry: Mapping, method: str | None = None) -> None:
-    """Fine-tuning refuses a model entry with a device_map (DeviceMapTrainingError): a model dispatched over
-    devices runs one device at a time, for scoring; FSDP shards a model too large for one GPU."""
-    if isinstance(entry, Mapping) and entry.get("device_map") is not None:
-        who = f"methods.{method} fine-tunes models.{name}, whose" if method else f"models.{name}:"
-        raise DeviceMapTrainingError(
-            f"{who} device_map is for scoring only (Accelerate's big-model loading runs the model one device at "
-            f"a time); to fine-tune a model larger than one GPU, shard it with FSDP (the method's "
-            f"training.distributed: fsdp) from a model entry without device_map (a second entry of the same weights "
-            f"may set device_map for scoring)")
-
-
-def read_source(folder: str | os.PathLike) -> dict:
-    """The SOURCE_FILE record of a fetched folder ({} when there is none)."""
-    import json
-
-    path = Path(folder) / SOURCE_FILE
-    return json.loads(path.read_text()) if path.is_file() else {}
-
-
-def recorded_commit(folder: str | os.PathLike) -> str:
-    """The hub commit a fetched folder's files came from ("" when it records none)."""
-    return str(read_source(folder).get("commit") or "")
-
-
-def is_pinned(revision: str | None) -> bool:
-    """True for a full commit hash: the only hub revision that always names the same weights."""
-    return bool(revision) and bool(_COMMIT.fullmatch(revision))
 
 
 def resolved_commit(model) -> str:
@@ -273,16 +55,6 @@ def _hub_commit(spec: ModelSpec) -> str:
     if isinstance(path, str) and Path(path).parent.parent.name == "snapshots":
         return Path(path).parent.name
     return ""
-
-
-def _warn_unpinned(spec: ModelSpec, commit: str) -> None:
-    if spec.is_local or is_pinned(spec.revision):
-        return
-    log.warning(
-        "models.%s: revision %r of %s is not a commit, so these numbers cannot be reproduced exactly once the "
-        "hub moves on; it resolved to commit %s (recorded in the summary's model_commit). Pin it: revision: %s",
-        spec.name, spec.revision or "main", spec.source, commit or "?", commit or "<commit>",
-    )
 
 
 def _weight_files(spec: ModelSpec) -> list[Path]:
@@ -617,7 +389,7 @@ def load_model(spec: ModelSpec, device: str = "cpu", torch_dtype=None, strict: b
             model.lmbias_commit = recorded_commit(spec.snapshot)
         else:
             model.lmbias_commit = _hub_commit(spec)
-        _warn_unpinned(spec, model.lmbias_commit)
+        warn_unpinned(spec, model.lmbias_commit)
 
     missing = sorted(k for k in info.get("missing_keys") or [] if not _unused_by_family(spec.family, k))
     if missing:
@@ -644,146 +416,7 @@ def mask_token(tokenizer, model_name: str | None = None) -> str:
     return str(token)
 
 
-# ------------------------------------------------------------------------------- methods' model folders
-
-_WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json")
-_TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "vocab.json", "spiece.model")
-
-
-#: peft's adapter folder: a LoRA method's model folder holds the adapter, not a copy of the base
-ADAPTER_CONFIG = "adapter_config.json"
-
-
-def _method_kind(method_dir) -> str:
-    """'base' (None), 'sentence_debias' (a fitted subspace), 'inlp' (a fitted projection matrix), 'adapter'
-    (a LoRA adapter in peft's format) or 'finetuned' (an HF model folder)."""
-    from lmbias.engine.debias_projection import INLP_FILE, SUBSPACE_FILE
-
-    if method_dir is None:
-        return "base"
-    folder = Path(method_dir)
-    if not folder.is_dir():
-        from lmbias.errors import DataError
-
-        raise DataError("method model folder not found", folder)
-    if (folder / SUBSPACE_FILE).is_file():
-        return "sentence_debias"
-    if (folder / INLP_FILE).is_file():
-        return "inlp"
-    if (folder / ADAPTER_CONFIG).is_file():
-        return "adapter"
-    return "finetuned"
-
-
-def _finetuned_spec(spec: ModelSpec, method_dir) -> ModelSpec:
-    """The fine-tuned folder as a local model of the base's family and name."""
-    from dataclasses import replace
-
-    from lmbias.errors import DataError
-
-    folder = Path(method_dir).resolve()
-    if not (folder / "config.json").is_file() or not any((folder / f).is_file() for f in _WEIGHT_FILES):
-        raise DataError(f"not a model folder of models.{spec.name}: config.json and model.safetensors are needed "
-                        f"(found: {', '.join(sorted(p.name for p in folder.iterdir())) or 'nothing'})", folder)
-    return replace(spec, source=str(folder), is_local=True, revision=None, tiny=False)
-
-
-def load_method_tokenizer(spec: ModelSpec, method_dir: str | os.PathLike | None):
-    """The tokenizer of a method's model: the fine-tuned folder's when it has one, else the base model's."""
-    if _method_kind(method_dir) == "finetuned" and any((Path(method_dir) / f).is_file() for f in _TOKENIZER_FILES):
-        return load_tokenizer(_finetuned_spec(spec, method_dir))
-    return load_tokenizer(spec)
-
-
-def load_method_model(spec: ModelSpec, method_dir: str | os.PathLike | None, device: str = "cpu", torch_dtype=None,
-                      strict: bool = True):
-    """(model, tokenizer) of a method, as load_model returns them.
-
-    `method_dir` None: the base model (`spec`). A folder with sentence_debias.safetensors: the base model with
-    the SentenceDebias projection installed as its sentence_debias.json's `application` says
-    (lmbias.engine.debias_projection). A folder with inlp.safetensors: the base model with INLP's projection
-    matrix applied to its final hidden states (the same hook). Any other folder: a fine-tuned
-    HF folder (config.json + model.safetensors [+ tokenizer]) loaded with the spec's family; its tokenizer,
-    or the base's when it has none. A folder with adapter_config.json: the base model (in its entry's dtype)
-    with the LoRA adapter's layers in place, unmerged (load_adapter). A missing folder or one without weights
-    is a DataError naming it.
-    """
-    kind = _method_kind(method_dir)
-    if kind == "base":
-        return load_model(spec, device=device, torch_dtype=torch_dtype, strict=strict)
-    if kind == "adapter":
-        model, tokenizer = load_model(spec, device=device, torch_dtype=torch_dtype, strict=strict)
-        return load_adapter(model, spec, method_dir), tokenizer
-    if kind == "sentence_debias":
-        from lmbias.engine.debias_projection import fitted_application, install_projection, load_subspace
-
-        components, info = load_subspace(method_dir)
-        application = fitted_application(method_dir, info)
-        base = info.get("base_model") or {}
-        if base.get("source") not in (None, spec.source) or base.get("family") not in (None, spec.family):
-            log.warning("%s was fitted on %s (%s), now applied to models.%s = %s (%s)", method_dir, base.get("source"),
-                        base.get("family"), spec.name, spec.source, spec.family)
-        model, tokenizer = load_model(spec, device=device, torch_dtype=torch_dtype, strict=strict)
-        install_projection(model, components, application)
-        return model, tokenizer
-    if kind == "inlp":
-        from lmbias.engine.debias_projection import install_projection_matrix, load_projection_matrix
-
-        matrix, info = load_projection_matrix(method_dir)
-        base = info.get("base_model") or {}
-        if base.get("source") not in (None, spec.source) or base.get("family") not in (None, spec.family):
-            log.warning("%s was fitted on %s (%s), now applied to models.%s = %s (%s)", method_dir, base.get("source"),
-                        base.get("family"), spec.name, spec.source, spec.family)
-        model, tokenizer = load_model(spec, device=device, torch_dtype=torch_dtype, strict=strict)
-        install_projection_matrix(model, matrix)
-        return model, tokenizer
-    tuned = _finetuned_spec(spec, method_dir)
-    if any((Path(tuned.source) / f).is_file() for f in _TOKENIZER_FILES):
-        return load_model(tuned, device=device, torch_dtype=torch_dtype, strict=strict)
-    return _load_weights_only(tuned, device, torch_dtype, strict), load_tokenizer(spec)
-
-
-@contextlib.contextmanager
-def quiet_peft():
-    """Without peft's expected warnings: transformers' deprecation of is_gradient_checkpointing (peft 0.21 still
-    calls it) and the fan_in_fan_out flag peft corrects itself per layer (GPT-2's Conv1D beside Linear layers)."""
-    import warnings
-
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message=r".*is_gradient_checkpointing.*", category=FutureWarning)
-        warnings.filterwarnings("ignore", message=r"fan_in_fan_out is set to .*", category=UserWarning)
-        yield
-
-
-def load_adapter(model, spec: ModelSpec, method_dir):
-    """`model` (the base, as loaded for `spec`) with the peft adapter of `method_dir` in place: the same model
-    object, its target layers computing W x + (alpha / r) B A x beside the frozen W (not merged, so the numbers
-    are the trained ones whatever the base's dtype), in eval mode. A base other than the one the adapter was
-    trained on (training.json: source, hub commit) is logged as a warning, as for SentenceDebias."""
-    import json
-
-    from peft import PeftModel
-
-    from lmbias.errors import DataError
-
-    folder = Path(method_dir)
-    record = {}
-    if (folder / "training.json").is_file():
-        record = json.loads((folder / "training.json").read_text())
-    trained_on = (record.get("base_model"), record.get("base_model_commit") or "")
-    now = (spec.source, resolved_commit(model))
-    if record and (trained_on[0] != now[0] or (trained_on[1] and now[1] and trained_on[1] != now[1])):
-        log.warning("%s: the adapter was trained on %s (commit %s), now applied to models.%s = %s (commit %s)",
-                    folder, trained_on[0], trained_on[1] or "-", spec.name, now[0], now[1] or "-")
-    try:
-        with quiet_peft():
-            peft_model = PeftModel.from_pretrained(model, str(folder), is_trainable=False)
-    except (OSError, ValueError, KeyError, RuntimeError) as exc:
-        raise DataError(f"cannot load the LoRA adapter onto models.{spec.name} ({spec.source}): {exc}", folder) from exc
-    return peft_model.get_base_model().eval()
-
-
-def _load_weights_only(spec: ModelSpec, device, torch_dtype, strict: bool):
+def load_weights_only(spec: ModelSpec, device, torch_dtype, strict: bool):
     """A local folder's weights without its tokenizer (a fine-tuned folder that reuses the base's)."""
     from transformers import AutoConfig
 

@@ -20,15 +20,9 @@ from typing import Sequence
 import numpy as np
 
 from lmbias.errors import ConfigError, DataError
-from lmbias.engine.scoring import (
-    EngineStats,
-    InfillIdsRequest,
-    MaskedIdsRequest,
-    infill_logprobs_ids,
-    masked_logprobs_ids,
-    naive_infill_logprobs_ids,
-    naive_masked_logprobs_ids,
-)
+from lmbias.engine.batching import EngineStats
+from lmbias.engine.oracles import naive_infill_logprobs_ids, naive_masked_logprobs_ids
+from lmbias.engine.scoring import InfillIdsRequest, MaskedIdsRequest, infill_logprobs_ids, masked_logprobs_ids
 
 FAMILIES = ("mlm", "seq2seq")
 

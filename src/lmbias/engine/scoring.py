@@ -7,35 +7,33 @@ Every such request goes through here, so speed and correctness live in one place
 * unique inputs are sorted by length and batched within a token budget (``max_tokens`` padded tokens per
   forward pass, a model's ``max_tokens`` in config.yaml; ``batch_size`` caps the rows), so padding stays small
   and a long input shares its pass with fewer others; out of CUDA memory, a batch is halved and the job goes
-  on (``run_batches``),
+  on (lmbias.engine.batching.run_batches),
 * the forward pass runs under ``torch.inference_mode()`` and, by default, bfloat16 autocast on GPU
-  (``scoring_precision``: a model's ``precision`` in config.yaml),
+  (lmbias.engine.batching.scoring_precision: a model's ``precision`` in config.yaml),
 * log-softmax in float64 over the gathered rows only: a difference of two float32 log-probabilities near
   -10 moves in steps of about 1e-6, which turns near-ties into exact ties (DA-Gender margins of 0.0),
 * for masked LMs the LM head is applied only at the positions asked for, not to every token,
 * results are scattered back to the caller's order.
 
-``naive_*`` functions do the same computation one sentence at a time with the model's full forward pass;
-tests assert the engine equals them to 1e-5, and ``bench/scoring_engine.py`` measures the speed-up.
+The ``naive_*`` functions of lmbias.engine.oracles do the same computation one sentence at a time with the
+model's full forward pass; tests assert the engine equals them to 1e-5, and ``bench/scoring_engine.py``
+measures the speed-up.
 """
 
 from __future__ import annotations
 
-import contextlib
-import contextvars
-import logging
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
 import numpy as np
 
-from lmbias import progress
-from lmbias.errors import ConfigError, DataError, ScoringOutOfMemoryError, TokenBudgetError
+from lmbias.engine.batching import EngineStats, autocast, model_device, pad, run_batches
+# rules/common.smk still imports DEFAULT_MAX_TOKENS from here: until it imports it from lmbias.engine.batching
+from lmbias.engine.batching import DEFAULT_MAX_TOKENS  # noqa: F401
+from lmbias.errors import ConfigError, DataError
 from lmbias.lazy import lazy_module
 
 torch = lazy_module("torch")  # imported on first use: DAG builds and metric jobs never need it
-
-log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -45,17 +43,6 @@ class MaskedRequest:
     text: str
     candidates: tuple[int, ...]
     mask_index: int = 0
-
-
-@dataclass
-class EngineStats:
-    """What a scoring call cost: requests asked, distinct inputs, forward passes (batches) issued, halvings."""
-
-    requests: int = 0
-    unique_inputs: int = 0
-    forward_passes: int = 0
-    sequences_run: int = 0
-    oom_halvings: int = 0  # batches halved after running out of CUDA memory (run_batches)
 
 
 def word_token_ids(tokenizer, word: str, after_space: bool = True) -> list[int]:
@@ -72,36 +59,7 @@ def _is_bare_space_token(tokenizer, token_id: int) -> bool:
     return token in ("Ġ", "▁", " ")
 
 
-#: auto: bfloat16 autocast on CUDA, float32 elsewhere; fp32: never autocast; bf16 / fp16: autocast on any device.
-PRECISIONS = ("auto", "fp32", "bf16", "fp16")
-_AUTOCAST_DTYPE = {"bf16": "bfloat16", "fp16": "float16"}  # torch dtype names (torch loads on first use)
-_PRECISION: contextvars.ContextVar[str] = contextvars.ContextVar("lmbias_scoring_precision", default="auto")
-
-
-@contextlib.contextmanager
-def scoring_precision(precision: str, key: str = "precision"):
-    """Run the engine's forward passes at `precision` inside this block (the scoring jobs set a model's
-    `precision`). float32 reproduces published numbers most closely; bfloat16 is about twice as fast on a
-    GPU and can flip decisions that hinge on tiny probability differences (ties, cut-offs)."""
-    if precision not in PRECISIONS:
-        raise ConfigError(f"{key}: {precision!r} is not one of {', '.join(PRECISIONS)}")
-    token = _PRECISION.set(precision)
-    try:
-        yield
-    finally:
-        _PRECISION.reset(token)
-
-
-def _autocast(device: torch.device):
-    precision = _PRECISION.get()
-    if precision == "auto":
-        precision = "bf16" if device.type == "cuda" else "fp32"
-    if precision == "fp32":
-        return contextlib.nullcontext()
-    return torch.autocast(device.type, dtype=getattr(torch, _AUTOCAST_DTYPE[precision]))
-
-
-def _mlm_head(model) -> Callable[[torch.Tensor], torch.Tensor] | None:
+def mlm_head(model) -> Callable[[torch.Tensor], torch.Tensor] | None:
     """The masked-LM head as a function of final hidden states, when the architecture exposes one.
 
     Applying the head only at masked positions avoids a (tokens x vocab) matmul per sentence. Unknown
@@ -133,163 +91,6 @@ def _encode_unique(tokenizer, texts: Sequence[str], max_length: int, what: str) 
         if len(ids) > max_length:
             raise DataError(f"{what}: input of {len(ids)} tokens exceeds max_length={max_length}: {text[:80]!r}")
     return encoded
-
-
-#: Padded tokens (rows x padded length) one forward pass may hold when nothing sets a budget: 64 rows of 128
-#: tokens, the engine's former row default at the benchmarks' usual max_length (a causal LM's logits for 8192
-#: tokens of a 32,000-word vocabulary: 1 GB in float32). A job sets a model's `max_tokens` (scoring_budget).
-DEFAULT_MAX_TOKENS = 8192
-
-
-class TokenBudget:
-    """The padded tokens a forward pass may hold, shared by every engine call of a job: halved for the rest of
-    the job when a batch runs out of CUDA memory (run_batches). `key` is the config key that set it, named in
-    its errors."""
-
-    def __init__(self, max_tokens: int, key: str = "max_tokens"):
-        if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
-            raise ConfigError(f"{key}: {max_tokens!r} must be a positive integer (padded tokens per forward pass)")
-        self.configured = max_tokens
-        self.max_tokens = max_tokens
-        self.key = key
-        self.halvings = 0
-
-    def __repr__(self) -> str:
-        return f"TokenBudget({self.max_tokens}, key={self.key!r}, halvings={self.halvings})"
-
-
-_BUDGET: contextvars.ContextVar[TokenBudget | None] = contextvars.ContextVar("lmbias_token_budget", default=None)
-
-
-@contextlib.contextmanager
-def scoring_budget(max_tokens: int | None, key: str = "max_tokens"):
-    """Every engine call inside this block batches within `max_tokens` padded tokens per forward pass (None:
-    DEFAULT_MAX_TOKENS), one budget for the block: a halving after an out-of-memory error holds for the calls
-    that follow. Yields the TokenBudget (its `halvings` and final `max_tokens` go to the job's timing file)."""
-    budget = TokenBudget(DEFAULT_MAX_TOKENS if max_tokens is None else max_tokens, key)
-    token = _BUDGET.set(budget)
-    try:
-        yield budget
-    finally:
-        _BUDGET.reset(token)
-
-
-def _budget(max_tokens: int | None) -> TokenBudget:
-    """An explicit `max_tokens` argument, else the enclosing scoring_budget's, else the default."""
-    if max_tokens is not None:
-        return TokenBudget(max_tokens)
-    return _BUDGET.get() or TokenBudget(DEFAULT_MAX_TOKENS)
-
-
-def _width(batch: list[int], lengths: list) -> int:
-    """Padded length of a batch: the longest input; for (encoder, decoder) pairs, the longest of each, summed."""
-    first = lengths[batch[0]]
-    if isinstance(first, tuple):
-        return sum(max(lengths[i][k] for i in batch) for k in range(len(first)))
-    return max(lengths[i] for i in batch)
-
-
-def _take(order: list[int], start: int, lengths: list, batch_size: int, max_tokens: int) -> list[int]:
-    """The next batch of `order` from `start`: at least one input, at most batch_size, at most max_tokens padded."""
-    batch = [order[start]]
-    widest = lengths[order[start]]
-    paired = isinstance(widest, tuple)
-    for idx in order[start + 1:]:
-        if len(batch) >= batch_size:
-            break
-        wider = tuple(map(max, widest, lengths[idx])) if paired else max(widest, lengths[idx])
-        if (sum(wider) if paired else wider) * (len(batch) + 1) > max_tokens:
-            break
-        batch.append(idx)
-        widest = wider
-    return batch
-
-
-def _oom_errors() -> tuple[type, ...]:
-    """CUDA's out-of-memory error (torch.OutOfMemoryError since torch 2.5; torch.cuda's name before)."""
-    return tuple({getattr(torch, "OutOfMemoryError", None) or torch.cuda.OutOfMemoryError})
-
-
-def run_batches(order: list[int], lengths: list, batch_size: int, run: Callable[[list[int]], None],
-                max_tokens: int | None = None, stats: EngineStats | None = None, what: str = "scoring") -> None:
-    """Call `run(batch)` for consecutive slices of `order` (sorted by length): each at most batch_size inputs
-    and at most the token budget's padded tokens (rows x longest input; `lengths` may hold (encoder, decoder)
-    pairs), one input alone when it fills the budget by itself.
-
-    Out of CUDA memory, the failed batch's half becomes the budget for the rest of the job, logged as a
-    warning, and the batch runs again in smaller pieces: `run` must store its results only once the batch has
-    gone through. An input longer than the configured budget is a TokenBudgetError naming its key; a single
-    input that runs out of memory alone a ScoringOutOfMemoryError. Every forward pass of the engine comes from
-    here, so this is where a job's progress bar (lmbias.progress.job_progress) learns of inputs run."""
-    budget = _budget(max_tokens)
-    if order:
-        longest = max(order, key=lambda i: _width([i], lengths))
-        width = _width([longest], lengths)
-        if width > budget.configured:
-            raise TokenBudgetError(f"{budget.key}: {what}: an input of {width} tokens is longer than the budget of "
-                                   f"{budget.configured} padded tokens per forward pass; raise {budget.key} to at "
-                                   f"least {width} (or shorten the inputs: the benchmark's scoring.max_length)")
-    progress.expect(len(order))
-    start = 0
-    while start < len(order):
-        batch = _take(order, start, lengths, batch_size, budget.max_tokens)
-        failed = None
-        try:
-            run(batch)
-        except _oom_errors() as err:
-            failed = (len(batch), _width(batch, lengths), str(err).splitlines()[0] if str(err) else "")
-        if failed is None:
-            start += len(batch)
-            progress.advance(len(batch))
-            continue
-        rows, width, message = failed
-        if rows == 1:
-            raise ScoringOutOfMemoryError(
-                f"{what}: out of CUDA memory on a single input of {width} tokens ({budget.key} now {budget.max_tokens}, "
-                f"after {budget.halvings} halving(s)); it needs a larger GPU, lower-precision weights (dtype) or "
-                f"shorter inputs. CUDA said: {message}")
-        budget.max_tokens = ((rows + 1) // 2) * width
-        budget.halvings += 1
-        if stats is not None:
-            stats.oom_halvings += 1
-        log.warning("%s: out of CUDA memory on a batch of %d x %d tokens; halved: %s now %d padded tokens per "
-                    "forward pass (halving %d)", what, rows, width, budget.key, budget.max_tokens, budget.halvings)
-        if torch.cuda.is_available():
-            torch.cuda.empty_cache()
-
-
-def _pad(seqs: list[list[int]], pad_id: int, device, width: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-    """Right-padded ids and attention mask, `width` columns (default: the longest sequence)."""
-    width = max(len(s) for s in seqs) if width is None else width
-    ids = torch.full((len(seqs), width), pad_id, dtype=torch.long)
-    mask = torch.zeros((len(seqs), width), dtype=torch.long)
-    for row, seq in enumerate(seqs):
-        ids[row, : len(seq)] = torch.tensor(seq, dtype=torch.long)
-        mask[row, : len(seq)] = 1
-    return ids.to(device), mask.to(device)
-
-
-def _model_device(model) -> torch.device:
-    """Where the engine puts a model's inputs: its parameters' device, or for a model dispatched over devices
-    (models.<name>.device_map) the device its first module runs on (input_device)."""
-    inner = getattr(model, "inner", model)  # behind Self-Debias' wrapper
-    device_map = getattr(inner, "hf_device_map", None)
-    if device_map:
-        return torch.device(input_device(device_map))
-    return next(model.parameters()).device
-
-
-def input_device(device_map: dict) -> str:
-    """The device a model dispatched by Accelerate (`hf_device_map`) takes its inputs on: its first module's,
-    or, when that module is offloaded (cpu, disk), Accelerate's main device (the first accelerator in the map;
-    cpu when there is none), where offloaded modules run."""
-    def name(device):
-        return f"cuda:{device}" if isinstance(device, int) else str(device)
-
-    devices = [name(d) for d in device_map.values()]
-    if devices[0] not in ("cpu", "disk"):
-        return devices[0]
-    return next((d for d in devices if d not in ("cpu", "disk")), "cpu")
 
 
 def masked_logprobs(
@@ -325,18 +126,6 @@ def masked_logprobs(
                                max_tokens=max_tokens, stats=stats)
 
 
-def naive_masked_logprobs(model, tokenizer, requests: Sequence[MaskedRequest]) -> list[np.ndarray]:
-    """Reference implementation: one full forward pass per request, no batching, no dedup."""
-    out = []
-    with torch.inference_mode():
-        for req in requests:
-            enc = tokenizer(req.text, return_tensors="pt").to(_model_device(model))
-            positions = (enc["input_ids"][0] == tokenizer.mask_token_id).nonzero().flatten().tolist()
-            logits = model(**enc).logits[0, positions[req.mask_index]]
-            out.append(torch.log_softmax(logits.double(), -1)[list(req.candidates)].cpu().numpy())
-    return out
-
-
 #: How a causal LM's sentence is conditioned (benchmarks' `scoring.clm_context`):
 #: bos -- every token after a leading start token (BOS, or EOS where there is none: GPT-2's <|endoftext|>);
 #: bias_bench -- bias-bench's generative CrowS-Pairs and StereoSet runners: the first token read from the
@@ -362,7 +151,7 @@ def clm_start_id(tokenizer) -> int:
     return int(start)
 
 
-def _clm_inputs(tokenizer, texts: Sequence[str], max_length: int, context: str = "bos") -> list[list[int]]:
+def clm_inputs(tokenizer, texts: Sequence[str], max_length: int, context: str = "bos") -> list[list[int]]:
     """Causal-LM inputs: a leading BOS (GPT-2's <|endoftext|>) so the first word is scored too; context
     bias_bench: the sentence's tokens alone (its first token is read after the start token separately)."""
     encoded = tokenizer(list(texts), add_special_tokens=False)["input_ids"]
@@ -378,14 +167,14 @@ def _clm_inputs(tokenizer, texts: Sequence[str], max_length: int, context: str =
     return seqs
 
 
-def _sentence_alone(model):
+def sentence_alone(model):
     """The model as it reads a sentence without a start token. A Self-Debias wrapper (lmbias.engine.self_debias)
     then puts its prefix before the sentence rather than in the start token's place."""
     prepending = getattr(model, "prepending_prefix", None)
     return prepending() if callable(prepending) else model
 
 
-def _start_logprobs(model, tokenizer, device) -> torch.Tensor:
+def start_logprobs(model, tokenizer, device) -> torch.Tensor:
     """log p(first token | start token) over the vocabulary (float64): one forward pass of the start token."""
     ids = torch.tensor([[clm_start_id(tokenizer)]], dtype=torch.long, device=device)
     logits = model(input_ids=ids, attention_mask=torch.ones_like(ids)).logits[0, 0]
@@ -408,11 +197,11 @@ def sentence_logprobs(
     if context not in CLM_CONTEXTS:
         raise ConfigError(f"sentence scoring: context {context!r} is not one of {', '.join(CLM_CONTEXTS)}")
     stats = stats if stats is not None else EngineStats()
-    device = _model_device(model)
+    device = model_device(model)
     unique: dict[str, int] = {}
     for text in texts:
         unique.setdefault(text, len(unique))
-    seqs = _clm_inputs(tokenizer, list(unique), max_length, context)
+    seqs = clm_inputs(tokenizer, list(unique), max_length, context)
     lengths = [len(s) for s in seqs]
     order = sorted(range(len(seqs)), key=lambda i: (lengths[i], i))
     head = np.zeros(len(seqs), dtype=np.float64)  # bias_bench: log p(first token | start token)
@@ -420,7 +209,7 @@ def sentence_logprobs(
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
 
     def run(batch):
-        ids, attn = _pad([seqs[i] for i in batch], pad_id, device)
+        ids, attn = pad([seqs[i] for i in batch], pad_id, device)
         logits = scorer(input_ids=ids, attention_mask=attn).logits
         target = ids[:, 1:]
         values = []
@@ -435,35 +224,18 @@ def sentence_logprobs(
         stats.sequences_run += len(batch)
 
     scorer = model
-    with torch.inference_mode(), _autocast(device):
+    with torch.inference_mode(), autocast(device):
         if context == "bias_bench":
-            first = _start_logprobs(model, tokenizer, device).cpu()
+            first = start_logprobs(model, tokenizer, device).cpu()
             stats.forward_passes += 1
             stats.sequences_run += 1
             for uid, seq in enumerate(seqs):
                 head[uid] = float(first[seq[0]])
-            scorer = _sentence_alone(model)
+            scorer = sentence_alone(model)
         run_batches(order, lengths, batch_size, run, max_tokens, stats, "sentence scoring")
     stats.requests += len(texts)
     stats.unique_inputs += len(seqs)
     return np.array([totals[unique[t]] for t in texts], dtype=np.float64)
-
-
-def naive_sentence_logprobs(model, tokenizer, texts: Sequence[str], context: str = "bos") -> np.ndarray:
-    out = []
-    device = _model_device(model)
-    with torch.inference_mode():
-        for text in texts:
-            ids = torch.tensor([_clm_inputs(tokenizer, [text], 10**9, context)[0]], device=device)
-            head = 0.0
-            if context == "bias_bench":
-                head = float(_start_logprobs(model, tokenizer, device)[ids[0, 0]])
-                logits = _sentence_alone(model)(input_ids=ids).logits[0, :-1].double()
-            else:
-                logits = model(input_ids=ids).logits[0, :-1].double()
-            lp = torch.log_softmax(logits, -1).gather(-1, ids[0, 1:].unsqueeze(-1)).sum()
-            out.append(head + float(lp))
-    return np.array(out, dtype=np.float64)
 
 
 @dataclass(frozen=True)
@@ -486,7 +258,7 @@ def _seq2seq_pairs(tokenizer, requests: Sequence[InfillRequest], max_length: int
     return enc, prefixes
 
 
-def _decoder_prefix(model, tokenizer, prefix_ids: list[int]) -> list[int]:
+def decoder_prefix(model, tokenizer, prefix_ids: list[int]) -> list[int]:
     """BART's decoder starts with </s> then <s> (decoder_start_token_id, then the BOS of the labels)."""
     start = model.config.decoder_start_token_id
     bos = tokenizer.bos_token_id
@@ -505,11 +277,11 @@ def infill_logprobs(
 ) -> list[np.ndarray]:
     """log p(candidate) as the next decoder token of an encoder-decoder LM (BART text infilling)."""
     stats = stats if stats is not None else EngineStats()
-    device = _model_device(model)
+    device = model_device(model)
     enc, prefixes = _seq2seq_pairs(tokenizer, requests, max_length)
     keys: dict[tuple[tuple[int, ...], tuple[int, ...]], int] = {}
     for e, p in zip(enc, prefixes):
-        keys.setdefault((tuple(e), tuple(_decoder_prefix(model, tokenizer, p))), len(keys))
+        keys.setdefault((tuple(e), tuple(decoder_prefix(model, tokenizer, p))), len(keys))
     unique = list(keys)
     lengths = [(len(e), len(d)) for e, d in unique]
     order = sorted(range(len(unique)), key=lambda i: (sum(lengths[i]), i))
@@ -517,8 +289,8 @@ def infill_logprobs(
     results: dict[int, torch.Tensor] = {}
 
     def run(batch):
-        enc_ids, enc_attn = _pad([list(unique[i][0]) for i in batch], pad_id, device)
-        dec_ids, dec_attn = _pad([list(unique[i][1]) for i in batch], pad_id, device)
+        enc_ids, enc_attn = pad([list(unique[i][0]) for i in batch], pad_id, device)
+        dec_ids, dec_attn = pad([list(unique[i][1]) for i in batch], pad_id, device)
         logits = model(
             input_ids=enc_ids, attention_mask=enc_attn, decoder_input_ids=dec_ids, decoder_attention_mask=dec_attn
         ).logits
@@ -530,27 +302,14 @@ def infill_logprobs(
         stats.forward_passes += 1
         stats.sequences_run += len(batch)
 
-    with torch.inference_mode(), _autocast(device):
+    with torch.inference_mode(), autocast(device):
         run_batches(order, lengths, batch_size, run, max_tokens, stats, "infill scoring")
     stats.requests += len(requests)
     stats.unique_inputs += len(unique)
     out = []
     for req, e, p in zip(requests, enc, prefixes):
-        uid = keys[(tuple(e), tuple(_decoder_prefix(model, tokenizer, p)))]
+        uid = keys[(tuple(e), tuple(decoder_prefix(model, tokenizer, p)))]
         out.append(results[uid][list(req.candidates)].numpy().astype(np.float64))
-    return out
-
-
-def naive_infill_logprobs(model, tokenizer, requests: Sequence[InfillRequest]) -> list[np.ndarray]:
-    out = []
-    device = _model_device(model)
-    with torch.inference_mode():
-        for req in requests:
-            enc = tokenizer(req.masked_text, return_tensors="pt").to(device)
-            prefix = tokenizer(req.prefix, add_special_tokens=False)["input_ids"]
-            dec = torch.tensor([_decoder_prefix(model, tokenizer, prefix)], device=device)
-            logits = model(**enc, decoder_input_ids=dec).logits[0, -1].double()
-            out.append(torch.log_softmax(logits, -1)[list(req.candidates)].cpu().numpy())
     return out
 
 
@@ -597,7 +356,7 @@ def masked_logprobs_ids(
 ) -> list[np.ndarray]:
     """log p(candidate) at `position` of each request's ids, for masked LMs. One array per request."""
     stats = stats if stats is not None else EngineStats()
-    device = _model_device(model)
+    device = model_device(model)
     unique: dict[tuple[int, ...], int] = {}
     for req in requests:
         if not 0 <= req.position < len(req.input_ids):
@@ -612,14 +371,14 @@ def masked_logprobs_ids(
     needed: dict[int, dict[int, set[int]]] = {}
     for req in requests:
         needed.setdefault(unique[tuple(req.input_ids)], {}).setdefault(req.position, set()).update(req.candidates)
-    head = _mlm_head(model)
+    head = mlm_head(model)
     lengths = [len(s) for s in seqs]
     order = sorted(range(len(seqs)), key=lambda i: (lengths[i], i))
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
     results: dict[tuple[int, int], dict[int, float]] = {}
 
     def run(batch):
-        ids, attn = _pad([seqs[i] for i in batch], pad_id, device)
+        ids, attn = pad([seqs[i] for i in batch], pad_id, device)
         rows, cols, keys, cands = _positions_to_read(batch, needed)
         if hasattr(model, "logits_at"):
             logits = model.logits_at(ids, attn, rows, cols)
@@ -633,7 +392,7 @@ def masked_logprobs_ids(
         stats.forward_passes += 1
         stats.sequences_run += len(batch)
 
-    with torch.inference_mode(), _autocast(device):
+    with torch.inference_mode(), autocast(device):
         run_batches(order, lengths, batch_size, run, max_tokens, stats, "masked scoring")
     stats.requests += len(requests)
     stats.unique_inputs += len(seqs)
@@ -653,18 +412,6 @@ def _keep_candidates(results: dict, logprobs: torch.Tensor, keys: list, cands: l
     picked = logprobs.gather(1, index).cpu().tolist()
     for key, wanted, values in zip(keys, cands, picked):
         results[key] = dict(zip(wanted, values))
-
-
-def naive_masked_logprobs_ids(model, tokenizer, requests: Sequence[MaskedIdsRequest]) -> list[np.ndarray]:
-    """Reference for masked_logprobs_ids: one full forward pass per request."""
-    out = []
-    device = _model_device(model)
-    with torch.inference_mode():
-        for req in requests:
-            ids = torch.tensor([list(req.input_ids)], device=device)
-            logits = model(input_ids=ids).logits[0, req.position].double()
-            out.append(torch.log_softmax(logits, -1)[list(req.candidates)].cpu().numpy())
-    return out
 
 
 @dataclass(frozen=True)
@@ -707,7 +454,7 @@ def infill_logprobs_ids(
     a sentence, costs one decoder pass per encoder input.
     """
     stats = stats if stats is not None else EngineStats()
-    device = _model_device(model)
+    device = model_device(model)
     by_encoder: dict[tuple[int, ...], set[tuple[int, ...]]] = {}
     for req in requests:
         if not req.decoder_ids:
@@ -738,15 +485,15 @@ def infill_logprobs_ids(
     results: dict[tuple[int, int], dict[int, float]] = {}
 
     def run(batch):
-        enc_ids, enc_attn = _pad([list(runs[i][0]) for i in batch], pad_id, device)
-        dec_ids, dec_attn = _pad([list(runs[i][1]) for i in batch], pad_id, device)
+        enc_ids, enc_attn = pad([list(runs[i][0]) for i in batch], pad_id, device)
+        dec_ids, dec_attn = pad([list(runs[i][1]) for i in batch], pad_id, device)
         rows, cols, keys, cands = _positions_to_read(batch, needed)
         logits = _seq2seq_logits_at(model, enc_ids, enc_attn, dec_ids, dec_attn, rows, cols)
         _keep_candidates(results, torch.log_softmax(logits.double(), -1), keys, cands)
         stats.forward_passes += 1
         stats.sequences_run += len(batch)
 
-    with torch.inference_mode(), _autocast(device):
+    with torch.inference_mode(), autocast(device):
         run_batches(order, lengths, batch_size, run, max_tokens, stats, "infill scoring")
     stats.requests += len(requests)
     stats.unique_inputs += len(runs)
@@ -756,16 +503,3 @@ def infill_logprobs_ids(
         values = results[(served_by[key], len(req.decoder_ids) - 1)]
         out_list.append(np.array([values[c] for c in req.candidates], dtype=np.float64))
     return out_list
-
-
-def naive_infill_logprobs_ids(model, tokenizer, requests: Sequence[InfillIdsRequest]) -> list[np.ndarray]:
-    """Reference for infill_logprobs_ids: one full forward pass per request."""
-    out = []
-    device = _model_device(model)
-    with torch.inference_mode():
-        for req in requests:
-            enc = torch.tensor([list(req.encoder_ids)], device=device)
-            dec = torch.tensor([list(req.decoder_ids)], device=device)
-            logits = model(input_ids=enc, decoder_input_ids=dec).logits[0, -1].double()
-            out.append(torch.log_softmax(logits, -1)[list(req.candidates)].cpu().numpy())
-    return out

@@ -201,7 +201,7 @@ class SelfDebiasingLM:
         return self.forward(*args, **kwargs)
 
     # The engine reads config (model_type, vocab size) like a plain model's; it never applies an LM head
-    # itself (scoring._mlm_head checks `rescales_output`), since the rescaling needs whole distributions.
+    # itself (scoring.mlm_head checks `rescales_output`), since the rescaling needs whole distributions.
     rescales_output = True
 
     @property
@@ -253,10 +253,10 @@ class SelfDebiasingLM:
 
     def logits_at(self, input_ids, attention_mask, rows, cols):
         """log p_debiased at the (row, col) pairs only: for masked LMs whose head the engine knows, the head runs
-        at those positions alone (lmbias.engine.scoring._mlm_head), not over every token of both inputs."""
-        from lmbias.engine.scoring import _mlm_head
+        at those positions alone (lmbias.engine.scoring.mlm_head), not over every token of both inputs."""
+        from lmbias.engine.scoring import mlm_head
 
-        head = _mlm_head(self.inner)
+        head = mlm_head(self.inner)
         if head is None:
             return self.forward(input_ids, attention_mask).logits[rows, cols]
         regular, prefixed = self._prefixed(input_ids, attention_mask, None)

@@ -10,38 +10,30 @@ direction of every metric is known in advance.
 Same arguments -> byte-identical files (weights and tokenizer): the seed fixes torch's, numpy's and
 Python's RNGs, the BPE merges come from the deterministic ``tokenizers`` trainer, and the output is
 written to a temporary folder that replaces ``out_dir`` in one rename.
+
+Here: each architecture's tokenizer, config and model class, and the build (``python -m lmbias.engine.tiny``,
+rule build_tiny_model). The word list is lmbias.engine.tiny_vocab's, the planting lmbias.engine.planted_bias's.
 """
 
 from __future__ import annotations
 
-import csv
 import hashlib
 import json
 import logging
 import os
 import random
-import re
 import time
-from collections import Counter
 from pathlib import Path
 
-from lmbias.errors import ConfigError, DataError
+from lmbias.engine.planted_bias import PLANTABLE, plant_bias
+from lmbias.engine.tiny_vocab import DEFAULT_WORDS, WORD_LIST_HEADER, derive_word_list, load_word_list, write_word_list
+from lmbias.errors import ConfigError
 from lmbias.io import atomic_folder
 
 log = logging.getLogger(__name__)
 
 ARCHITECTURES = ("bert", "roberta", "gpt2", "bart", "llama")
 FAMILY_OF = {"bert": "mlm", "roberta": "mlm", "gpt2": "clm", "bart": "seq2seq", "llama": "clm"}
-#: Architectures whose output logits plant_bias can raise (exactly; llama: within LLAMA_PLANT_TOLERANCE).
-PLANTABLE = ("bert", "roberta", "gpt2", "bart", "llama")
-
-#: A Llama-like decoder's planted logit offset is delta * rho with LLAMA_PLANT_TOLERANCE >= 1 - rho >= 0 (never
-#: more than delta). Measured on the tiny Llama (seed 0) at every token of real benchmark sentences (CrowS-Pairs
-#: gender, WinoBias dev, 300 GAP texts; 69k positions): 1 - rho at most 2.0e-3, 5e-4 on average; see plant_bias.
-LLAMA_PLANT_TOLERANCE = 0.005
-
-#: Default word list: resources/vocab/tiny_words.txt of this repository (the package is installed editable).
-DEFAULT_WORDS = Path(__file__).resolve().parents[3] / "resources" / "vocab" / "tiny_words.txt"
 
 #: Size of every tiny model: enough to run, small enough for a 2-core CI machine.
 TINY_SIZE = {
@@ -63,161 +55,6 @@ LLAMA_SPECIALS = ("<unk>", "<s>", "</s>")  # ids 0..2 as in Llama 2; <s> is BOS 
 #: Characters the uncased WordPiece vocabulary always holds (alone and as ##continuation), so any ASCII
 #: text and common typographic punctuation tokenise without [UNK].
 _EXTRA_CHARS = "\u2018\u2019\u201c\u201d\u2013\u2014\u2026\u00ab\u00bb\u00b0\u00a3\u20ac\u00a7\u00df"
-
-
-# --------------------------------------------------------------------------------------------------
-# Word list
-
-
-def load_word_list(path: str | os.PathLike | None = None) -> list[str]:
-    """Read a word list: one word per line, ``#`` lines and blank lines ignored.
-
-    A word with whitespace or a repeated word is a DataError naming file and line.
-    """
-    path = Path(path) if path is not None else DEFAULT_WORDS
-    if not path.is_file():
-        raise DataError("word list not found", path)
-    words: list[str] = []
-    seen: dict[str, int] = {}
-    with open(path, encoding="utf-8") as handle:
-        for lineno, raw in enumerate(handle, start=1):
-            line = raw.rstrip("\n").rstrip("\r")
-            if not line.strip() or line.startswith("#"):
-                continue
-            word = line.strip()
-            if any(ch.isspace() for ch in word):
-                raise DataError(f"a word may not contain whitespace: {word!r}", path, lineno)
-            if word in seen:
-                raise DataError(f"{word!r} repeats line {seen[word]}", path, lineno)
-            seen[word] = lineno
-            words.append(word)
-    if not words:
-        raise DataError("word list is empty", path)
-    return words
-
-
-#: Project-authored core vocabulary (lower case; the word list also holds each one Capitalised).
-CORE_WORDS: tuple[str, ...] = tuple(
-    """
-    he she him her his hers himself herself they them their theirs themselves themself it its itself
-    i me my mine myself we us our ours ourselves you your yours yourself yourselves
-    someone somebody anyone anybody everyone everybody nobody person people who whom whose
-    man woman men women boy girl boys girls father mother fathers mothers son daughter sons daughters
-    brother sister brothers sisters husband wife husbands wives uncle aunt uncles aunts nephew niece
-    nephews nieces grandfather grandmother grandson granddaughter grandpa grandma king queen kings queens
-    prince princess lord lady gentleman gentlemen ladies sir madam mr mrs ms miss male female males
-    females masculine feminine boyfriend girlfriend groom bride dad mom mum daddy mommy papa mama guy
-    guys gal lad lass actor actress waiter waitress host hostess hero heroine steward stewardess
-    chairman chairwoman spokesman spokeswoman businessman businesswoman policeman policewoman fireman
-    salesman saleswoman congressman congresswoman monk nun priest priestess god goddess emperor empress
-    duke duchess widower widow bachelor fiance fiancee paternal maternal patriarch matriarch
-    masculinity femininity manhood womanhood brotherhood sisterhood gender sex
-    alice bob carol dave eve frank grace henry james john mary patricia robert jennifer michael linda
-    william elizabeth david barbara richard susan joseph jessica thomas sarah charles karen paul lisa
-    mike amy kevin donna steve diana greg kate jeff ann bill joan emily emma olivia sophia noah liam
-    doctor nurse engineer teacher lawyer scientist programmer homemaker secretary surgeon pilot
-    professor student manager assistant receptionist librarian hairdresser mechanic carpenter
-    """.split()
-)
-
-_WORD_RE = re.compile(r"[^\W\d_]+")
-
-
-def _words_in(text: str) -> list[str]:
-    return _WORD_RE.findall(text)
-
-
-def _benchmark_texts(data_dir: Path):
-    """Yield the benchmark texts the tiny vocabulary must cover (read in place, never copied)."""
-    wino = data_dir / "winobias"
-    for path in sorted(wino.glob("*.txt.dev")):
-        yield path.read_text(encoding="utf-8")
-    for name in ("male_occupations.txt", "female_occupations.txt", "extra_gendered_words.txt", "generalized_swaps.txt"):
-        if (wino / name).is_file():
-            yield (wino / name).read_text(encoding="utf-8")
-    bec = data_dir / "bec_pro"
-    for name in ("BEC-Pro_EN.tsv", "BEC-Pro_DE.tsv"):
-        if (bec / name).is_file():
-            with open(bec / name, encoding="utf-8", newline="") as handle:
-                for row in csv.DictReader(handle, delimiter="\t"):
-                    yield " ".join(row.get(k) or "" for k in ("Sentence", "Person", "Profession"))
-    if (bec / "professions_US_DE.tsv").is_file():
-        with open(bec / "professions_US_DE.tsv", encoding="utf-8", newline="") as handle:
-            for row in csv.DictReader(handle, delimiter="\t"):
-                yield " ".join(row.get(k) or "" for k in ("simplified_professions", "german_m", "german_f"))
-    for path in sorted((data_dir / "seat").glob("*.jsonl")):
-        tests = json.loads(path.read_text(encoding="utf-8"))
-        for part in tests.values():
-            yield " ".join(part.get("examples", []))
-    crows = data_dir / "crows_pairs" / "crows_pairs_anonymized.csv"
-    if crows.is_file():
-        with open(crows, encoding="utf-8", newline="") as handle:
-            for row in csv.DictReader(handle):
-                if row.get("bias_type") == "gender":
-                    yield row["sent_more"] + " " + row["sent_less"]
-
-
-def _gap_texts(data_dir: Path):
-    for path in sorted((data_dir / "gap").glob("gap-*.tsv")):
-        with open(path, encoding="utf-8", newline="") as handle:
-            for row in csv.DictReader(handle, delimiter="\t"):
-                yield row.get("Text") or ""
-
-
-def _forms(word: str) -> list[str]:
-    return sorted({word, word.lower()})
-
-
-def derive_word_list(data_dir: str | os.PathLike, max_words: int = 6000, gap: bool = True) -> list[str]:
-    """Derive the tiny-model word list (how resources/vocab/tiny_words.txt was made).
-
-    1. CORE_WORDS, each lower-case and Capitalised (always kept);
-    2. every word (regex ``[^\\W\\d_]+``, frequency >= 1) of the WinoBias dev sentences and word lists,
-       BEC-Pro EN/DE sentences, persons and professions, SEAT examples and CrowS-Pairs gender rows,
-       each as seen and lower-cased (most frequent first if they exceed ``max_words``);
-    3. when ``gap``: the most frequent GAP words (same forms) until ``max_words`` forms.
-    The result is sorted by code point.
-    """
-    data_dir = Path(data_dir)
-    chosen: set[str] = set()
-    for word in CORE_WORDS:
-        chosen.update({word, word[:1].upper() + word[1:]})
-
-    def add_by_frequency(texts):
-        counts: Counter[str] = Counter()
-        for text in texts:
-            counts.update(_words_in(text))
-        for word, _ in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])):
-            forms = [f for f in _forms(word) if f not in chosen]
-            if len(chosen) + len(forms) > max_words:
-                break
-            chosen.update(forms)
-
-    add_by_frequency(_benchmark_texts(data_dir))
-    if gap:
-        add_by_frequency(_gap_texts(data_dir))
-    return sorted(chosen)
-
-
-def write_word_list(words: list[str], path: str | os.PathLike, header: list[str] | tuple[str, ...] = ()) -> Path:
-    """Write a word list (``#`` header lines, then one word per line), atomically."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    text = "".join(f"# {line}\n" for line in header) + "".join(f"{w}\n" for w in words)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
-    return path
-
-
-WORD_LIST_HEADER = (
-    "lmbias tiny-model vocabulary: one word form per line, sorted by code point; lines starting with # are ignored.",
-    "Project-authored. Made by `python -m lmbias.engine.tiny derive-words --data-dir ../shared/data --out <this file>`",
-    "(lmbias.engine.tiny.derive_word_list): lmbias.engine.tiny.CORE_WORDS (pronouns, gendered word pairs, names, professions;",
-    "lower-case and Capitalised) plus every word (regex [^\\W\\d_]+, frequency >= 1) of the WinoBias dev sentences",
-    "and occupation/swap lists, BEC-Pro EN/DE sentences and professions, SEAT examples and CrowS-Pairs gender rows,",
-    "then the most frequent GAP words, up to 6000 forms; each word as seen and lower-cased. No data file is copied.",
-)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -291,7 +128,7 @@ def build_bpe_tokenizer(words: list[str], architecture: str):
     if architecture == "gpt2":
         tokens = trained + [GPT2_EOS]
         vocab = {tok: i for i, tok in enumerate(tokens)}
-        # Like the hub's gpt2: no pad token is saved; lmbias.engine.models.load_model sets pad = eos.
+        # Like the hub's gpt2: no pad token is saved; lmbias.engine.models.load_tokenizer sets pad = eos.
         return GPT2Tokenizer(
             vocab=vocab, merges=merges, unk_token=GPT2_EOS, bos_token=GPT2_EOS, eos_token=GPT2_EOS,
             add_prefix_space=False, model_max_length=max_len,
@@ -417,214 +254,6 @@ def seed_everything(seed: int) -> None:
     random.seed(seed)
     np.random.seed(seed % 2**32)
     torch.manual_seed(seed)
-
-
-# --------------------------------------------------------------------------------------------------
-# Planted bias
-
-
-def bias_token_ids(tokenizer, word: str) -> list[int]:
-    """The output tokens of `word`: the token of "word" and of " word" (the same one for WordPiece).
-
-    A form that is not a single token is a ConfigError: the bias could not be planted on one logit.
-    """
-    ids: set[int] = set()
-    for text in (word, " " + word):
-        enc = tokenizer(text, add_special_tokens=False)["input_ids"]
-        is_unk = enc[:1] == [tokenizer.unk_token_id] and tokenizer.unk_token != tokenizer.eos_token  # gpt2: unk is eos
-        if len(enc) != 1 or is_unk:
-            pieces = tokenizer.convert_ids_to_tokens(enc)
-            raise ConfigError(
-                f"tiny.planted_bias: {word!r} is not a single token of this tokenizer ({text!r} -> {pieces}); "
-                "add it to resources/vocab/tiny_words.txt"
-            )
-        ids.add(int(enc[0]))
-    return sorted(ids)
-
-
-def plant_bias(model, tokenizer, bias: dict[str, float]) -> dict[str, list[int]]:
-    """Add ``bias[word]`` to the output logit of each word's token(s), in a form save_pretrained keeps.
-
-    - BERT / RoBERTa (any model whose output layer has a bias): the MLM decoder bias
-      (``cls.predictions.bias`` / ``lm_head.bias``).
-    - BART: ``final_logits_bias`` (a saved buffer added to every logit).
-    - GPT-2 (its lm_head has no bias): the lm_head is untied from the input embeddings and given an
-      exact *bias direction*. ln_f's output is h = g*n + b with sum(n) = 0 (layer norm subtracts the
-      mean), so u = 1/g satisfies u.h = u.b for every input: adding c*u/(u.b) to the lm_head row of a
-      token adds exactly c to its logit. When u.b is ~0 (a fresh model: b = 0), ln_f's bias is first
-      moved by g and the lm_head projected so that every logit is unchanged.
-    - Llama-like decoders (RMSNorm, no output bias): an RMSNorm has no input-independent linear direction
-      (only |n|^2 is constant), so the model is first rebuilt around a *reserved residual coordinate* k (the
-      last one; _reserve_llama_coordinate): every input-embedding row holds c = sqrt(d) there and no layer
-      writes into it (row k of every o_proj / down_proj zero) or reads it (every layer norm's weight k zero),
-      so the residual stream carries exactly c at k at every position. After the final RMSNorm coordinate k
-      is g_k c / rms(h), which tends to its maximum g_k c / sqrt(c^2/d + eps) as c dominates rms(h); the
-      lm_head's column k is zero except for the planted tokens, which get delta / that maximum. A planted
-      logit therefore rises by delta * rho, rho = sqrt(c^2/d + eps) / rms(h), 1 - rho ~ S / (2 c^2) with S
-      the sum of squares of the other residual coordinates: never above delta, of its sign, and on real
-      sentences within LLAMA_PLANT_TOLERANCE * |delta| of it (measured; tests/engine/test_tiny.py). Because c = sqrt(d) makes rms(h) ~ 1, every RMSNorm becomes nearly linear;
-      the weights of the other coordinates are multiplied by 1 / initializer_range so that the layers see
-      inputs of the size the random model gave them. The result is another random Llama (same config,
-      tokenizer and shapes; its other logits are not the unplanted model's, they correlate 0.96 with them): the
-      reference twin of a planted Llama is the same seed planted at 0 (e.g. ``{"he": 0}``: reserved, column k
-      zero), whose every unplanted logit is the planted model's exactly. Calling plant_bias again on such a model only adds to column k.
-    Returns {word: token ids}. Words are looked up bare and after a space (both BPE forms).
-    """
-    import torch
-
-    if not bias:
-        return {}
-    vocab_size = model.get_output_embeddings().weight.shape[0]
-    delta = torch.zeros(vocab_size, dtype=torch.float64)
-    planted: dict[str, list[int]] = {}
-    for word, value in sorted(bias.items()):
-        try:
-            value = float(value)
-        except (TypeError, ValueError):
-            raise ConfigError(f"tiny.planted_bias.{word}: {value!r} is not a number") from None
-        ids = bias_token_ids(tokenizer, word)
-        for i in ids:
-            delta[i] += value
-        planted[word] = ids
-
-    with torch.no_grad():
-        if hasattr(model, "final_logits_bias"):
-            buf = model.final_logits_bias
-            buf += delta.to(buf.dtype).view_as(buf[0]).unsqueeze(0)
-        elif getattr(model.get_output_embeddings(), "bias", None) is not None:
-            head_bias = model.get_output_embeddings().bias
-            head_bias += delta.to(head_bias.dtype)
-            # BERT/RoBERTa tie decoder.bias to the head's own bias; keep both the same if they were untied.
-            for name in ("cls.predictions.bias", "lm_head.bias"):
-                try:
-                    other = model.get_parameter(name)
-                except AttributeError:
-                    continue
-                if other is not head_bias and other.data_ptr() != head_bias.data_ptr():
-                    other.copy_(head_bias)
-        elif getattr(model.config, "model_type", None) == "gpt2":
-            _plant_bias_gpt2(model, delta)
-        elif _llama_like(model):
-            _plant_bias_llama(model, delta)
-        else:
-            raise ConfigError(
-                f"planted bias is not supported for model type {getattr(model.config, 'model_type', '?')!r}: "
-                "its output layer has no bias, no input-independent direction before it and no Llama-like "
-                f"layout to reserve one in; tiny architectures with planted bias: {', '.join(PLANTABLE)}"
-            )
-    return planted
-
-
-def _untie_head(model, head, embeddings) -> None:
-    """Give `head` its own copy of the input embeddings' weight when the two are tied (saved untied), so that
-    planting changes the output layer only."""
-    import torch
-
-    if head.weight is embeddings.weight or head.weight.data_ptr() == embeddings.weight.data_ptr():
-        head.weight = torch.nn.Parameter(embeddings.weight.detach().clone())
-        model.config.tie_word_embeddings = False
-        if hasattr(model.config, "get_text_config"):
-            model.config.get_text_config().tie_word_embeddings = False
-
-
-def _plant_bias_gpt2(model, delta) -> None:
-    """GPT-2: bias direction through ln_f (see plant_bias); exact up to float rounding."""
-    import torch
-
-    ln = model.transformer.ln_f
-    head = model.lm_head
-    wte = model.transformer.wte
-    _untie_head(model, head, wte)
-    gamma = ln.weight.detach().double()
-    beta = ln.bias.detach().double()
-    if torch.any(gamma.abs() < 1e-6):
-        raise ConfigError("planted bias for gpt2 needs every ln_f weight to be non-zero")
-    u = 1.0 / gamma
-    d = gamma.numel()
-    weight = head.weight.detach().double()
-    s = float(u @ beta)
-    if abs(s) < 1.0:
-        # Move ln_f's bias by g (so u.h = s + d) and project the head so no logit changes:
-        # W' = W (I - g u^T / d) removes the new component; the term W g s/d it also removes is added back.
-        restore = (weight @ gamma) * (s / d)
-        weight = weight - torch.outer(weight @ gamma, u) / d
-        beta = beta + gamma
-        s = s + d
-        weight = weight + torch.outer(restore, u) / s
-        ln.bias.copy_(beta.to(ln.bias.dtype))
-    weight = weight + torch.outer(delta, u) / s
-    head.weight.copy_(weight.to(head.weight.dtype))
-
-
-def _llama_like(model) -> bool:
-    """A decoder laid out as transformers' Llama: embed_tokens, layers with input/post-attention norms, o_proj and
-    down_proj writing into the residual stream, a final norm, an lm_head without bias."""
-    inner = getattr(model, "model", None)
-    layers = getattr(inner, "layers", None)
-    head = model.get_output_embeddings()
-    if inner is None or layers is None or head is None or getattr(head, "bias", None) is not None:
-        return False
-    if not all(hasattr(inner, name) for name in ("embed_tokens", "norm")):
-        return False
-    return all(hasattr(layer, "input_layernorm") and hasattr(layer, "post_attention_layernorm")
-               and hasattr(getattr(layer, "self_attn", None), "o_proj") and hasattr(getattr(layer, "mlp", None), "down_proj")
-               for layer in layers)
-
-
-def _llama_reserved(model) -> bool:
-    """Whether _reserve_llama_coordinate has already rebuilt `model` (so planting again only adds to column k)."""
-    import torch
-
-    k = model.config.hidden_size - 1
-    column = model.model.embed_tokens.weight[:, k]
-    value = float(model.config.hidden_size) ** 0.5
-    return bool(torch.all(column == value)) and all(
-        not torch.any(layer.self_attn.o_proj.weight[k]) and not torch.any(layer.mlp.down_proj.weight[k])
-        for layer in model.model.layers)
-
-
-def _reserve_llama_coordinate(model) -> None:
-    """Rebuild a Llama-like decoder around a reserved residual coordinate k = d - 1 holding c = sqrt(d) (see
-    plant_bias): embeddings' column k = c; rows k of o_proj/down_proj (and their biases, if any) zero; weight k of
-    every layer norm zero; the other weights of every RMSNorm multiplied by 1 / initializer_range (the final norm's
-    weight k kept); lm_head's column k zero. Deterministic: no random numbers, no data."""
-    d = model.config.hidden_size
-    k = d - 1
-    c = float(d) ** 0.5
-    scale = 1.0 / float(getattr(model.config, "initializer_range", 0.02))
-    inner = model.model
-    head = model.get_output_embeddings()
-    _untie_head(model, head, inner.embed_tokens)
-    inner.embed_tokens.weight[:, k] = c
-    for layer in inner.layers:
-        for proj in (layer.self_attn.o_proj, layer.mlp.down_proj):
-            proj.weight[k] = 0.0
-            if getattr(proj, "bias", None) is not None:
-                proj.bias[k] = 0.0
-        for norm in (layer.input_layernorm, layer.post_attention_layernorm):
-            norm.weight.mul_(scale)
-            norm.weight[k] = 0.0
-    g_k = float(inner.norm.weight[k])
-    if abs(g_k) < 1e-6:
-        raise ConfigError("planted bias for a Llama-like model needs the final norm's last weight to be non-zero")
-    inner.norm.weight.mul_(scale)
-    inner.norm.weight[k] = g_k
-    head.weight[:, k] = 0.0
-
-
-def _plant_bias_llama(model, delta) -> None:
-    """Llama-like decoders: reserve a residual coordinate (once) and write delta into lm_head's column k (see
-    plant_bias); each planted logit rises by delta * rho, 1 - LLAMA_PLANT_TOLERANCE <= rho <= 1."""
-    if not _llama_reserved(model):
-        _reserve_llama_coordinate(model)
-    d = model.config.hidden_size
-    k = d - 1
-    c = float(d) ** 0.5
-    eps = float(getattr(model.model.norm, "variance_epsilon", getattr(model.model.norm, "eps", 1e-6)))
-    n_max = float(model.model.norm.weight[k]) * c / (c * c / d + eps) ** 0.5  # coordinate k after the norm, at most
-    head = model.get_output_embeddings()
-    column = head.weight[:, k].double() + delta / n_max
-    head.weight[:, k] = column.to(head.weight.dtype)
 
 
 # --------------------------------------------------------------------------------------------------

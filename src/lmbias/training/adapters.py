@@ -5,7 +5,7 @@ A method with `training.adapter: {kind: lora, ...}` freezes the base model and t
 A (r x in) and B (out x r) beside the target layers, W x + (alpha / r) B A x (Hu et al. 2021); B starts at
 zero, so the first step starts from the base model exactly. The method's folder then holds the adapter in
 peft's own format (adapter_config.json + adapter_model.safetensors) and the base's record (training.json),
-not a copy of the base; scoring loads base + adapter (lmbias.engine.models.load_method_model).
+not a copy of the base; scoring loads base + adapter (lmbias.engine.method_folders.load_method_model).
 
 Default `target_modules` (null) follow the model's layer names, first match wins (every name of a row must
 exist among its linear layers):
@@ -174,7 +174,7 @@ def attach(model, settings: dict, objective: str, family: str, model_name: str =
     config = LoraConfig(r=settings["r"], lora_alpha=settings["alpha"], lora_dropout=settings["dropout"],
                         target_modules=list(targets), modules_to_save=list(to_save) or None, bias="none",
                         fan_in_fan_out=transposed, task_type=TASK_TYPES.get(family))
-    from lmbias.engine.models import quiet_peft
+    from lmbias.engine.method_folders import quiet_peft
 
     with quiet_peft():
         peft_model = get_peft_model(model, config)

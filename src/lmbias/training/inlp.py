@@ -51,7 +51,7 @@ from typing import Sequence
 
 import numpy as np
 
-from lmbias.engine.scoring import PRECISIONS
+from lmbias.engine.batching import PRECISIONS
 from lmbias.errors import ConfigError, DataError
 from lmbias.io import atomic_folder
 from lmbias.training.fit_settings import check_int, from_entry
@@ -251,7 +251,7 @@ def fit_inlp(model, tokenizer, family: str, texts: Sequence[str], settings: INLP
              key: str = "inlp") -> tuple[np.ndarray, dict]:
     """(P float32 (d, d), info) of `model` from `texts`; see the module docstring."""
     from lmbias.engine.embeddings import sentence_embeddings
-    from lmbias.engine.scoring import _model_device, scoring_precision
+    from lmbias.engine.batching import model_device, scoring_precision
 
     if family not in INLP_POOLING:
         raise ConfigError(f"INLP: unknown family {family!r}")
@@ -271,7 +271,7 @@ def fit_inlp(model, tokenizer, family: str, texts: Sequence[str], settings: INLP
     if counts["male"] < 2 or counts["female"] < 2:
         raise DataError(f"INLP: {counts['male']} male and {counts['female']} female sentences among {len(texts)}; "
                         "at least 2 of each are needed")
-    device = _model_device(model)
+    device = model_device(model)
     precision = "bf16" if settings.precision == "auto" and device.type == "cuda" else \
         "fp32" if settings.precision == "auto" else settings.precision
     all_texts = [t for c in LABELS for t in chosen[c]]

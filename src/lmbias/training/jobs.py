@@ -79,7 +79,7 @@ def state_sha256(state: dict) -> str:
 
 def train_job(model_entry: dict, model_name: str, corpus: str, out_dir: str, seed: int, settings: dict,
               checkpoint_dir: str | None = None, log=None) -> None:
-    from lmbias.engine.models import check_trainable, model_spec
+    from lmbias.engine.model_spec import check_trainable, model_spec
 
     logger = log or logging.getLogger(__name__)
     s = TrainingSettings.from_dict(settings, "settings")

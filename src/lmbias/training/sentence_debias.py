@@ -56,10 +56,10 @@ import numpy as np
 import torch
 
 from lmbias.engine.debias_projection import (  # noqa: F401  (names kept importable from here)
-    APPLICATIONS, INFO_FILE, SUBSPACE_FILE, Projection, _project_output, _Projection, install_projection, load_subspace,
+    APPLICATIONS, INFO_FILE, SUBSPACE_FILE, Projection, install_projection, load_subspace,
 )
 from lmbias.engine.embeddings import POOLINGS, check_poolings
-from lmbias.engine.scoring import PRECISIONS
+from lmbias.engine.batching import PRECISIONS
 from lmbias.errors import ConfigError, DataError
 from lmbias.io import atomic_folder
 from lmbias.training.fit_settings import check_int, from_entry
@@ -305,7 +305,7 @@ def fit_sentence_debias(model, tokenizer, family: str, texts: Sequence[str], set
     """(components, info) of the gender subspace of `model` from `texts`; see the module docstring.
     `pair_files` ({"words": cda_default_pairs.json, "names": names_pairs_1000_scaled.json}) for pair_list dagender."""
     from lmbias.engine.embeddings import sentence_embeddings
-    from lmbias.engine.scoring import _model_device, scoring_precision
+    from lmbias.engine.batching import model_device, scoring_precision
 
     if family not in SD_POOLING:
         raise ConfigError(f"SentenceDebias: unknown family {family!r}")
@@ -325,7 +325,7 @@ def fit_sentence_debias(model, tokenizer, family: str, texts: Sequence[str], set
     if len(cf) < 2:
         raise DataError(f"SentenceDebias: only {len(cf)} counterfactual pair(s) from {len(texts)} sentences with "
                         f"{len(pairs)} word pair(s) (ratio_of_pairs={settings.ratio_of_pairs}); at least 2 are needed")
-    device = _model_device(model)
+    device = model_device(model)
     precision = settings.precision
     if precision == "auto":
         precision = "bf16" if device.type == "cuda" else "fp32"
@@ -390,7 +390,7 @@ def read_sentence_texts(path, settings) -> list[str]:
 
 def fit_job(model_spec, sentences_path, out_dir, settings: dict, log: logging.Logger | None = None,
             key: str = "sd", pair_files: dict | None = None) -> None:
-    """Fit SentenceDebias for `model_spec` (a lmbias.engine.models.ModelSpec) on the GAP sentences parquet and
+    """Fit SentenceDebias for `model_spec` (a lmbias.engine.model_spec.ModelSpec) on the GAP sentences parquet and
     write `out_dir` (sentence_debias.safetensors + sentence_debias.json) atomically. `key` prefixes the
     config key in errors about `settings` (e.g. ``methods.sd``); `pair_files` ({"words", "names"}: the
     dataset cds files) are read when `pair_list` is dagender."""
