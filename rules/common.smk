@@ -4,15 +4,15 @@
 # `params:` as the slice for its wildcards, so an edit reruns only the jobs that read the edited slice.
 
 import inspect
-import re  # noqa: F401  (rules/papers_helpers.smk's patterns)
+import re  # noqa: F401  (rules/papers_helpers.smk's patterns use it)
 from functools import lru_cache
 
 from snakemake.logging import logger
 
-from lmbias import registry
+from lmbias import registry  # also rules/aggregate.smk's, train.smk's and papers_helpers.smk's
 from lmbias.config import name_source
 from lmbias.errors import ConfigError
-from lmbias.papers import grid as _readings_grid
+from lmbias.papers import grid as _readings_grid  # rules/aggregate.smk's summary_page
 from lmbias.workflow import constraints, inputs, methods, params, refusals, selection, targets, validation
 from lmbias.workflow import write_source_fingerprint
 

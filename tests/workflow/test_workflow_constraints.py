@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import re
 
-from lmbias.workflow import constraints
 from shipped_config import shipped_config
+
+from lmbias.workflow import constraints
 
 
 def test_alternatives_are_escaped_and_sorted():

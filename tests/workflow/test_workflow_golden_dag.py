@@ -6,9 +6,8 @@ from __future__ import annotations
 
 import difflib
 
-import pytest
-
 import dag_gold
+import pytest
 
 pytestmark = pytest.mark.workflow
 

