@@ -73,7 +73,7 @@ onerror:
     # Each failed job's named error (ConfigError, DataError, ...) on the console, from its log, whatever the
     # profile and executor: with no profile (show-failed-logs off) Snakemake only says "check log file(s)".
     # scheduler.failed: the jobs that failed for good (after their retries); a group job stands for its members.
-    from lmbias.workflow import failed_jobs_report
+    from lmbias.job_runtime import failed_jobs_report
 
     _failed = getattr(getattr(workflow, "scheduler", None), "failed", None) or ()
     _report = failed_jobs_report(

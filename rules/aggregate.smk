@@ -74,8 +74,7 @@ rule reject_unknown_comparison:
     output:
         "results/tables/paired/{comparison}.parquet",
     wildcard_constraints:
-        # ".parquet": the path goes on after the name, so the lookahead anchors there (not at "$")
-        comparison=f"(?!(?:{_alternatives(config.get('comparisons', {}))})\\.parquet$)[^/]+" if config.get("comparisons") else "[^/]+",
+        comparison=constraints.unknown_comparison(config),
 
 
 # Summary paths naming a model or method that config.yaml does not define match only these rules, so the
@@ -86,7 +85,7 @@ rule reject_unknown_model:
     output:
         "results/{model}/{method}/summary.parquet",
     wildcard_constraints:
-        model=f"(?!(?:{_alternatives(config['models'])})/)[^/]+",  # "/": the path goes on after the name
+        model=constraints.unknown_model(config),
         method=r"[^/]+",
 
 
@@ -96,7 +95,7 @@ rule reject_unknown_method:
     output:
         "results/{model}/{method}/summary.parquet",
     wildcard_constraints:
-        method=f"(?!(?:{_alternatives(config['methods'])})/)[^/]+",
+        method=constraints.unknown_method(config),
 
 
 ruleorder: reject_unknown_model > reject_unknown_method
@@ -110,7 +109,7 @@ rule reject_unknown_result:
     output:
         "results/{model}/{method}/seed{seed}/{kind}/{benchmark}.parquet",
     wildcard_constraints:
-        model=f"(?!{valid_result_paths_regex()})[^/]+",
+        model=constraints.unknown_result_model(config),
         method=r"[^/]+",
         seed=r"[^/]*",
         kind="scores|metrics",
@@ -128,7 +127,7 @@ rule reject_unknown_seed_metrics:
     output:
         "results/{model}/{method}/seed{seed}/metrics.parquet",
     wildcard_constraints:
-        model=f"(?!{valid_seed_paths_regex()}/metrics\\.parquet$)[^/]+",
+        model=constraints.unknown_seed_metrics_model(config),
         method=r"[^/]+",
         seed=r"[^/]*",
 
@@ -142,4 +141,4 @@ rule reject_unknown_model_folder:
     output:
         "resources/models/{model}",
     wildcard_constraints:
-        model=f"(?!(?:{_alternatives(config['models'])})$)[^/]+",
+        model=constraints.unknown_model_folder(config),

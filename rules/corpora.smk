@@ -14,11 +14,13 @@
 # inputs (Snakemake does not track imports). Gold coreference (GAP's pronoun-name links, CoNLL clusters with
 # a proper noun) always travels in the sentence tables; the interventions' option decides whether it is used.
 
-import re as _corpora_re
 from pathlib import Path as _CorporaPath
 
 from lmbias.corpora import jobs as _corpora
-from lmbias.errors import ConfigError as _CorporaConfigError
+
+
+include: "corpora_helpers.smk"
+
 
 _CORPORA = config.get("corpora") or {}
 _corpora.check_corpora_config(_CORPORA, config.get("benchmarks") or {})
@@ -26,8 +28,8 @@ _CORPORA_SCRIPT = "scripts/build_corpus.py"
 
 
 # Corpora with interventions, and every configured intervention name: the only values the wildcards take.
-_CORPORA_WITH_INTERVENTIONS = sorted(c for c, e in _CORPORA.items() if (e or {}).get("interventions"))
-_CORPORA_INTERVENTIONS = sorted({n for c in _CORPORA_WITH_INTERVENTIONS for n in _CORPORA[c]["interventions"]})
+_CORPORA_WITH_INTERVENTIONS = _corpora_plan.corpora_with_interventions(config)
+_CORPORA_INTERVENTIONS = _corpora_plan.intervention_names(config)
 _CORPORA_WORDLISTS = sorted(f"resources/wordlists/{p.name}" for p in _CorporaPath(workflow.basedir, "resources", "wordlists").glob("*.tsv"))
 
 
@@ -126,10 +128,10 @@ rule corpus_gpr:
         u="results/corpora/ontonotes/{gpr}-U.parquet",
         a="results/corpora/ontonotes/{gpr}-A.parquet",
     wildcard_constraints:
-        gpr=_corpora_pattern(["gpr"] + [f"gpr-{v}" for v in _corpora.gpr_variants(_corpora_ontonotes().get("gpr"))]),
+        gpr=_corpora_pattern(_corpora_plan.gpr_stems(config)),
     params:
         # The variant's own options over the base ones: editing one variant rebuilds that variant only.
-        options=lambda wildcards: _corpora.gpr_options(_corpora_ontonotes().get("gpr"), _corpora.gpr_stem_variant(wildcards.gpr)),
+        options=_corpora_gpr_options,
         spacy_model=config["spacy_model"],
     conda:
         "../envs/lmbias.yaml"

@@ -2,7 +2,7 @@
 # recomputed from the cached scores when a metric option changes: one job per model/method/seed computes
 # every benchmark's rows into seed{k}/metrics.parquet, which summaries read; metrics/{benchmark}.parquet is
 # one benchmark's rows, built on request). A method with a model folder
-# (rules/train.smk) is scored through lmbias.engine.models.load_method_model; pretrained and online
+# (rules/train.smk) is scored through lmbias.engine.method_folders.load_method_model; pretrained and online
 # score the base model, self_debias the base model behind its prefix (lmbias.engine.self_debias). Every scoring and metric job of a benchmark (and every fine-tuning or SentenceDebias
 # job) reads its library modules through one fingerprint file (results/library/{library}.sha256), rewritten
 # when one of them is edited: one input per job instead of six to ten keeps a large DAG's build fast.

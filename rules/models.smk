@@ -12,7 +12,7 @@ rule build_tiny_model:
     input:
         words="resources/vocab/tiny_words.txt",
         script="scripts/build_tiny_model.py",
-        lib="src/lmbias/engine/tiny.py",
+        lib=[f"src/lmbias/engine/{m}.py" for m in ("tiny", "tiny_vocab", "planted_bias")],
     output:
         directory("resources/models/{model}"),
     params:

@@ -11,7 +11,7 @@
 # config.yaml `papers:` names each paper's models and methods; their cross product, less the pairs a
 # family cannot run, are the pairs its tables read. Its `readings` ({benchmark: entry}) name the authors'
 # computation a column reads (e.g. crows_pairs-biasbench for Meade et al.'s CrowS-Pairs column): the pairs'
-# summaries hold those entries (rules/common.smk, _summary_benchmarks) and the tables read them. A table reads only the summaries of the pairs whose
+# summaries hold those entries (lmbias.workflow.selection) and the tables read them. A table reads only the summaries of the pairs whose
 # method kind it shows, and its params are only those pairs, so editing one method reruns that method's
 # jobs and the tables and figures that show it.
 

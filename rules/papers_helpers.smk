@@ -18,7 +18,10 @@ except ImportError:
 
 _PAPERS = config.get("papers") or {}
 _PAPERS_LIBRARY = [f"src/lmbias/papers/{m}.py" for m in ("__init__", "published", "tables", "grid")] + ["src/lmbias/io.py"]
-_PAPERS_FIGURES_LIBRARY = ["src/lmbias/papers/figures.py"] if _PapersPath(workflow.basedir, "src/lmbias/papers/figures.py").exists() else []
+# the figure registry, the shared data and style helpers and one module per paper
+_PAPERS_FIGURES_LIBRARY = sorted(
+    str(p.relative_to(workflow.basedir)) for p in _PapersPath(workflow.basedir, "src/lmbias/papers").glob("figure*.py")
+)
 
 
 def _papers_pattern(names):

@@ -21,7 +21,7 @@ rule finetune:
         settings=method_settings,
         model=training_model_entry,
     wildcard_constraints:
-        method=_alternatives(method_names_of_kinds(registry.TRAINED_METHOD_KINDS)) or "(?!)",
+        method=constraints.methods_of_kinds(config, registry.TRAINED_METHOD_KINDS),
     conda:
         "../envs/lmbias.yaml"
     log:
@@ -49,7 +49,7 @@ rule fit_sentence_debias:
         settings=method_sd_settings,
         model=fitting_model_entry,
     wildcard_constraints:
-        method=_alternatives(method_names_of_kinds({"sd"})) or "(?!)",
+        method=constraints.methods_of_kinds(config, {"sd"}),
         seed="0",
     conda:
         "../envs/lmbias.yaml"
@@ -77,7 +77,7 @@ rule fit_inlp:
         settings=method_inlp_settings,
         model=fitting_model_entry,
     wildcard_constraints:
-        method=_alternatives(method_names_of_kinds({"inlp"})) or "(?!)",
+        method=constraints.methods_of_kinds(config, {"inlp"}),
         seed="0",
     conda:
         "../envs/lmbias.yaml"

@@ -8,7 +8,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))  # the libr
 from lmbias.engine.model_spec import model_spec
 from lmbias.engine.batching import scoring_budget
 from lmbias.training.inlp import fit_job
-from lmbias.workflow import setup_job_logging
+from lmbias.job_runtime import setup_job_logging
 
 setup_job_logging(snakemake.log[0])  # noqa: F821
 # the embeddings' forward passes batch within models.<model>.max_tokens (a resource: reruns nothing)

@@ -7,7 +7,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))  # the libr
 
 from lmbias.papers.published import load_published_file
 from lmbias.papers.tables import read_summaries, write_table
-from lmbias.workflow import setup_job_logging
+from lmbias.job_runtime import setup_job_logging
 
 setup_job_logging(snakemake.log[0])  # noqa: F821
 published = load_published_file(snakemake.input.published, snakemake.wildcards.paper)  # noqa: F821

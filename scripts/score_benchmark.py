@@ -16,7 +16,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))  # the libr
 
 from lmbias.engine.distributed import launch_command, launch_env, main_process_port
 from lmbias.engine.evaluation import score_benchmark_job
-from lmbias.workflow import setup_job_logging
+from lmbias.job_runtime import setup_job_logging
 
 setup_job_logging(snakemake.log[0])  # noqa: F821
 job = dict(

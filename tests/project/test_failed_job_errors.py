@@ -6,7 +6,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from lmbias.workflow import failed_jobs_report, log_errors
+from lmbias.job_runtime import failed_jobs_report, log_errors
 
 
 def _traceback_of(code: str) -> str:

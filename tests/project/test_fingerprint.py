@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 
-from lmbias.workflow import write_source_fingerprint
+from lmbias.job_runtime import write_source_fingerprint
 
 
 def test_fingerprint_lists_each_source_with_its_sha256_relative_to_the_root(tmp_path):

@@ -28,7 +28,7 @@ from lmbias.engine.tiny import build_tiny_model
 from lmbias.io import write_table_atomic
 from lmbias.metrics.summary import file_provenance, library_versions
 from lmbias.parsers import parse_benchmark, required_files
-from lmbias.workflow import setup_job_logging
+from lmbias.job_runtime import setup_job_logging
 
 REPO = REPO_ROOT
 RATE = r"([\d,]+) {unit} in (\d+\.\d+) s \(([\d,]+\.\d|inf) {unit}/s\)"

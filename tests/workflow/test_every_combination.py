@@ -353,7 +353,7 @@ def run_job(job, config: dict, workdir: Path) -> None:
         Path(workdir, path).parent.mkdir(parents=True, exist_ok=True)
     if rule.script is None:  # the one `run:` rule (rules/evaluate.smk): its block's one call
         assert rule.name == "library_fingerprint", f"rule {rule.name}: neither a script nor known here"
-        from lmbias.workflow import write_source_fingerprint
+        from lmbias.job_runtime import write_source_fingerprint
 
         write_source_fingerprint(job.input, job.output[0], workdir)
         return

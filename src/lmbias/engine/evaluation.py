@@ -23,7 +23,7 @@ from lmbias.metrics.summary import (
     training_world_size, with_context,
 )
 from lmbias.progress import job_progress, rate_line
-from lmbias.workflow import pick_device
+from lmbias.job_runtime import pick_device
 from lmbias.lazy import lazy_module
 
 torch = lazy_module("torch")  # imported on first use: DAG builds and metric jobs never need it

@@ -28,8 +28,6 @@ from typing import Callable, Sequence
 import numpy as np
 
 from lmbias.engine.batching import EngineStats, autocast, model_device, pad, run_batches
-# rules/common.smk still imports DEFAULT_MAX_TOKENS from here: until it imports it from lmbias.engine.batching
-from lmbias.engine.batching import DEFAULT_MAX_TOKENS  # noqa: F401
 from lmbias.errors import ConfigError, DataError
 from lmbias.lazy import lazy_module
 

@@ -322,7 +322,7 @@ def fit_job(model_spec, sentences_path, out_dir, settings: dict, key: str = "inl
     inlp.json) atomically; `key` (e.g. ``methods.inlp``) prefixes the config key in errors."""
     from lmbias.engine.models import load_model
     from lmbias.training.sentence_debias import read_sentence_texts
-    from lmbias.workflow import pick_device
+    from lmbias.job_runtime import pick_device
 
     resolved = INLPSettings.from_dict(settings, key)
     started = time.perf_counter()

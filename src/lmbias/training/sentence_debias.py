@@ -395,7 +395,7 @@ def fit_job(model_spec, sentences_path, out_dir, settings: dict, log: logging.Lo
     config key in errors about `settings` (e.g. ``methods.sd``); `pair_files` ({"words", "names"}: the
     dataset cds files) are read when `pair_list` is dagender."""
     from lmbias.engine.models import load_model
-    from lmbias.workflow import pick_device
+    from lmbias.job_runtime import pick_device
 
     logger = log or globals()["log"]
     resolved = SDSettings.from_dict(settings, key)

@@ -1,5 +1,5 @@
-"""Small helpers for Snakemake scripts: logging into the job's log file, and picking the device; and for the
-Snakefile: the failed jobs' errors for the console."""
+"""Small helpers for Snakemake jobs and scripts: logging into the job's log file, picking the device, the
+library fingerprint a job writes; and for the Snakefile: the failed jobs' errors for the console."""
 
 from __future__ import annotations
 

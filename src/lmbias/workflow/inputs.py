@@ -1,0 +1,194 @@
+"""Which inputs a job reads (rules/evaluate.smk, train.smk, aggregate.smk): data, weights, model folders,
+scores, and the library fingerprint files that stand for the modules a job imports (Snakemake does not track
+imports; results/library/{name}.sha256 is rewritten when one of them is edited)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from lmbias import registry
+from lmbias.config import hub_model_folder
+from lmbias.corpora.jobs import LEXICON_INPUTS, NAMES_INPUT
+from lmbias.errors import ConfigError
+from lmbias.workflow.methods import has_model_folder, resolved_method
+from lmbias.workflow.refusals import check_seed
+from lmbias.workflow.selection import BenchmarkSelection, seeds_for
+
+#: The dataset cds files (rules/data.smk) a SentenceDebias fit with `pair_list: dagender` reads.
+SD_DAGENDER_PAIR_FILES = {"sd_word_pairs": LEXICON_INPUTS["cds_pairs"], "sd_name_pairs": NAMES_INPUT["name_pairs"]}
+
+
+def library_fingerprint_file(name: str) -> str:
+    """The one input standing for a set of library modules and resource files (written by the
+    library_fingerprint rule): a benchmark dataset's (its scoring and metric jobs), `finetune` (the
+    trainer's) or `sentence_debias`. Editing one of them reruns the jobs that read the set."""
+    return f"results/library/{name}.sha256"
+
+
+def training_modules(base: str | Path) -> tuple[str, ...]:
+    """The trainer package's modules, relative to the checkout `base`."""
+    return tuple(sorted(f"src/lmbias/training/{p.name}" for p in Path(base, "src/lmbias/training").glob("*.py")))
+
+
+def library_sets(config: dict, base: str | Path) -> dict[str, list[str]]:
+    """{name: source files} of every fingerprint: each benchmark dataset's modules and resource files plus
+    the scoring engine; the trainer's modules (fine-tuning); SentenceDebias' module (fitting); INLP's; Self-Debias'."""
+    base = Path(base)
+    engine = [str(base / f"src/lmbias/engine/{m}.py") for m in ("scoring", "batching")]
+    sets = {
+        registry.measure_of(entry): sorted(
+            set(registry.source_files(registry.measure_of(entry))) | set(engine)
+        )
+        for entry in config["benchmarks"].values()
+    }
+    # loading a model: its spec, the weights, what a fetched folder records, a method's folder or adapter
+    models = [str(base / f"src/lmbias/engine/{m}.py") for m in ("models", "model_spec", "hub", "method_folders")]
+    sd = str(base / "src/lmbias/training/sentence_debias.py")
+    inlp = str(base / "src/lmbias/training/inlp.py")
+    fit_settings = str(base / "src/lmbias/training/fit_settings.py")  # read by the SentenceDebias and INLP fits
+    sets["finetune"] = [
+        str(base / f) for f in training_modules(base) if str(base / f) not in (sd, inlp, fit_settings)
+    ] + models
+    # SentenceDebias reads its word lists through the swap lexicon
+    lexicon = str(base / "src/lmbias/corpora/swap_lexicon.py")
+    sets["sentence_debias"] = [sd, fit_settings, *models, str(base / "src/lmbias/engine/debias_projection.py"), lexicon]
+    # INLP: its module, the word lists it picks gendered sentences with (through sentence_debias) and the hook
+    sets["inlp"] = [inlp] + sets["sentence_debias"] + sorted(
+        str(p) for p in (base / "resources/wordlists").glob("*.tsv")
+    )
+    sets["self_debias"] = [str(base / "src/lmbias/engine/self_debias.py")]
+    return sets
+
+
+def model_weights_input(config: dict, model: str) -> str:
+    """The weights a job reads: a locally built or local model dir, or a hub id's fetched folder (rule
+    fetch_hub_model). A local `path` must exist (relative to the working directory)."""
+    entry = config["models"][model]
+    if "tiny" in entry:
+        return f"resources/models/{model}"
+    if "path" in entry:
+        if not Path(entry["path"]).exists():
+            raise ConfigError(f"models.{model}.path: model folder {entry['path']} does not exist "
+                              "(put the downloaded model there, or fix the path)")
+        return entry["path"]
+    return hub_model_folder(config, model)
+
+
+def checked_seed(config: dict, model: str, method: str, seed: str) -> int:
+    """The path's seed, after checking that it is one the method runs."""
+    check_seed(config, f"results/{model}/{method}/seed{seed}", method, seed)
+    return int(seed)
+
+
+def checked_benchmark(config: dict, model: str, method: str, seed: str, benchmark: str) -> dict:
+    """The benchmark's config entry, after checking that it applies to this model's family and method (and
+    that the path's seed is one the method runs)."""
+    checked_seed(config, model, method, seed)
+    entry = config["benchmarks"][benchmark]
+    registry.check_family(benchmark, entry, config["models"][model]["family"], model)
+    registry.check_method_benchmark(method, config["methods"][method], benchmark, entry)
+    return entry
+
+
+def method_model_dir(config: dict, model: str, method: str, seed: str) -> str | list:
+    """The method's model folder a scoring job loads (none, [], for pretrained and online: the base model)."""
+    if has_model_folder(config, method):
+        return f"results/{model}/{method}/seed{seed}/model"
+    return []
+
+
+def scoring_inputs(config: dict, model: str, method: str, seed: str, benchmark: str) -> dict:
+    """Every input of a scoring job but its script, from one input function (Snakemake's cost per
+    input-function call dominates a large DAG's build): the parsed items, the library, the base weights and
+    the method's model folder."""
+    bench = checked_benchmark(config, model, method, seed, benchmark)
+    return {
+        "benchmark_items": f"results/data/{benchmark}.parquet",
+        "library": library_fingerprint_file(registry.measure_of(bench)),
+        "weights": model_weights_input(config, model),
+        # The method's fine-tuned or fitted model folder (none for pretrained, online and self_debias).
+        "method_model": method_model_dir(config, model, method, seed),
+        # Self-Debias' module (the wrapper scoring loads): editing it rescores that method only.
+        "method_library": (library_fingerprint_file("self_debias")
+                           if config["methods"][method]["kind"] == "self_debias" else []),
+    }
+
+
+def metric_inputs_of(config: dict, benchmark: str, model: str, method: str, seed: str) -> tuple[str, str, list]:
+    """What one benchmark's metric rows are computed from: its scores, its library and any file the metric
+    reads (a file's contents, not only its path, must trigger a rerun)."""
+    bench = config["benchmarks"][benchmark]
+    labels = (bench.get("metric") or {}).get("competency_labels")
+    return (f"results/{model}/{method}/seed{seed}/scores/{benchmark}.parquet",
+            library_fingerprint_file(registry.measure_of(bench)), [labels] if labels else [])
+
+
+def metric_inputs(config: dict, model: str, method: str, seed: str, benchmark: str) -> dict:
+    """Inputs of one benchmark's metrics/{benchmark}.parquet."""
+    checked_benchmark(config, model, method, seed, benchmark)
+    scores, library, files = metric_inputs_of(config, benchmark, model, method, seed)
+    inputs = {"scores": scores, "library": library}
+    if files:
+        inputs["labels"] = files
+    return inputs
+
+
+def seed_metric_inputs(config: dict, selection: BenchmarkSelection, model: str, method: str, seed: str) -> dict:
+    """Inputs of a seed's metrics.parquet: the scores, libraries and files of every benchmark its summary
+    holds (one input function: Snakemake's cost per call dominates a large DAG's build)."""
+    checked_seed(config, model, method, seed)
+    scores, libraries, files = [], set(), set()
+    for benchmark in selection.summary_benchmarks(model, method):
+        path, library, extra = metric_inputs_of(config, benchmark, model, method, seed)
+        scores.append(path)
+        libraries.add(library)
+        files.update(extra)
+    inputs = {"scores": scores, "library": sorted(libraries)}
+    if files:
+        inputs["labels"] = sorted(files)
+    return inputs
+
+
+def summary_metric_files(config: dict, selection: BenchmarkSelection, model: str, method: str) -> list[str]:
+    """One metrics.parquet per seed (every benchmark of the summary; see seed_metric_inputs)."""
+    selection.summary_benchmarks(model, method)  # fails early, naming the model, when no benchmark applies
+    return [f"results/{model}/{method}/seed{seed}/metrics.parquet" for seed in seeds_for(config, method)]
+
+
+def comparison_inputs(config: dict, comparison: str, base: str | Path) -> dict:
+    """The before and after sides' scores of the compared benchmark (every seed), its library fingerprint and
+    the paired-test modules (absolute, under the checkout `base`)."""
+    entry = config["comparisons"][comparison]
+    bench = entry["benchmark"]
+    inputs = {
+        side: [f"results/{entry[side]['model']}/{entry[side]['method']}/seed{seed}/scores/{bench}.parquet"
+               for seed in seeds_for(config, entry[side]["method"])]
+        for side in ("before", "after")
+    }
+    inputs["library"] = [library_fingerprint_file(registry.measure_of(config["benchmarks"][bench]))] + [
+        str(Path(base) / f"src/lmbias/metrics/{m}.py") for m in ("comparison", "summary")]
+    return inputs
+
+
+def method_job_inputs(config: dict, model: str, method: str) -> dict:
+    """Inputs of a fine-tuning or fitting job: its corpus, the base weights, its library fingerprint and
+    bias-bench's CDA word list where the method's settings name it."""
+    resolved = resolved_method(config, model, method)
+    inputs = {
+        "corpus": resolved["corpus"],
+        "weights": model_weights_input(config, model),
+        # the trainer's modules for fine-tuning, SentenceDebias' for fitting: editing one reruns only its jobs
+        "library": library_fingerprint_file({"sd": "sentence_debias", "inlp": "inlp"}.get(resolved["kind"],
+                                                                                          "finetune")),
+    }
+    words = (resolved.get("settings") or {}).get("block_augmentation_words")
+    if words:  # bias-bench's CDA word list (data.bias_bench), fetched and checked by its data rule
+        inputs["augmentation_words"] = words
+    return inputs
+
+
+def sd_pair_files(config: dict, model: str, method: str) -> dict:
+    """The DA-Gender pair list's files when the method selects it, else nothing (the default list is in
+    resources/wordlists/, read through the library)."""
+    settings = resolved_method(config, model, method)["sd_settings"]
+    return SD_DAGENDER_PAIR_FILES if settings.get("pair_list") == "dagender" else {}
