@@ -46,7 +46,7 @@ rule corpora:
 rule corpus_gap_sentences:
     input:
         contexts=lambda wildcards: f"results/data/{_corpora_gap().get('benchmark', 'gap')}.parquet",
-        library=_corpora_lib("sentences", "coref", "conll") + ["src/lmbias/parsers/_common.py"],
+        library=_corpora_lib("sentences", "coref", "conll") + ["src/lmbias/parsers/common.py"],
         script=_CORPORA_SCRIPT,
     output:
         "results/corpora/gap/sentences.parquet",
@@ -98,7 +98,7 @@ rule corpus_intervention:
 rule corpus_ontonotes:
     input:
         conll=_corpora_conll_files,
-        library=_corpora_lib("conll", "anonymise", "coref") + ["src/lmbias/parsers/_common.py"],
+        library=_corpora_lib("conll", "anonymise", "coref") + ["src/lmbias/parsers/common.py"],
         script=_CORPORA_SCRIPT,
     output:
         "results/corpora/ontonotes/sentences.parquet",

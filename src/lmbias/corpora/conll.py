@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Iterable, Iterator, Sequence
 
 from lmbias.errors import ConfigError, DataError
-from lmbias.parsers._common import read_text
+from lmbias.parsers.common import read_text
 
 MIN_COLUMNS = 12  # 11 fixed columns + coreference (no predicate-argument column when no predicate)
 WORD, POS, SPEAKER, NER = 3, 4, 9, 10

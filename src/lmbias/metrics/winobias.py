@@ -299,7 +299,7 @@ def read_competency_labels(path: str | os.PathLike, known_ids) -> dict[str, str]
 
     An empty or unknown item id, a repeated id or an unknown label is a DataError naming file and line.
     """
-    from lmbias.parsers._common import read_delimited
+    from lmbias.parsers.common import read_delimited
 
     known = set(known_ids)
     labels: dict[str, str] = {}

@@ -116,7 +116,7 @@ def module_files(dataset: str) -> list[str]:
     here = Path(__file__).resolve().parent
     repo = here.parents[2]
     resources = [str(repo / r) for r in getattr(module, "RESOURCE_FILES", ())]
-    return [str(Path(module.__file__).resolve()), str(here / "_common.py")] + resources
+    return [str(Path(module.__file__).resolve()), str(here / "common.py")] + resources
 
 
 def _sha256(path) -> str:

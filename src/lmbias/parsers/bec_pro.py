@@ -13,7 +13,7 @@ from typing import Mapping, Sequence
 import pyarrow as pa
 
 from lmbias.errors import ConfigError, DataError
-from lmbias.parsers._common import check_choice, parse_int, read_delimited, table
+from lmbias.parsers.common import check_choice, parse_int, read_delimited, table
 
 FILES = {"en": "BEC-Pro_EN.tsv", "de": "BEC-Pro_DE.tsv"}
 _COLUMNS = ["", "Sentence", "Sent_TM", "Sent_AM", "Sent_TAM", "Template", "Person", "Gender", "Profession", "Prof_Gender"]

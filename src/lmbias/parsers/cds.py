@@ -10,7 +10,7 @@ from typing import Mapping, Sequence
 import pyarrow as pa
 
 from lmbias.errors import ConfigError, DataError
-from lmbias.parsers._common import read_json, table
+from lmbias.parsers.common import read_json, table
 
 FILES = {"words": "cda_default_pairs.json", "names": "names_pairs_1000_scaled.json"}
 

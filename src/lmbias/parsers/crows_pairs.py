@@ -14,7 +14,7 @@ from typing import Mapping, Sequence
 import pyarrow as pa
 
 from lmbias.errors import ConfigError, DataError
-from lmbias.parsers._common import check_choice, parse_int, read_delimited, table
+from lmbias.parsers.common import check_choice, parse_int, read_delimited, table
 
 FILE = "crows_pairs_anonymized.csv"
 HEADER = ["", "sent_more", "sent_less", "stereo_antistereo", "bias_type", "annotations", "anon_writer", "anon_annotators"]

@@ -12,7 +12,7 @@ from typing import Mapping, Sequence
 import pyarrow as pa
 
 from lmbias.errors import ConfigError, DataError
-from lmbias.parsers._common import check_choice, parse_int, read_delimited, table
+from lmbias.parsers.common import check_choice, parse_int, read_delimited, table
 
 SPLITS = ("development", "validation", "test")
 HEADER = ["ID", "Text", "Pronoun", "Pronoun-offset", "A", "A-offset", "A-coref", "B", "B-offset", "B-coref", "URL"]

@@ -33,7 +33,7 @@ import numpy as np
 import pyarrow as pa
 
 from lmbias.errors import ConfigError, DataError
-from lmbias.parsers._common import MASK, line_of, load_yaml_mapping, table, tm_tam_texts
+from lmbias.parsers.common import MASK, line_of, load_yaml_mapping, table, tm_tam_texts
 
 GENERATED = True
 RESOURCE_FILES = ["resources/templates/logprob.yaml"]

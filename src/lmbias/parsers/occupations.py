@@ -23,7 +23,7 @@ from typing import Mapping, Sequence
 import pyarrow as pa
 
 from lmbias.errors import ConfigError, DataError
-from lmbias.parsers._common import line_of, load_yaml_mapping, table
+from lmbias.parsers.common import line_of, load_yaml_mapping, table
 
 GENERATED = True
 RESOURCE_FILES = ["resources/templates/lu2018_occupations.yaml"]

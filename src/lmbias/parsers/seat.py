@@ -11,7 +11,7 @@ from typing import Mapping, Sequence
 import pyarrow as pa
 
 from lmbias.errors import ConfigError, DataError
-from lmbias.parsers._common import line_of, read_json, read_text, table
+from lmbias.parsers.common import line_of, read_json, read_text, table
 
 ROLES = ("targ1", "targ2", "attr1", "attr2")
 SUFFIX = ".jsonl"

@@ -39,7 +39,7 @@ from typing import Mapping, Sequence
 import pyarrow as pa
 
 from lmbias.errors import ConfigError, DataError
-from lmbias.parsers._common import iter_lines, read_json, table
+from lmbias.parsers.common import iter_lines, read_json, table
 
 FILE = "dev.json"
 #: The flat JSON-lines copy; read when `dev.json` is not at hand locally (lmbias.parsers.required_files).

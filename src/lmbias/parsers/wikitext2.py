@@ -14,7 +14,7 @@ from typing import Mapping, Sequence
 import pyarrow as pa
 
 from lmbias.errors import ConfigError, DataError
-from lmbias.parsers._common import table
+from lmbias.parsers.common import table
 
 SPLITS = ("test",)
 UNITS = ("stream", "line")

@@ -28,7 +28,7 @@ from typing import Mapping, Sequence
 import pyarrow as pa
 
 from lmbias.errors import ConfigError, DataError
-from lmbias.parsers._common import SPAN, iter_lines, table
+from lmbias.parsers.common import SPAN, iter_lines, table
 
 SCHEMA = pa.schema(
     [
