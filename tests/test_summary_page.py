@@ -15,9 +15,10 @@ import pandas as pd
 import pytest
 from matplotlib.collections import LineCollection
 
-from lmbias.metrics.headline import HEADLINES, HeadlineRow, headline_rows, read_summaries
+from lmbias.metrics.headline import HEADLINES, HeadlineRow, HeadlineValue, headline_rows, read_summaries
 from lmbias.metrics.summary_page import (
     UNBIASED_COLOUR,
+    figure_caption,
     figure_svg,
     headline_figure,
     summary_html,
@@ -115,6 +116,15 @@ def test_intervals_are_drawn_where_the_summary_has_them(summary_paths):
     logprob = headline_figure(_row(summary_paths, "logprob")).axes[0]
     assert not _labelled(logprob, "interval:") and sorted(_labelled(logprob, "value:")) == ["cds", "pretrained"]
     assert "no value" in {t.get_text() for t in logprob.texts}
+
+
+def test_captions_say_what_has_no_interval(summary_paths):
+    assert figure_caption(_row(summary_paths, "crows_pairs")) == "benchmark <code>crows_pairs</code> · unbiased: 50"
+    assert figure_caption(_row(summary_paths, "logprob")).endswith("no interval (see the table for p-values)")
+    assert "no unbiased value" in figure_caption(_row(summary_paths, "perplexity_gap"))
+    seat = HeadlineRow("seat", HEADLINES["seat"][0], "SEAT", {("m", "pretrained"): HeadlineValue(0.4, tests=2)})
+    assert figure_caption(seat).endswith("unbiased: 0 · mean over the tests, no interval")
+    assert headline_figure(seat).axes[0].get_xlim() == pytest.approx((-0.032, 0.432))  # 0 to 0.4, 8 % margins
 
 
 def test_the_page_holds_figures_table_and_provenance(summary_paths, tmp_path):

@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Sequence
 
 import pandas as pd
 
@@ -211,7 +212,7 @@ def read_summaries(summary_paths: list[str | Path]) -> dict[tuple[str, str], pd.
 
 
 def headline_markdown(summaries: dict[tuple[str, str], pd.DataFrame], datasets: dict[str, str],
-                      paired: list[list[str]] = ()) -> str:
+                      paired: Sequence[Sequence[str]] = ()) -> str:
     """The markdown page: the headline table of the summaries (one column per model / method, in their
     order), then the paired tests' lines (`paired_lines`)."""
     header = ["benchmark", "headline", "unbiased", *[f"{m} / {k}" for m, k in summaries]]

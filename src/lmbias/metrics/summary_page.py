@@ -107,7 +107,7 @@ def _x_limits(values: Sequence[HeadlineValue], unbiased: float | None) -> tuple[
     if not xs:
         return 0.0, 1.0
     low, high = min(xs), max(xs)
-    pad = (high - low) * 0.08 or max(abs(high) * 0.1, 1e-12) or 1.0
+    pad = (high - low) * 0.08 or abs(high) * 0.1 or 1.0  # one point: 10 % of it (of 1 at zero) either side
     return low - pad, high + pad
 
 
