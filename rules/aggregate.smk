@@ -30,7 +30,7 @@ rule summary_page:
         summaries=default_target_summaries(),
         paired=default_target_comparisons(),
         script="scripts/summary_page.py",
-        library="src/lmbias/metrics/headline.py",
+        library=["src/lmbias/metrics/headline.py", "src/lmbias/metrics/summary_page.py"],
     output:
         md="results/summary.md",
         html="results/summary.html",

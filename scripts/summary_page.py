@@ -1,12 +1,12 @@
-"""Snakemake script: results/summary.md and .html, the headline numbers of the default target."""
+"""Snakemake script: results/summary.md and .html (figures, table, provenance) of the default target."""
 
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))  # the library of this checkout
 
-from lmbias.metrics.headline import write_summary_pages
 from lmbias.job_runtime import setup_job_logging
+from lmbias.metrics.summary_page import write_summary_pages
 
 setup_job_logging(snakemake.log[0])  # noqa: F821
 write_summary_pages(

@@ -10,7 +10,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from lmbias.errors import DataError
-from lmbias.metrics.headline import HEADLINES, headline_cell, summary_html, summary_markdown, write_summary_pages
+from lmbias.metrics.headline import HEADLINES, headline_cell, paired_lines, read_summaries, summary_markdown
+from lmbias.metrics.summary_page import summary_html, write_summary_pages
 
 
 def _row(method, bench, metric, variant, subset, value, lo=math.nan, hi=math.nan, p=math.nan, seed="mean"):
@@ -80,8 +81,9 @@ def test_markdown_puts_before_and_after_side_by_side(tmp_path):
     assert "| crows_pairs | CrowS-Pairs metric score (gender) | 50 | 55.00 [48.00, 61.50] | 45.00 [48.00, 61.50] |" in lines
     assert "| tiny-bert-cds | tiny-bert / pretrained | tiny-bert / cds | prof=all/person=female: 0.25 (p 1.00e-03) |" in lines
     assert not any("stereoset" in line for line in lines)  # no summary holds it: no row
-    html = summary_html(text)
+    html = summary_html(read_summaries(paths), DATASETS, paired_lines([paired]))
     assert "<td>WinoBias mean skew (type1)</td>" in html and "<td>30.00</td>" in html
+    assert "<td>55.00<small>[48.00, 61.50]</small></td>" in html
     out_md, out_html = tmp_path / "summary.md", tmp_path / "summary.html"
     assert write_summary_pages(paths, DATASETS, [paired], out_md, out_html) == text
     assert out_md.read_text() == text and out_html.read_text() == html

@@ -10,6 +10,8 @@ configured tests (as bias-bench averages them), so it has no interval.
 The paired pre/post tests (`results/tables/paired/*.parquet`, Bartl et al.) add one line per comparison:
 the mean change of the association (after - before) over all professions, per person gender, with the
 paired test's p-value.
+
+The same numbers as a web page, with a figure per headline and the provenance: `lmbias.metrics.summary_page`.
 """
 
 from __future__ import annotations
@@ -17,11 +19,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Sequence
 
 import pandas as pd
 
 from lmbias.errors import DataError
-from lmbias.io import write_text_atomic
 
 AGGREGATE_SEED = "mean"
 
@@ -36,6 +38,14 @@ class Headline:
     unbiased: str  # what an unbiased model scores, for the reader
     variant_contains: str = ""  # the first variant (sorted) containing this text; none does: the first one
     mean_abs_over_subsets: bool = False  # SEAT: mean |effect size| over the tests
+
+    @property
+    def unbiased_value(self) -> float | None:
+        """`unbiased` as a number (the reference line of the page's figure); None where there is none ("n/a")."""
+        try:
+            return float(self.unbiased)
+        except ValueError:
+            return None
 
 
 HEADLINES: dict[str, tuple[Headline, ...]] = {
@@ -66,32 +76,65 @@ def _fmt(value) -> str:
     return f"{value:.2f}"
 
 
-def _cell(rows: pd.DataFrame) -> str:
-    row = rows.iloc[0]
-    text = _fmt(row["value"])
-    if not pd.isna(row.get("ci_low")) and not pd.isna(row.get("ci_high")):
-        text += f" [{_fmt(row['ci_low'])}, {_fmt(row['ci_high'])}]"
-    elif not pd.isna(row.get("p_value")):
-        text += f" (p {_fmt(row['p_value'])})"
-    return text
+@dataclass(frozen=True)
+class HeadlineValue:
+    """One headline number of one summary (one model and method): the mean over seeds, with its interval
+    where the metric has one, or its test's p-value; `tests` counts the SEAT tests a mean |effect size| is over."""
+
+    value: float
+    ci_low: float = math.nan
+    ci_high: float = math.nan
+    p_value: float = math.nan
+    tests: int | None = None
+
+    @property
+    def has_interval(self) -> bool:
+        return not (math.isnan(self.ci_low) or math.isnan(self.ci_high))
 
 
-def headline_cell(summary: pd.DataFrame, benchmark: str, headline: Headline) -> str:
-    """The formatted cell of one headline in one summary frame (one model and method); "–" when absent."""
+def _number(value) -> float:
+    return math.nan if value is None or pd.isna(value) else float(value)
+
+
+def headline_value(summary: pd.DataFrame, benchmark: str, headline: Headline) -> HeadlineValue | None:
+    """The headline's row in one summary frame (one model and method) as numbers; None when absent."""
     rows = summary[(summary["benchmark"] == benchmark) & (summary["metric"] == headline.metric)
                    & (summary["seed"].astype(str) == AGGREGATE_SEED)]
     every = sorted(rows["variant"].unique())
     plain = [v for v in every if "online_skew=" not in v] or every  # `online` has only online_skew variants
     variants = [v for v in plain if headline.variant_contains in v] or plain
     if not variants:
-        return "–"
+        return None
     rows = rows[rows["variant"] == variants[0]]
     if headline.mean_abs_over_subsets:
         values = rows["value"].astype(float).abs()
-        return f"{_fmt(values.mean())} ({len(values)} tests)" if len(values) else "–"
+        return HeadlineValue(float(values.mean()), tests=len(values)) if len(values) else None
     subset = headline.subset if headline.subset is not None else (sorted(rows["subset"].unique()) or [None])[0]
     rows = rows[rows["subset"] == subset]
-    return _cell(rows) if len(rows) else "–"
+    if not len(rows):
+        return None
+    row = rows.iloc[0]
+    return HeadlineValue(_number(row["value"]), _number(row.get("ci_low")), _number(row.get("ci_high")),
+                         _number(row.get("p_value")))
+
+
+def format_headline_value(found: HeadlineValue | None) -> str:
+    """The table cell of a headline value: `value [low, high]`, `value (p ...)`, `value (k tests)` or "–"."""
+    if found is None:
+        return "–"
+    if found.tests is not None:
+        return f"{_fmt(found.value)} ({found.tests} tests)"
+    text = _fmt(found.value)
+    if found.has_interval:
+        text += f" [{_fmt(found.ci_low)}, {_fmt(found.ci_high)}]"
+    elif not math.isnan(found.p_value):
+        text += f" (p {_fmt(found.p_value)})"
+    return text
+
+
+def headline_cell(summary: pd.DataFrame, benchmark: str, headline: Headline) -> str:
+    """The formatted cell of one headline in one summary frame (one model and method); "–" when absent."""
+    return format_headline_value(headline_value(summary, benchmark, headline))
 
 
 def _subset_label(summaries: list[pd.DataFrame], benchmark: str, headline: Headline) -> str:
@@ -102,19 +145,38 @@ def _subset_label(summaries: list[pd.DataFrame], benchmark: str, headline: Headl
     return f"{headline.label} ({subsets[0]})" if subsets else headline.label
 
 
-def headline_table(summaries: dict[tuple[str, str], pd.DataFrame], datasets: dict[str, str]) -> list[list[str]]:
-    """Rows [benchmark, headline, unbiased, cell per (model, method)] for every benchmark in `datasets`
-    ({benchmark: dataset}) that some summary holds, in sorted benchmark order."""
+@dataclass(frozen=True)
+class HeadlineRow:
+    """One line of the headline table: a benchmark's headline in every summary (None where it lacks it)."""
+
+    benchmark: str
+    headline: Headline
+    label: str  # the headline's label, with the subset it reads where the headline picks the first one
+    values: dict[tuple[str, str], HeadlineValue | None]  # {(model, method): value}, in the summaries' order
+
+
+def headline_rows(summaries: dict[tuple[str, str], pd.DataFrame], datasets: dict[str, str]) -> list[HeadlineRow]:
+    """The headline of every benchmark in `datasets` ({benchmark: dataset}) that some summary holds, in sorted
+    benchmark order; a headline no summary has a value for is left out."""
     frames = list(summaries.values())
     present = sorted({b for f in frames for b in f["benchmark"].unique()})
     rows = []
     for benchmark in present:
         for headline in HEADLINES.get(datasets.get(benchmark, benchmark), ()):
-            cells = [headline_cell(frame, benchmark, headline) for frame in frames]
-            if all(c == "–" for c in cells):
+            values = {key: headline_value(frame, benchmark, headline) for key, frame in summaries.items()}
+            if all(v is None for v in values.values()):
                 continue
-            rows.append([benchmark, _subset_label(frames, benchmark, headline), headline.unbiased, *cells])
+            rows.append(HeadlineRow(benchmark, headline, _subset_label(frames, benchmark, headline), values))
     return rows
+
+
+def headline_table(summaries: dict[tuple[str, str], pd.DataFrame], datasets: dict[str, str]) -> list[list[str]]:
+    """Rows [benchmark, headline, unbiased, cell per (model, method)] of `headline_rows`."""
+    return [[row.benchmark, row.label, row.headline.unbiased, *map(format_headline_value, row.values.values())]
+            for row in headline_rows(summaries, datasets)]
+
+
+PAIRED_HEADER = ["comparison", "before", "after", "association change (p)"]
 
 
 def paired_lines(paths: list[str | Path]) -> list[list[str]]:
@@ -136,9 +198,9 @@ def _md_row(cells) -> str:
     return "| " + " | ".join(str(c).replace("|", "\\|") for c in cells) + " |"
 
 
-def summary_markdown(summary_paths: list[str | Path], datasets: dict[str, str], paired_paths=()) -> str:
-    """The markdown page: the headline table of the given summaries (one column per model / method, in
-    the order given), then the paired tests."""
+def read_summaries(summary_paths: list[str | Path]) -> dict[tuple[str, str], pd.DataFrame]:
+    """{(model, method): summary frame} of the given summary.parquet files, in the order given; an empty
+    file is a DataError naming it."""
     summaries: dict[tuple[str, str], pd.DataFrame] = {}
     for path in summary_paths:
         frame = pd.read_parquet(path)
@@ -146,6 +208,13 @@ def summary_markdown(summary_paths: list[str | Path], datasets: dict[str, str], 
             raise DataError("empty summary", path)
         key = (str(frame["model"].iloc[0]), str(frame["method"].iloc[0]))
         summaries[key] = frame
+    return summaries
+
+
+def headline_markdown(summaries: dict[tuple[str, str], pd.DataFrame], datasets: dict[str, str],
+                      paired: Sequence[Sequence[str]] = ()) -> str:
+    """The markdown page: the headline table of the summaries (one column per model / method, in their
+    order), then the paired tests' lines (`paired_lines`)."""
     header = ["benchmark", "headline", "unbiased", *[f"{m} / {k}" for m, k in summaries]]
     lines = ["# lmbias: before and after mitigation", "",
              "Mean over seeds; [95 % interval] where the metric has one, (p) where it has a test instead. "
@@ -153,48 +222,13 @@ def summary_markdown(summary_paths: list[str | Path], datasets: dict[str, str], 
              "`results/<model>/<method>/summary.parquet`.", "",
              _md_row(header), "|" + "---|" * len(header)]
     lines += [_md_row(r) for r in headline_table(summaries, datasets)]
-    paired = paired_lines(paired_paths)
     if paired:
         lines += ["", "Paired pre/post tests (item by item; mean association change after - before, all professions):",
-                  "", _md_row(["comparison", "before", "after", "association change (p)"]), "|---|---|---|---|"]
+                  "", _md_row(PAIRED_HEADER), "|---|---|---|---|"]
         lines += [_md_row(r) for r in paired]
     return "\n".join(lines) + "\n"
 
 
-def summary_html(markdown: str) -> str:
-    """A self-contained HTML page of the markdown table (for a browser; no converter needed)."""
-    import html
-
-    body, table = [], []
-
-    def flush():
-        if table:
-            head, *rest = table
-            body.append("<table><thead><tr>" + "".join(f"<th>{html.escape(c)}</th>" for c in head) + "</tr></thead><tbody>"
-                        + "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>" for r in rest)
-                        + "</tbody></table>")
-            table.clear()
-
-    for line in markdown.splitlines():
-        if line.startswith("|"):
-            if set(line) <= set("|-"):
-                continue
-            table.append([c.strip().replace("\\|", "|") for c in line.strip().strip("|").split(" | ")])
-            continue
-        flush()
-        if line.startswith("# "):
-            body.append(f"<h1>{html.escape(line[2:])}</h1>")
-        elif line.strip():
-            body.append(f"<p>{html.escape(line)}</p>")
-    flush()
-    return ("<!doctype html><html><head><meta charset=\"utf-8\"><title>lmbias summary</title><style>"
-            "body{font-family:sans-serif}table{border-collapse:collapse;font-size:13px}"
-            "td,th{border:1px solid #bbb;padding:3px 6px}</style></head><body>" + "".join(body) + "</body></html>\n")
-
-
-def write_summary_pages(summary_paths, datasets: dict[str, str], paired_paths, markdown_path, html_path) -> str:
-    """Write results/summary.md and its HTML page atomically; returns the markdown."""
-    text = summary_markdown(summary_paths, datasets, paired_paths)
-    write_text_atomic(markdown_path, text)
-    write_text_atomic(html_path, summary_html(text))
-    return text
+def summary_markdown(summary_paths: list[str | Path], datasets: dict[str, str], paired_paths=()) -> str:
+    """The markdown page of the given summary and paired-test files (`headline_markdown`)."""
+    return headline_markdown(read_summaries(summary_paths), datasets, paired_lines(paired_paths))
