@@ -137,6 +137,10 @@ def test_the_page_holds_figures_table_and_provenance(summary_paths, tmp_path):
     for text in ("org/tiny-bert", "org/tiny-gpt2", "main", COMMIT, "0.1.0", CONFIG_HASH, DATA_SHA):
         assert text in footer
     assert "generated (no data files" in footer  # logprob: data_sha256 empty
+    local = summaries[("tiny-gpt2", "pretrained")].assign(model_commit="")
+    assert "none (a local folder)" in summary_html({("tiny-gpt2", "pretrained"): local}, DATASETS)
+    older = summaries[("tiny-gpt2", "pretrained")].drop(columns=["model_commit", "config_hash"])
+    assert summary_html({("tiny-gpt2", "pretrained"): older}, DATASETS).count("<td>not recorded</td>") == 2
     # self-contained: no script, no external file or font; one id per element on the whole page
     assert not re.search(r"<script|<link|<img|@import|url\((?!#)|<\?xml|<!DOCTYPE svg", page)
     ids = re.findall(r'\bid="([^"]+)"', page)

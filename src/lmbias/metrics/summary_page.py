@@ -77,6 +77,9 @@ FIGURE_WIDTH, ROW_HEIGHT, PANEL_HEIGHT, AXIS_HEIGHT = 5.6, 0.25, 0.36, 0.4
 MODEL_PROVENANCE = (("model_id", "model id"), ("model_revision", "revision"), ("model_commit", "hub commit"),
                     ("lmbias_version", "lmbias version"), ("config_hash", "config hash"))
 NOT_RECORDED = "not recorded"
+#: What an empty (recorded, "") value of a provenance column means (lmbias.metrics.summary.provenance).
+EMPTY_MEANS = {"model_commit": "none (a local folder)",
+               "data_sha256": "generated (no data files; pinned by the lmbias version)"}
 
 
 # ------------------------------------------------------------------------------------------ figures
@@ -277,16 +280,17 @@ def _headline_cells(rows: Sequence[Sequence[str]]) -> list[list[str]]:
 
 
 def _distinct(frame: pd.DataFrame, column: str) -> str:
-    """The distinct recorded values of a provenance column, sorted and comma-joined; NOT_RECORDED when none
-    (a summary written before the column existed, or a column that is empty, e.g. a local model's commit)."""
-    if column not in frame:
-        return NOT_RECORDED
-    values = sorted({str(v) for v in frame[column] if v is not None and not pd.isna(v) and str(v) != ""})
-    return ", ".join(values) if values else NOT_RECORDED
+    """The distinct recorded values of a provenance column, sorted and comma-joined; only "" recorded: what
+    that means (EMPTY_MEANS); nothing recorded (a summary written before the column existed): NOT_RECORDED."""
+    recorded = {str(v) for v in frame[column] if v is not None and not pd.isna(v)} if column in frame else set()
+    values = sorted(recorded - {""})
+    if values:
+        return ", ".join(values)
+    return EMPTY_MEANS.get(column, NOT_RECORDED) if recorded else NOT_RECORDED
 
 
 def _code(text: str) -> str:
-    return text if text == NOT_RECORDED else f"<code>{html.escape(text)}</code>"
+    return text if text == NOT_RECORDED or text in EMPTY_MEANS.values() else f"<code>{html.escape(text)}</code>"
 
 
 def provenance_tables(summaries: dict[tuple[str, str], pd.DataFrame]) -> str:
@@ -300,10 +304,7 @@ def provenance_tables(summaries: dict[tuple[str, str], pd.DataFrame]) -> str:
     data_rows = []
     for benchmark in benchmarks:
         rows = pd.concat([frame[frame["benchmark"] == benchmark] for frame in summaries.values()])
-        sha = _distinct(rows, "data_sha256")
-        shown = "generated (no data files; pinned by the lmbias version)" if sha == NOT_RECORDED \
-            and "data_sha256" in rows else _code(sha)
-        data_rows.append([f"<code>{html.escape(str(benchmark))}</code>", shown])
+        data_rows.append([f"<code>{html.escape(str(benchmark))}</code>", _code(_distinct(rows, "data_sha256"))])
     out.append(_table(["benchmark", "data sha256"], data_rows, "provenance"))
     return "".join(out)
 
