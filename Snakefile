@@ -65,7 +65,7 @@ onsuccess:
     _page = Path("results/summary.md")
     if _page.is_file() and _page.stat().st_mtime >= _RUN_STARTED:
         print(f"\n{_page.read_text(encoding='utf-8')}")
-        print(f"Same table as a web page: {Path('results/summary.html').resolve()}; every row: "
+        print(f"The results page (a figure per headline, then this table): {Path('results/summary.html').resolve()}; every row: "
               "results/<model>/<method>/summary.parquet; paper tables and figures: snakemake --report results/report.html <targets>")
 
 
