@@ -58,16 +58,30 @@ def _one_torch_thread():
     torch.set_num_threads(before)
 
 
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """Under `--dist loadgroup` (pyproject.toml's addopts): a module's tests in one worker, the longest groups
+    first (tests/helpers/xdist_groups.py)."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from helpers.xdist_groups import ModulesTogetherLongestFirst
+
+    return ModulesTogetherLongestFirst(config, log)
+
+
 @pytest.fixture(autouse=True, scope="session")
 def _start_long_workflow_runs_early(request):
     """Start the methods workflow run (tests/workflow/test_workflow_methods.py, about 10 minutes of jobs) in the
     background when the session starts, if any selected test uses it. The unit tests run in one process and
     leave a core idle; the run, at a lower priority, uses it. Its fixture waits for it when its tests come.
-    Without the data folder nothing starts: the fixture then skips (or fails under CI) as usual."""
+    Without the data folder nothing starts: the fixture then skips (or fails under CI) as usual.
+
+    Not in an xdist worker (`-n 2`): there the other worker keeps the second core busy, and the scheduler hands
+    the methods module out first, so its fixture starts the run at once in the one worker that runs its tests."""
     runs = {}
     request.config._lmbias_background_runs = runs
     wanted = any("methods_run" in getattr(item, "fixturenames", ()) for item in request.session.items)
-    if wanted and _data_dir().is_dir():
+    if wanted and _data_dir().is_dir() and "PYTEST_XDIST_WORKER" not in os.environ:
         from helpers.methods_run import start_methods_run
 
         runs["methods"] = start_methods_run(request.getfixturevalue("tmp_path_factory"), REPO_ROOT, _data_dir())

@@ -101,11 +101,13 @@ def _cheap(config: dict, shared_data) -> dict:
     return config
 
 
-def start_methods_run(tmp_path_factory, repo_root: Path, shared_data: Path) -> BackgroundSnakemake:
+def start_methods_run(tmp_path_factory, repo_root: Path, shared_data: Path, niceness: int = 10) -> BackgroundSnakemake:
     """Prepare the shared run's workflow copy and start its Snakemake in the background (tests/conftest.py
-    does so when the session starts, so the run overlaps the unit tests)."""
+    does so when the session starts, so the run overlaps the unit tests, at niceness 10 so they go first).
+    The module's fixture starts it itself where the session did not (one xdist worker of two, or a test selected by
+    name): at niceness 0, as the run is then the longest thing the session waits for."""
     workdir = _prepare_methods_workdir(tmp_path_factory, repo_root, shared_data)
-    return BackgroundSnakemake(workdir, *TARGETS, *PAPER_TARGETS, "results/summary.md")
+    return BackgroundSnakemake(workdir, *TARGETS, *PAPER_TARGETS, "results/summary.md", niceness=niceness)
 
 
 def _prepare_methods_workdir(tmp_path_factory, repo_root: Path, shared_data: Path) -> Path:

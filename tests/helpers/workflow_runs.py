@@ -63,16 +63,16 @@ def _checked(proc: subprocess.CompletedProcess, args, check: bool) -> subprocess
 
 
 class BackgroundSnakemake:
-    """A test's long Snakemake run started early, at a lower priority, so it uses the core the single-process
-    unit tests leave idle; `result()` waits for it and returns what run_snakemake returns. The run is the
-    same command with the same inputs, so its outputs do not depend on when it ran."""
+    """A test's long Snakemake run started early, at a lower priority (niceness), so it uses the core the
+    single-process unit tests leave idle; `result()` waits for it and returns what run_snakemake returns. The
+    run is the same command with the same inputs, so its outputs do not depend on when it ran."""
 
-    def __init__(self, workdir: Path, *args: str):
+    def __init__(self, workdir: Path, *args: str, niceness: int = 10):
         command, env = snakemake_command(*args)
         self.args, self.workdir = args, workdir
         self._out, self._err = open(workdir / ".bg.out", "w+"), open(workdir / ".bg.err", "w+")
         self.proc = subprocess.Popen(command, cwd=workdir, env=env, stdout=self._out, stderr=self._err, text=True,
-                                     preexec_fn=lambda: os.nice(10))
+                                     preexec_fn=lambda: os.nice(niceness))
 
     def result(self, check: bool = True) -> subprocess.CompletedProcess:
         returncode = self.proc.wait()

@@ -38,8 +38,8 @@ pytestmark = pytest.mark.workflow
 @pytest.fixture(scope="session")
 def methods_run(request, tmp_path_factory, repo_root, shared_data):
     started = getattr(request.config, "_lmbias_background_runs", {}).get("methods")
-    if started is None:  # this session did not start it early (e.g. one test selected by name)
-        started = start_methods_run(tmp_path_factory, repo_root, shared_data)
+    if started is None:  # this session did not start it early (an xdist worker, or one test selected by name)
+        started = start_methods_run(tmp_path_factory, repo_root, shared_data, niceness=0)
     proc = started.result()
     workdir = started.workdir
     (workdir / "run.out").write_text(proc.stdout + proc.stderr)
