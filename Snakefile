@@ -52,9 +52,9 @@ include: "rules/papers.smk"
 
 
 rule all:
+    default_target: True
     input:
         all_targets(),
-    default_target: True
 
 
 _RUN_STARTED = time.time()
@@ -65,8 +65,10 @@ onsuccess:
     _page = Path("results/summary.md")
     if _page.is_file() and _page.stat().st_mtime >= _RUN_STARTED:
         print(f"\n{_page.read_text(encoding='utf-8')}")
-        print(f"The results page (a figure per headline, then this table): {Path('results/summary.html').resolve()}; every row: "
-              "results/<model>/<method>/summary.parquet; paper tables and figures: snakemake --report results/report.html <targets>")
+        print(
+            f"The results page (a figure per headline, then this table): {Path('results/summary.html').resolve()}; every row: "
+            "results/<model>/<method>/summary.parquet; paper tables and figures: snakemake --report results/report.html <targets>"
+        )
 
 
 onerror:
@@ -77,7 +79,9 @@ onerror:
 
     _failed = getattr(getattr(workflow, "scheduler", None), "failed", None) or ()
     _report = failed_jobs_report(
-        (member.rule.name, [str(f) for f in member.log]) for job in _failed for member in getattr(job, "jobs", [job])
+        (member.rule.name, [str(f) for f in member.log])
+        for job in _failed
+        for member in getattr(job, "jobs", [job])
     )
     if _report:
         print(_report, file=sys.stderr)

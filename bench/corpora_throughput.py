@@ -73,23 +73,34 @@ def main(argv=None) -> int:
     n_ctx, n_sent = gap.num_rows, sentences.num_rows
     split_s, cds_s, work_s, total_s = t_split - t_loaded, t_cds - t_split, t_cds - t_loaded, t_cds - t0
     changed = sum(out.column("changed").to_pylist())
-    print(f"GAP split + CDS on {args.cores} cores (cpus {cpus}); splitter={args.splitter}, "
-          f"intervention={args.intervention}{'+names' if args.names else ''}, swap_rate={args.swap_rate:g}")
-    print(f"  contexts: {n_ctx}   sentences: {n_sent} ({counts['sentences_split']} split, "
-          f"{counts['duplicates_removed']} exact duplicates removed)   changed by CDS: {changed}")
+    print(
+        f"GAP split + CDS on {args.cores} cores (cpus {cpus}); splitter={args.splitter}, "
+        f"intervention={args.intervention}{'+names' if args.names else ''}, swap_rate={args.swap_rate:g}"
+    )
+    print(
+        f"  contexts: {n_ctx}   sentences: {n_sent} ({counts['sentences_split']} split, "
+        f"{counts['duplicates_removed']} exact duplicates removed)   changed by CDS: {changed}"
+    )
     print(f"  loading (GAP parse + spaCy pipelines + lexicon): {t_loaded - t0:6.1f} s")
-    print(f"  split: {split_s:6.1f} s   ({n_ctx / split_s:7.1f} contexts/s, {n_sent / split_s:7.1f} sentences/s)"
-          f"   CPU {c_split - c_loaded:.1f} s")
+    print(
+        f"  split: {split_s:6.1f} s   ({n_ctx / split_s:7.1f} contexts/s, {n_sent / split_s:7.1f} sentences/s)"
+        f"   CPU {c_split - c_loaded:.1f} s"
+    )
     print(f"  CDS:   {cds_s:6.1f} s   ({n_sent / cds_s:7.1f} sentences/s)   CPU {c_cds - c_split:.1f} s")
     print(f"  split + CDS: {work_s:6.1f} s   ({n_ctx / work_s:.1f} contexts/s, {n_sent / work_s:.1f} sentences/s)")
     print(f"  total seconds, loading included: {total_s:.1f} s (target < 60 s: {'met' if total_s < 60 else 'NOT met'})")
     usage = resource.getrusage(resource.RUSAGE_SELF)
-    print(f"  CPU time of this process (user + sys): {usage.ru_utime + usage.ru_stime:.1f} s "
-          f"(split + CDS: {c_cds - c_loaded:.1f} s)")
+    print(
+        f"  CPU time of this process (user + sys): {usage.ru_utime + usage.ru_stime:.1f} s "
+        f"(split + CDS: {c_cds - c_loaded:.1f} s)"
+    )
     if hasattr(os, "getloadavg"):
         load = os.getloadavg()[0]
-        note = ("above the core count: other processes slowed the wall-clock figures"
-                if load > os.cpu_count() else "the machine was not oversubscribed")
+        note = (
+            "above the core count: other processes slowed the wall-clock figures"
+            if load > os.cpu_count()
+            else "the machine was not oversubscribed"
+        )
         print(f"  1-minute load average at the end: {load:.1f} on {os.cpu_count()} cpus ({note})")
     return 0
 

@@ -53,19 +53,26 @@ def worker(hidden: int, layers: int) -> None:
     model(input_ids=ids, labels=ids).loss.backward()
     grads = sum(_tensor_bytes(p.grad) for p in model.parameters() if p.grad is not None)
     optimizer.step()
-    state = sum(_tensor_bytes(v) for s in optimizer.state.values() for v in s.values() if torch.is_tensor(v)
-                and v.dim() > 0)
+    state = sum(
+        _tensor_bytes(v) for s in optimizer.state.values() for v in s.values() if torch.is_tensor(v) and v.dim() > 0
+    )
     rows = [None] * world
     torch.distributed.all_gather_object(rows, (rank, full, local, grads, state))
     if rank == 0:
-        mib = 2 ** 20
-        print(f"Llama-shaped model, hidden {hidden}, {layers} layers, vocab 32,000: {full / mib:,.1f} MiB of "
-              f"float32 parameters; {world} processes")
-        print(f"{'rank':>4} | {'DDP params MiB':>14} | {'FSDP params MiB':>15} | {'FSDP/DDP':>8} | "
-              f"{'FSDP grads MiB':>14} | {'FSDP AdamW state MiB':>20}")
+        mib = 2**20
+        print(
+            f"Llama-shaped model, hidden {hidden}, {layers} layers, vocab 32,000: {full / mib:,.1f} MiB of "
+            f"float32 parameters; {world} processes"
+        )
+        print(
+            f"{'rank':>4} | {'DDP params MiB':>14} | {'FSDP params MiB':>15} | {'FSDP/DDP':>8} | "
+            f"{'FSDP grads MiB':>14} | {'FSDP AdamW state MiB':>20}"
+        )
         for r, f, lo, g, st in sorted(rows):
-            print(f"{r:>4} | {f / mib:>14,.1f} | {lo / mib:>15,.1f} | {lo / f:>8.3f} | {g / mib:>14,.1f} | "
-                  f"{st / mib:>20,.1f}")
+            print(
+                f"{r:>4} | {f / mib:>14,.1f} | {lo / mib:>15,.1f} | {lo / f:>8.3f} | {g / mib:>14,.1f} | "
+                f"{st / mib:>20,.1f}"
+            )
         print(f"sum of FSDP shards = {sum(r[2] for r in rows) / full:.3f} x the model")
     torch.distributed.destroy_process_group()
 
@@ -105,8 +112,15 @@ class _AnonPeak:
 def _config(hidden: int, layers: int):
     from transformers import LlamaConfig
 
-    return LlamaConfig(vocab_size=32000, hidden_size=hidden, intermediate_size=4 * hidden, num_hidden_layers=layers,
-                       num_attention_heads=8, num_key_value_heads=8, tie_word_embeddings=False)
+    return LlamaConfig(
+        vocab_size=32000,
+        hidden_size=hidden,
+        intermediate_size=4 * hidden,
+        num_hidden_layers=layers,
+        num_attention_heads=8,
+        num_key_value_heads=8,
+        tie_word_embeddings=False,
+    )
 
 
 def load_worker(folder: str, read: str) -> None:
@@ -144,13 +158,16 @@ def load_worker(folder: str, read: str) -> None:
     del full
     loaded = _peak_mib()
     anon_cost = anon.stop() - anon_imports
-    shard = fsdp.local_parameter_bytes(module) / 2 ** 20
+    shard = fsdp.local_parameter_bytes(module) / 2**20
     rows = [None] * world
     torch.distributed.all_gather_object(rows, (rank, mode, read_as, imports, loaded, anon_cost, shard))
     if rank == 0:
         for r, m, how, i, lo, an, sh in sorted(rows):
-            print(f"{m:>13} | {r:>4} | {how:>8} | {i:>13,.0f} | {lo:>16,.0f} | {lo - i:>9,.0f} | {an:>9,.0f} | "
-                  f"{sh:>9,.1f}", flush=True)
+            print(
+                f"{m:>13} | {r:>4} | {how:>8} | {i:>13,.0f} | {lo:>16,.0f} | {lo - i:>9,.0f} | {an:>9,.0f} | "
+                f"{sh:>9,.1f}",
+                flush=True,
+            )
     torch.distributed.destroy_process_group()
 
 
@@ -162,8 +179,8 @@ def load_table(processes: int, hidden: int, layers: int, run) -> None:
     with tempfile.TemporaryDirectory(prefix="fsdp-load-") as tmp:
         torch.manual_seed(0)
         model = LlamaForCausalLM(_config(hidden, layers))
-        mib = sum(p.numel() * p.element_size() for p in model.parameters()) / 2 ** 20
-        largest = max(p.numel() * p.element_size() for p in model.parameters()) / 2 ** 20
+        mib = sum(p.numel() * p.element_size() for p in model.parameters()) / 2**20
+        largest = max(p.numel() * p.element_size() for p in model.parameters()) / 2**20
         model.to(torch.bfloat16).save_pretrained(tmp, safe_serialization=True)
         del model
         from lmbias.engine.tiny import build_tiny_model
@@ -173,11 +190,15 @@ def load_table(processes: int, hidden: int, layers: int, run) -> None:
         for name in os.listdir(tok):
             if name.startswith(("tokenizer", "special_tokens")):
                 os.replace(tok / name, Path(tmp) / name)
-        print(f"\nPeak CPU memory (ru_maxrss, MiB) of each of {processes} processes loading a Llama-shaped model "
-              f"for FSDP: hidden {hidden}, {layers} layers, vocab 32,000: {mib:,.1f} MiB of float32 parameters "
-              f"(largest tensor {largest:,.1f} MiB), stored in bfloat16 ({mib / 2:,.1f} MiB)")
-        print(f"{'init':>13} | {'rank':>4} | {'read as':>8} | {'after imports':>13} | {'after load+shard':>16} | "
-              f"{'load cost':>9} | {'anon cost':>9} | {'shard MiB':>9}")
+        print(
+            f"\nPeak CPU memory (ru_maxrss, MiB) of each of {processes} processes loading a Llama-shaped model "
+            f"for FSDP: hidden {hidden}, {layers} layers, vocab 32,000: {mib:,.1f} MiB of float32 parameters "
+            f"(largest tensor {largest:,.1f} MiB), stored in bfloat16 ({mib / 2:,.1f} MiB)"
+        )
+        print(
+            f"{'init':>13} | {'rank':>4} | {'read as':>8} | {'after imports':>13} | {'after load+shard':>16} | "
+            f"{'load cost':>9} | {'anon cost':>9} | {'shard MiB':>9}"
+        )
         for every, read in (("1", "float32"), ("0", "float32"), ("0", "stored")):
             run(["--load-worker", tmp, "--read", read], {"LMBIAS_FSDP_EVERY_PROCESS_LOADS": every})
 
@@ -200,14 +221,31 @@ def main() -> None:
         load_worker(a.load_worker, a.read)
         return
     src = str(Path(__file__).resolve().parents[1] / "src")
-    env = dict(os.environ, PYTHONPATH=src + os.pathsep + os.environ.get("PYTHONPATH", ""), OMP_NUM_THREADS="1",
-               HF_HUB_OFFLINE="1")
+    env = dict(
+        os.environ,
+        PYTHONPATH=src + os.pathsep + os.environ.get("PYTHONPATH", ""),
+        OMP_NUM_THREADS="1",
+        HF_HUB_OFFLINE="1",
+    )
     from lmbias.engine.distributed import main_process_port
 
     def run(args: list[str], extra_env: dict | None = None) -> None:
         port = main_process_port(str(Path(__file__).resolve()) + " ".join(args))
-        subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", str(a.processes),
-                        "--master_port", str(port), __file__, *args], env=dict(env, **(extra_env or {})), check=True)
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "torch.distributed.run",
+                "--nproc_per_node",
+                str(a.processes),
+                "--master_port",
+                str(port),
+                __file__,
+                *args,
+            ],
+            env=dict(env, **(extra_env or {})),
+            check=True,
+        )
 
     run(["--worker", "--hidden", str(a.hidden), "--layers", str(a.layers)])
     load_table(a.processes, a.load_hidden, a.load_layers, run)

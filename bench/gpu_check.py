@@ -54,19 +54,27 @@ def row(step: str, check: str, result: str, detail: str = "", seconds: float | N
 
 def guarded(step: str, check: str):
     """A runner of fn(*args): its result, or None with a FAIL row (the error's first line) when it raises."""
+
     def run(fn, *args, **kwargs):
         began = time.perf_counter()
         try:
             return fn(*args, **kwargs)
         except Exception as exc:  # noqa: BLE001 - every failure becomes a row of the table
             traceback.print_exc()
-            row(step, check, "FAIL", f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"[:160],
-                time.perf_counter() - began)
+            row(
+                step,
+                check,
+                "FAIL",
+                f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"[:160],
+                time.perf_counter() - began,
+            )
             return None
+
     return run
 
 
 # ----------------------------------------------------------------------------------------------- environment
+
 
 def pinned_versions() -> dict[str, str]:
     pins = {}
@@ -97,17 +105,31 @@ def check_environment(device: str) -> None:
             older.append(f"{name} {have} < {wanted}")
     blocked = [m for m in ("snakemake", "spacy") if _importable(m)]
     detail = "; ".join(older) if older else "all at or above the pins"
-    row("environment", "versions vs constraints.txt", "older" if older else "ok",
-        detail + ("" if not blocked else f"; installed but unused: {', '.join(blocked)}"))
+    row(
+        "environment",
+        "versions vs constraints.txt",
+        "older" if older else "ok",
+        detail + ("" if not blocked else f"; installed but unused: {', '.join(blocked)}"),
+    )
     import torch
 
     if device == "cuda":
         props = torch.cuda.get_device_properties(0)
-        row("environment", "device", "ok", f"{torch.cuda.device_count()} x {props.name} "
+        row(
+            "environment",
+            "device",
+            "ok",
+            f"{torch.cuda.device_count()} x {props.name} "
             f"({props.total_memory / 2**30:.0f} GiB), bf16 {'yes' if torch.cuda.is_bf16_supported() else 'no'}, "
-            f"torch {torch.__version__}, CUDA {torch.version.cuda}")
+            f"torch {torch.__version__}, CUDA {torch.version.cuda}",
+        )
     else:
-        row("environment", "device", "ok", f"CPU dry mode ({torch.get_num_threads()} threads), torch {torch.__version__}")
+        row(
+            "environment",
+            "device",
+            "ok",
+            f"CPU dry mode ({torch.get_num_threads()} threads), torch {torch.__version__}",
+        )
 
 
 def _importable(name: str) -> bool:
@@ -121,6 +143,7 @@ def _importable(name: str) -> bool:
 
 # ------------------------------------------------------------------------------------------------ scoring
 
+
 def load_config() -> dict:
     import yaml
 
@@ -131,8 +154,10 @@ def build_tiny(work: Path) -> dict[str, tuple[str, str]]:
     """{architecture: (folder, family)} of the tiny models, built here."""
     from lmbias.engine.tiny import FAMILY_OF, build_tiny_model
 
-    return {arch: (str(build_tiny_model(arch, work / "models" / f"tiny-{arch}", seed=0)), FAMILY_OF[arch])
-            for arch in ARCHITECTURES}
+    return {
+        arch: (str(build_tiny_model(arch, work / "models" / f"tiny-{arch}", seed=0)), FAMILY_OF[arch])
+        for arch in ARCHITECTURES
+    }
 
 
 def benchmark_items(config: dict, name: str, data: Path, limit: int, out: Path) -> Path:
@@ -154,20 +179,31 @@ def subset(table, limit: int):
     columns = set(table.column_names)
     if "test" not in columns:
         return table.slice(0, limit)
-    frame = table.select([c for c in ("test", "role", "unit", "target_role", "attribute_role") if c in columns]).to_pandas()
+    frame = table.select(
+        [c for c in ("test", "role", "unit", "target_role", "attribute_role") if c in columns]
+    ).to_pandas()
     frame = frame[frame["test"] == frame["test"].value_counts().idxmin()]
     if {"unit", "target_role", "attribute_role"} <= columns:
         units = set()
         for _, group in frame.groupby("target_role", sort=False):
-            units.update(list(dict.fromkeys(group["unit"]))[:max(1, limit // 2)])
+            units.update(list(dict.fromkeys(group["unit"]))[: max(1, limit // 2)])
         frame = frame[frame["unit"].isin(units)].groupby(["unit", "attribute_role"], sort=False).head(limit)
     elif "role" in columns:
         frame = frame.groupby("role", sort=False).head(limit)
     return table.take(frame.index.to_numpy())
 
 
-def score(items: Path, out: Path, model: str, entry: dict, bench: str, bench_entry: dict, device: str,
-          method: dict | None = None, max_tokens: int | None = None) -> dict:
+def score(
+    items: Path,
+    out: Path,
+    model: str,
+    entry: dict,
+    bench: str,
+    bench_entry: dict,
+    device: str,
+    method: dict | None = None,
+    max_tokens: int | None = None,
+) -> dict:
     """Scores through the scoring job on `device` (pick_device replaced); returns the job's timing record."""
     import pandas as pd
     import torch
@@ -176,8 +212,17 @@ def score(items: Path, out: Path, model: str, entry: dict, bench: str, bench_ent
 
     evaluation.pick_device = lambda: torch.device(device)
     timing = out.with_suffix(".job.tsv")
-    evaluation.score_benchmark_job(items, out, model, entry, method or {"kind": "pretrained"}, bench, bench_entry,
-                                   max_tokens=max_tokens, timing_path=timing)
+    evaluation.score_benchmark_job(
+        items,
+        out,
+        model,
+        entry,
+        method or {"kind": "pretrained"},
+        bench,
+        bench_entry,
+        max_tokens=max_tokens,
+        timing_path=timing,
+    )
     return pd.read_csv(timing, sep="\t").iloc[0].to_dict()
 
 
@@ -228,10 +273,19 @@ def check_scoring(config, data: Path, tiny: dict, work: Path, device: str, limit
                 continue  # the benchmark does not apply to this family
             runs = {}
             for label, where, dtype in (("cpu", "cpu", "fp32"), ("fp32", device, "fp32"), ("bf16", device, "bf16")):
-                entry = {"path": path, "family": family, "dtype": dtype, "precision": "fp32" if dtype == "fp32" else "auto"}
+                entry = {
+                    "path": path,
+                    "family": family,
+                    "dtype": dtype,
+                    "precision": "fp32" if dtype == "fp32" else "auto",
+                }
                 out = folder / f"{arch}-{label}.parquet"
-                if guarded("scoring", f"{bench} tiny-{arch} {label}")(score, items, out, f"tiny-{arch}", entry, bench,
-                                                                      bench_entry, where) is None:
+                if (
+                    guarded("scoring", f"{bench} tiny-{arch} {label}")(
+                        score, items, out, f"tiny-{arch}", entry, bench, bench_entry, where
+                    )
+                    is None
+                ):
                     failed.append(f"{arch} {label}")
                     break
                 runs[label] = out
@@ -246,11 +300,18 @@ def check_scoring(config, data: Path, tiny: dict, work: Path, device: str, limit
             row("scoring", bench, "skipped", "no tiny model of a family it applies to", time.perf_counter() - began)
             continue
         result = "PASS" if fp32 <= FP32_TOLERANCE else "FAIL"
-        row("scoring", bench, result, f"{device} fp32 vs cpu: largest diff / max(1, score) {fp32:.1e}; bf16 weights: "
-            f"largest diff {bf16:.2e} ({', '.join(models)}; {limit} items)", time.perf_counter() - began)
+        row(
+            "scoring",
+            bench,
+            result,
+            f"{device} fp32 vs cpu: largest diff / max(1, score) {fp32:.1e}; bf16 weights: "
+            f"largest diff {bf16:.2e} ({', '.join(models)}; {limit} items)",
+            time.perf_counter() - began,
+        )
 
 
 # ------------------------------------------------------------------------------------------------ training
+
 
 def gap_sentences(data: Path, n: int) -> list[str]:
     import csv
@@ -268,8 +329,17 @@ def write_corpus(data: Path, n: int, path: Path) -> Path:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    rows = [{"doc_id": f"d{i}", "sentence_id": 0, "split": "development", "text": text, "is_counterfactual": False,
-             "changed": False} for i, text in enumerate(gap_sentences(data, n))]
+    rows = [
+        {
+            "doc_id": f"d{i}",
+            "sentence_id": 0,
+            "split": "development",
+            "text": text,
+            "is_counterfactual": False,
+            "changed": False,
+        }
+        for i, text in enumerate(gap_sentences(data, n))
+    ]
     pq.write_table(pa.Table.from_pylist(rows), path)
     return path
 
@@ -290,46 +360,110 @@ def check_kill_resume(tiny: dict, corpus: Path, work: Path, steps: int) -> None:
     began = time.perf_counter()
     path, family = tiny["llama"]
     entry = {"path": path, "family": family}
-    settings = {"objective": "clm", "batch_size": 4, "max_steps": steps, "epochs": 20, "learning_rate": 1e-3,
-                "max_length": 48, "precision": "bf16", "checkpoint_every_steps": 2}
+    settings = {
+        "objective": "clm",
+        "batch_size": 4,
+        "max_steps": steps,
+        "epochs": 20,
+        "learning_rate": 1e-3,
+        "max_length": 48,
+        "precision": "bf16",
+        "checkpoint_every_steps": 2,
+    }
     plain = work / "train" / "plain"
     train_job(entry, "tiny-llama", str(corpus), str(plain), 3, settings)
     resumed = work / "train" / "resumed"
     kill_at = max(1, steps - 1)  # exits after this step (os._exit, status 75), past a checkpoint when steps >= 3
-    cmd = [sys.executable, "-m", "lmbias.cli", "train", "--model-name", "tiny-llama", "--model-entry", json.dumps(entry),
-           "--corpus", str(corpus), "--out", str(resumed), "--seed", "3", "--settings", json.dumps(settings)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "lmbias.cli",
+        "train",
+        "--model-name",
+        "tiny-llama",
+        "--model-entry",
+        json.dumps(entry),
+        "--corpus",
+        str(corpus),
+        "--out",
+        str(resumed),
+        "--seed",
+        "3",
+        "--settings",
+        json.dumps(settings),
+    ]
     env = dict(launch_env(), **{EXIT_ENV: str(kill_at), "OMP_NUM_THREADS": str(torch.get_num_threads())})
-    env["PYTHONPATH"] = os.pathsep.join([str(REPO / "src")] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
+    env["PYTHONPATH"] = os.pathsep.join(
+        [str(REPO / "src")] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+    )
     killed = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
     if killed.returncode != 75:
-        row("fine-tune", "bf16 kill and resume", "FAIL", f"the killed run exited {killed.returncode}, not 75: "
-            f"{killed.stderr.strip().splitlines()[-1] if killed.stderr.strip() else ''}"[:160], time.perf_counter() - began)
+        row(
+            "fine-tune",
+            "bf16 kill and resume",
+            "FAIL",
+            f"the killed run exited {killed.returncode}, not 75: "
+            f"{killed.stderr.strip().splitlines()[-1] if killed.stderr.strip() else ''}"[:160],
+            time.perf_counter() - began,
+        )
         return
     train_job(entry, "tiny-llama", str(corpus), str(resumed), 3, settings)
     info = json.loads((resumed / "training.json").read_text())
     a, b = weights(plain), weights(resumed)
     same = a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
-    row("fine-tune", "bf16 kill and resume", "PASS" if same else "FAIL",
+    row(
+        "fine-tune",
+        "bf16 kill and resume",
+        "PASS" if same else "FAIL",
         f"tiny-llama, {steps} steps, killed after step {kill_at}, resumed from step {info.get('resumed_from_step')}: "
-        f"weights {'identical' if same else 'DIFFER'}", time.perf_counter() - began)
+        f"weights {'identical' if same else 'DIFFER'}",
+        time.perf_counter() - began,
+    )
 
 
-def check_lora_and_sentence_debias(tiny: dict, corpus: Path, items: dict, config: dict, work: Path, device: str,
-                                   steps: int) -> None:
+def check_lora_and_sentence_debias(
+    tiny: dict, corpus: Path, items: dict, config: dict, work: Path, device: str, steps: int
+) -> None:
     from lmbias.training.jobs import train_job
 
     began = time.perf_counter()
     path, family = tiny["llama"]
     entry = {"path": path, "family": family}
     adapter = work / "train" / "lora"
-    train_job(entry, "tiny-llama", str(corpus), str(adapter), 0,
-              {"objective": "clm", "batch_size": 4, "max_steps": steps, "epochs": 20, "learning_rate": 1e-3,
-               "max_length": 48, "precision": "bf16", "adapter": {"kind": "lora"}})
-    scored = score(items["crows_pairs"], work / "train" / "lora-crows.parquet", "tiny-llama", entry, "crows_pairs",
-                   config["benchmarks"]["crows_pairs"], device, {"kind": "cds", "model_dir": str(adapter)})
-    row("fine-tune", "LoRA train + score", "PASS" if (adapter / "adapter_config.json").is_file() else "FAIL",
+    train_job(
+        entry,
+        "tiny-llama",
+        str(corpus),
+        str(adapter),
+        0,
+        {
+            "objective": "clm",
+            "batch_size": 4,
+            "max_steps": steps,
+            "epochs": 20,
+            "learning_rate": 1e-3,
+            "max_length": 48,
+            "precision": "bf16",
+            "adapter": {"kind": "lora"},
+        },
+    )
+    scored = score(
+        items["crows_pairs"],
+        work / "train" / "lora-crows.parquet",
+        "tiny-llama",
+        entry,
+        "crows_pairs",
+        config["benchmarks"]["crows_pairs"],
+        device,
+        {"kind": "cds", "model_dir": str(adapter)},
+    )
+    row(
+        "fine-tune",
+        "LoRA train + score",
+        "PASS" if (adapter / "adapter_config.json").is_file() else "FAIL",
         f"tiny-llama, {steps} steps bf16; CrowS-Pairs {int(scored['items'])} pairs scored through the adapter",
-        time.perf_counter() - began)
+        time.perf_counter() - began,
+    )
 
     began = time.perf_counter()
     from lmbias.engine.model_spec import model_spec
@@ -339,13 +473,27 @@ def check_lora_and_sentence_debias(tiny: dict, corpus: Path, items: dict, config
     bert = {"path": bert_path, "family": bert_family}
     fitted = work / "train" / "sentence_debias"
     fit_job(model_spec("tiny-bert", bert), str(corpus), str(fitted), {"limit_sentences": 200})
-    scored = score(items["crows_pairs"], work / "train" / "sd-crows.parquet", "tiny-bert", bert, "crows_pairs",
-                   config["benchmarks"]["crows_pairs"], device, {"kind": "sd", "model_dir": str(fitted)})
-    row("fine-tune", "SentenceDebias fit + score", "PASS",
-        f"tiny-bert; CrowS-Pairs {int(scored['items'])} pairs scored with the projection", time.perf_counter() - began)
+    scored = score(
+        items["crows_pairs"],
+        work / "train" / "sd-crows.parquet",
+        "tiny-bert",
+        bert,
+        "crows_pairs",
+        config["benchmarks"]["crows_pairs"],
+        device,
+        {"kind": "sd", "model_dir": str(fitted)},
+    )
+    row(
+        "fine-tune",
+        "SentenceDebias fit + score",
+        "PASS",
+        f"tiny-bert; CrowS-Pairs {int(scored['items'])} pairs scored with the projection",
+        time.perf_counter() - began,
+    )
 
 
 # ---------------------------------------------------------------------------------------------- throughput
+
 
 def random_model(arch: str, tiny_folder: str, out: Path, small: bool) -> Path:
     """A random-weight model at bert-base (gpt2) shape with the tiny model's tokenizer; `small`: a reduced shape."""
@@ -378,8 +526,9 @@ def _peak(device: str) -> str:
     return f"{peak_rss_mib():,.0f} MiB RSS"
 
 
-def check_throughput(tiny: dict, corpus: Path, items: dict, config: dict, work: Path, device: str, small: bool,
-                     steps: int) -> None:
+def check_throughput(
+    tiny: dict, corpus: Path, items: dict, config: dict, work: Path, device: str, small: bool, steps: int
+) -> None:
     import pandas as pd
     import torch
 
@@ -393,28 +542,61 @@ def check_throughput(tiny: dict, corpus: Path, items: dict, config: dict, work: 
         if device == "cuda":
             torch.cuda.reset_peak_memory_stats()
         out = work / "throughput" / f"{arch}-trained"
-        train_job(entry, label, str(corpus), str(out), 0,
-                  {"objective": objective, "batch_size": 16, "max_steps": steps, "epochs": 50, "learning_rate": 1e-4,
-                   "max_length": 128, "precision": "bf16"})
+        train_job(
+            entry,
+            label,
+            str(corpus),
+            str(out),
+            0,
+            {
+                "objective": objective,
+                "batch_size": 16,
+                "max_steps": steps,
+                "epochs": 50,
+                "learning_rate": 1e-4,
+                "max_length": 128,
+                "precision": "bf16",
+            },
+        )
         log = pd.read_parquet(out / "train_log.parquet")
         rate = log["tokens_per_second"].iloc[1:].mean() if len(log) > 1 else log["tokens_per_second"].mean()
-        row("throughput", f"{shape}: training", "measured", f"{rate:,.0f} tokens/s, batch 16, bf16 autocast, "
-            f"{steps} steps; peak {_peak(device)}",
-            time.perf_counter() - began)
+        row(
+            "throughput",
+            f"{shape}: training",
+            "measured",
+            f"{rate:,.0f} tokens/s, batch 16, bf16 autocast, {steps} steps; peak {_peak(device)}",
+            time.perf_counter() - began,
+        )
         for bench, unit in (("crows_pairs", "pairs"), ("stereoset", "items")):
             began = time.perf_counter()
             if device == "cuda":
                 torch.cuda.reset_peak_memory_stats()
-            record = score(items[bench], work / "throughput" / f"{arch}-{bench}.parquet", label,
-                           dict(entry, dtype="fp32"), bench, config["benchmarks"][bench], device)
-            memory = (f"{record['peak_cuda_allocated_mib']:,.0f} MiB CUDA" if device == "cuda"
-                      else f"{record['peak_rss_mib']:,.0f} MiB RSS")
-            row("throughput", f"{shape}: {bench}", "measured",
+            record = score(
+                items[bench],
+                work / "throughput" / f"{arch}-{bench}.parquet",
+                label,
+                dict(entry, dtype="fp32"),
+                bench,
+                config["benchmarks"][bench],
+                device,
+            )
+            memory = (
+                f"{record['peak_cuda_allocated_mib']:,.0f} MiB CUDA"
+                if device == "cuda"
+                else f"{record['peak_rss_mib']:,.0f} MiB RSS"
+            )
+            row(
+                "throughput",
+                f"{shape}: {bench}",
+                "measured",
                 f"{record['items'] / record['score_s']:,.1f} {unit}/s ({int(record['items'])} {unit}, fp32 weights, "
-                f"{'bf16 autocast' if device == 'cuda' else 'no autocast'}); peak {memory}", time.perf_counter() - began)
+                f"{'bf16 autocast' if device == 'cuda' else 'no autocast'}); peak {memory}",
+                time.perf_counter() - began,
+            )
 
 
 # --------------------------------------------------------------------------------------------- multi-GPU
+
 
 def check_split(tiny: dict, items: dict, config: dict, work: Path, device: str) -> None:
     """The tiny Llama dispatched by a device_map (lmbias.engine.models): two GPUs when there are, one GPU and the
@@ -424,21 +606,38 @@ def check_split(tiny: dict, items: dict, config: dict, work: Path, device: str) 
     began = time.perf_counter()
     gpus = torch.cuda.device_count() if device == "cuda" else 0
     first, second = (0, 1) if gpus >= 2 else (0, "cpu") if gpus == 1 else ("cpu", "disk")
-    split = {"model.embed_tokens": first, "model.layers.0": first, "model.layers.1": second, "model.norm": first,
-             "model.rotary_emb": first, "lm_head": first}
+    split = {
+        "model.embed_tokens": first,
+        "model.layers.0": first,
+        "model.layers.1": second,
+        "model.norm": first,
+        "model.rotary_emb": first,
+        "lm_head": first,
+    }
     path, family = tiny["llama"]
     folder = work / "split"
     folder.mkdir(parents=True, exist_ok=True)
     bench = config["benchmarks"]["crows_pairs"]
     plain = {"path": path, "family": family, "dtype": "fp32", "precision": "fp32"}
     score(items["crows_pairs"], folder / "one.parquet", "tiny-llama", plain, "crows_pairs", bench, device)
-    score(items["crows_pairs"], folder / "split.parquet", "tiny-llama",
-          dict(plain, device_map=split, offload=second == "disk"), "crows_pairs", bench, device)
+    score(
+        items["crows_pairs"],
+        folder / "split.parquet",
+        "tiny-llama",
+        dict(plain, device_map=split, offload=second == "disk"),
+        "crows_pairs",
+        bench,
+        device,
+    )
     diff = score_difference(folder / "one.parquet", folder / "split.parquet")[1]
     where = {0: "cuda:0", 1: "cuda:1"}
-    row("multi-GPU", f"device_map split over {where.get(first, first)} and {where.get(second, second)}",
+    row(
+        "multi-GPU",
+        f"device_map split over {where.get(first, first)} and {where.get(second, second)}",
         "PASS" if diff <= FP32_TOLERANCE else "FAIL",
-        f"tiny-llama CrowS-Pairs vs plain load: largest diff / max(1, score) {diff:.1e}", time.perf_counter() - began)
+        f"tiny-llama CrowS-Pairs vs plain load: largest diff / max(1, score) {diff:.1e}",
+        time.perf_counter() - began,
+    )
 
 
 def check_fsdp(tiny: dict, corpus: Path, work: Path, device: str, steps: int) -> None:
@@ -459,23 +658,50 @@ def check_fsdp(tiny: dict, corpus: Path, work: Path, device: str, steps: int) ->
     processes = min(gpus, 8) if device == "cuda" else 2
     path, family = tiny["llama"]
     out = work / "fsdp"
-    args = ["--model-name", "tiny-llama", "--model-entry", json.dumps({"path": path, "family": family}), "--corpus",
-            str(corpus), "--out", str(out), "--seed", "0", "--settings",
-            json.dumps({"objective": "clm", "batch_size": 2, "max_steps": steps, "epochs": 20, "learning_rate": 1e-3,
-                        "max_length": 48, "precision": "bf16" if device == "cuda" else "fp32",
-                        "distributed": "fsdp"})]
-    cmd = distributed.launch_command(processes, distributed.main_process_port(str(out)), args, cpu=device == "cpu",
-                                     subcommand="train")
+    args = [
+        "--model-name",
+        "tiny-llama",
+        "--model-entry",
+        json.dumps({"path": path, "family": family}),
+        "--corpus",
+        str(corpus),
+        "--out",
+        str(out),
+        "--seed",
+        "0",
+        "--settings",
+        json.dumps(
+            {
+                "objective": "clm",
+                "batch_size": 2,
+                "max_steps": steps,
+                "epochs": 20,
+                "learning_rate": 1e-3,
+                "max_length": 48,
+                "precision": "bf16" if device == "cuda" else "fp32",
+                "distributed": "fsdp",
+            }
+        ),
+    ]
+    cmd = distributed.launch_command(
+        processes, distributed.main_process_port(str(out)), args, cpu=device == "cpu", subcommand="train"
+    )
     proc = subprocess.run(cmd, cwd=REPO, env=distributed.launch_env(), capture_output=True, text=True, timeout=600)
     info = json.loads((out / "training.json").read_text()) if (out / "training.json").is_file() else {}
     ok = proc.returncode == 0 and (out / "model.safetensors").is_file() and info.get("world_size") == processes
     tail = proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else ""
-    row("multi-GPU", f"FSDP fine-tune, {processes} processes", "PASS" if ok else "FAIL",
+    row(
+        "multi-GPU",
+        f"FSDP fine-tune, {processes} processes",
+        "PASS" if ok else "FAIL",
         f"tiny-llama, {steps} steps, {'bf16' if device == 'cuda' else 'fp32, gloo'}"
-        + ("" if ok else f": exit {proc.returncode}: {tail}"[:160]), time.perf_counter() - began)
+        + ("" if ok else f": exit {proc.returncode}: {tail}"[:160]),
+        time.perf_counter() - began,
+    )
 
 
 # ------------------------------------------------------------------------------------------------- main
+
 
 def print_table() -> None:
     header = ("step", "check", "result", "detail", "s")
@@ -520,13 +746,17 @@ def main(argv: list[str] | None = None) -> int:
         check_scoring(config, data, tiny, work, device, limit, only)
         corpus = write_corpus(data, 64 if args.cpu else 512, work / "corpus.parquet")
         (work / "items").mkdir(exist_ok=True)
-        items = {b: benchmark_items(config, b, data, n, work / "items")
-                 for b, n in (("crows_pairs", limit if args.cpu else 256), ("stereoset", limit if args.cpu else 256))}
+        items = {
+            b: benchmark_items(config, b, data, n, work / "items")
+            for b, n in (("crows_pairs", limit if args.cpu else 256), ("stereoset", limit if args.cpu else 256))
+        }
         guarded("fine-tune", "bf16 kill and resume")(check_kill_resume, tiny, corpus, work, steps)
-        guarded("fine-tune", "LoRA, SentenceDebias")(check_lora_and_sentence_debias, tiny, corpus, items, config, work,
-                                                      device, steps)
-        guarded("throughput", "bert-base, gpt2 shapes")(check_throughput, tiny, corpus, items, config, work, device,
-                                                         args.cpu, steps)
+        guarded("fine-tune", "LoRA, SentenceDebias")(
+            check_lora_and_sentence_debias, tiny, corpus, items, config, work, device, steps
+        )
+        guarded("throughput", "bert-base, gpt2 shapes")(
+            check_throughput, tiny, corpus, items, config, work, device, args.cpu, steps
+        )
         guarded("multi-GPU", "device_map split")(check_split, tiny, items, config, work, device)
         guarded("multi-GPU", "FSDP fine-tune")(check_fsdp, tiny, corpus, work, device, steps)
     finally:

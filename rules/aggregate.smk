@@ -9,15 +9,15 @@ rule summarise:
         library="src/lmbias/metrics/summary.py",
     output:
         "results/{model}/{method}/summary.parquet",
+    log:
+        "logs/{model}/{method}/summary.log",
+    conda:
+        "../envs/lmbias.yaml"
     params:
         slices=summary_config_slices,
         left_out=summary_left_out,
         # the interval across seeds: editing it re-summarises, nothing else
         aggregate=aggregate_settings,
-    conda:
-        "../envs/lmbias.yaml"
-    log:
-        "logs/{model}/{method}/summary.log",
     script:
         "../scripts/summarise.py"
 
@@ -34,14 +34,17 @@ rule summary_page:
     output:
         md="results/summary.md",
         html="results/summary.html",
-    params:
-        # our benchmarks' headlines; a peer reading (papers.<paper>.readings) is a paper table's, not a headline
-        datasets=lambda wildcards: {b: registry.measure_of(entry) for b, entry in config["benchmarks"].items()
-                                    if not _readings_grid.is_reading(entry)},
-    conda:
-        "../envs/lmbias.yaml"
     log:
         "logs/summary_page.log",
+    conda:
+        "../envs/lmbias.yaml"
+    params:
+        # our benchmarks' headlines; a peer reading (papers.<paper>.readings) is a paper table's, not a headline
+        datasets=lambda wildcards: {
+            b: registry.measure_of(entry)
+            for b, entry in config["benchmarks"].items()
+            if not _readings_grid.is_reading(entry)
+        },
     script:
         "../scripts/summary_page.py"
 
@@ -57,13 +60,13 @@ rule paired_comparison:
         script="scripts/compare_paired.py",
     output:
         "results/tables/paired/{comparison}.parquet",
+    log:
+        "logs/tables/paired/{comparison}.log",
+    conda:
+        "../envs/lmbias.yaml"
     params:
         comparison=comparison_entry,
         benchmark=comparison_benchmark_slice,
-    conda:
-        "../envs/lmbias.yaml"
-    log:
-        "logs/tables/paired/{comparison}.log",
     script:
         "../scripts/compare_paired.py"
 

@@ -197,10 +197,27 @@ def fitting_model_entry(wildcards):
 
 # Snakemake inspects the signature of an input function on every call (inspect.signature, a few times per
 # job); a precomputed __signature__ makes that a lookup. Behaviour is unchanged.
-for _input_function in (model_entry, method_entry, benchmark_scoring_slice, scoring_inputs, metric_inputs,
-                        seed_metric_inputs, seed_metric_benchmark_slices,
-                        summary_metric_files, summary_config_slices, summary_left_out, comparison_entry,
-                        comparison_benchmark_slice, comparison_inputs, method_job_inputs, method_settings,
-                        method_sd_settings, method_inlp_settings, training_model_entry, fitting_model_entry,
-                        metric_benchmark_slice, sd_pair_files):
+for _input_function in (
+    model_entry,
+    method_entry,
+    benchmark_scoring_slice,
+    scoring_inputs,
+    metric_inputs,
+    seed_metric_inputs,
+    seed_metric_benchmark_slices,
+    summary_metric_files,
+    summary_config_slices,
+    summary_left_out,
+    comparison_entry,
+    comparison_benchmark_slice,
+    comparison_inputs,
+    method_job_inputs,
+    method_settings,
+    method_sd_settings,
+    method_inlp_settings,
+    training_model_entry,
+    fitting_model_entry,
+    metric_benchmark_slice,
+    sd_pair_files,
+):
     _input_function.__signature__ = inspect.signature(_input_function)

@@ -30,7 +30,9 @@ _CORPORA_SCRIPT = "scripts/build_corpus.py"
 # Corpora with interventions, and every configured intervention name: the only values the wildcards take.
 _CORPORA_WITH_INTERVENTIONS = _corpora_plan.corpora_with_interventions(config)
 _CORPORA_INTERVENTIONS = _corpora_plan.intervention_names(config)
-_CORPORA_WORDLISTS = sorted(f"resources/wordlists/{p.name}" for p in _CorporaPath(workflow.basedir, "resources", "wordlists").glob("*.tsv"))
+_CORPORA_WORDLISTS = sorted(
+    f"resources/wordlists/{p.name}" for p in _CorporaPath(workflow.basedir, "resources", "wordlists").glob("*.tsv")
+)
 
 
 localrules:
@@ -50,20 +52,20 @@ rule corpus_gap_sentences:
         script=_CORPORA_SCRIPT,
     output:
         "results/corpora/gap/sentences.parquet",
-    params:
-        # The splitting options only: editing an intervention does not re-split.
-        options={k: v for k, v in _corpora_gap().items() if k != "interventions"},
-        spacy_model=config["spacy_model"],
-    conda:
-        "../envs/lmbias.yaml"
     log:
         "logs/corpora/gap/sentences.log",
     benchmark:
         "benchmarks/corpora/gap/sentences.tsv"
+    conda:
+        "../envs/lmbias.yaml"
     threads: 1
     resources:
         mem_mb=3000,
         runtime=30,
+    params:
+        # The splitting options only: editing an intervention does not re-split.
+        options={k: v for k, v in _corpora_gap().items() if k != "interventions"},
+        spacy_model=config["spacy_model"],
     script:
         "../scripts/build_corpus.py"
 
@@ -74,23 +76,23 @@ rule corpus_intervention:
         script=_CORPORA_SCRIPT,
     output:
         "results/corpora/{corpus}/{intervention}.parquet",
-    wildcard_constraints:
-        corpus=_corpora_pattern(_CORPORA_WITH_INTERVENTIONS),
-        intervention=_corpora.intervention_pattern(_CORPORA_INTERVENTIONS),
-    params:
-        entry=_corpora_intervention_entry,
-        key=_corpora_intervention_key,
-        spacy_model=config["spacy_model"],
-    conda:
-        "../envs/lmbias.yaml"
     log:
         "logs/corpora/{corpus}/{intervention}.log",
     benchmark:
         "benchmarks/corpora/{corpus}/{intervention}.tsv"
+    wildcard_constraints:
+        corpus=_corpora_pattern(_CORPORA_WITH_INTERVENTIONS),
+        intervention=_corpora.intervention_pattern(_CORPORA_INTERVENTIONS),
+    conda:
+        "../envs/lmbias.yaml"
     threads: 1
     resources:
         mem_mb=3000,
         runtime=30,
+    params:
+        entry=_corpora_intervention_entry,
+        key=_corpora_intervention_key,
+        spacy_model=config["spacy_model"],
     script:
         "../scripts/build_corpus.py"
 
@@ -102,20 +104,20 @@ rule corpus_ontonotes:
         script=_CORPORA_SCRIPT,
     output:
         "results/corpora/ontonotes/sentences.parquet",
-    params:
-        # Reading and anonymising only: editing corpora.ontonotes.gpr does not re-read the corpus.
-        options={k: v for k, v in _corpora_ontonotes().items() if k != "gpr"},
-        spacy_model=config["spacy_model"],
-    conda:
-        "../envs/lmbias.yaml"
     log:
         "logs/corpora/ontonotes/sentences.log",
     benchmark:
         "benchmarks/corpora/ontonotes/sentences.tsv"
+    conda:
+        "../envs/lmbias.yaml"
     threads: 1
     resources:
         mem_mb=6000,
         runtime=60,
+    params:
+        # Reading and anonymising only: editing corpora.ontonotes.gpr does not re-read the corpus.
+        options={k: v for k, v in _corpora_ontonotes().items() if k != "gpr"},
+        spacy_model=config["spacy_model"],
     script:
         "../scripts/build_corpus.py"
 
@@ -127,22 +129,22 @@ rule corpus_gpr:
     output:
         u="results/corpora/ontonotes/{gpr}-U.parquet",
         a="results/corpora/ontonotes/{gpr}-A.parquet",
-    wildcard_constraints:
-        gpr=_corpora_pattern(_corpora_plan.gpr_stems(config)),
-    params:
-        # The variant's own options over the base ones: editing one variant rebuilds that variant only.
-        options=_corpora_gpr_options,
-        spacy_model=config["spacy_model"],
-    conda:
-        "../envs/lmbias.yaml"
     log:
         "logs/corpora/ontonotes/{gpr}.log",
     benchmark:
         "benchmarks/corpora/ontonotes/{gpr}.tsv"
+    wildcard_constraints:
+        gpr=_corpora_pattern(_corpora_plan.gpr_stems(config)),
+    conda:
+        "../envs/lmbias.yaml"
     threads: 1
     resources:
         mem_mb=6000,
         runtime=60,
+    params:
+        # The variant's own options over the base ones: editing one variant rebuilds that variant only.
+        options=_corpora_gpr_options,
+        spacy_model=config["spacy_model"],
     script:
         "../scripts/build_corpus.py"
 
@@ -154,18 +156,18 @@ rule corpus_bartl2020:
         script=_CORPORA_SCRIPT,
     output:
         "results/corpora/bartl2020/gap-flipped.parquet",
-    params:
-        options=_CORPORA.get("bartl2020") or {},
-        spacy_model=config["spacy_model"],
-    conda:
-        "../envs/lmbias.yaml"
     log:
         "logs/corpora/bartl2020/gap-flipped.log",
     benchmark:
         "benchmarks/corpora/bartl2020/gap-flipped.tsv"
+    conda:
+        "../envs/lmbias.yaml"
     threads: 1
     resources:
         mem_mb=3000,
         runtime=30,
+    params:
+        options=_CORPORA.get("bartl2020") or {},
+        spacy_model=config["spacy_model"],
     script:
         "../scripts/build_corpus.py"

@@ -53,6 +53,10 @@ def corpora_targets():
 
 # Snakemake inspects the signature of an input function on every call; a precomputed __signature__ makes that a
 # lookup (as in rules/common.smk).
-for _corpora_function in (_corpora_intervention_inputs, _corpora_intervention_entry, _corpora_intervention_key,
-                          _corpora_conll_files):
+for _corpora_function in (
+    _corpora_intervention_inputs,
+    _corpora_intervention_entry,
+    _corpora_intervention_key,
+    _corpora_conll_files,
+):
     _corpora_function.__signature__ = _corpora_inspect.signature(_corpora_function)

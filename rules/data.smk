@@ -17,19 +17,19 @@ for _data_dataset, _data_entry in config["data"].items():
             f"data_{_data_dataset}"
         output:
             f"resources/data/{_data_dataset}/{{file}}",
-        wildcard_constraints:
-            file=_data_alternatives(_data_entry["files"]),
-        params:
-            source=_data_file_params(_data_dataset),
-        conda:
-            "../envs/lmbias.yaml"
         log:
             f"logs/data/{_data_dataset}/{{file}}.log",
-        message:
-            f"{_data_dataset}: fetch and verify {{wildcards.file}}"
+        wildcard_constraints:
+            file=_data_alternatives(_data_entry["files"]),
         # Downloads run where snakemake runs (a cluster's compute nodes often have no internet); copying
         # from data_dir is as cheap there.
         localrule: True
+        conda:
+            "../envs/lmbias.yaml"
+        params:
+            source=_data_file_params(_data_dataset),
+        message:
+            f"{_data_dataset}: fetch and verify {{wildcards.file}}"
         script:
             "../scripts/fetch_data.py"
 
@@ -39,15 +39,15 @@ rule parse_benchmark:
         unpack(_data_benchmark_inputs),
     output:
         "results/data/{benchmark}.parquet",
-    params:
-        # The benchmark's config slice minus `scoring` and `metric`: editing those does not re-parse.
-        benchmark=lambda wildcards: _data_parsers.parse_slice(_data_benchmark_cfg(wildcards)),
-        files=_data_benchmark_files,
-    conda:
-        "../envs/lmbias.yaml"
     log:
         "logs/data/{benchmark}.log",
     wildcard_constraints:
         benchmark=_data_alternatives(config.get("benchmarks") or {}),
+    conda:
+        "../envs/lmbias.yaml"
+    params:
+        # The benchmark's config slice minus `scoring` and `metric`: editing those does not re-parse.
+        benchmark=lambda wildcards: _data_parsers.parse_slice(_data_benchmark_cfg(wildcards)),
+        files=_data_benchmark_files,
     script:
         "../scripts/parse_benchmark.py"

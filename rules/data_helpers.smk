@@ -27,8 +27,9 @@ def _data_benchmark_cfg(wildcards):
 def _data_benchmark_files(wildcards):
     """Raw file names (keys of data.<dataset>.files) the benchmark needs, in parser order (with data_dir: a
     parser's stand-in where only it is in the local folder, e.g. StereoSet's flat copy for dev.json)."""
-    return _data_parsers.required_files(_data_benchmark_cfg(wildcards), config["data"], wildcards.benchmark,
-                                        config.get("data_dir"))
+    return _data_parsers.required_files(
+        _data_benchmark_cfg(wildcards), config["data"], wildcards.benchmark, config.get("data_dir")
+    )
 
 
 def _data_benchmark_inputs(wildcards):

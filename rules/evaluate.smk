@@ -28,12 +28,6 @@ rule score_benchmark:
         script="scripts/score_benchmark.py",
     output:
         "results/{model}/{method}/seed{seed}/scores/{benchmark}.parquet",
-    params:
-        model=model_entry,
-        method=method_entry,
-        benchmark=benchmark_scoring_slice,
-    conda:
-        "../envs/lmbias.yaml"
     log:
         "logs/{model}/{method}/seed{seed}/scores/{benchmark}.log",
         # the job's own timing file: seconds, token budget and halvings, peak RSS and CUDA memory
@@ -41,11 +35,17 @@ rule score_benchmark:
         timing="benchmarks/{model}/{method}/seed{seed}/scores/{benchmark}.job.tsv",
     benchmark:
         "benchmarks/{model}/{method}/seed{seed}/scores/{benchmark}.tsv"
+    conda:
+        "../envs/lmbias.yaml"
     threads: 2
     resources:
         gpu=1,
         # models.<model>.max_tokens: a resource, not a param, since no score depends on it (docs/llms.md)
         max_tokens=scoring_max_tokens,
+    params:
+        model=model_entry,
+        method=method_entry,
+        benchmark=benchmark_scoring_slice,
     script:
         "../scripts/score_benchmark.py"
 
@@ -57,13 +57,13 @@ rule compute_seed_metrics:
         script="scripts/compute_seed_metrics.py",
     output:
         "results/{model}/{method}/seed{seed}/metrics.parquet",
+    log:
+        "logs/{model}/{method}/seed{seed}/metrics.log",
+    conda:
+        "../envs/lmbias.yaml"
     params:
         # Only what the metrics read: editing scoring options reruns scoring (and so this), nothing else.
         benchmarks=seed_metric_benchmark_slices,
-    conda:
-        "../envs/lmbias.yaml"
-    log:
-        "logs/{model}/{method}/seed{seed}/metrics.log",
     script:
         "../scripts/compute_seed_metrics.py"
 
@@ -74,12 +74,12 @@ rule compute_metric:
         script="scripts/compute_metric.py",
     output:
         "results/{model}/{method}/seed{seed}/metrics/{benchmark}.parquet",
+    log:
+        "logs/{model}/{method}/seed{seed}/metrics/{benchmark}.log",
+    conda:
+        "../envs/lmbias.yaml"
     params:
         # Only what the metric reads: editing scoring options reruns scoring (and so this), nothing else.
         benchmark=metric_benchmark_slice,
-    conda:
-        "../envs/lmbias.yaml"
-    log:
-        "logs/{model}/{method}/seed{seed}/metrics/{benchmark}.log",
     script:
         "../scripts/compute_metric.py"

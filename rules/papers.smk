@@ -75,18 +75,18 @@ rule paper_table:
             subcategory="tables",
             labels={"paper": "{paper}", "table": "{table}"},
         ),
+    log:
+        "logs/papers/{paper}/{table}.log",
+    wildcard_constraints:
+        table=r"[^/.]+",
+    conda:
+        "../envs/lmbias.yaml"
     params:
         pairs=paper_table_pairs,
         caption=paper_table_caption,
         left_out=paper_table_left_out,
         lm_benchmarks=paper_table_lm_benchmarks,
         readings=paper_table_readings,
-    wildcard_constraints:
-        table=r"[^/.]+",
-    conda:
-        "../envs/lmbias.yaml"
-    log:
-        "logs/papers/{paper}/{table}.log",
     script:
         "../scripts/paper_table.py"
 
@@ -104,17 +104,17 @@ rule paper_settings_table:
             subcategory="tables",
             labels={"paper": "{paper}", "table": "{table}"},
         ),
-    params:
-        pairs=paper_table_pairs,
-        caption=paper_table_caption,
-        left_out=paper_table_left_out,
+    log:
+        "logs/papers/{paper}/{table}.log",
     wildcard_constraints:
         # the hyper-parameter tables of the transcriptions (lmbias.papers.tables.is_settings_table)
         table=_PAPERS_SETTINGS_PATTERN,
     conda:
         "../envs/lmbias.yaml"
-    log:
-        "logs/papers/{paper}/{table}.log",
+    params:
+        pairs=paper_table_pairs,
+        caption=paper_table_caption,
+        left_out=paper_table_left_out,
     script:
         "../scripts/paper_table.py"
 
@@ -134,16 +134,16 @@ rule paper_figure:
             labels={"paper": "{paper}", "figure": "{figure}"},
         ),
         svg="results/plots/{paper}/{figure}.svg",
+    log:
+        "logs/plots/{paper}/{figure}.log",
+    wildcard_constraints:
+        figure=r"[^/.]+",
+    conda:
+        "../envs/lmbias.yaml"
     params:
         runs=paper_figure_runs,
         families=paper_figure_families,
         readings=paper_figure_readings,
         caption=paper_figure_caption,
-    wildcard_constraints:
-        figure=r"[^/.]+",
-    conda:
-        "../envs/lmbias.yaml"
-    log:
-        "logs/plots/{paper}/{figure}.log",
     script:
         "../scripts/plot_figure.py"

@@ -17,7 +17,9 @@ except ImportError:
     _PAPERS_FIGURES = {}
 
 _PAPERS = config.get("papers") or {}
-_PAPERS_LIBRARY = [f"src/lmbias/papers/{m}.py" for m in ("__init__", "published", "tables", "grid")] + ["src/lmbias/io.py"]
+_PAPERS_LIBRARY = [f"src/lmbias/papers/{m}.py" for m in ("__init__", "published", "tables", "grid")] + [
+    "src/lmbias/io.py"
+]
 # the figure registry, the shared data and style helpers and one module per paper
 _PAPERS_FIGURES_LIBRARY = sorted(
     str(p.relative_to(workflow.basedir)) for p in _PapersPath(workflow.basedir, "src/lmbias/papers").glob("figure*.py")
@@ -31,8 +33,10 @@ def _papers_pattern(names):
 
 def _papers_load(paper):
     if paper not in _PAPERS:
-        raise _PapersConfigError(f"papers.{paper}: not configured; add it to `papers:` in config.yaml "
-                                 f"(configured: {', '.join(_PAPERS) or 'none'})")
+        raise _PapersConfigError(
+            f"papers.{paper}: not configured; add it to `papers:` in config.yaml "
+            f"(configured: {', '.join(_PAPERS) or 'none'})"
+        )
     return _papers_published.load_published(paper, _PapersPath(workflow.basedir))
 
 
@@ -55,8 +59,10 @@ _PAPERS_SETTINGS_PATTERN = _papers_pattern({t for ts in _PAPERS_SETTINGS_TABLES.
 def _papers_table(wildcards):
     tables = _papers_load(wildcards.paper).tables
     if wildcards.table not in tables:
-        raise _PapersConfigError(f"results/papers/{wildcards.paper}/{wildcards.table}: no table {wildcards.table!r} in "
-                                 f"resources/published/{wildcards.paper}.yaml (tables: {', '.join(tables)})")
+        raise _PapersConfigError(
+            f"results/papers/{wildcards.paper}/{wildcards.table}: no table {wildcards.table!r} in "
+            f"resources/published/{wildcards.paper}.yaml (tables: {', '.join(tables)})"
+        )
     return tables[wildcards.table]
 
 
@@ -107,7 +113,9 @@ def paper_table_readings(wildcards):
 
 def paper_table_inputs(wildcards):
     table, pairs = _papers_table_pairs_of(wildcards)
-    summaries = [] if _papers_tables.is_settings_table(table) else [f"results/{m}/{k}/summary.parquet" for m, k in pairs]
+    summaries = (
+        [] if _papers_tables.is_settings_table(table) else [f"results/{m}/{k}/summary.parquet" for m, k in pairs]
+    )
     return {
         "summaries": summaries,
         "published": f"resources/published/{wildcards.paper}.yaml",
@@ -118,15 +126,21 @@ def paper_table_inputs(wildcards):
 
 def paper_table_caption(wildcards):
     table = _papers_table(wildcards)
-    return {"label": table.label, "caption": table.caption, "kinds": list(table.method_kinds),
-            "significance": table.significance}
+    return {
+        "label": table.label,
+        "caption": table.caption,
+        "kinds": list(table.method_kinds),
+        "significance": table.significance,
+    }
 
 
 def _papers_figure(wildcards):
     specs = {f.id: f for f in _PAPERS_FIGURES.get(wildcards.paper, [])}
     if wildcards.figure not in specs:
-        raise _PapersConfigError(f"results/plots/{wildcards.paper}/{wildcards.figure}: no figure {wildcards.figure!r} for "
-                                 f"paper {wildcards.paper!r} (figures: {', '.join(specs) or 'none'})")
+        raise _PapersConfigError(
+            f"results/plots/{wildcards.paper}/{wildcards.figure}: no figure {wildcards.figure!r} for "
+            f"paper {wildcards.paper!r} (figures: {', '.join(specs) or 'none'})"
+        )
     return specs[wildcards.figure]
 
 
@@ -181,8 +195,10 @@ def _papers_log_left_out(paper):
         _PAPERS_LEFT_OUT_LOGGED.add(paper)
         from snakemake.logging import logger as _papers_logger
 
-        _papers_logger.warning(f"paper_{paper}: left out {_papers_grid.left_out_summary(left_out)}; their cells stay "
-                               "missing and each table's notes say why")
+        _papers_logger.warning(
+            f"paper_{paper}: left out {_papers_grid.left_out_summary(left_out)}; their cells stay "
+            "missing and each table's notes say why"
+        )
 
 
 def paper_targets(paper):

@@ -17,23 +17,23 @@ rule finetune:
         script="scripts/train_model.py",
     output:
         directory("results/{model}/{method}/seed{seed}/model"),
-    params:
-        settings=method_settings,
-        model=training_model_entry,
-    wildcard_constraints:
-        method=constraints.methods_of_kinds(config, registry.TRAINED_METHOD_KINDS),
-    conda:
-        "../envs/lmbias.yaml"
     log:
         "logs/{model}/{method}/seed{seed}/train.log",
     benchmark:
         "benchmarks/{model}/{method}/seed{seed}/train.tsv"
+    wildcard_constraints:
+        method=constraints.methods_of_kinds(config, registry.TRAINED_METHOD_KINDS),
+    conda:
+        "../envs/lmbias.yaml"
     threads: 2
     resources:
         # gpu > 1 (profiles/slurm set-resources): `accelerate launch` with that many processes.
         gpu=1,
         mem_mb=16000,
         runtime=24 * 60,
+    params:
+        settings=method_settings,
+        model=training_model_entry,
     script:
         "../scripts/train_model.py"
 
@@ -45,24 +45,24 @@ rule fit_sentence_debias:
         script="scripts/fit_sentence_debias.py",
     output:
         directory("results/{model}/{method}/seed{seed}/model"),
-    params:
-        settings=method_sd_settings,
-        model=fitting_model_entry,
+    log:
+        "logs/{model}/{method}/seed{seed}/fit_sentence_debias.log",
+    benchmark:
+        "benchmarks/{model}/{method}/seed{seed}/fit_sentence_debias.tsv"
     wildcard_constraints:
         method=constraints.methods_of_kinds(config, {"sd"}),
         seed="0",
     conda:
         "../envs/lmbias.yaml"
-    log:
-        "logs/{model}/{method}/seed{seed}/fit_sentence_debias.log",
-    benchmark:
-        "benchmarks/{model}/{method}/seed{seed}/fit_sentence_debias.tsv"
     threads: 2
     resources:
         gpu=1,
         max_tokens=scoring_max_tokens,  # the embeddings' forward passes (models.<model>.max_tokens)
         mem_mb=16000,
         runtime=4 * 60,
+    params:
+        settings=method_sd_settings,
+        model=fitting_model_entry,
     script:
         "../scripts/fit_sentence_debias.py"
 
@@ -73,23 +73,23 @@ rule fit_inlp:
         script="scripts/fit_inlp.py",
     output:
         directory("results/{model}/{method}/seed{seed}/model"),
-    params:
-        settings=method_inlp_settings,
-        model=fitting_model_entry,
+    log:
+        "logs/{model}/{method}/seed{seed}/fit_inlp.log",
+    benchmark:
+        "benchmarks/{model}/{method}/seed{seed}/fit_inlp.tsv"
     wildcard_constraints:
         method=constraints.methods_of_kinds(config, {"inlp"}),
         seed="0",
     conda:
         "../envs/lmbias.yaml"
-    log:
-        "logs/{model}/{method}/seed{seed}/fit_inlp.log",
-    benchmark:
-        "benchmarks/{model}/{method}/seed{seed}/fit_inlp.tsv"
     threads: 2
     resources:
         gpu=1,
         max_tokens=scoring_max_tokens,  # the embeddings' forward passes (models.<model>.max_tokens)
         mem_mb=16000,
         runtime=4 * 60,
+    params:
+        settings=method_inlp_settings,
+        model=fitting_model_entry,
     script:
         "../scripts/fit_inlp.py"

@@ -28,11 +28,18 @@ elif rule == "corpus_intervention":
         sm.input.sentences, sm.output[0], lexicon, sm.params.entry, sm.params.spacy_model, key=sm.params.key
     )
 elif rule == "corpus_ontonotes":
-    counts = corpora.build_ontonotes_sentences(list(sm.input.conll), sm.output[0], sm.params.options, sm.params.spacy_model)
+    counts = corpora.build_ontonotes_sentences(
+        list(sm.input.conll), sm.output[0], sm.params.options, sm.params.spacy_model
+    )
 elif rule == "corpus_gpr":
     # params.options: the file's resolved options (a variant's keys already over the base ones)
-    lexicon = {k: getattr(sm.input, k) for k in corpora.lexicon_inputs(False, corpora.gpr_options(sm.params.options)["wordlist"])}
-    counts = corpora.build_gpr(sm.input.sentences, sm.output.u, sm.output.a, lexicon, sm.params.options, sm.params.spacy_model)
+    lexicon = {
+        k: getattr(sm.input, k)
+        for k in corpora.lexicon_inputs(False, corpora.gpr_options(sm.params.options)["wordlist"])
+    }
+    counts = corpora.build_gpr(
+        sm.input.sentences, sm.output.u, sm.output.a, lexicon, sm.params.options, sm.params.spacy_model
+    )
 elif rule == "corpus_bartl2020":
     counts = corpora.build_bartl_corpus(sm.input.tsv, sm.output[0], sm.params.options, sm.params.spacy_model)
 else:

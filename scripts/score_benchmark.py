@@ -40,10 +40,28 @@ gpus = int(getattr(snakemake.resources, "gpu", 1) or 0)  # noqa: F821
 if gpus <= 1 or job["model_entry"].get("device_map") is not None:
     score_benchmark_job(**job)
 else:
-    args = ["--items", job["items_path"], "--output", job["output_path"], "--model", job["model_name"],
-            "--model-entry", json.dumps(job["model_entry"]), "--method-entry", json.dumps(job["method_entry"]),
-            "--benchmark", job["benchmark_name"], "--benchmark-entry", json.dumps(job["benchmark_entry"]),
-            "--threads", str(job["threads"]), "--max-tokens", str(job["max_tokens"]), "--timing", job["timing_path"]]
+    args = [
+        "--items",
+        job["items_path"],
+        "--output",
+        job["output_path"],
+        "--model",
+        job["model_name"],
+        "--model-entry",
+        json.dumps(job["model_entry"]),
+        "--method-entry",
+        json.dumps(job["method_entry"]),
+        "--benchmark",
+        job["benchmark_name"],
+        "--benchmark-entry",
+        json.dumps(job["benchmark_entry"]),
+        "--threads",
+        str(job["threads"]),
+        "--max-tokens",
+        str(job["max_tokens"]),
+        "--timing",
+        job["timing_path"],
+    ]
     if job["weights_dir"]:
         args += ["--weights-dir", str(job["weights_dir"])]
     cmd = launch_command(gpus, main_process_port(str(Path(job["output_path"]).resolve())), args)

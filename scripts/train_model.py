@@ -30,15 +30,28 @@ job = dict(
 )
 gpus = int(getattr(snakemake.resources, "gpu", 1) or 0)  # noqa: F821
 tasks = int(getattr(snakemake.resources, "tasks", 1) or 1)  # noqa: F821
-args = ["--model-name", job["model_name"], "--model-entry", json.dumps(job["model_entry"]),
-        "--corpus", job["corpus"], "--out", job["out_dir"], "--seed", str(job["seed"]),
-        "--settings", json.dumps(job["settings"])]
+args = [
+    "--model-name",
+    job["model_name"],
+    "--model-entry",
+    json.dumps(job["model_entry"]),
+    "--corpus",
+    job["corpus"],
+    "--out",
+    job["out_dir"],
+    "--seed",
+    str(job["seed"]),
+    "--settings",
+    json.dumps(job["settings"]),
+]
 if tasks > 1:
     from lmbias.engine.distributed import slurm_launch_command, slurm_launch_env
 
     if not os.environ.get("SLURM_JOB_ID"):
-        sys.exit("resources.tasks > 1 starts one process per Slurm task with srun: run it under a Slurm profile "
-                 "(profiles/slurm); on one machine use resources.gpu")
+        sys.exit(
+            "resources.tasks > 1 starts one process per Slurm task with srun: run it under a Slurm profile "
+            "(profiles/slurm); on one machine use resources.gpu"
+        )
     launcher = str(getattr(snakemake.resources, "mpi", "srun") or "srun")  # noqa: F821
     cmd = slurm_launch_command(tasks, args, launcher=launcher)
     print("launching:", shlex.join(cmd), file=sys.stderr, flush=True)

@@ -22,7 +22,13 @@ from lm_eval.tasks import TaskManager, get_task_dict  # noqa: E402
 from importlib.metadata import version  # noqa: E402
 
 t_imported = time.time()
-model_dir, task_dir, out_json, batch_size, limit = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5])
+model_dir, task_dir, out_json, batch_size, limit = (
+    sys.argv[1],
+    sys.argv[2],
+    sys.argv[3],
+    int(sys.argv[4]),
+    int(sys.argv[5]),
+)
 repeats = int(sys.argv[6]) if len(sys.argv) > 6 else 1
 torch.manual_seed(0)
 t0 = time.perf_counter()
@@ -66,12 +72,35 @@ name = "crows_pairs_english_gender_local"
 pairs = []
 for sample in sorted(results["samples"][name], key=lambda s: s["doc_id"]):
     (ll_more, _), (ll_less, _) = [r[0] for r in sample["resps"]]
-    pairs.append({"sent_more": sample["doc"]["sent_more"], "sent_less": sample["doc"]["sent_less"],
-                  "ll_more": float(ll_more), "ll_less": float(ll_less)})
-metrics = {k.split(",")[0]: v for k, v in results["results"][name].items() if k.split(",")[0] in ("pct_stereotype", "likelihood_diff")}
+    pairs.append(
+        {
+            "sent_more": sample["doc"]["sent_more"],
+            "sent_less": sample["doc"]["sent_less"],
+            "ll_more": float(ll_more),
+            "ll_less": float(ll_less),
+        }
+    )
+metrics = {
+    k.split(",")[0]: v
+    for k, v in results["results"][name].items()
+    if k.split(",")[0] in ("pct_stereotype", "likelihood_diff")
+}
 t_start = float(os.environ.get("LMBIAS_BENCH_T0", t_enter))
 with open(out_json, "w") as handle:
-    json.dump({"lm_eval_version": version("lm-eval"), "torch": torch.__version__, "batch_size": batch_size,
-               "process_start_s": t_imported - t_start, "model_load_s": t_model, "task_load_s": t_task,
-               "loglikelihood_s": min(runs), "loglikelihood_runs_s": runs, "requests": n_requests[0], "evaluate_s": t_eval,
-               "metrics": metrics, "pairs": pairs}, handle)
+    json.dump(
+        {
+            "lm_eval_version": version("lm-eval"),
+            "torch": torch.__version__,
+            "batch_size": batch_size,
+            "process_start_s": t_imported - t_start,
+            "model_load_s": t_model,
+            "task_load_s": t_task,
+            "loglikelihood_s": min(runs),
+            "loglikelihood_runs_s": runs,
+            "requests": n_requests[0],
+            "evaluate_s": t_eval,
+            "metrics": metrics,
+            "pairs": pairs,
+        },
+        handle,
+    )

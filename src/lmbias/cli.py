@@ -53,8 +53,10 @@ def _read_lines(stream) -> tuple[list[str], list[str], bool]:
         try:
             texts.append(raw.decode("utf-8"))
         except UnicodeDecodeError as exc:
-            raise InputError(f"standard input line {lineno}: not valid UTF-8 (byte 0x{raw[exc.start]:02x} at "
-                             f"byte offset {exc.start + 1} of the line: {exc.reason})") from None
+            raise InputError(
+                f"standard input line {lineno}: not valid UTF-8 (byte 0x{raw[exc.start]:02x} at "
+                f"byte offset {exc.start + 1} of the line: {exc.reason})"
+            ) from None
         endings.append(ending)
     return texts, endings, trailing
 
@@ -75,25 +77,47 @@ def run_counterfactual(args) -> int:
     body = "\n".join(t + e for t, e in zip(out, endings)) + ("\n" if trailing else "")
     sys.stdout.buffer.write(body.encode("utf-8"))
     sys.stdout.buffer.flush()
-    log.info("counterfactual (%s%s): %d lines in, %d lines out, %d changed, %d empty passed through",
-             args.intervention, "+names" if args.names else "", len(texts), len(out), swapper.changed_count,
-             len(texts) - len(todo))
+    log.info(
+        "counterfactual (%s%s): %d lines in, %d lines out, %d changed, %d empty passed through",
+        args.intervention,
+        "+names" if args.names else "",
+        len(texts),
+        len(out),
+        swapper.changed_count,
+        len(texts) - len(todo),
+    )
     return 0
 
 
 def register_counterfactual(subparsers) -> None:
-    p = subparsers.add_parser("counterfactual", help="swap gender in text read line by line from stdin",
-                              description=COUNTERFACTUAL_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--intervention", choices=("grammatical", "naive"), default="grammatical",
-                   help="grammatical (POS-aware, default) or naive (dictionary only)")
-    p.add_argument("--names", action="store_true",
-                   help="also swap person names found in the name-pair list (needs --names-file)")
+    p = subparsers.add_parser(
+        "counterfactual",
+        help="swap gender in text read line by line from stdin",
+        description=COUNTERFACTUAL_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument(
+        "--intervention",
+        choices=("grammatical", "naive"),
+        default="grammatical",
+        help="grammatical (POS-aware, default) or naive (dictionary only)",
+    )
+    p.add_argument(
+        "--names", action="store_true", help="also swap person names found in the name-pair list (needs --names-file)"
+    )
     p.add_argument("--cds-pairs", metavar="PATH", help="CDS word pair list (cda_default_pairs.json) to add")
-    p.add_argument("--winobias-dir", metavar="DIR",
-                   help="folder with WinoBias generalized_swaps.txt and extra_gendered_words.txt to add")
+    p.add_argument(
+        "--winobias-dir",
+        metavar="DIR",
+        help="folder with WinoBias generalized_swaps.txt and extra_gendered_words.txt to add",
+    )
     p.add_argument("--names-file", metavar="PATH", help="CDS name pair list (names_pairs_1000_scaled.json)")
-    p.add_argument("--spacy-model", metavar="NAME", default="en_core_web_sm",
-                   help="spaCy pipeline for grammatical/--names (default en_core_web_sm)")
+    p.add_argument(
+        "--spacy-model",
+        metavar="NAME",
+        default="en_core_web_sm",
+        help="spaCy pipeline for grammatical/--names (default en_core_web_sm)",
+    )
     p.add_argument("--batch-size", type=int, default=256, metavar="N", help="spaCy batch size (default 256)")
     p.set_defaults(func=run_counterfactual, _parser=p)
 
@@ -130,27 +154,50 @@ def _json_arg(text: str):
 def run_score(args) -> int:
     from lmbias.engine.distributed import score_distributed_job
 
-    score_distributed_job(args.items, args.output, args.model, args.model_entry, args.method_entry, args.benchmark,
-                          args.benchmark_entry, weights_dir=args.weights_dir, threads=args.threads,
-                          max_tokens=args.max_tokens, timing_path=args.timing)
+    score_distributed_job(
+        args.items,
+        args.output,
+        args.model,
+        args.model_entry,
+        args.method_entry,
+        args.benchmark,
+        args.benchmark_entry,
+        weights_dir=args.weights_dir,
+        threads=args.threads,
+        max_tokens=args.max_tokens,
+        timing_path=args.timing,
+    )
     return 0
 
 
 def register_score(subparsers) -> None:
-    p = subparsers.add_parser("score", help="per-item scores of one benchmark (multi-process under accelerate)",
-                              description=SCORE_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = subparsers.add_parser(
+        "score",
+        help="per-item scores of one benchmark (multi-process under accelerate)",
+        description=SCORE_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("--items", required=True, metavar="PATH", help="parsed benchmark items (parquet)")
     p.add_argument("--output", required=True, metavar="PATH", help="scores parquet to write")
     p.add_argument("--model", required=True, metavar="NAME", help="model name (config models.<name>)")
     p.add_argument("--model-entry", required=True, type=_json_arg, metavar="JSON", help="config models.<name>")
     p.add_argument("--method-entry", required=True, type=_json_arg, metavar="JSON", help="config methods.<name>")
     p.add_argument("--benchmark", required=True, metavar="NAME", help="benchmark name (config benchmarks.<name>)")
-    p.add_argument("--benchmark-entry", required=True, type=_json_arg, metavar="JSON",
-                   help="config benchmarks.<name> (dataset and scoring)")
+    p.add_argument(
+        "--benchmark-entry",
+        required=True,
+        type=_json_arg,
+        metavar="JSON",
+        help="config benchmarks.<name> (dataset and scoring)",
+    )
     p.add_argument("--weights-dir", metavar="DIR", help="trained weights of the method, if any")
     p.add_argument("--threads", type=int, metavar="N", help="CPU threads for the job (shared by its processes)")
-    p.add_argument("--max-tokens", type=int, metavar="N",
-                   help="padded tokens per forward pass (config models.<name>.max_tokens; default 8192)")
+    p.add_argument(
+        "--max-tokens",
+        type=int,
+        metavar="N",
+        help="padded tokens per forward pass (config models.<name>.max_tokens; default 8192)",
+    )
     p.add_argument("--timing", metavar="PATH", help="the job's timing file to write (seconds, peak memory)")
     p.set_defaults(func=run_score, _parser=p)
 
@@ -168,14 +215,25 @@ data-parallel with the same global batches as one process with N times the batch
 def run_train(args) -> int:
     from lmbias.training.jobs import train_job
 
-    train_job(args.model_entry, args.model_name, args.corpus, args.out, args.seed, args.settings,
-              checkpoint_dir=args.checkpoint_dir)
+    train_job(
+        args.model_entry,
+        args.model_name,
+        args.corpus,
+        args.out,
+        args.seed,
+        args.settings,
+        checkpoint_dir=args.checkpoint_dir,
+    )
     return 0
 
 
 def register_train(subparsers) -> None:
-    p = subparsers.add_parser("train", help="fine-tune a model (multi-process under accelerate)",
-                              description=TRAIN_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = subparsers.add_parser(
+        "train",
+        help="fine-tune a model (multi-process under accelerate)",
+        description=TRAIN_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("--model-name", required=True, metavar="NAME", help="model name (config models.<name>)")
     p.add_argument("--model-entry", required=True, type=_json_arg, metavar="JSON", help="config models.<name>")
     p.add_argument("--corpus", required=True, metavar="PATH", help="training corpus (parquet)")
@@ -201,23 +259,39 @@ def run_fit_sd(args) -> int:
     from lmbias.engine.model_spec import model_spec
     from lmbias.training.sentence_debias import fit_job
 
-    fit_job(model_spec(args.model_name, args.model_entry), args.sentences, args.out, args.settings, key=args.settings_key,
-            pair_files={"words": args.word_pairs, "names": args.name_pairs})
+    fit_job(
+        model_spec(args.model_name, args.model_entry),
+        args.sentences,
+        args.out,
+        args.settings,
+        key=args.settings_key,
+        pair_files={"words": args.word_pairs, "names": args.name_pairs},
+    )
     return 0
 
 
 def register_fit_sd(subparsers) -> None:
-    p = subparsers.add_parser("fit-sd", help="fit SentenceDebias's gender subspace for one model",
-                              description=FIT_SD_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = subparsers.add_parser(
+        "fit-sd",
+        help="fit SentenceDebias's gender subspace for one model",
+        description=FIT_SD_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("--model-name", required=True, metavar="NAME", help="model name (config models.<name>)")
     p.add_argument("--model-entry", required=True, type=_json_arg, metavar="JSON", help="config models.<name>")
     p.add_argument("--sentences", required=True, metavar="PATH", help="sentences parquet (column text)")
     p.add_argument("--out", required=True, metavar="DIR", help="folder to write (replaced atomically)")
     p.add_argument("--settings", type=_json_arg, default={}, metavar="JSON", help="SentenceDebias settings")
-    p.add_argument("--settings-key", default="sd", metavar="KEY",
-                   help="config key the settings came from, named in errors (e.g. methods.sd)")
+    p.add_argument(
+        "--settings-key",
+        default="sd",
+        metavar="KEY",
+        help="config key the settings came from, named in errors (e.g. methods.sd)",
+    )
     p.add_argument("--word-pairs", metavar="PATH", help="cda_default_pairs.json (dataset cds; pair_list dagender)")
-    p.add_argument("--name-pairs", metavar="PATH", help="names_pairs_1000_scaled.json (dataset cds; pair_list dagender)")
+    p.add_argument(
+        "--name-pairs", metavar="PATH", help="names_pairs_1000_scaled.json (dataset cds; pair_list dagender)"
+    )
     p.set_defaults(func=run_fit_sd, _parser=p)
 
 

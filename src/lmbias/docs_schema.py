@@ -88,19 +88,24 @@ def _walk(node: dict, path: str, schema: dict, keys: list[SchemaKey], inlined: t
     for name, child in (node.get("properties") or {}).items():
         child_path = f"{path}.{name}" if path else name
         child = child if isinstance(child, dict) else {}
-        keys.append(SchemaKey(
-            path=child_path,
-            kind=_value_kind(child),
-            default="" if "default" not in child else f"`{child['default']}`",
-            required=name in required,
-            description=" ".join(str(child.get("description", "")).split()),
-        ))
+        keys.append(
+            SchemaKey(
+                path=child_path,
+                kind=_value_kind(child),
+                default="" if "default" not in child else f"`{child['default']}`",
+                required=name in required,
+                description=" ".join(str(child.get("description", "")).split()),
+            )
+        )
         _walk(child, child_path, schema, keys, inlined)
     free = node.get("additionalProperties")
     if _has_keys(free):
         free_path = f"{path}.{FREE_NAME}" if path else FREE_NAME
-        keys.append(SchemaKey(free_path, _value_kind(free) or "mapping", "", False,
-                              " ".join(str(free.get("description", "")).split())))
+        keys.append(
+            SchemaKey(
+                free_path, _value_kind(free) or "mapping", "", False, " ".join(str(free.get("description", "")).split())
+            )
+        )
         _walk(free, free_path, schema, keys, inlined)
     for combinator in _COMBINATORS:
         for branch in node.get(combinator, []):
@@ -144,8 +149,11 @@ def render_reference(schema: dict) -> str:
         lines += [f"## `{top.path}`", ""]
         if top.description:
             lines += [top.description, ""]
-        facts = [f"Values: {top.kind}." if top.kind else "", f"Default: {top.default}." if top.default else "",
-                 "Required." if top.required else ""]
+        facts = [
+            f"Values: {top.kind}." if top.kind else "",
+            f"Default: {top.default}." if top.default else "",
+            "Required." if top.required else "",
+        ]
         if any(facts):
             lines += [" ".join(f for f in facts if f), ""]
         below = [k for k in keys if k.path.startswith(top.path + ".")]

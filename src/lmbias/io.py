@@ -52,14 +52,17 @@ def atomic_folder(out_dir: str | os.PathLike):
         raise
 
 
-def write_table_atomic(table: pa.Table, path: str | os.PathLike, schema: pa.Schema | None = None,
-                       metadata: dict[str, str] | None = None) -> Path:
+def write_table_atomic(
+    table: pa.Table, path: str | os.PathLike, schema: pa.Schema | None = None, metadata: dict[str, str] | None = None
+) -> Path:
     """Write `table` (cast to `schema` when given, plus key-value `metadata`) to `path` via a temp file + rename."""
     path = Path(path)
     if schema is not None:
         table = table.select(schema.names).cast(schema)
     if metadata:
-        table = table.replace_schema_metadata({**(table.schema.metadata or {}), **{k.encode(): v.encode() for k, v in metadata.items()}})
+        table = table.replace_schema_metadata(
+            {**(table.schema.metadata or {}), **{k.encode(): v.encode() for k, v in metadata.items()}}
+        )
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     os.close(fd)

@@ -27,12 +27,37 @@ METHOD_KEYS = {
     # Webster et al.'s Dropout: continued pre-training with raised dropout (training.hidden_dropout/attention_dropout)
     "dropout": ("kind", "corpus", "training"),
     # INLP (Ravfogel et al. 2020, as bias-bench): lmbias.training.inlp.INLPSettings
-    "inlp": ("kind", "corpus") + ("n_iterations", "classifier", "sentences_per_class", "dev_fraction", "seed",
-                                  "batch_size", "max_length", "limit_sentences", "text_column", "precision",
-                                  "test_fraction", "dropout_rate"),
-    "sd": ("kind", "corpus") + ("ratio_of_pairs", "k", "batch_size", "max_length", "limit_sentences", "text_column",
-                                "application", "pair_list", "pair_selection", "pair_matching", "fit_pooling", "pad_to",
-                                "precision"),
+    "inlp": ("kind", "corpus")
+    + (
+        "n_iterations",
+        "classifier",
+        "sentences_per_class",
+        "dev_fraction",
+        "seed",
+        "batch_size",
+        "max_length",
+        "limit_sentences",
+        "text_column",
+        "precision",
+        "test_fraction",
+        "dropout_rate",
+    ),
+    "sd": ("kind", "corpus")
+    + (
+        "ratio_of_pairs",
+        "k",
+        "batch_size",
+        "max_length",
+        "limit_sentences",
+        "text_column",
+        "application",
+        "pair_list",
+        "pair_selection",
+        "pair_matching",
+        "fit_pooling",
+        "pad_to",
+        "precision",
+    ),
 }
 #: SentenceDebias settings (lmbias.training.sentence_debias.SDSettings) a method entry of kind sd may set.
 SD_KEYS = METHOD_KEYS["sd"][2:]
@@ -43,24 +68,57 @@ INLP_KEYS = METHOD_KEYS["inlp"][2:]
 FAMILY_OBJECTIVE = {"mlm": "mlm", "clm": "clm", "seq2seq": "infilling"}
 
 #: lmbias.training.settings.TrainingSettings fields a config may set (`objective` is implied by family and kind).
-TRAINING_KEYS = frozenset({
-    "learning_rate", "batch_size", "gradient_accumulation_steps", "epochs", "max_steps", "warmup_ratio",
-    "weight_decay", "adam_beta1", "adam_beta2", "adam_epsilon", "max_grad_norm", "max_length",
-    "mlm_probability", "whole_word_masking", "infilling_mask_ratio", "infilling_poisson_lambda", "er_lambda",
-    "dropout", "hidden_dropout", "attention_dropout", "select_epoch", "group_by_length", "checkpoint_every_steps", "precision",
-    "eval_bias_every_steps", "eval_bias_metric", "limit_examples", "text_column",
-    # the DA-Gender authors' recipes (settings.TrainingSettings documents each; null/default = the paper's)
-    "warmup_steps", "text_template", "pad_to_length", "padding_in_loss", "infilling_mode", "infilling_layout",
-    "er_lm_side", "er_pooling",
-    # bias-bench's run_mlm/run_clm data (lmbias.training.packing): packed blocks, CDA on the blocks
-    "pack_texts", "block_augmentation", "block_augmentation_words",
-    # a LoRA adapter over the frozen base instead of full fine-tuning (lmbias.training.adapters)
-    "adapter",
-    # activations recomputed in the backward pass (any training method; trainer.enable_gradient_checkpointing)
-    "gradient_checkpointing",
-    # FSDP2: weights, gradients and optimizer state sharded over the job's processes (lmbias.training.fsdp)
-    "distributed",
-})
+TRAINING_KEYS = frozenset(
+    {
+        "learning_rate",
+        "batch_size",
+        "gradient_accumulation_steps",
+        "epochs",
+        "max_steps",
+        "warmup_ratio",
+        "weight_decay",
+        "adam_beta1",
+        "adam_beta2",
+        "adam_epsilon",
+        "max_grad_norm",
+        "max_length",
+        "mlm_probability",
+        "whole_word_masking",
+        "infilling_mask_ratio",
+        "infilling_poisson_lambda",
+        "er_lambda",
+        "dropout",
+        "hidden_dropout",
+        "attention_dropout",
+        "select_epoch",
+        "group_by_length",
+        "checkpoint_every_steps",
+        "precision",
+        "eval_bias_every_steps",
+        "eval_bias_metric",
+        "limit_examples",
+        "text_column",
+        # the DA-Gender authors' recipes (settings.TrainingSettings documents each; null/default = the paper's)
+        "warmup_steps",
+        "text_template",
+        "pad_to_length",
+        "padding_in_loss",
+        "infilling_mode",
+        "infilling_layout",
+        "er_lm_side",
+        "er_pooling",
+        # bias-bench's run_mlm/run_clm data (lmbias.training.packing): packed blocks, CDA on the blocks
+        "pack_texts",
+        "block_augmentation",
+        "block_augmentation_words",
+        # a LoRA adapter over the frozen base instead of full fine-tuning (lmbias.training.adapters)
+        "adapter",
+        # activations recomputed in the backward pass (any training method; trainer.enable_gradient_checkpointing)
+        "gradient_checkpointing",
+        # FSDP2: weights, gradients and optimizer state sharded over the job's processes (lmbias.training.fsdp)
+        "distributed",
+    }
+)
 #: Training settings whose value is itself a mapping: its own values may be per-family (per_family_values).
 MAPPING_TRAINING_KEYS = frozenset({"adapter"})
 #: Per-model defaults (over-debiasing paper, Table 12) that are not trainer settings: the CDS swap rate
@@ -71,7 +129,9 @@ MODEL_METHOD_DEFAULTS = frozenset({"swap_rate", "ratio_of_pairs"})
 def method_kind(name: str, entry: dict) -> str:
     kind = entry.get("kind") if isinstance(entry, dict) else None
     if kind not in METHOD_KEYS:
-        raise ConfigError(f"methods.{name}.kind: {kind!r} is not a method kind; known kinds: {', '.join(sorted(METHOD_KEYS))}")
+        raise ConfigError(
+            f"methods.{name}.kind: {kind!r} is not a method kind; known kinds: {', '.join(sorted(METHOD_KEYS))}"
+        )
     return kind
 
 
@@ -80,9 +140,13 @@ def check_training_block(block: dict, key: str, extra=frozenset()) -> None:
         raise ConfigError(f"{key}: expected a mapping of training settings, got {block!r}")
     for name in block:
         if name == "objective":
-            raise ConfigError(f"{key}.objective: not settable; it follows from the model's family and the method's kind")
+            raise ConfigError(
+                f"{key}.objective: not settable; it follows from the model's family and the method's kind"
+            )
         if name not in TRAINING_KEYS and name not in extra:
-            raise ConfigError(f"{key}.{name}: unknown training setting (allowed: {', '.join(sorted(TRAINING_KEYS | set(extra)))})")
+            raise ConfigError(
+                f"{key}.{name}: unknown training setting (allowed: {', '.join(sorted(TRAINING_KEYS | set(extra)))})"
+            )
 
 
 #: The model families a per-family training value may name (lmbias.engine.model_spec.FAMILIES).
@@ -105,12 +169,16 @@ def per_family_values(block: dict, family: str, key: str, model: str | None = No
             continue
         if isinstance(value, dict):
             if name in MODEL_METHOD_DEFAULTS:
-                raise ConfigError(f"{key}.{name}: one value for every family (a per-family mapping is for trainer "
-                                  "settings; the corpus a swap rate names is shared by all models)")
+                raise ConfigError(
+                    f"{key}.{name}: one value for every family (a per-family mapping is for trainer "
+                    "settings; the corpus a swap rate names is shared by all models)"
+                )
             unknown = sorted(set(value) - set(PER_FAMILY_KEYS) - set(model_names))
             if unknown:
-                raise ConfigError(f"{key}.{name}.{unknown[0]}: not a model family or a configured model; a per-family "
-                                  f"value maps families ({', '.join(PER_FAMILY_KEYS)}) or model names to values")
+                raise ConfigError(
+                    f"{key}.{name}.{unknown[0]}: not a model family or a configured model; a per-family "
+                    f"value maps families ({', '.join(PER_FAMILY_KEYS)}) or model names to values"
+                )
             if model is not None and model in value:
                 out[name] = value[model]
             elif family in value:

@@ -49,8 +49,9 @@ def _is_terminal(stream) -> bool:
         return False
 
 
-def progress_bar(desc: str, unit: str, total: int | None = None, initial: int = 0, enabled: bool = True,
-                 stream=None) -> tqdm:
+def progress_bar(
+    desc: str, unit: str, total: int | None = None, initial: int = 0, enabled: bool = True, stream=None
+) -> tqdm:
     """A tqdm bar on `stream` (default: the current sys.stderr, i.e. the job's log), line by line when
     that is not a terminal. `enabled=False` (non-main processes) gives a bar that writes nothing."""
     stream = sys.stderr if stream is None else stream
@@ -59,9 +60,20 @@ def progress_bar(desc: str, unit: str, total: int | None = None, initial: int = 
     # In a log, miniters=1 (no dynamic miniters): tqdm's monitor thread then never forces a redraw between
     # updates (it did: two lines in the same second), and each update prints only LOG_INTERVAL after the last.
     extra = {} if tty else {"miniters": 1}
-    return tqdm(total=total, initial=initial, desc=desc, unit=f" {unit}", file=stream if tty else _LineStream(stream),
-                mininterval=interval, maxinterval=max(interval, 10.0), disable=not enabled, dynamic_ncols=tty,
-                ascii=not tty, leave=True, **extra)
+    return tqdm(
+        total=total,
+        initial=initial,
+        desc=desc,
+        unit=f" {unit}",
+        file=stream if tty else _LineStream(stream),
+        mininterval=interval,
+        maxinterval=max(interval, 10.0),
+        disable=not enabled,
+        dynamic_ncols=tty,
+        ascii=not tty,
+        leave=True,
+        **extra,
+    )
 
 
 @contextlib.contextmanager

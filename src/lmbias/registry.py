@@ -112,7 +112,9 @@ def measure_of(benchmark_cfg: dict, benchmark: str = "?") -> str:
     if measure is None:
         return benchmark_cfg["dataset"]
     if measure not in definitions():
-        raise ConfigError(f"benchmarks.{benchmark}.measure: {measure!r} is not a measure; known: {', '.join(sorted(definitions()))}")
+        raise ConfigError(
+            f"benchmarks.{benchmark}.measure: {measure!r} is not a measure; known: {', '.join(sorted(definitions()))}"
+        )
     return measure
 
 
@@ -137,7 +139,9 @@ def check_family(benchmark: str, benchmark_cfg: dict, family: str, model: str) -
 
 def benchmarks_for(family: str, benchmarks: dict) -> list[str]:
     """Configured, measurable benchmarks that apply to `family`."""
-    return sorted(b for b, cfg in benchmarks.items() if is_measurable(cfg) and family in definitions()[measure_of(cfg)].families)
+    return sorted(
+        b for b, cfg in benchmarks.items() if is_measurable(cfg) and family in definitions()[measure_of(cfg)].families
+    )
 
 
 # ------------------------------------------------------------------------------------------- methods
@@ -154,18 +158,25 @@ def check_method_entry(name: str, entry: dict) -> None:
             continue
         if key == "recipe":  # whose code the entry reproduces (docs/methods/recipes.md)
             if not isinstance(entry[key], str) or not entry[key].strip():
-                raise ConfigError(f"methods.{name}.recipe: expected a short text naming the code the entry "
-                                  f"reproduces, got {entry[key]!r}")
+                raise ConfigError(
+                    f"methods.{name}.recipe: expected a short text naming the code the entry "
+                    f"reproduces, got {entry[key]!r}"
+                )
             continue
         if key == "benchmarks":  # the benchmarks its summaries hold (names checked against config.yaml's)
             value = entry[key]
-            if value is not None and (not isinstance(value, list) or not value
-                                      or not all(isinstance(b, str) and b for b in value)):
-                raise ConfigError(f"methods.{name}.benchmarks: expected a non-empty list of benchmark names (or null "
-                                  f"for all of them), got {value!r}")
+            if value is not None and (
+                not isinstance(value, list) or not value or not all(isinstance(b, str) and b for b in value)
+            ):
+                raise ConfigError(
+                    f"methods.{name}.benchmarks: expected a non-empty list of benchmark names (or null "
+                    f"for all of them), got {value!r}"
+                )
             continue
         if key not in METHOD_KEYS[kind]:
-            raise ConfigError(f"methods.{name}.{key}: unknown key for kind {kind!r} (allowed: {', '.join(METHOD_KEYS[kind])})")
+            raise ConfigError(
+                f"methods.{name}.{key}: unknown key for kind {kind!r} (allowed: {', '.join(METHOD_KEYS[kind])})"
+            )
     if kind in TRAINED_METHOD_KINDS | FITTED_METHOD_KINDS and not entry.get("corpus"):
         raise ConfigError(f"methods.{name}.corpus: kind {kind!r} needs a corpus file (results/corpora/...)")
     check_training_block(entry.get("training") or {}, f"methods.{name}.training", MODEL_METHOD_DEFAULTS)
@@ -208,16 +219,22 @@ def check_method_benchmark(method: str, entry: dict, benchmark: str, benchmark_c
 def check_method_family(model: str, family: str, method: str, entry: dict) -> None:
     kind = method_kind(method, entry)
     if family == "encoder" and kind != "pretrained":
-        raise ConfigError(f"method {method!r} (kind {kind}) cannot run on model {model!r}: a headless encoder "
-                          "(family encoder) has no LM head to fine-tune or debias; only `pretrained` applies")
+        raise ConfigError(
+            f"method {method!r} (kind {kind}) cannot run on model {model!r}: a headless encoder "
+            "(family encoder) has no LM head to fine-tune or debias; only `pretrained` applies"
+        )
     if kind == "gpr" and family != "mlm":
-        raise ConfigError(f"method {method!r} (kind gpr) cannot run on model {model!r} of family {family!r}: "
-                          "GPR fine-tunes pronoun prediction at a [MASK] position (family mlm only)")
+        raise ConfigError(
+            f"method {method!r} (kind gpr) cannot run on model {model!r} of family {family!r}: "
+            "GPR fine-tunes pronoun prediction at a [MASK] position (family mlm only)"
+        )
     if kind == "self_debias" and family not in ("mlm", "clm"):
-        raise ConfigError(f"method {method!r} (kind self_debias) cannot run on model {model!r} of family {family!r}: "
-                          "Self-Debias is defined for masked (mlm) and causal (clm) LMs, as in bias-bench; for an "
-                          "encoder-decoder (BART) it is not defined here (the prefix would have to enter both the "
-                          "encoder and the decoder input)")
+        raise ConfigError(
+            f"method {method!r} (kind self_debias) cannot run on model {model!r} of family {family!r}: "
+            "Self-Debias is defined for masked (mlm) and causal (clm) LMs, as in bias-bench; for an "
+            "encoder-decoder (BART) it is not defined here (the prefix would have to enter both the "
+            "encoder and the decoder input)"
+        )
     if family not in FAMILY_OBJECTIVE and kind in TRAINED_METHOD_KINDS | FITTED_METHOD_KINDS:
         raise ConfigError(f"method {method!r} (kind {kind}) cannot run on model {model!r} of family {family!r}")
 
@@ -239,16 +256,19 @@ def resolve_method(model: str, model_entry: dict, method: str, entry: dict, mode
     kind = entry["kind"]
     defaults = model_entry.get("training") or {}
     check_training_block(defaults, f"models.{model}.training", MODEL_METHOD_DEFAULTS)
-    own = per_family_values(entry.get("training") or {}, model_entry["family"], f"methods.{method}.training",
-                            model, model_names)
+    own = per_family_values(
+        entry.get("training") or {}, model_entry["family"], f"methods.{method}.training", model, model_names
+    )
     merged = {**defaults, **own}
     resolved = {"kind": kind}
     if kind in TRAINED_METHOD_KINDS | FITTED_METHOD_KINDS:
         corpus = entry["corpus"]
         if "{swap_rate}" in corpus:
             if merged.get("swap_rate") is None:
-                raise ConfigError(f"methods.{method}.corpus: {corpus!r} needs a swap rate; set "
-                                  f"models.{model}.training.swap_rate or methods.{method}.training.swap_rate")
+                raise ConfigError(
+                    f"methods.{method}.corpus: {corpus!r} needs a swap rate; set "
+                    f"models.{model}.training.swap_rate or methods.{method}.training.swap_rate"
+                )
             corpus = corpus.replace("{swap_rate}", _format_swap_rate(merged["swap_rate"]))
         resolved["corpus"] = corpus
     if kind in TRAINED_METHOD_KINDS:
@@ -258,8 +278,10 @@ def resolve_method(model: str, model_entry: dict, method: str, entry: dict, mode
         settings = {k: v for k, v in merged.items() if k not in MODEL_METHOD_DEFAULTS}
         if kind == "er":
             if settings.get("er_lambda") is None:
-                raise ConfigError(f"methods.{method}: kind er needs a lambda; set models.{model}.training.er_lambda "
-                                  f"or methods.{method}.training.er_lambda")
+                raise ConfigError(
+                    f"methods.{method}: kind er needs a lambda; set models.{model}.training.er_lambda "
+                    f"or methods.{method}.training.er_lambda"
+                )
         else:
             settings.pop("er_lambda", None)  # the model's ER default must not turn CDS/CDA into ER
         settings["objective"] = "gpr" if kind == "gpr" else FAMILY_OBJECTIVE[model_entry["family"]]
@@ -276,8 +298,10 @@ def resolve_method(model: str, model_entry: dict, method: str, entry: dict, mode
     if kind == "sd":
         ratio = entry.get("ratio_of_pairs", merged.get("ratio_of_pairs"))
         if ratio is None or not (0 < float(ratio) <= 1):
-            raise ConfigError(f"methods.{method}.ratio_of_pairs: {ratio!r}; need a fraction in (0, 1] "
-                              f"(or models.{model}.training.ratio_of_pairs)")
+            raise ConfigError(
+                f"methods.{method}.ratio_of_pairs: {ratio!r}; need a fraction in (0, 1] "
+                f"(or models.{model}.training.ratio_of_pairs)"
+            )
         sd = {k: entry[k] for k in SD_KEYS if k in entry}
         if isinstance(sd.get("fit_pooling"), dict):  # {family: pooling}: this model's, or the family default
             from lmbias.engine.model_spec import FAMILIES
@@ -285,7 +309,9 @@ def resolve_method(model: str, model_entry: dict, method: str, entry: dict, mode
             per_family = sd.pop("fit_pooling")
             unknown = sorted(set(per_family) - set(FAMILIES))
             if unknown:
-                raise ConfigError(f"methods.{method}.fit_pooling.{unknown[0]}: not a model family ({', '.join(FAMILIES)})")
+                raise ConfigError(
+                    f"methods.{method}.fit_pooling.{unknown[0]}: not a model family ({', '.join(FAMILIES)})"
+                )
             if per_family.get(model_entry["family"]) is not None:
                 sd["fit_pooling"] = per_family[model_entry["family"]]
         if sd.get("fit_pooling") is not None:

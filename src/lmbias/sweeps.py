@@ -107,23 +107,31 @@ def sweep_grid(base: str, entry: dict) -> list[dict]:
         raise ConfigError(f"methods.{base}.sweep: empty; name at least one setting and its values")
     sweepable = sorted(s for s, spec in SWEEP_SETTINGS.items() if kind in spec.kinds)
     if not sweepable:
-        raise ConfigError(f"methods.{base}.sweep: kind {kind!r} has no settings to sweep (it trains nothing); "
-                          f"sweeps apply to kinds {', '.join(sorted(set().union(*(s.kinds for s in SWEEP_SETTINGS.values()))))}")
+        raise ConfigError(
+            f"methods.{base}.sweep: kind {kind!r} has no settings to sweep (it trains nothing); "
+            f"sweeps apply to kinds {', '.join(sorted(set().union(*(s.kinds for s in SWEEP_SETTINGS.values()))))}"
+        )
     axes, named = {}, {}
     for key, values in sweep.items():
         setting = SWEEP_ALIASES.get(key, key)
         if setting not in SWEEP_SETTINGS or kind not in SWEEP_SETTINGS[setting].kinds:
             aliases = [a for a, s in SWEEP_ALIASES.items() if s in sweepable]
-            raise ConfigError(f"methods.{base}.sweep.{key}: not a sweepable setting of kind {kind!r} "
-                              f"(sweepable: {', '.join(sweepable + aliases)})")
+            raise ConfigError(
+                f"methods.{base}.sweep.{key}: not a sweepable setting of kind {kind!r} "
+                f"(sweepable: {', '.join(sweepable + aliases)})"
+            )
         if setting in named:
-            raise ConfigError(f"methods.{base}.sweep.{key}: names the same setting as sweep.{named[setting]} ({setting}); keep one")
+            raise ConfigError(
+                f"methods.{base}.sweep.{key}: names the same setting as sweep.{named[setting]} ({setting}); keep one"
+            )
         named[setting] = key
         axes[setting] = _sweep_values(base, key, setting, values)
     if "swap_rate" in axes and "{swap_rate}" not in str(entry.get("corpus", "")):
-        raise ConfigError(f"methods.{base}.sweep.{named['swap_rate']}: the corpus {entry.get('corpus')!r} has no "
-                          "\"{swap_rate}\" placeholder, so the swap rate would not reach the job "
-                          "(e.g. corpus: results/corpora/gap/cds-{swap_rate}.parquet)")
+        raise ConfigError(
+            f"methods.{base}.sweep.{named['swap_rate']}: the corpus {entry.get('corpus')!r} has no "
+            '"{swap_rate}" placeholder, so the swap rate would not reach the job '
+            "(e.g. corpus: results/corpora/gap/cds-{swap_rate}.parquet)"
+        )
     names = list(axes)
     return [dict(zip(names, combo)) for combo in itertools.product(*(axes[n] for n in names))]
 
@@ -158,8 +166,10 @@ def expand_sweeps(methods: dict) -> dict:
         for values in sweep_grid(name, entry):
             instance = sweep_instance_name(name, values)
             if instance in out:
-                raise ConfigError(f"methods.{name}.sweep: its instance {instance!r} collides with an existing "
-                                  f"method of that name (methods.{instance}); rename one")
+                raise ConfigError(
+                    f"methods.{name}.sweep: its instance {instance!r} collides with an existing "
+                    f"method of that name (methods.{instance}); rename one"
+                )
             out[instance] = sweep_instance_entry(entry, values)
     return out
 
@@ -180,13 +190,21 @@ def expand_method_targets(names: list, methods: dict, key: str = "targets.method
         if isinstance(name, str) and name.endswith(SWEEP_WILDCARD):
             base = name[: -len(SWEEP_WILDCARD)]
             if base not in methods:
-                raise ConfigError(f"{key}[{i}]: {name!r} names unknown method {base!r}; configured: {', '.join(sorted(methods))}")
+                raise ConfigError(
+                    f"{key}[{i}]: {name!r} names unknown method {base!r}; configured: {', '.join(sorted(methods))}"
+                )
             if not isinstance(methods[base], dict) or "sweep" not in methods[base]:
-                raise ConfigError(f"{key}[{i}]: {name!r}: methods.{base} declares no sweep (add `sweep:` to it, or target {base!r})")
+                raise ConfigError(
+                    f"{key}[{i}]: {name!r}: methods.{base} declares no sweep (add `sweep:` to it, or target {base!r})"
+                )
             new = sweep_instances(base, expanded)
         elif name not in expanded:
             swept = sorted(n for n, e in methods.items() if isinstance(e, dict) and "sweep" in e)
-            hint = f" (sweep instances: {', '.join(n + SWEEP_WILDCARD for n in swept)} or one instance by name)" if swept else ""
+            hint = (
+                f" (sweep instances: {', '.join(n + SWEEP_WILDCARD for n in swept)} or one instance by name)"
+                if swept
+                else ""
+            )
             raise ConfigError(f"{key}[{i}]: unknown method {name!r}; configured: {', '.join(sorted(methods))}{hint}")
         else:
             new = [name]

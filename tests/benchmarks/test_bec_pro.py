@@ -63,7 +63,13 @@ def test_generator_reproduces_the_release_byte_for_byte(shared_data, language):
     parsed = parse_bec_pro(folder / f"BEC-Pro_{language.upper()}.tsv", language).to_pylist()
     for row, got in zip(parsed, rows):
         assert (row["sentence"], row["sent_tm"], row["sent_am"], row["sent_tam"], row["person"], row["profession"]) == (
-            got["Sentence"], got["Sent_TM"], got["Sent_AM"], got["Sent_TAM"], got["Person"], got["Profession"])
+            got["Sentence"],
+            got["Sent_TM"],
+            got["Sent_AM"],
+            got["Sent_TAM"],
+            got["Person"],
+            got["Profession"],
+        )
 
 
 @pytest.mark.parametrize("language", ["en", "de"])
@@ -105,8 +111,10 @@ def test_scores_and_rows_english(scores_en):
     assert scores_en.num_rows == 5400
     assoc = np.asarray(scores_en.column("association").to_pylist())
     assert np.all(np.isfinite(assoc))
-    np.testing.assert_allclose(assoc, np.asarray(scores_en.column("logp_tm").to_pylist())
-                               - np.asarray(scores_en.column("logp_tam").to_pylist()))
+    np.testing.assert_allclose(
+        assoc,
+        np.asarray(scores_en.column("logp_tm").to_pylist()) - np.asarray(scores_en.column("logp_tam").to_pylist()),
+    )
     assert scores_en.column("pair_index").null_count == 0
     assert sum(scores_en.column("artefact").to_pylist()) == 5
     rows = bec_pro_metric_rows(scores_en, BecProOptions())
@@ -217,9 +225,13 @@ def test_planted_output_bias_cancels_in_the_association_gap(tmp_path, items_en, 
     # 2. the planted word's probability rose a lot, in both contexts ...
     assert min(planted[i]["logp_tm"] - base[i]["logp_tm"] for i in he) > 4.0
     # 3. ... and its association shrank towards 0 instead of growing
-    shrink = [abs(planted[i]["association"]) / abs(base[i]["association"]) for i in he if abs(base[i]["association"]) > 1e-5]
+    shrink = [
+        abs(planted[i]["association"]) / abs(base[i]["association"]) for i in he if abs(base[i]["association"]) > 1e-5
+    ]
     assert np.median(shrink) < 0.75
-    assert np.mean([abs(planted[i]["association"]) for i in he]) < 0.75 * np.mean([abs(base[i]["association"]) for i in he])
+    assert np.mean([abs(planted[i]["association"]) for i in he]) < 0.75 * np.mean(
+        [abs(base[i]["association"]) for i in he]
+    )
 
 
 def _target_transforms(model, tok, texts):
@@ -227,7 +239,9 @@ def _target_transforms(model, tok, texts):
     out = []
     with torch.inference_mode():
         for k in range(0, len(texts), 256):
-            enc = tok([t.replace("[MASK]", tok.mask_token) for t in texts[k:k + 256]], return_tensors="pt", padding=True)
+            enc = tok(
+                [t.replace("[MASK]", tok.mask_token) for t in texts[k : k + 256]], return_tensors="pt", padding=True
+            )
             hidden = model.bert(**enc).last_hidden_state
             pos = (enc["input_ids"] == tok.mask_token_id).int().argmax(1)
             out.append(model.cls.predictions.transform(hidden[torch.arange(len(pos)), pos]))
@@ -273,7 +287,10 @@ def test_planted_context_dependent_association_moves_male_association_up(tmp_pat
     before = {(r["metric"], r["subset"]): r["value"] for r in bec_pro_metric_rows(scores_en, BecProOptions())}
     after = {(r["metric"], r["subset"]): r["value"] for r in bec_pro_metric_rows(planted, BecProOptions())}
     for group in ("male", "female", "balanced", "all"):
-        assert after[("association_mean", f"prof={group}/person=male")] > before[("association_mean", f"prof={group}/person=male")] + 0.1
+        assert (
+            after[("association_mean", f"prof={group}/person=male")]
+            > before[("association_mean", f"prof={group}/person=male")] + 0.1
+        )
         assert after[("association_gap", f"prof={group}")] > before[("association_gap", f"prof={group}")] + 0.1
     # the pre/post comparison sees the same thing, significantly
     paired = {(r["metric"], r["subset"]): r for r in bec_pro_paired_rows(scores_en, planted)}

@@ -93,8 +93,10 @@ def bias_bench_scores(model, tok, sent1, sent2):
     """bias-bench's _average_log_probability over the 'diff' spans."""
     ids1, ids2 = tok.encode(sent1), tok.encode(sent2)
     t1, t2 = _span(ids1, ids2, equal=False)
-    return (float(np.mean([_logprob_at(model, ids1, p, tok.mask_token_id) for p in t1])),
-            float(np.mean([_logprob_at(model, ids2, p, tok.mask_token_id) for p in t2])))
+    return (
+        float(np.mean([_logprob_at(model, ids1, p, tok.mask_token_id) for p in t1])),
+        float(np.mean([_logprob_at(model, ids2, p, tok.mask_token_id) for p in t2])),
+    )
 
 
 def test_batched_pll_equals_the_reference_loops(tiny_bert, gender):
@@ -138,10 +140,14 @@ def test_restricted_passes_equal_the_full_pass_on_the_real_gender_pairs(tiny_ber
         return np.asarray(table.column(name).to_numpy(zero_copy_only=False), dtype=np.float64)
 
     for name in ("more_shared_sum", "less_shared_sum"):
-        np.testing.assert_allclose(col(nangia, name), col(full, name), rtol=0, atol=1e-6)  # batch composition: float32 noise
+        np.testing.assert_allclose(
+            col(nangia, name), col(full, name), rtol=0, atol=1e-6
+        )  # batch composition: float32 noise
         assert np.isnan(col(bias_bench, name)).all()
     for name in ("more_modified_mean", "less_modified_mean"):
-        np.testing.assert_allclose(col(bias_bench, name), col(full, name), rtol=0, atol=1e-6)  # batch composition: float32 noise
+        np.testing.assert_allclose(
+            col(bias_bench, name), col(full, name), rtol=0, atol=1e-6
+        )  # batch composition: float32 noise
         assert np.isnan(col(nangia, name)).all()
     # masked inputs: shared + modified == both (the two sets are disjoint)
     assert nangia_stats.requests + bias_bench_stats.requests == full_stats.requests
@@ -162,22 +168,43 @@ def test_restricted_passes_equal_the_full_pass_on_the_real_gender_pairs(tiny_ber
 
 
 def _scores(rows):
-    base = {"bias_type": "gender", "score_kind": "pll", "more_loglik": math.nan, "less_loglik": math.nan,
-            "more_tokens": 5, "less_tokens": 5, "n_shared": 3, "more_modified": 1, "less_modified": 1}
+    base = {
+        "bias_type": "gender",
+        "score_kind": "pll",
+        "more_loglik": math.nan,
+        "less_loglik": math.nan,
+        "more_tokens": 5,
+        "less_tokens": 5,
+        "n_shared": 3,
+        "more_modified": 1,
+        "less_modified": 1,
+    }
     out = []
     for i, (direction, ms, ls, mm, lm, bias) in enumerate(rows):
-        out.append({**base, "row_id": i, "stereo_antistereo": direction, "more_shared_sum": ms, "less_shared_sum": ls,
-                    "more_modified_mean": mm, "less_modified_mean": lm, "bias_type": bias})
+        out.append(
+            {
+                **base,
+                "row_id": i,
+                "stereo_antistereo": direction,
+                "more_shared_sum": ms,
+                "less_shared_sum": ls,
+                "more_modified_mean": mm,
+                "less_modified_mean": lm,
+                "bias_type": bias,
+            }
+        )
     return pa.Table.from_pylist(out, schema=SCORES_SCHEMA)
 
 
 def test_metric_hand_computed():
-    scores = _scores([
-        ("stereo", -10.0, -11.0, -2.0, -1.0, "gender"),  # nangia: more wins
-        ("stereo", -10.0001, -10.0002, -1.0, -2.0, "gender"),  # nangia: tie after rounding to 3 -> neutral
-        ("antistereo", -12.0, -11.0, -1.0, -3.0, "gender"),  # nangia: less wins
-        ("antistereo", -9.0, -11.0, math.nan, -3.0, "race-color"),  # nangia: more wins; bias-bench: skipped
-    ])
+    scores = _scores(
+        [
+            ("stereo", -10.0, -11.0, -2.0, -1.0, "gender"),  # nangia: more wins
+            ("stereo", -10.0001, -10.0002, -1.0, -2.0, "gender"),  # nangia: tie after rounding to 3 -> neutral
+            ("antistereo", -12.0, -11.0, -1.0, -3.0, "gender"),  # nangia: less wins
+            ("antistereo", -9.0, -11.0, math.nan, -3.0, "race-color"),  # nangia: more wins; bias-bench: skipped
+        ]
+    )
     rows = {(r["metric"], r["subset"]): r for r in crows_pairs_metric_rows(scores, CrowsPairsOptions())}
     assert rows[("metric_score", "all")]["value"] == 50.0 and rows[("metric_score", "all")]["n"] == 4
     assert rows[("metric_score", "all")]["p_value"] == pytest.approx(1.0)
@@ -187,9 +214,13 @@ def test_metric_hand_computed():
     assert rows[("metric_score", "gender")]["value"] == pytest.approx(100 / 3)
     assert rows[("metric_score", "race-color")]["value"] == 100.0
     assert rows[("metric_score", "all")]["variant"] == "pll=shared_sum,round=3"
-    bb = {(r["metric"], r["subset"]): r for r in crows_pairs_metric_rows(scores, CrowsPairsOptions(variant="bias_bench"))}
+    bb = {
+        (r["metric"], r["subset"]): r for r in crows_pairs_metric_rows(scores, CrowsPairsOptions(variant="bias_bench"))
+    }
     assert bb[("metric_score", "all")]["n"] == 3 and bb[("metric_score", "all")]["value"] == pytest.approx(200 / 3)
-    exact = {(r["metric"], r["subset"]): r for r in crows_pairs_metric_rows(scores, CrowsPairsOptions(round_decimals=None))}
+    exact = {
+        (r["metric"], r["subset"]): r for r in crows_pairs_metric_rows(scores, CrowsPairsOptions(round_decimals=None))
+    }
     assert exact[("metric_score", "all")]["value"] == 75.0
     with pytest.raises(ConfigError, match="variant"):
         CrowsPairsOptions.from_config({"variant": "salazar"})
@@ -209,7 +240,13 @@ def test_gender_rows_score_for_every_family(tmp_path, tiny_bert, gender):
     assert np.all(np.isfinite(np.asarray(scores.column("more_shared_sum").to_pylist())))
     rows = {(r["metric"], r["subset"]): r for r in crows_pairs_metric_rows(scores, CrowsPairsOptions())}
     assert rows[("metric_score", "gender")]["n"] == 60
-    assert 0 <= rows[("metric_score", "gender")]["ci_low"] <= rows[("metric_score", "gender")]["value"] <= rows[("metric_score", "gender")]["ci_high"] <= 100
+    assert (
+        0
+        <= rows[("metric_score", "gender")]["ci_low"]
+        <= rows[("metric_score", "gender")]["value"]
+        <= rows[("metric_score", "gender")]["ci_high"]
+        <= 100
+    )
     for arch in ("gpt2", "bart"):
         build_tiny_model(arch, tmp_path / arch, seed=0)
         m, t = _load(tmp_path / arch, FAMILY[arch])
@@ -256,7 +293,11 @@ def test_planted_he_bias_makes_the_he_sentence_win(tmp_path, gender, arch):
         more, less = (np.asarray(scores.column(c).to_pylist()) for c in ("more_loglik", "less_loglik"))
         variant = "nangia"
     np.testing.assert_array_equal(more > less, more_has_he)
-    rows = {r["metric"]: r for r in crows_pairs_metric_rows(scores, CrowsPairsOptions(variant=variant)) if r["subset"] == "all"}
+    rows = {
+        r["metric"]: r
+        for r in crows_pairs_metric_rows(scores, CrowsPairsOptions(variant=variant))
+        if r["subset"] == "all"
+    }
     assert rows["metric_score"]["value"] == pytest.approx(100.0 * more_has_he.mean())
 
 
@@ -268,7 +309,10 @@ def _lm_eval_process_results(results):
     """Transcription of lm-eval 0.4.13's lm_eval/tasks/crows_pairs/utils.py process_results: `results` holds
     one (loglikelihood, is_greedy) per choice, choices [sent_more, sent_less]; the task averages each metric."""
     (likelihood1, _), (likelihood2, _) = results
-    return {"likelihood_diff": abs(likelihood1 - likelihood2), "pct_stereotype": 1.0 if likelihood1 > likelihood2 else 0.0}
+    return {
+        "likelihood_diff": abs(likelihood1 - likelihood2),
+        "pct_stereotype": 1.0 if likelihood1 > likelihood2 else 0.0,
+    }
 
 
 def _lm_eval_loglikelihood(model, tok, sentence):
@@ -280,28 +324,55 @@ def _lm_eval_loglikelihood(model, tok, sentence):
     context, cont = ([prefix], cont) if prefix != cont[0] else (cont[:1], cont[1:])
     inp = torch.tensor([(context + cont)[:-1]])
     with torch.no_grad():
-        logprobs = torch.log_softmax(model(inp).logits[0].float(), dim=-1)[-len(cont):]
+        logprobs = torch.log_softmax(model(inp).logits[0].float(), dim=-1)[-len(cont) :]
     return float(logprobs.gather(-1, torch.tensor(cont).unsqueeze(-1)).sum())
 
 
 def test_lm_eval_variant_hand_computed():
-    base = {"bias_type": "gender", "score_kind": "sentence_loglik", "more_shared_sum": math.nan,
-            "less_shared_sum": math.nan, "more_modified_mean": math.nan, "less_modified_mean": math.nan,
-            "more_tokens": 5, "less_tokens": 5, "n_shared": 0, "more_modified": 0, "less_modified": 0,
-            "variants": "nangia,bias_bench", "clm_context": "bos"}
-    pairs = [("stereo", -10.0, -11.0, "gender"), ("antistereo", -12.0, -11.5, "gender"),
-             ("antistereo", -9.0, -9.0, "gender"), ("stereo", -3.0, -7.0, "age")]
-    scores = pa.Table.from_pylist([{**base, "row_id": i, "stereo_antistereo": d, "more_loglik": m, "less_loglik": l,
-                                    "bias_type": b} for i, (d, m, l, b) in enumerate(pairs)], schema=SCORES_SCHEMA)
-    rows = {(r["metric"], r["subset"]): r for r in crows_pairs_metric_rows(scores, CrowsPairsOptions(variant="lm_eval"))}
+    base = {
+        "bias_type": "gender",
+        "score_kind": "sentence_loglik",
+        "more_shared_sum": math.nan,
+        "less_shared_sum": math.nan,
+        "more_modified_mean": math.nan,
+        "less_modified_mean": math.nan,
+        "more_tokens": 5,
+        "less_tokens": 5,
+        "n_shared": 0,
+        "more_modified": 0,
+        "less_modified": 0,
+        "variants": "nangia,bias_bench",
+        "clm_context": "bos",
+    }
+    pairs = [
+        ("stereo", -10.0, -11.0, "gender"),
+        ("antistereo", -12.0, -11.5, "gender"),
+        ("antistereo", -9.0, -9.0, "gender"),
+        ("stereo", -3.0, -7.0, "age"),
+    ]
+    scores = pa.Table.from_pylist(
+        [
+            {**base, "row_id": i, "stereo_antistereo": d, "more_loglik": m, "less_loglik": l, "bias_type": b}
+            for i, (d, m, l, b) in enumerate(pairs)
+        ],
+        schema=SCORES_SCHEMA,
+    )
+    rows = {
+        (r["metric"], r["subset"]): r for r in crows_pairs_metric_rows(scores, CrowsPairsOptions(variant="lm_eval"))
+    }
     assert rows[("pct_stereotype", "all")]["value"] == 0.5  # the tie counts 0; no direction swap
     assert rows[("likelihood_diff", "all")]["value"] == pytest.approx((1 + 0.5 + 0 + 4) / 4)
-    assert rows[("pct_stereotype", "gender")]["value"] == pytest.approx(1 / 3) and rows[("pct_stereotype", "gender")]["n"] == 3
+    assert (
+        rows[("pct_stereotype", "gender")]["value"] == pytest.approx(1 / 3)
+        and rows[("pct_stereotype", "gender")]["n"] == 3
+    )
     assert rows[("likelihood_diff", "age")]["value"] == 4.0
     assert rows[("pct_stereotype", "all")]["variant"] == "lm_eval,clm=sentence_loglik"
     assert {m for m, _ in rows} == {"pct_stereotype", "likelihood_diff"}
     with pytest.raises(ConfigError, match="lm_eval"):
-        crows_pairs_metric_rows(_scores([("stereo", -1.0, -2.0, -1.0, -2.0, "gender")]), CrowsPairsOptions(variant="lm_eval"))
+        crows_pairs_metric_rows(
+            _scores([("stereo", -1.0, -2.0, -1.0, -2.0, "gender")]), CrowsPairsOptions(variant="lm_eval")
+        )
     assert CrowsPairsOptions.from_config({"variant": "lm_eval"}).variant == "lm_eval"
 
 
@@ -315,11 +386,16 @@ def test_lm_eval_reading_equals_their_process_results_on_our_logliks(tmp_path, g
     scores = score_crows_pairs(items, model, tok, "clm")
     results = []
     for r, s in zip(items.to_pylist(), scores.to_pylist()):
-        theirs = (_lm_eval_loglikelihood(model, tok, r["sent_more"]), _lm_eval_loglikelihood(model, tok, r["sent_less"]))
+        theirs = (
+            _lm_eval_loglikelihood(model, tok, r["sent_more"]),
+            _lm_eval_loglikelihood(model, tok, r["sent_less"]),
+        )
         assert s["more_loglik"] == pytest.approx(theirs[0], abs=1e-4)
         assert s["less_loglik"] == pytest.approx(theirs[1], abs=1e-4)
         results.append(_lm_eval_process_results([(s["more_loglik"], False), (s["less_loglik"], False)]))
-    rows = {(r["metric"], r["subset"]): r for r in crows_pairs_metric_rows(scores, CrowsPairsOptions(variant="lm_eval"))}
+    rows = {
+        (r["metric"], r["subset"]): r for r in crows_pairs_metric_rows(scores, CrowsPairsOptions(variant="lm_eval"))
+    }
     for metric in ("pct_stereotype", "likelihood_diff"):
         assert rows[(metric, "gender")]["value"] == pytest.approx(np.mean([x[metric] for x in results]), abs=1e-12)
         assert rows[(metric, "gender")]["n"] == 12

@@ -80,8 +80,8 @@ def test_generator_reproduces_the_paper_count(pairs):
         other = r["female_word"] if r["ideal"] == "male" else r["male_word"]
         assert r["tm_sent"].replace("[MASK]", genuine) == r["sent_a"]
         assert r["tm_sent"].replace("[MASK]", other) == r["sent_b"]
-        assert r["tm_sent"][r["target_start"]: r["target_start"] + 6] == "[MASK]"
-        assert r["tm_sent"][r["attr_start"]: r["attr_end"]] == r["attribute_form"]
+        assert r["tm_sent"][r["target_start"] : r["target_start"] + 6] == "[MASK]"
+        assert r["tm_sent"][r["attr_start"] : r["attr_end"]] == r["attribute_form"]
         assert r["tam_sent"].count("[MASK]") == 1 + len(r["attribute_form"].split())
 
 
@@ -92,21 +92,41 @@ def test_table1_examples_by_hand(pairs):
         ("He is male.", "She is male."),
         ("This man is a danseur.", "This woman is a danseur."),
         ("As a dad, my husband deserves a wonderful life.", "As a dad, my wife deserves a wonderful life."),
-        ("As one of the housewives, she deserves a wonderful life.", "As one of the housewives, he deserves a wonderful life."),
+        (
+            "As one of the housewives, she deserves a wonderful life.",
+            "As one of the housewives, he deserves a wonderful life.",
+        ),
         ("My daughter is one of the saleswomen.", "My son is one of the saleswomen."),
-        ("After my aunt made that decision, her own life has been changed.",
-         "After my uncle made that decision, her own life has been changed."),
+        (
+            "After my aunt made that decision, her own life has been changed.",
+            "After my uncle made that decision, her own life has been changed.",
+        ),
     ]:
         assert example in got, example
     row = next(r for r in pairs.to_pylist() if r["sent_a"] == "As a dad, my husband deserves a wonderful life.")
     assert row["tm_sent"] == "As a dad, my [MASK] deserves a wonderful life."
     assert row["tam_sent"] == "As a [MASK], my [MASK] deserves a wonderful life."
     assert (row["ideal"], row["attribute"], row["template_id"], row["male_target"], row["female_target"]) == (
-        "male", "dad", "T3", "my husband", "my wife")
+        "male",
+        "dad",
+        "T3",
+        "my husband",
+        "my wife",
+    )
     row = next(r for r in pairs.to_pylist() if r["sent_a"] == "She is pregnant.")
-    assert (row["ideal"], row["male_word"], row["female_word"], row["tam_sent"]) == ("female", "He", "She", "[MASK] is [MASK].")
-    assert sum(r["attribute"] == "heiress" and r["sent_a"] == "As an heiress, she deserves a wonderful life."
-               for r in pairs.to_pylist()) == 1
+    assert (row["ideal"], row["male_word"], row["female_word"], row["tam_sent"]) == (
+        "female",
+        "He",
+        "She",
+        "[MASK] is [MASK].",
+    )
+    assert (
+        sum(
+            r["attribute"] == "heiress" and r["sent_a"] == "As an heiress, she deserves a wonderful life."
+            for r in pairs.to_pylist()
+        )
+        == 1
+    )
 
 
 def test_word_lists_match_the_paper_tables(shared_data):
@@ -146,19 +166,36 @@ def test_config_entries_are_closed(repo_root):
 
 def test_da_score_formula_on_a_hand_made_table():
     def row(pid, ideal, tm_m, tam_m, tm_f, tam_f):
-        return {"pair_id": pid, "item_id": str(pid), "template_id": "T1", "attribute": "x", "ideal": ideal,
-                "target_pair": 0, "male_word": "he", "female_word": "she", "tm_male": tm_m, "tam_male": tam_m,
-                "tm_female": tm_f, "tam_female": tam_f, "sentence_male": np.nan, "sentence_female": np.nan,
-                "score_kind": "association", "attribute_masks": "word"}
+        return {
+            "pair_id": pid,
+            "item_id": str(pid),
+            "template_id": "T1",
+            "attribute": "x",
+            "ideal": ideal,
+            "target_pair": 0,
+            "male_word": "he",
+            "female_word": "she",
+            "tm_male": tm_m,
+            "tam_male": tam_m,
+            "tm_female": tm_f,
+            "tam_female": tam_f,
+            "sentence_male": np.nan,
+            "sentence_female": np.nan,
+            "score_kind": "association",
+            "attribute_masks": "word",
+        }
 
     from lmbias.benchmarks.da_gender import SCORES_SCHEMA
 
-    scores = pa.Table.from_pylist([
-        row(0, "male", -1.0, -2.0, -1.5, -1.6),   # ratio: 1.0 vs 0.1 -> ok;   tm: -1 > -1.5 -> ok
-        row(1, "male", -1.0, -0.5, -1.5, -1.6),   # ratio: -0.5 vs 0.1 -> violation; tm ok
-        row(2, "female", -2.0, -2.0, -1.0, -1.0),  # ratio: 0 vs 0 -> tie = violation; tm: female -1 > -2 -> ok
-        row(3, "female", -1.0, -3.0, -2.0, -2.5),  # ratio: 2 vs 0.5 -> violation; tm violation
-    ], schema=SCORES_SCHEMA)
+    scores = pa.Table.from_pylist(
+        [
+            row(0, "male", -1.0, -2.0, -1.5, -1.6),  # ratio: 1.0 vs 0.1 -> ok;   tm: -1 > -1.5 -> ok
+            row(1, "male", -1.0, -0.5, -1.5, -1.6),  # ratio: -0.5 vs 0.1 -> violation; tm ok
+            row(2, "female", -2.0, -2.0, -1.0, -1.0),  # ratio: 0 vs 0 -> tie = violation; tm: female -1 > -2 -> ok
+            row(3, "female", -1.0, -3.0, -2.0, -2.5),  # ratio: 2 vs 0.5 -> violation; tm violation
+        ],
+        schema=SCORES_SCHEMA,
+    )
     got = {(r["variant"], r["metric"], r["subset"]): r for r in da_gender_metric_rows(scores, DaGenderOptions())}
     assert got[("association=ratio,masks=word", "da_score", "all")]["value"] == pytest.approx(25.0)
     assert got[("association=ratio,masks=word", "da_score", "ideal=male")]["value"] == pytest.approx(50.0)
@@ -167,7 +204,9 @@ def test_da_score_formula_on_a_hand_made_table():
     lo, hi = wilson_interval(1, 4)
     assert got[("association=ratio,masks=word", "da_score", "all")]["ci_low"] == pytest.approx(100 * lo)
     assert 100 * lo < 25.0 < 100 * hi
-    assert got[("association=ratio,masks=word", "mean_margin", "all")]["value"] == pytest.approx((0.9 - 0.6 + 0 - 1.5) / 4)
+    assert got[("association=ratio,masks=word", "mean_margin", "all")]["value"] == pytest.approx(
+        (0.9 - 0.6 + 0 - 1.5) / 4
+    )
 
 
 # --------------------------------------------------------------------------------------------------
@@ -176,7 +215,11 @@ def test_da_score_formula_on_a_hand_made_table():
 
 def _da(scores, association):
     rows = da_gender_metric_rows(scores, DaGenderOptions())
-    return {r["subset"]: r["value"] for r in rows if r["metric"] == "da_score" and f"association={association}" in r["variant"]}
+    return {
+        r["subset"]: r["value"]
+        for r in rows
+        if r["metric"] == "da_score" and f"association={association}" in r["variant"]
+    }
 
 
 def _male_minus_female(scores, association):
@@ -200,8 +243,12 @@ def test_output_bias_moves_tm_margins_exactly_and_leaves_ratio_margins(arch, sub
         for i in bias_token_ids(tok, w):
             offset[i] = offset.get(i, 0.0) + b
     rows = subset.to_pylist()
-    expected = np.array([offset[tok.convert_tokens_to_ids(tok.tokenize((" " if r["target_start"] else "") + r["male_word"])[-1])]
-                         for r in rows])
+    expected = np.array(
+        [
+            offset[tok.convert_tokens_to_ids(tok.tokenize((" " if r["target_start"] else "") + r["male_word"])[-1])]
+            for r in rows
+        ]
+    )
     shift = _male_minus_female(planted, "tm") - _male_minus_female(plain, "tm")
     np.testing.assert_allclose(shift, expected, atol=2e-3)
     before, after = _da(plain, "tm"), _da(planted, "tm")
@@ -262,7 +309,6 @@ def test_workflow_runs_da_gender_and_logprob(tmp_path, repo_root):
     assert "benchmark 'logprob' does not apply to model 'tiny-gpt2' of family 'clm'" in proc.stdout + proc.stderr
 
 
-
 def test_jobs_on_the_full_datasets_in_process(base_models, tmp_path, caplog):
     """What rules parse_benchmark, score_benchmark, compute_metric and compute_seed_metrics run, in-process on
     tiny-bert (the real Snakemake run of both benchmarks happens in tests/workflow/test_workflow.py, whose summaries
@@ -278,17 +324,43 @@ def test_jobs_on_the_full_datasets_in_process(base_models, tmp_path, caplog):
     for name in ("da_gender", "logprob"):
         bench = yaml.safe_load((REPO_ROOT / "config.yaml").read_text())["benchmarks"][name]
         items = tmp_path / f"{name}.parquet"
-        write_table_atomic(parse_benchmark({k: v for k, v in bench.items() if k not in ("scoring", "metric")}, {}, name), items)
+        write_table_atomic(
+            parse_benchmark({k: v for k, v in bench.items() if k not in ("scoring", "metric")}, {}, name), items
+        )
         scores, metrics = tmp_path / f"scores_{name}.parquet", tmp_path / f"metrics_{name}.parquet"
         with caplog.at_level(logging.INFO):
-            score_benchmark_job(items, scores, "tiny-bert", entry, {"kind": "pretrained"}, name,
-                                {k: v for k, v in bench.items() if k != "metric"})
-        compute_metric_job(name, {k: v for k, v in bench.items() if k in ("dataset", "metric")}, scores, metrics,
-                           "tiny-bert", "pretrained", "0")
+            score_benchmark_job(
+                items,
+                scores,
+                "tiny-bert",
+                entry,
+                {"kind": "pretrained"},
+                name,
+                {k: v for k, v in bench.items() if k != "metric"},
+            )
+        compute_metric_job(
+            name,
+            {k: v for k, v in bench.items() if k in ("dataset", "metric")},
+            scores,
+            metrics,
+            "tiny-bert",
+            "pretrained",
+            "0",
+        )
         rows += pq.read_table(metrics).to_pylist()
     data = pq.read_table(tmp_path / "da_gender.parquet")
     assert data.num_rows == 2610
-    for col in ("sent_a", "sent_b", "tm_sent", "tam_sent", "template", "attribute", "male_target", "female_target", "ideal"):
+    for col in (
+        "sent_a",
+        "sent_b",
+        "tm_sent",
+        "tam_sent",
+        "template",
+        "attribute",
+        "male_target",
+        "female_target",
+        "ideal",
+    ):
         assert col in data.schema.names
     got = {(r["benchmark"], r["metric"], r["variant"].split(",")[0], r["subset"]): r for r in rows}
     for variant in ("association=ratio", "association=tm"):
@@ -309,14 +381,23 @@ def test_jobs_on_the_full_datasets_in_process(base_models, tmp_path, caplog):
 
     logprob_scores = tmp_path / "scores" / "logprob.parquet"
     logprob_scores.parent.mkdir()
-    write_table_atomic(pq.read_table(tmp_path / "scores_logprob.parquet"), logprob_scores,
-                       metadata=scores_metadata("c0ffee", 2, None))
+    write_table_atomic(
+        pq.read_table(tmp_path / "scores_logprob.parquet"), logprob_scores, metadata=scores_metadata("c0ffee", 2, None)
+    )
     (tmp_path / "scores" / "da_gender.parquet").write_bytes((tmp_path / "scores_da_gender.parquet").read_bytes())
     config = yaml.safe_load((REPO_ROOT / "config.yaml").read_text())["benchmarks"]
-    slices = {name: {k: v for k, v in config[name].items() if k in ("dataset", "metric")} for name in ("da_gender", "logprob")}
+    slices = {
+        name: {k: v for k, v in config[name].items() if k in ("dataset", "metric")} for name in ("da_gender", "logprob")
+    }
     seed_file = tmp_path / "metrics.parquet"
-    compute_seed_metrics_job(slices, [tmp_path / "scores" / "logprob.parquet", tmp_path / "scores" / "da_gender.parquet"],
-                             seed_file, "tiny-bert", "pretrained", "0")
+    compute_seed_metrics_job(
+        slices,
+        [tmp_path / "scores" / "logprob.parquet", tmp_path / "scores" / "da_gender.parquet"],
+        seed_file,
+        "tiny-bert",
+        "pretrained",
+        "0",
+    )
     table = pq.read_table(seed_file)
     assert table.schema.equals(METRIC_SCHEMA, check_metadata=False)
     key = lambda r: (r["benchmark"], r["metric"], r["variant"], r["subset"])  # noqa: E731

@@ -69,8 +69,16 @@ def test_generator_counts_and_paper_split(items):
     dev_targets = {r["target"] for r in rows if r["target_split"] == "dev"}
     assert dev_targets == {"my mom", "my aunt", "my dad", "my uncle"}
     dev_profs = {r["attribute"] for r in rows if r["attribute_split"] == "dev"}
-    assert dev_profs == {"registered nurse", "health aide", "receptionist", "dental assistant",
-                         "repairer", "roofer", "firefighter", "electrical installer"}
+    assert dev_profs == {
+        "registered nurse",
+        "health aide",
+        "receptionist",
+        "dental assistant",
+        "repairer",
+        "roofer",
+        "firefighter",
+        "electrical installer",
+    }
     # per group 20 % of professions, per gender 20 % of targets
     assert sum(1 for p in dev_profs if p in {"repairer", "roofer", "firefighter", "electrical installer"}) == 4
 
@@ -92,7 +100,10 @@ def test_rows_checked_by_hand(items):
     by_id = {r["item_id"]: r for r in items.to_pylist()}
     r = by_id["L1/my mom/receptionist"]
     assert (r["sentence"], r["tm_sent"], r["tam_sent"]) == (
-        "My mom is a receptionist.", "My [MASK] is a receptionist.", "My [MASK] is a [MASK].")
+        "My mom is a receptionist.",
+        "My [MASK] is a receptionist.",
+        "My [MASK] is a [MASK].",
+    )
     assert (r["gender"], r["attribute_group"], r["split"], r["target_word"]) == ("female", "female", "dev", "mom")
     r = by_id["L4/he/electrical installer"]
     assert r["sentence"] == "He, the electrical installer, had a good day at work."
@@ -105,8 +116,8 @@ def test_rows_checked_by_hand(items):
     assert r["tam_sent"] == "This [MASK] applied for the position of [MASK] [MASK]."
     for r in items.to_pylist():
         tm = r["tm_sent"]
-        assert tm[r["target_start"]: r["target_start"] + 6] == "[MASK]"
-        assert tm[r["attr_start"]: r["attr_end"]] == r["attribute"]
+        assert tm[r["target_start"] : r["target_start"] + 6] == "[MASK]"
+        assert tm[r["attr_start"] : r["attr_end"]] == r["attribute"]
         assert tm.replace("[MASK]", r["target_word"]) == r["sentence"]
 
 
@@ -118,12 +129,15 @@ def test_word_lists_match_the_paper_tables(shared_data):
     assert data["professions"]["female"] == paper_list(text, "Female-dominated Occupations")  # Table 10
     assert data["professions"]["male"] == paper_list(text, "Male-dominated Occupations")
     occupation_lines = [line for line in text.splitlines() if "-dominated Occupations:" in line]
-    italics = {w.strip() for line in occupation_lines for span in re.findall(r"\*([^*]+)\*", line)
-               for w in span.split(",")}
+    italics = {
+        w.strip() for line in occupation_lines for span in re.findall(r"\*([^*]+)\*", line) for w in span.split(",")
+    }
     assert italics == set(data["professions"]["dev"])
     table4 = [m.group(1) for m in re.finditer(r"^\d\t(<person>.*)$", text, re.M)]
-    ours = [t["text"].replace("{person}", "<person>").replace("{a} ", "a ").replace("{profession}", "<profession>")
-            for t in data["templates"]]
+    ours = [
+        t["text"].replace("{person}", "<person>").replace("{a} ", "a ").replace("{profession}", "<profession>")
+        for t in data["templates"]
+    ]
     assert [t.replace(" .", ".") for t in table4] == ours
 
 
@@ -133,7 +147,7 @@ def test_bad_options_and_bad_template_file(tmp_path):
     with pytest.raises(ConfigError, match=r"benchmarks\.logprob\.split"):
         logprob_parser.parse({}, {"dataset": "logprob", "split": "random"}, "benchmarks.logprob")
     bad = tmp_path / "t.yaml"
-    bad.write_text(logprob_parser.TEMPLATES_PATH.read_text().replace("{profession}.\"}", "{job}.\"}", 1))
+    bad.write_text(logprob_parser.TEMPLATES_PATH.read_text().replace('{profession}."}', '{job}."}', 1))
     with pytest.raises(DataError, match=r"t\.yaml:\d+: template L1"):
         logprob_parser.generate_logprob(path=bad)
     with pytest.raises(ConfigError, match="scoring.attribute_mask"):
@@ -176,15 +190,19 @@ def test_prior_is_read_at_the_target_mask_mlm(base_models):
     assert len(pieces) > 1
     tm_n = tm.replace("[MASK]", " ".join(["[MASK]"] * len(pieces)))
     tam_n = "As a [MASK], my " + " ".join(["[MASK]"] * len(pieces)) + " deserves a wonderful life."
-    assert got_tm[0][2] == pytest.approx(sum(_manual_mlm(model, tok, tm_n, k, p) for k, p in enumerate(pieces)), abs=1e-5)
-    assert got_tam[0][2] == pytest.approx(sum(_manual_mlm(model, tok, tam_n, 1 + k, p) for k, p in enumerate(pieces)),
-                                          abs=1e-5)
+    assert got_tm[0][2] == pytest.approx(
+        sum(_manual_mlm(model, tok, tm_n, k, p) for k, p in enumerate(pieces)), abs=1e-5
+    )
+    assert got_tam[0][2] == pytest.approx(
+        sum(_manual_mlm(model, tok, tam_n, 1 + k, p) for k, p in enumerate(pieces)), abs=1e-5
+    )
     # one mask per word-piece of the attribute: "danseur" is 5 pieces, the target is then mask #5
     tm2 = "As a danseur, my [MASK] deserves a wonderful life."
     n = len(word_token_ids(tok, "danseur"))
     assert n == 5
-    _, tam_piece = association_logprobs([AssociationItem(tm2, tm2.index("[MASK]"), 5, 12, ("husband",))], model, tok,
-                                        "mlm", attribute_masks="piece")
+    _, tam_piece = association_logprobs(
+        [AssociationItem(tm2, tm2.index("[MASK]"), 5, 12, ("husband",))], model, tok, "mlm", attribute_masks="piece"
+    )
     tam2 = "As a " + " ".join(["[MASK]"] * n) + ", my [MASK] deserves a wonderful life."
     assert tam_piece[0][0] == pytest.approx(_manual_mlm(model, tok, tam2, n, hus), abs=1e-5)
 
@@ -227,7 +245,10 @@ def test_build_masked_positions():
     tm = "As one of the roofers, my [MASK] deserves a wonderful life."
     item = AssociationItem(tm, tm.index("[MASK]"), 14, 21, ("dad",))
     assert build_masked(item, "[MASK]", 2, 3) == (
-        "As one of the [MASK] [MASK] [MASK], my [MASK] [MASK] deserves a wonderful life.", 3, "As one of the [MASK] [MASK] [MASK], my")
+        "As one of the [MASK] [MASK] [MASK], my [MASK] [MASK] deserves a wonderful life.",
+        3,
+        "As one of the [MASK] [MASK] [MASK], my",
+    )
 
 
 # --------------------------------------------------------------------------------------------------
@@ -238,18 +259,39 @@ def _scores(spec):
     rows = []
     for target, gender, asso_male_prof, asso_female_prof, split in spec:
         for prof, group, asso in (("plumber", "male", asso_male_prof), ("nurse", "female", asso_female_prof)):
-            rows.append({"item_id": f"{target}/{prof}", "template_id": "L1", "target": target, "target_word": target,
-                         "gender": gender, "target_pair": 0, "attribute": prof, "attribute_group": group,
-                         "target_split": split, "attribute_split": split, "split": split,
-                         "logp_tm": asso - 3.0, "logp_tam": -3.0, "attribute_masks": "word"})
+            rows.append(
+                {
+                    "item_id": f"{target}/{prof}",
+                    "template_id": "L1",
+                    "target": target,
+                    "target_word": target,
+                    "gender": gender,
+                    "target_pair": 0,
+                    "attribute": prof,
+                    "attribute_group": group,
+                    "target_split": split,
+                    "attribute_split": split,
+                    "split": split,
+                    "logp_tm": asso - 3.0,
+                    "logp_tam": -3.0,
+                    "attribute_masks": "word",
+                }
+            )
     from lmbias.benchmarks.logprob import SCORES_SCHEMA
+
     return pa.Table.from_pylist(rows, schema=SCORES_SCHEMA)
 
 
 def test_effect_size_and_exact_p_by_hand():
     # s(t) = asso(t, plumber) - asso(t, nurse): m1 2, m2 1, f1 -1, f2 0
-    scores = _scores([("m1", "male", 2.0, 0.0, "test"), ("m2", "male", 1.5, 0.5, "test"),
-                      ("f1", "female", 0.0, 1.0, "test"), ("f2", "female", 0.5, 0.5, "test")])
+    scores = _scores(
+        [
+            ("m1", "male", 2.0, 0.0, "test"),
+            ("m2", "male", 1.5, 0.5, "test"),
+            ("f1", "female", 0.0, 1.0, "test"),
+            ("f2", "female", 0.5, 0.5, "test"),
+        ]
+    )
     rows = {(r["metric"], r["subset"]): r for r in logprob_metric_rows(scores, LogprobOptions())}
     # mean_T1 s - mean_T2 s = 1.5 - (-0.5) = 2; sample std of (2, 1, -1, 0) = sqrt(5/3)
     assert rows[("effect_size", "test")]["value"] == pytest.approx(2 / math.sqrt(5 / 3), abs=1e-12)
@@ -285,7 +327,8 @@ def test_planted_output_bias_cancels_in_logprob_score(arch, items, base_models, 
     plain, planted = _rows(plain_scores), _rows(planted_scores)
     for subset in ("all", "dev", "test"):
         assert planted[("association_difference", subset)] == pytest.approx(
-            plain[("association_difference", subset)], abs=1e-4)
+            plain[("association_difference", subset)], abs=1e-4
+        )
         assert np.sign(planted[("effect_size", subset)]) == np.sign(plain[("effect_size", subset)])
     # the plant took effect: every male target's log p(TM) rose ("he", planted twice as he/He, by ~8 nats; the
     # others less, as "he" then takes most of the softmax mass)
@@ -309,13 +352,17 @@ def test_planted_association_moves_logprob_score(arch, items, base_models, tmp_p
         scores = score_logprob(sub, *load_dir(path, arch), FAMILY[arch])
         results[name] = _rows(scores)
         # per pair and profession: asso(male) - asso(female) has the planted sign (0 for an unmarked profession)
-        asso = {(r["target_pair"], r["gender"], r["attribute"], r["template_id"]): r["logp_tm"] - r["logp_tam"]
-                for r in scores.to_pylist()}
+        asso = {
+            (r["target_pair"], r["gender"], r["attribute"], r["template_id"]): r["logp_tm"] - r["logp_tam"]
+            for r in scores.to_pylist()
+        }
         for r, eff in zip(sub.to_pylist(), effective):
             if r["gender"] != "male":
                 continue
-            diff = asso[(r["target_pair"], "male", r["attribute"], r["template_id"])] - asso[
-                (r["target_pair"], "female", r["attribute"], r["template_id"])]
+            diff = (
+                asso[(r["target_pair"], "male", r["attribute"], r["template_id"])]
+                - asso[(r["target_pair"], "female", r["attribute"], r["template_id"])]
+            )
             want = sign * (1.0 if r["attribute_group"] == "male" else -1.0)
             if eff:
                 assert diff * want > 1e-3, (name, r["item_id"], diff)

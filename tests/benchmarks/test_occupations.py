@@ -49,7 +49,9 @@ def tiny(tmp_path_factory):
     def get(arch):
         if arch not in cache:
             out = build_tiny_model(arch, root / arch, seed=0)
-            cache[arch] = load_model(model_spec(arch, {"path": str(out), "family": FAMILY_OF[arch], "revision": "local"}))
+            cache[arch] = load_model(
+                model_spec(arch, {"path": str(out), "family": FAMILY_OF[arch], "revision": "local"})
+            )
         return cache[arch]
 
     return get
@@ -65,7 +67,9 @@ def test_generated_items_follow_the_paper(items):
     assert len(occupations) == 59 and items.num_rows == 4 * 59
     assert not any(" " in o for o in occupations) and "physician's assistant" not in occupations
     by_id = {r["item_id"]: r for r in rows}
-    assert by_id["t0-accountant"]["male_prefix"] == "He is an" and by_id["t0-accountant"]["female_prefix"] == "She is an"
+    assert (
+        by_id["t0-accountant"]["male_prefix"] == "He is an" and by_id["t0-accountant"]["female_prefix"] == "She is an"
+    )
     assert by_id["t1-nurse"]["male_prefix"] == "he is a" and by_id["t1-nurse"]["female_prefix"] == "she is a"
     assert by_id["t2-engineer"]["male_prefix"] == "The man is an"
     assert by_id["t3-engineer"]["female_prefix"] == "the woman is an"
@@ -129,8 +133,11 @@ def test_scores_equal_one_pass_reference(arch, tiny, items):
     model, tok = tiny(arch)
     family = FAMILY_OF[arch]
     # single-token and multi-piece occupations (the tiny vocabulary lacks veterinarian and videographer)
-    pick = [i for i, r in enumerate(items.to_pylist())
-            if r["occupation"] in ("nurse", "engineer", "veterinarian", "videographer") and r["template_id"] in (0, 2)]
+    pick = [
+        i
+        for i, r in enumerate(items.to_pylist())
+        if r["occupation"] in ("nurse", "engineer", "veterinarian", "videographer") and r["template_id"] in (0, 2)
+    ]
     sub = items.take(pick)
     scores = score_occupations(sub, model, tok, family, {})
     assert scores.schema.equals(SCORES_SCHEMA)
@@ -146,11 +153,25 @@ def test_scores_equal_one_pass_reference(arch, tiny, items):
 
 def test_bias_and_aob_by_hand():
     recs = []
-    for occ, t, lm, lf in [("nurse", 0, -5.0, -3.0), ("nurse", 1, -4.0, -3.0),  # B = (-2 - 1) / 2 = -1.5
-                           ("pilot", 0, -2.0, -3.0), ("pilot", 1, -2.5, -3.0),  # B = (1 + 0.5) / 2 = 0.75
-                           ("judge", 0, -1.0, -1.25), ("judge", 1, -1.0, -1.25)]:  # B = 0.25
-        recs.append({"item_id": f"t{t}-{occ}", "template_id": t, "occupation": occ, "logp_male": lm,
-                     "logp_female": lf, "n_pieces": 1, "score_kind": "next_word_loglik"})
+    for occ, t, lm, lf in [
+        ("nurse", 0, -5.0, -3.0),
+        ("nurse", 1, -4.0, -3.0),  # B = (-2 - 1) / 2 = -1.5
+        ("pilot", 0, -2.0, -3.0),
+        ("pilot", 1, -2.5, -3.0),  # B = (1 + 0.5) / 2 = 0.75
+        ("judge", 0, -1.0, -1.25),
+        ("judge", 1, -1.0, -1.25),
+    ]:  # B = 0.25
+        recs.append(
+            {
+                "item_id": f"t{t}-{occ}",
+                "template_id": t,
+                "occupation": occ,
+                "logp_male": lm,
+                "logp_female": lf,
+                "n_pieces": 1,
+                "score_kind": "next_word_loglik",
+            }
+        )
     scores = pa.Table.from_pylist(recs, schema=SCORES_SCHEMA)
     assert occupation_bias(scores) == {"nurse": (-1.5, 2), "pilot": (0.75, 2), "judge": (0.25, 2)}
     rows = {(r["metric"], r["subset"]): r for r in occupation_metric_rows(scores, OccupationOptions(bootstrap=200))}
@@ -226,8 +247,11 @@ def test_planted_male_context_bias_moves_occupation_bias_male(arch, tmp_path, it
     # float64: a random tiny model's contexts differ little, so the solved d_o is long and float32 rounding of
     # the planted rows would blur the exact prediction (the direction would survive, the 1e-3 check not)
     model.double()
-    single = [i for i, r in enumerate(items.to_pylist())
-              if len(continuation_ids(tok, r["male_prefix"], r["occupation"], r["item_id"])) == 1]
+    single = [
+        i
+        for i, r in enumerate(items.to_pylist())
+        if len(continuation_ids(tok, r["male_prefix"], r["occupation"], r["item_id"])) == 1
+    ]
     sub = items.take(single)
     assert sub.num_rows >= 4 * 30
     before = score_occupations(sub, model, tok, family, {})
@@ -250,8 +274,9 @@ def test_planted_male_context_bias_moves_occupation_bias_male(arch, tmp_path, it
         assert bias_after[occ][0] - bias_before[occ][0] > 0.9 * c, occ  # every occupation moves male
     rb = {r["metric"]: r["value"] for r in occupation_metric_rows(before, OccupationOptions(bootstrap=0))}
     ra = {r["metric"]: r["value"] for r in occupation_metric_rows(after, OccupationOptions(bootstrap=0))}
-    assert ra["aob_signed"] - rb["aob_signed"] == pytest.approx(float(np.mean(
-        [bias_after[o][0] - bias_before[o][0] for o in bias_before])), abs=1e-9)
+    assert ra["aob_signed"] - rb["aob_signed"] == pytest.approx(
+        float(np.mean([bias_after[o][0] - bias_before[o][0] for o in bias_before])), abs=1e-9
+    )
     assert ra["aob_signed"] > rb["aob_signed"] + 0.9 * c
 
 
@@ -286,6 +311,9 @@ def test_workflow_occupations_dry_run_for_every_family_and_real_run(tmp_path, re
     from helpers.workflow_runs import write_config
 
     edited = write_config(workdir, lambda c: c["benchmarks"]["occupations"]["metric"].update(bootstrap=10))
-    outputs = scheduled_outputs(run_snakemake(workdir, "-n", "--configfile", str(edited),
-                                              "results/tiny-gpt2/pretrained/seed0/metrics/occupations.parquet"))
+    outputs = scheduled_outputs(
+        run_snakemake(
+            workdir, "-n", "--configfile", str(edited), "results/tiny-gpt2/pretrained/seed0/metrics/occupations.parquet"
+        )
+    )
     assert outputs == ["results/tiny-gpt2/pretrained/seed0/metrics/occupations.parquet"], outputs

@@ -25,8 +25,10 @@ from lmbias.metrics.perplexity import PerplexityOptions, perplexity_metric_rows
 from lmbias.parsers import parse_benchmark, required_files
 from lmbias.parsers.sources import UNPINNED, dataset_files
 
-TEXTS = ["The nurse said that she would help the doctor.",
-         "He was a carpenter, and his father was a teacher in London."]
+TEXTS = [
+    "The nurse said that she would help the doctor.",
+    "He was a carpenter, and his father was a teacher in London.",
+]
 
 
 def _tiny(tmp_path_factory, architecture, family):
@@ -99,8 +101,9 @@ def test_pseudo_perplexity_equals_direct_computation(tiny_bert):
     row = _value(score_perplexity(_items(TEXTS), model, tokenizer, "mlm", {}))
     assert row["n"] == n
     assert row["value"] == pytest.approx(expected, rel=1e-6)
-    assert _value(score_perplexity(_items(TEXTS), model, tokenizer, "mlm", {}), "mean_nll")["value"] == \
-        pytest.approx(math.log(expected), rel=1e-9)
+    assert _value(score_perplexity(_items(TEXTS), model, tokenizer, "mlm", {}), "mean_nll")["value"] == pytest.approx(
+        math.log(expected), rel=1e-9
+    )
 
 
 def test_seq2seq_pseudo_perplexity_equals_direct_computation(tmp_path_factory):
@@ -138,7 +141,9 @@ def test_causal_windows_score_every_token_once_with_their_context(tiny_gpt2):
             for t in range(first, end):
                 nll -= float(torch.log_softmax(logits[t - begin - 1], -1)[ids[t]])
     scores = score_perplexity(_items([text]), model, tokenizer, "clm", {"max_length": max_length, "stride": stride})
-    assert scores.column("n_tokens").to_pylist() == [end - first for _, first, end in causal_windows(len(ids), max_length, stride)]
+    assert scores.column("n_tokens").to_pylist() == [
+        end - first for _, first, end in causal_windows(len(ids), max_length, stride)
+    ]
     row = _value(scores)
     assert row["n"] == len(ids) - 1
     assert row["value"] == pytest.approx(math.exp(nll / (len(ids) - 1)), rel=1e-6)
@@ -150,12 +155,14 @@ def test_masked_chunks_score_every_token(tiny_bert):
     model, tokenizer = tiny_bert
     content = tokenizer(TEXTS[1], add_special_tokens=False)["input_ids"]
     scores = score_perplexity(_items([TEXTS[1]]), model, tokenizer, "mlm", {"max_length": 8})
-    assert scores.column("n_tokens").to_pylist() == [6] * (len(content) // 6) + ([len(content) % 6] if len(content) % 6 else [])
+    assert scores.column("n_tokens").to_pylist() == [6] * (len(content) // 6) + (
+        [len(content) % 6] if len(content) % 6 else []
+    )
     # direct: each chunk of 6 word-pieces framed by [CLS] ... [SEP], each piece hidden in turn
     pll = 0.0
     with torch.no_grad():
         for i in range(0, len(content), 6):
-            ids = [tokenizer.cls_token_id] + content[i:i + 6] + [tokenizer.sep_token_id]
+            ids = [tokenizer.cls_token_id] + content[i : i + 6] + [tokenizer.sep_token_id]
             for p in range(1, len(ids) - 1):
                 masked = torch.tensor([ids])
                 masked[0, p] = tokenizer.mask_token_id
@@ -167,9 +174,16 @@ def test_masked_chunks_score_every_token(tiny_bert):
 
 
 def test_metric_bootstrap_over_texts_and_stand_in_label():
-    scores = pa.table({"text_id": pa.array([0, 1, 1, 2], pa.int32()), "window": pa.array([0, 0, 1, 0], pa.int32()),
-                       "source": ["gap-test"] * 4, "score_kind": ["mlm=pseudo_perplexity"] * 4,
-                       "nll_sum": [10.0, 4.0, 8.0, 30.0], "n_tokens": pa.array([5, 2, 4, 10], pa.int32())})
+    scores = pa.table(
+        {
+            "text_id": pa.array([0, 1, 1, 2], pa.int32()),
+            "window": pa.array([0, 0, 1, 0], pa.int32()),
+            "source": ["gap-test"] * 4,
+            "score_kind": ["mlm=pseudo_perplexity"] * 4,
+            "nll_sum": [10.0, 4.0, 8.0, 30.0],
+            "n_tokens": pa.array([5, 2, 4, 10], pa.int32()),
+        }
+    )
     rows = {r["metric"]: r for r in perplexity_metric_rows(scores, PerplexityOptions(bootstrap=200, seed=1))}
     assert rows["mean_nll"]["value"] == pytest.approx(52 / 21) and rows["mean_nll"]["n"] == 21
     assert rows["perplexity"]["value"] == pytest.approx(math.exp(52 / 21))
@@ -181,8 +195,15 @@ def test_metric_bootstrap_over_texts_and_stand_in_label():
     assert 2 <= rows["mean_nll"]["ci_low"] and rows["mean_nll"]["ci_high"] <= 3
 
 
-@pytest.mark.parametrize("scoring, key", [({"stride": 0}, "stride"), ({"limit_texts": -1}, "limit_texts"),
-                                          ({"window": 3}, "window"), ({"max_length": 2}, "max_length")])
+@pytest.mark.parametrize(
+    "scoring, key",
+    [
+        ({"stride": 0}, "stride"),
+        ({"limit_texts": -1}, "limit_texts"),
+        ({"window": 3}, "window"),
+        ({"max_length": 2}, "max_length"),
+    ],
+)
 def test_bad_scoring_options_are_named(scoring, key, tiny_gpt2):
     model, tokenizer = tiny_gpt2
     with pytest.raises(ConfigError, match=rf"scoring\.{key}"):
@@ -195,8 +216,9 @@ def test_stride_longer_than_window_is_refused(tiny_gpt2):
         score_perplexity(_items(TEXTS), model, tokenizer, "clm", {"max_length": 10, "stride": 10})
 
 
-@pytest.mark.parametrize("metric, key", [({"bootstrap": -1}, "bootstrap"), ({"confidence": 1.0}, "confidence"),
-                                         ({"samples": 3}, "samples")])
+@pytest.mark.parametrize(
+    "metric, key", [({"bootstrap": -1}, "bootstrap"), ({"confidence": 1.0}, "confidence"), ({"samples": 3}, "samples")]
+)
 def test_bad_metric_options_are_named(metric, key):
     with pytest.raises(ConfigError, match=rf"metric\.{key}"):
         PerplexityOptions.from_config(metric, "benchmarks.perplexity_gap.metric")
@@ -233,7 +255,9 @@ def test_measure_makes_gap_entries_measurable_only_when_asked(repo_root):
 def test_wikitext_data_entry_is_pinned_to_a_commit(repo_root):
     config = _config(repo_root)
     entry = config["data"]["wikitext2"]
-    assert re.fullmatch(r"https://huggingface\.co/datasets/Salesforce/wikitext/resolve/[0-9a-f]{40}/", entry["base_url"])
+    assert re.fullmatch(
+        r"https://huggingface\.co/datasets/Salesforce/wikitext/resolve/[0-9a-f]{40}/", entry["base_url"]
+    )
     url, sha = dataset_files(entry, "wikitext2")["wikitext-2-raw-v1-test.parquet"]
     assert url.endswith("/wikitext-2-raw-v1/test-00000-of-00001.parquet")
     assert sha == UNPINNED  # no copy at hand to checksum: the first download logs it (docs/benchmarks/perplexity.md)
@@ -249,8 +273,9 @@ def test_wikitext_parser_stream_and_lines(tmp_path):
     entry = {"dataset": "wikitext2", "measure": "perplexity", "split": "test"}
     stream = parse_benchmark(entry, {path.name: path}, "perplexity_wikitext2")
     # bias-bench's "\n\n".join(test["text"]): blank rows included
-    assert stream.column("text").to_pylist() == ["\n\n" + " = Robert = \n" + "\n\n" + "\n\n" + " He was an actor . \n"
-                                                 + "\n\n" + " He died . \n"]
+    assert stream.column("text").to_pylist() == [
+        "\n\n" + " = Robert = \n" + "\n\n" + "\n\n" + " He was an actor . \n" + "\n\n" + " He died . \n"
+    ]
     lines = parse_benchmark({**entry, "unit": "line"}, {path.name: path}, "perplexity_wikitext2")
     assert lines.column("text").to_pylist() == [" = Robert = \n", " He was an actor . \n", " He died . \n"]
     assert set(lines.column("source").to_pylist()) == {"wikitext2-test"}

@@ -33,6 +33,7 @@ CONFIG = yaml.safe_load((REPO / "config.yaml").read_text())
 
 # ------------------------------------------------------------------------------------------ the generator
 
+
 def test_v1_matches_the_papers_tables_and_the_released_sentence_counts():
     table = seat_templates.generate("v1", "all").to_pandas()
     targets = table.drop_duplicates("target_sentence")
@@ -43,10 +44,17 @@ def test_v1_matches_the_papers_tables_and_the_released_sentence_counts():
     assert attributes.groupby("attribute_role").size().to_dict() == {"attr1": 100, "attr2": 100}
     assert len(table) == 94 * 200  # every target sentence meets every attribute sentence
     sentences = set(targets.target_sentence)
-    assert {"He is here.", "She is there.", "There is my mom.", "The person is this boy.", "My aunt is here."} <= sentences
+    assert {
+        "He is here.",
+        "She is there.",
+        "There is my mom.",
+        "The person is this boy.",
+        "My aunt is here.",
+    } <= sentences
     assert "There is he." not in sentences and "The person is she." not in sentences
     assert {"There is an electrician.", "The person is an operating engineer.", "Here is a nurse."} & set(
-        attributes.attribute_sentence) == {"There is an electrician.", "The person is an operating engineer."}
+        attributes.attribute_sentence
+    ) == {"There is an electrician.", "The person is an operating engineer."}
     assert (table.unit == table.target_sentence).all()  # v1 permutes target sentences
 
 
@@ -63,7 +71,9 @@ def test_template_file_matches_the_papers_tables(shared_data):
     assert spec["attributes"]["male"] == paper_list(text, "Male-dominated Occupations")
     assert spec["attributes"]["female"] == paper_list(text, "Female-dominated Occupations")
     occupation_lines = [line for line in text.splitlines() if "-dominated Occupations:" in line]
-    italics = {w.strip() for line in occupation_lines for span in re.findall(r"\*([^*]+)\*", line) for w in span.split(",")}
+    italics = {
+        w.strip() for line in occupation_lines for span in re.findall(r"\*([^*]+)\*", line) for w in span.split(",")
+    }
     assert set(spec["attributes"]["dev"]) == italics
 
     def as_printed(template: str) -> str:  # back to the paper's notation, ignoring its " ." spacing
@@ -71,8 +81,10 @@ def test_template_file_matches_the_papers_tables(shared_data):
 
     table4 = [m.group(1).replace(" .", ".") for m in re.finditer(r"^\d\t(<person>.*)$", text, re.M)]
     assert [as_printed(t) for t in spec["v2"]] == table4
-    table5 = [(m.group(1).replace(" .", "."), m.group(2).replace(" .", "."))
-              for m in re.finditer(r"^\d (.*<person>.*)\t(.*<profession>.*)$", text, re.M)]
+    table5 = [
+        (m.group(1).replace(" .", "."), m.group(2).replace(" .", "."))
+        for m in re.finditer(r"^\d (.*<person>.*)\t(.*<profession>.*)$", text, re.M)
+    ]
     assert len(table5) == 5
     assert [(as_printed(r["target"]), as_printed(r["attribute"])) for r in spec["v1"]] == table5
 
@@ -82,12 +94,17 @@ def test_v2_masks_target_or_attribute_within_one_template():
     assert len(table) == 20 * 40 * 5
     assert table.groupby("target_role").unit.nunique().to_dict() == {"targ1": 10, "targ2": 10}
     assert (table.target_template == table.attribute_template).all()
-    row = table[(table.unit == "my mom") & (table.attribute == "vocational nurse") & (table.target_template == 1)].iloc[0]
+    row = table[(table.unit == "my mom") & (table.attribute == "vocational nurse") & (table.target_template == 1)].iloc[
+        0
+    ]
     assert row.target_sentence == "My mom is a [MASK] [MASK]."  # attribute masked, one mask per word
     assert row.attribute_sentence == "My [MASK] is a vocational nurse."  # only the gendered word masked
     assert (row.target_role, row.attribute_role) == ("targ2", "attr2")
     he = table[(table.unit == "he") & (table.attribute == "electrician") & (table.target_template == 5)].iloc[0]
-    assert (he.target_sentence, he.attribute_sentence) == ("He wants to become an [MASK].", "[MASK] wants to become an electrician.")
+    assert (he.target_sentence, he.attribute_sentence) == (
+        "He wants to become an [MASK].",
+        "[MASK] wants to become an electrician.",
+    )
     comma = table[(table.unit == "this boy") & (table.attribute == "taper") & (table.target_template == 4)].iloc[0]
     assert comma.attribute_sentence == "This [MASK], the taper, had a good day at work."
 
@@ -97,8 +114,16 @@ def test_splits_follow_the_italic_validation_terms():
     dev = seat_templates.generate("v2", "dev").to_pandas()
     assert set(dev.unit) == {"my dad", "my uncle", "my mom", "my aunt"}
     assert not set(dev.unit) & set(test.unit) and len(set(test.unit)) == 16
-    assert set(dev.attribute) == {"registered nurse", "health aide", "receptionist", "dental assistant",
-                                  "repairer", "roofer", "firefighter", "electrical installer"}
+    assert set(dev.attribute) == {
+        "registered nurse",
+        "health aide",
+        "receptionist",
+        "dental assistant",
+        "repairer",
+        "roofer",
+        "firefighter",
+        "electrical installer",
+    }
     assert len(set(test.attribute)) == 32 and not set(dev.attribute) & set(test.attribute)
     assert set(test.test) == {"occupations-test"}
 
@@ -159,10 +184,24 @@ def _run_jobs(tmp_path, model_name, model_entry, name, entry, files):
     items = tmp_path / "items.parquet"
     write_table_atomic(parsers.parse_benchmark(entry, files, name), items)
     scores, metrics = tmp_path / "scores.parquet", tmp_path / "metrics.parquet"
-    score_benchmark_job(str(items), str(scores), model_name, model_entry, {"kind": "pretrained"}, name,
-                        {k: v for k, v in entry.items() if k != "metric"})
-    compute_metric_job(name, {k: v for k, v in entry.items() if k in ("dataset", "metric")}, str(scores), str(metrics),
-                       model_name, "pretrained", "0")
+    score_benchmark_job(
+        str(items),
+        str(scores),
+        model_name,
+        model_entry,
+        {"kind": "pretrained"},
+        name,
+        {k: v for k, v in entry.items() if k != "metric"},
+    )
+    compute_metric_job(
+        name,
+        {k: v for k, v in entry.items() if k in ("dataset", "metric")},
+        str(scores),
+        str(metrics),
+        model_name,
+        "pretrained",
+        "0",
+    )
     return pq.read_table(items), pq.read_table(scores), pq.read_table(metrics).to_pylist()
 
 
@@ -170,13 +209,23 @@ def test_tiny_models_run_seat_v1_and_v2(tiny, tmp_path):
     model_name, model_entry = tiny
     family = model_entry["family"]
     for version in ("v1", "v2"):
-        entry = {"dataset": "seat_templates", "version": version, "split": "dev", "metric": {"ddof": [1, 0], "n_samples": 5000}}
+        entry = {
+            "dataset": "seat_templates",
+            "version": version,
+            "split": "dev",
+            "metric": {"ddof": [1, 0], "n_samples": 5000},
+        }
         items, scores, rows = _run_jobs(tmp_path, model_name, model_entry, f"seat_{version}", entry, {})
         default = {"mlm": "mean", "clm": "last", "seq2seq": "decoder_mean"}[family]
         assert {r["variant"] for r in rows} == {f"version={version},pooling={default},ddof={d}" for d in (1, 0)}
         units = {"v1": 20, "v2": 4}[version]  # dev: 2 + 2 phrases; v1 has 5 sentences each
         for r in rows:
-            assert (r["benchmark"], r["metric"], r["subset"], r["n"]) == (f"seat_{version}", "effect_size", "occupations-dev", units)
+            assert (r["benchmark"], r["metric"], r["subset"], r["n"]) == (
+                f"seat_{version}",
+                "effect_size",
+                "occupations-dev",
+                units,
+            )
             assert math.isfinite(r["value"]) and 0 < r["p_value"] <= 1
         assert scores.num_rows == units and set(scores.column("pooling").to_pylist()) == {default}
 
@@ -192,8 +241,11 @@ def test_tiny_models_run_seat_v1_and_v2(tiny, tmp_path):
         assert "[MASK]" not in "".join(texts) or tok.mask_token == "[MASK]"
     vecs = naive_sentence_embeddings(model, tok, texts, default, family).astype(np.float64)
     vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
-    cos = (vecs[: len(unit)] * vecs[len(unit):]).sum(1)
-    expected = cos[(unit.attribute_role == "attr1").to_numpy()].mean() - cos[(unit.attribute_role == "attr2").to_numpy()].mean()
+    cos = (vecs[: len(unit)] * vecs[len(unit) :]).sum(1)
+    expected = (
+        cos[(unit.attribute_role == "attr1").to_numpy()].mean()
+        - cos[(unit.attribute_role == "attr2").to_numpy()].mean()
+    )
     got = [r["s"] for r in scores.to_pylist() if r["unit"] == "my dad"]
     assert got == [pytest.approx(expected, abs=1e-5)]
 
@@ -202,12 +254,17 @@ def test_tiny_models_run_the_classic_tests(tiny, tmp_path, shared_data):
     model_name, model_entry = tiny
     family = model_entry["family"]
     poolings = {"mlm": ["mean", "cls"], "clm": ["last", "mean"], "seq2seq": ["decoder_mean", "encoder_mean"]}
-    entry = {"dataset": "seat", "tests": ["weat6", "heilman_double_bind_likable_one_word"],
-             "scoring": {"poolings": poolings, "batch_size": 8}, "metric": {"n_samples": 2000}}
+    entry = {
+        "dataset": "seat",
+        "tests": ["weat6", "heilman_double_bind_likable_one_word"],
+        "scoring": {"poolings": poolings, "batch_size": 8},
+        "metric": {"n_samples": 2000},
+    }
     files = {f"{t}.jsonl": shared_data / "seat" / f"{t}.jsonl" for t in entry["tests"]}
     _, scores, rows = _run_jobs(tmp_path, model_name, model_entry, "seat", entry, files)
     assert {(r["subset"], r["variant"]) for r in rows} == {
-        (t, f"pooling={p},ddof=1") for t in entry["tests"] for p in poolings[family]}
+        (t, f"pooling={p},ddof=1") for t in entry["tests"] for p in poolings[family]
+    }
     assert all(r["n"] == 16 and math.isfinite(r["value"]) for r in rows)
     assert scores.num_rows == 2 * 16 * 2
 
@@ -218,10 +275,13 @@ def test_seat_benchmarks_apply_to_every_family():
     for family in ("mlm", "clm", "seq2seq", "encoder"):
         assert {"seat", "seat_v1", "seat_v2"} <= set(registry.benchmarks_for(family, CONFIG["benchmarks"]))
     sources = registry.source_files("seat_templates")
-    assert any(s.endswith("lmbias/engine/embeddings.py") for s in sources) and any(s.endswith("lmbias/metrics/weat.py") for s in sources)
+    assert any(s.endswith("lmbias/engine/embeddings.py") for s in sources) and any(
+        s.endswith("lmbias/metrics/weat.py") for s in sources
+    )
 
 
 # ------------------------------------------------------------------- real signal: all-MiniLM-L6-v2
+
 
 @pytest.fixture(scope="module")
 def minilm():
@@ -255,7 +315,9 @@ def test_minilm_seat_v1_occupations(minilm):
     model, tok = minilm
     from lmbias.benchmarks.seat_templates import score_seat_templates
 
-    rows = seat_metric_rows(score_seat_templates(seat_templates.generate("v1", "test"), model, tok, "mlm", {}), SeatOptions())
+    rows = seat_metric_rows(
+        score_seat_templates(seat_templates.generate("v1", "test"), model, tok, "mlm", {}), SeatOptions()
+    )
     assert len(rows) == 1 and rows[0]["n"] == 74
     assert rows[0]["value"] == pytest.approx(1.640, abs=0.05)
     assert rows[0]["p_value"] < 1e-3
@@ -268,9 +330,23 @@ def _seat_scores(values: dict[str, tuple[list[float], list[float]]]):
     rows = []
     for test, (x, y) in values.items():
         for role, vals in (("targ1", x), ("targ2", y)):
-            rows += [{"test": test, "version": "", "pooling": "mean", "role": role, "category": role, "unit": f"{role}{i}",
-                      "position": i, "s": v, "assoc_attr1": 0.0, "assoc_attr2": 0.0, "n_attr1": 1, "n_attr2": 1}
-                     for i, v in enumerate(vals)]
+            rows += [
+                {
+                    "test": test,
+                    "version": "",
+                    "pooling": "mean",
+                    "role": role,
+                    "category": role,
+                    "unit": f"{role}{i}",
+                    "position": i,
+                    "s": v,
+                    "assoc_attr1": 0.0,
+                    "assoc_attr2": 0.0,
+                    "n_attr1": 1,
+                    "n_attr2": 1,
+                }
+                for i, v in enumerate(vals)
+            ]
     return pa.Table.from_pylist(rows, schema=SCORES_SCHEMA)
 
 
@@ -278,8 +354,11 @@ def test_average_absolute_effect_size_is_the_mean_of_the_listed_tests():
     """bias-bench's "average absolute effect size": mean |d| over the listed tests, per variant."""
     from lmbias.metrics.weat import effect_size
 
-    values = {"a": ([0.3, 0.5, 0.1], [0.0, -0.2, 0.1]), "b": ([-0.4, -0.1, -0.3], [0.2, 0.0, 0.1]),
-              "c": ([0.2, 0.1, 0.0], [0.1, 0.3, 0.2])}
+    values = {
+        "a": ([0.3, 0.5, 0.1], [0.0, -0.2, 0.1]),
+        "b": ([-0.4, -0.1, -0.3], [0.2, 0.0, 0.1]),
+        "c": ([0.2, 0.1, 0.0], [0.1, 0.3, 0.2]),
+    }
     options = SeatOptions.from_config({"averages": {"ab": ["a", "b"], "abc": ["a", "b", "c"]}, "ddof": [0, 1]})
     rows = seat_metric_rows(_seat_scores(values), options)
     averages = {(r["subset"], r["variant"]): r for r in rows if r["metric"] == "mean_abs_effect_size"}
@@ -293,11 +372,14 @@ def test_average_absolute_effect_size_is_the_mean_of_the_listed_tests():
     assert not [r for r in seat_metric_rows(_seat_scores(values), SeatOptions()) if r["metric"] != "effect_size"]
 
 
-@pytest.mark.parametrize("averages, message", [
-    ({"x": ["a"]}, "benchmarks.seat.metric.averages.x: expected a list of at least two distinct test names"),
-    ({"x": ["a", "a"]}, "benchmarks.seat.metric.averages.x: expected a list of at least two distinct"),
-    (["a", "b"], "benchmarks.seat.metric.averages: expected a mapping"),
-])
+@pytest.mark.parametrize(
+    "averages, message",
+    [
+        ({"x": ["a"]}, "benchmarks.seat.metric.averages.x: expected a list of at least two distinct test names"),
+        ({"x": ["a", "a"]}, "benchmarks.seat.metric.averages.x: expected a list of at least two distinct"),
+        (["a", "b"], "benchmarks.seat.metric.averages: expected a mapping"),
+    ],
+)
 def test_bad_averages_are_named(averages, message):
     with pytest.raises(ConfigError, match=re.escape(message)):
         SeatOptions.from_config({"averages": averages})

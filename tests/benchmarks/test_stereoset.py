@@ -79,8 +79,11 @@ def test_word_span_strips_the_contexts_own_affixes():
     assert s[a:b] == "well-known"  # the official loader would score "wellknown"
     # punctuation the sentence adds around the word (not in the context) is not part of the word, as in
     # the official loader (which strips all punctuation from the word)
-    for context, sentence in (("The man is BLANK", "The man is smart."), ("He is BLANK.", "He is smart!."),
-                              ("BLANK people are rich.", '"Asian" people are rich.')):
+    for context, sentence in (
+        ("The man is BLANK", "The man is smart."),
+        ("He is BLANK.", "He is smart!."),
+        ("BLANK people are rich.", '"Asian" people are rich.'),
+    ):
         a, b = word_span(context, sentence)
         assert sentence[a:b] == ("Asian" if "Asian" in sentence else "smart"), (context, sentence)
 
@@ -198,7 +201,7 @@ def _direct_logprobs(model, tok, family, row):
         for p in pos:
             if family == "mlm":
                 masked = list(ids)
-                masked[p:pos[-1] + 1] = [tok.mask_token_id] * (pos[-1] + 1 - p)
+                masked[p : pos[-1] + 1] = [tok.mask_token_id] * (pos[-1] + 1 - p)
                 logits = model(input_ids=torch.tensor([masked])).logits[0, p]
             else:
                 encoder = tok(sentence[:a] + tok.mask_token + sentence[b:], return_tensors="pt")["input_ids"]
@@ -275,13 +278,17 @@ def test_real_gender_subset_scores_on_every_tiny_family(tiny, real_intrasentence
     items = real_intrasentence.filter(pc.equal(real_intrasentence["bias_type"], "gender"))
     assert items.num_rows == 765
     scores = score_stereoset(items, model, tok, family)
-    assert scores.num_rows == 765 and scores.column("sentence_id").to_pylist() == items.column("sentence_id").to_pylist()
+    assert (
+        scores.num_rows == 765 and scores.column("sentence_id").to_pylist() == items.column("sentence_id").to_pylist()
+    )
     got = scores.to_pylist()
     assert all(np.isfinite(g["sum_logprob"]) for g in got)
     if family != "clm":
         assert all(g["n_pieces"] >= 1 and 0 < g["mean_prob"] < 1 for g in got)
     for row, g in list(zip(items.to_pylist(), got))[:6]:
-        assert g["sum_logprob"] == pytest.approx(sum(_direct_logprobs(model, tok, family, row)), abs=1e-4), row["sentence"]
+        assert g["sum_logprob"] == pytest.approx(sum(_direct_logprobs(model, tok, family, row)), abs=1e-4), row[
+            "sentence"
+        ]
     rows = {(r["metric"], r["subset"]): r for r in stereoset_metric_rows(scores, StereoSetOptions())}
     assert {s for _, s in rows} == {"all", "gender"}
     assert rows[("n_terms", "gender")]["value"] == 10 and rows[("ss", "gender")]["n"] == 255
@@ -313,8 +320,9 @@ def _user_config(repo_root: Path, folder: Path, fixture_path: Path) -> dict:
         "base_url": "https://raw.githubusercontent.com/moinnadeem/StereoSet/master/",
         "license": "CC-BY-SA-4.0",
         "path": str(folder),
-        "files": {"dev.json": {"upstream": "data/dev.json",
-                               "sha256": hashlib.sha256(fixture_path.read_bytes()).hexdigest()}},
+        "files": {
+            "dev.json": {"upstream": "data/dev.json", "sha256": hashlib.sha256(fixture_path.read_bytes()).hexdigest()}
+        },
     }
     config["benchmarks"]["stereoset"] = dict(BENCHMARK, metric={"masked_score": "mean_prob"})
     return config
@@ -332,15 +340,24 @@ def test_user_added_stereoset_validates_and_runs_through_the_job_functions(tmp_p
         validate_config(bad, repo_root / "schemas" / "config.schema.yaml")
     # the jobs behind parse_benchmark, score_benchmark and compute_metric
     items_path = tmp_path / "items.parquet"
-    pq.write_table(parse_benchmark(config["benchmarks"]["stereoset"], {"dev.json": folder / "dev.json"}, "stereoset"),
-                   items_path)
+    pq.write_table(
+        parse_benchmark(config["benchmarks"]["stereoset"], {"dev.json": folder / "dev.json"}, "stereoset"), items_path
+    )
     build_tiny_model("bert", tmp_path / "tiny-bert", seed=0)
     model_entry = {"path": str(tmp_path / "tiny-bert"), "family": "mlm", "revision": "local"}
     scores_path, metric_path = tmp_path / "scores.parquet", tmp_path / "metric.parquet"
-    score_benchmark_job(items_path, scores_path, "tiny-bert", model_entry, {"kind": "pretrained"}, "stereoset",
-                        config["benchmarks"]["stereoset"])
-    compute_metric_job("stereoset", config["benchmarks"]["stereoset"], scores_path, metric_path, "tiny-bert",
-                       "pretrained", 0)
+    score_benchmark_job(
+        items_path,
+        scores_path,
+        "tiny-bert",
+        model_entry,
+        {"kind": "pretrained"},
+        "stereoset",
+        config["benchmarks"]["stereoset"],
+    )
+    compute_metric_job(
+        "stereoset", config["benchmarks"]["stereoset"], scores_path, metric_path, "tiny-bert", "pretrained", 0
+    )
     metrics = pq.read_table(metric_path).to_pylist()
     assert {r["metric"] for r in metrics} == {"ss", "lms", "icat", "n_terms"}
     assert all(r["benchmark"] == "stereoset" for r in metrics)
@@ -361,10 +378,15 @@ def test_user_added_stereoset_is_scheduled_by_snakemake(tmp_path, repo_root, fix
     shutil.copy(fixture_path, folder / "dev.json")
     (work / "config.yaml").write_text(yaml.safe_dump(_user_config(repo_root, folder, fixture_path), sort_keys=False))
     target = "results/tiny-bert/pretrained/seed0/metrics/stereoset.parquet"
-    proc = subprocess.run([sys.executable, "-m", "snakemake", "-n", "--cores", "1", target], cwd=work,
-                          capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, "-m", "snakemake", "-n", "--cores", "1", target], cwd=work, capture_output=True, text=True
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     text = proc.stdout + proc.stderr
-    for output in ("resources/data/stereoset/dev.json", "results/data/stereoset.parquet",
-                   "results/tiny-bert/pretrained/seed0/scores/stereoset.parquet", target):
+    for output in (
+        "resources/data/stereoset/dev.json",
+        "results/data/stereoset.parquet",
+        "results/tiny-bert/pretrained/seed0/scores/stereoset.parquet",
+        target,
+    ):
         assert output in text

@@ -21,8 +21,14 @@ from lmbias.engine.tiny import build_tiny_model
 from lmbias.errors import ConfigError, DeviceMapTrainingError, DiskOffloadError
 
 TEXTS = ["The nurse said that she was tired.", "The doctor said that he was late for work.", "He is here."]
-CPU_MAP = {"model.embed_tokens": "cpu", "model.layers.0": "cpu", "model.layers.1": "cpu", "model.norm": "cpu",
-           "model.rotary_emb": "cpu", "lm_head": "cpu"}
+CPU_MAP = {
+    "model.embed_tokens": "cpu",
+    "model.layers.0": "cpu",
+    "model.layers.1": "cpu",
+    "model.norm": "cpu",
+    "model.rotary_emb": "cpu",
+    "lm_head": "cpu",
+}
 
 
 @pytest.fixture(scope="module")
@@ -51,9 +57,15 @@ def test_disk_offloaded_layer_dispatches_and_scores_equal(tiny_llama, tmp_path):
     np.testing.assert_allclose(sentence_logprobs(mapped, tok, TEXTS), expected, rtol=0, atol=1e-5)
     # Self-Debias' wrapper and SentenceDebias' hook on the dispatched model give the plain model's numbers
     settings = {"prefix": "The following text discriminates against people because of their gender:"}
-    np.testing.assert_allclose(sentence_logprobs(wrap(mapped, tok, "clm", settings), tok, TEXTS),
-                               sentence_logprobs(wrap(plain, tok, "clm", settings), tok, TEXTS), rtol=0, atol=1e-5)
-    components = torch.nn.functional.normalize(torch.randn(1, plain.config.hidden_size, generator=torch.Generator().manual_seed(0)), dim=-1)
+    np.testing.assert_allclose(
+        sentence_logprobs(wrap(mapped, tok, "clm", settings), tok, TEXTS),
+        sentence_logprobs(wrap(plain, tok, "clm", settings), tok, TEXTS),
+        rtol=0,
+        atol=1e-5,
+    )
+    components = torch.nn.functional.normalize(
+        torch.randn(1, plain.config.hidden_size, generator=torch.Generator().manual_seed(0)), dim=-1
+    )
     install_projection(plain, components, "project")
     install_projection(mapped, components, "project")
     debiased = sentence_logprobs(mapped, tok, TEXTS)
@@ -63,7 +75,9 @@ def test_disk_offloaded_layer_dispatches_and_scores_equal(tiny_llama, tmp_path):
 
 def test_disk_refused_unless_offload_allowed(tiny_llama):
     disk_map = dict(CPU_MAP, **{"model.layers.1": "disk"})
-    with pytest.raises(DiskOffloadError, match=r"models\.tl\.device_map\.model\.layers\.1: .*models\.tl\.offload: true"):
+    with pytest.raises(
+        DiskOffloadError, match=r"models\.tl\.device_map\.model\.layers\.1: .*models\.tl\.offload: true"
+    ):
         model_spec("tl", _entry(tiny_llama, device_map=disk_map))
     assert model_spec("tl", _entry(tiny_llama, device_map=disk_map, offload=True)).offload
 
@@ -82,15 +96,18 @@ def test_resolved_auto_map_with_disk_refused(tiny_llama, monkeypatch):
     assert models._placed(fake, allowed, "cpu") is fake
 
 
-@pytest.mark.parametrize("extra, key", [
-    ({"device_map": "everywhere"}, "device_map"),
-    ({"device_map": {"lm_head": "gpu7"}}, r"device_map\.lm_head"),
-    ({"device_map": {}}, "device_map"),
-    ({"max_memory": {"0": "10GiB"}}, "max_memory"),
-    ({"device_map": "auto", "max_memory": {0: "ten"}}, r"max_memory\.0"),
-    ({"device_map": "auto", "offload": "yes"}, "offload"),
-    ({"offload_folder": "/tmp/x"}, "offload_folder"),
-])
+@pytest.mark.parametrize(
+    "extra, key",
+    [
+        ({"device_map": "everywhere"}, "device_map"),
+        ({"device_map": {"lm_head": "gpu7"}}, r"device_map\.lm_head"),
+        ({"device_map": {}}, "device_map"),
+        ({"max_memory": {"0": "10GiB"}}, "max_memory"),
+        ({"device_map": "auto", "max_memory": {0: "ten"}}, r"max_memory\.0"),
+        ({"device_map": "auto", "offload": "yes"}, "offload"),
+        ({"offload_folder": "/tmp/x"}, "offload_folder"),
+    ],
+)
 def test_bad_placement_keys_name_the_key(extra, key):
     with pytest.raises(ConfigError, match=rf"models\.tl\.{key}"):
         model_spec("tl", _entry("/nonexistent", **extra))
@@ -105,11 +122,15 @@ def test_input_device_follows_accelerate():
 def test_finetune_with_device_map_refused_pointing_to_fsdp(tiny_llama, tmp_path):
     entry = _entry(tiny_llama, device_map="auto", training={"batch_size": 2})
     method = {"kind": "cds", "corpus": "corpus.txt", "training": {"epochs": 1}}
-    with pytest.raises(DeviceMapTrainingError, match=r"methods\.cds fine-tunes models\.tl.*training\.distributed: fsdp"):
+    with pytest.raises(
+        DeviceMapTrainingError, match=r"methods\.cds fine-tunes models\.tl.*training\.distributed: fsdp"
+    ):
         registry.resolve_method("tl", entry, "cds", method)
     # scoring-only methods resolve
     assert registry.resolve_method("tl", entry, "pretrained", {"kind": "pretrained"})["kind"] == "pretrained"
     from lmbias.training.jobs import train_job
 
     with pytest.raises(DeviceMapTrainingError, match="FSDP"):
-        train_job(_entry(tiny_llama, device_map=CPU_MAP), "tl", "corpus.txt", str(tmp_path / "out"), 0, {"objective": "clm"})
+        train_job(
+            _entry(tiny_llama, device_map=CPU_MAP), "tl", "corpus.txt", str(tmp_path / "out"), 0, {"objective": "clm"}
+        )

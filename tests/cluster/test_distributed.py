@@ -54,8 +54,14 @@ def assert_tables_equal(a: pa.Table, b: pa.Table, tol: float = 1e-5) -> None:
         x, y = a[name].to_pylist(), b[name].to_pylist()
         if pa.types.is_floating(a.schema.field(name).type):
             # float32 forward passes in differently composed batches: sentence sums of ~150 differ in the 7th digit
-            np.testing.assert_allclose(np.array(x, dtype=float), np.array(y, dtype=float), rtol=1e-6 if tol else 0,
-                                       atol=tol, equal_nan=True, err_msg=name)
+            np.testing.assert_allclose(
+                np.array(x, dtype=float),
+                np.array(y, dtype=float),
+                rtol=1e-6 if tol else 0,
+                atol=tol,
+                equal_nan=True,
+                err_msg=name,
+            )
         else:
             assert x == y, name
 
@@ -83,9 +89,24 @@ def setup(tmp_path_factory, shared_data):
 
 
 def _cli_args(root, out, model, entry, bench, threads=2, n=301):
-    return ["--items", str(root / ("items.parquet" if n == 301 else f"items-{n}.parquet")), "--output", str(out), "--model", model,
-            "--model-entry", json.dumps(entry), "--method-entry", json.dumps(METHOD), "--benchmark", "winobias",
-            "--benchmark-entry", json.dumps(bench), "--threads", str(threads)]
+    return [
+        "--items",
+        str(root / ("items.parquet" if n == 301 else f"items-{n}.parquet")),
+        "--output",
+        str(out),
+        "--model",
+        model,
+        "--model-entry",
+        json.dumps(entry),
+        "--method-entry",
+        json.dumps(METHOD),
+        "--benchmark",
+        "winobias",
+        "--benchmark-entry",
+        json.dumps(bench),
+        "--threads",
+        str(threads),
+    ]
 
 
 def _run(cmd, cwd):
@@ -94,7 +115,9 @@ def _run(cmd, cwd):
     return proc
 
 
-@pytest.mark.parametrize("model,n,conditions,precision", [("tiny-bert", 301, None, None), ("tiny-gpt2", 101, ["names"], "bf16")])
+@pytest.mark.parametrize(
+    "model,n,conditions,precision", [("tiny-bert", 301, None, None), ("tiny-gpt2", 101, ["names"], "bf16")]
+)
 def test_two_gloo_processes_equal_one_process(setup, model, n, conditions, precision):
     """Also: a model's `precision` reaches every process (bf16 autocast on CPU here: its numbers differ
     from float32 ones, and the processes agree with the one-process job at bf16's resolution)."""
@@ -107,15 +130,18 @@ def test_two_gloo_processes_equal_one_process(setup, model, n, conditions, preci
     args = lambda out: _cli_args(root, out, model, entry, bench, n=n)  # noqa: E731
     two, one, job = root / f"{model}-two.parquet", root / f"{model}-one.parquet", root / f"{model}-job.parquet"
     timing = root / f"{model}-two.job.tsv"
-    proc = _run(launch_command(2, _free_port(), args(two) + ["--timing", str(timing), "--max-tokens", "1024"],
-                               cpu=True), root)
+    proc = _run(
+        launch_command(2, _free_port(), args(two) + ["--timing", str(timing), "--max-tokens", "1024"], cpu=True), root
+    )
     # really two processes, each with its own shard (ceil(n/2) + floor(n/2) items), gathered by the main one
     log = proc.stdout + proc.stderr
     assert "process 0/2" in log and "process 1/2" in log, log[-3000:]
     assert f"{(n + 1) // 2} rows of {n} items" in log and f"{n // 2} rows of {n} items" in log
     assert "from 2 processes" in log
     # one progress bar, the main process's, as plain lines; one summary line for all items
-    finals = [line for line in log.splitlines() if line.startswith("scoring winobias (process 0 of 2):") and "100%" in line]
+    finals = [
+        line for line in log.splitlines() if line.startswith("scoring winobias (process 0 of 2):") and "100%" in line
+    ]
     assert len(finals) == 1 and "\r" not in log, log[-3000:]
     assert log.count(f"scored {n:,} items in ") == 1
     # the main process's timing file: both processes' passes, the largest peak memory of the two
@@ -130,7 +156,10 @@ def test_two_gloo_processes_equal_one_process(setup, model, n, conditions, preci
     assert [file_provenance(p)["score_world_size"] for p in (two, one, job)] == [2, 1, 1]
     assert file_provenance(two)["torch_version"] == file_provenance(job)["torch_version"] is not None
     for path in (two, one, job):  # the weights as loaded and the autocast every process ran under
-        assert (file_provenance(path)["weights_dtype"], file_provenance(path)["precision"]) == ("fp32", precision or "fp32")
+        assert (file_provenance(path)["weights_dtype"], file_provenance(path)["precision"]) == (
+            "fp32",
+            precision or "fp32",
+        )
     assert_tables_equal(single, reference, tol=0.0)  # one process *is* score_benchmark_job
     if precision is None:
         assert_tables_equal(got, reference)
@@ -139,7 +168,9 @@ def test_two_gloo_processes_equal_one_process(setup, model, n, conditions, preci
         fp32 = root / f"{model}-fp32.parquet"
         score_benchmark_job(args(one)[1], fp32, model, models[model], METHOD, "winobias", bench, threads=2)
         for table in (got, reference):
-            diff = np.abs(np.array(table["logp_male"].to_pylist()) - np.array(pq.read_table(fp32)["logp_male"].to_pylist()))
+            diff = np.abs(
+                np.array(table["logp_male"].to_pylist()) - np.array(pq.read_table(fp32)["logp_male"].to_pylist())
+            )
             assert diff.max() > 1e-4, "the bf16 setting did not reach the forward pass"
     # item order preserved: the shuffled input order, not a sorted or shard-interleaved one
     assert got["item_id"].to_pylist() == items["item_id"].to_pylist()
@@ -211,7 +242,10 @@ def test_every_row_local_dataset_is_registered():
 
 
 def test_main_process_port_depends_on_the_job_and_is_free():
-    a, b = main_process_port("results/a/scores/winobias.parquet"), main_process_port("results/b/scores/winobias.parquet")
+    a, b = (
+        main_process_port("results/a/scores/winobias.parquet"),
+        main_process_port("results/b/scores/winobias.parquet"),
+    )
     assert a != b and 20000 <= a < 40200 and a != 29500
     with socket.socket() as s:  # a busy port is skipped
         s.bind(("127.0.0.1", a))

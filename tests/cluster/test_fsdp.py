@@ -32,8 +32,15 @@ from lmbias.training.trainer import EXIT_ENV
 #: by a few Adam steps (as the DDP test, tests/training/test_train.py)
 FSDP_ATOL = 1e-5
 
-SETTINGS = {"objective": "clm", "max_steps": 4, "epochs": 50, "learning_rate": 1e-3, "max_length": 32,
-            "precision": "fp32", "dropout": 0.0}
+SETTINGS = {
+    "objective": "clm",
+    "max_steps": 4,
+    "epochs": 50,
+    "learning_rate": 1e-3,
+    "max_length": 32,
+    "precision": "fp32",
+    "dropout": 0.0,
+}
 
 
 @pytest.fixture(scope="module")
@@ -47,8 +54,17 @@ def setup(tmp_path_factory, shared_data):
             texts.append(line.split("\t")[1][:160])
             if len(texts) == 32:
                 break
-    rows = [{"doc_id": str(i), "sentence_id": 0, "split": "development", "text": t, "is_counterfactual": False,
-             "changed": False} for i, t in enumerate(texts)]
+    rows = [
+        {
+            "doc_id": str(i),
+            "sentence_id": 0,
+            "split": "development",
+            "text": t,
+            "is_counterfactual": False,
+            "changed": False,
+        }
+        for i, t in enumerate(texts)
+    ]
     pq.write_table(pa.Table.from_pylist(rows), root / "corpus.parquet")
     return {"path": str(model), "family": "clm"}, root / "corpus.parquet"
 
@@ -58,15 +74,30 @@ def _stored_in_bf16(folder: Path) -> Path:
     from safetensors.torch import save_file
 
     path = Path(folder) / "model.safetensors"
-    save_file({k: v.bfloat16() if v.is_floating_point() else v for k, v in load_file(str(path)).items()}, str(path),
-              metadata={"format": "pt"})
+    save_file(
+        {k: v.bfloat16() if v.is_floating_point() else v for k, v in load_file(str(path)).items()},
+        str(path),
+        metadata={"format": "pt"},
+    )
     return folder
 
 
 def _launch(setup, out: Path, settings: dict, env_extra=None) -> subprocess.CompletedProcess:
     entry, corpus = setup
-    args = ["--model-name", "tiny-llama", "--model-entry", json.dumps(entry), "--corpus", str(corpus), "--out",
-            str(out), "--seed", "0", "--settings", json.dumps(settings)]
+    args = [
+        "--model-name",
+        "tiny-llama",
+        "--model-entry",
+        json.dumps(entry),
+        "--corpus",
+        str(corpus),
+        "--out",
+        str(out),
+        "--seed",
+        "0",
+        "--settings",
+        json.dumps(settings),
+    ]
     env = dict(launch_env(), **(env_extra or {}))
     cmd = launch_command(2, main_process_port(str(out)), args, cpu=True, subcommand="train")
     return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
@@ -136,12 +167,20 @@ def test_meta_processes_get_the_loaded_shards_buffers_ties_and_random_state(tmp_
         folder = build_tiny_model(name.split("-")[0], tmp_path / name, seed=0)
         if name.endswith("-bf16"):
             _stored_in_bf16(folder)
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port",
-           str(main_process_port(str(tmp_path))), __file__, str(tmp_path)]
-    proc = subprocess.run(cmd, env=dict(launch_env(), OMP_NUM_THREADS="1"), capture_output=True, text=True,
-                          timeout=180)
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--nproc_per_node",
+        "2",
+        "--master_port",
+        str(main_process_port(str(tmp_path))),
+        __file__,
+        str(tmp_path),
+    ]
+    proc = subprocess.run(cmd, env=dict(launch_env(), OMP_NUM_THREADS="1"), capture_output=True, text=True, timeout=180)
     assert proc.returncode == 0, proc.stderr[-4000:]
-    rows = [json.loads(line[len(_ROW):]) for line in proc.stdout.splitlines() if line.startswith(_ROW)]
+    rows = [json.loads(line[len(_ROW) :]) for line in proc.stdout.splitlines() if line.startswith(_ROW)]
     assert sorted(r["rank"] for r in rows) == [0, 1]
     for r in rows:
         for name in MODELS:
@@ -150,10 +189,16 @@ def test_meta_processes_get_the_loaded_shards_buffers_ties_and_random_state(tmp_
             assert got["weights_equal"] and got["rng_equal"], (r["rank"], name)
             assert got["dtypes_equal"], (r["rank"], name)  # float32 master shards whatever rank 0 read
             assert got["read_as"] == ("bfloat16" if name.endswith("-bf16") and r["rank"] == 0 else "float32")
-            assert got["tied"] == {"every_process": family == "gpt2", "rank0": family == "gpt2",
-                                   "checkpoint": family == "gpt2"}
-            expected = ["model.model.rotary_emb.inv_freq", "model.model.rotary_emb.original_inv_freq"] \
-                if family == "llama" else []
+            assert got["tied"] == {
+                "every_process": family == "gpt2",
+                "rank0": family == "gpt2",
+                "checkpoint": family == "gpt2",
+            }
+            expected = (
+                ["model.model.rotary_emb.inv_freq", "model.model.rotary_emb.original_inv_freq"]
+                if family == "llama"
+                else []
+            )
             for mode in ("rank0", "checkpoint"):
                 assert got["buffers_equal"][mode] == {k: True for k in expected}, (r["rank"], name, mode)
 
@@ -180,7 +225,9 @@ def test_rank0_reads_the_checkpoint_in_its_stored_dtype_only_when_exact(tmp_path
         return model_spec(name, {"path": str(folder), "family": "clm"})
 
     ids = torch.arange(4)
-    bf16 = spec("bf16", {"a": torch.ones(2, dtype=torch.bfloat16), "ids": ids}, {"b": torch.ones(3, dtype=torch.bfloat16)})
+    bf16 = spec(
+        "bf16", {"a": torch.ones(2, dtype=torch.bfloat16), "ids": ids}, {"b": torch.ones(3, dtype=torch.bfloat16)}
+    )
     assert stored_dtypes(bf16) == {"BF16"} and lossless_dtype(bf16) == torch.bfloat16
     assert lossless_dtype(spec("f16", {"a": torch.ones(2, dtype=torch.float16)})) == torch.float16
     assert lossless_dtype(spec("f32", {"a": torch.ones(2)})) == torch.float32
@@ -215,22 +262,34 @@ def _init_worker(folder: str) -> None:
             full = module.state_dict() if mode == "rank0" and rank == 0 else None
             fsdp.shard(module, torch.device("cpu"), world, "no")
             fsdp.materialize(module, torch.device("cpu"), mode, full)
-            got[mode] = ({k: v.to_local().clone() for k, v in module.state_dict().items()},
-                         {k: b.clone() for k, b in module.named_buffers()}, torch.get_rng_state(), empty,
-                         module.model.get_output_embeddings().weight is module.model.get_input_embeddings().weight)
+            got[mode] = (
+                {k: v.to_local().clone() for k, v in module.state_dict().items()},
+                {k: b.clone() for k, b in module.named_buffers()},
+                torch.get_rng_state(),
+                empty,
+                module.model.get_output_embeddings().weight is module.model.get_input_embeddings().weight,
+            )
         ref = got["every_process"]
-        row[family] = dict(row.get(family, {}), **{
-            "empty_before_shard": {m: g[3] for m, g in got.items()}, "tied": {m: g[4] for m, g in got.items()},
-            "weights_equal": ref[0].keys() == got["rank0"][0].keys()
-            and all(torch.equal(v, got["rank0"][0][k]) for k, v in ref[0].items()),
-            "rng_equal": torch.equal(ref[2], got["rank0"][2]),
-            "buffers_equal": {m: {k: torch.equal(v, got[m][1][k]) for k, v in ref[1].items()}
-                              for m in ("rank0", "checkpoint")},
-            "dtypes_equal": all(v.dtype == got["rank0"][0][k].dtype == torch.float32 for k, v in ref[0].items()
-                                if v.is_floating_point())})
+        row[family] = dict(
+            row.get(family, {}),
+            **{
+                "empty_before_shard": {m: g[3] for m, g in got.items()},
+                "tied": {m: g[4] for m, g in got.items()},
+                "weights_equal": ref[0].keys() == got["rank0"][0].keys()
+                and all(torch.equal(v, got["rank0"][0][k]) for k, v in ref[0].items()),
+                "rng_equal": torch.equal(ref[2], got["rank0"][2]),
+                "buffers_equal": {
+                    m: {k: torch.equal(v, got[m][1][k]) for k, v in ref[1].items()} for m in ("rank0", "checkpoint")
+                },
+                "dtypes_equal": all(
+                    v.dtype == got["rank0"][0][k].dtype == torch.float32
+                    for k, v in ref[0].items()
+                    if v.is_floating_point()
+                ),
+            },
+        )
     print(_ROW + json.dumps(row), flush=True)
     torch.distributed.destroy_process_group()
-
 
 
 def test_killed_fsdp_job_resumes_from_its_sharded_checkpoint_to_the_same_weights(setup, tmp_path):
@@ -254,8 +313,14 @@ def test_killed_fsdp_job_resumes_from_its_sharded_checkpoint_to_the_same_weights
         assert torch.equal(a[k], b[k]), k
 
 
-@pytest.mark.parametrize("extra,key", [({"adapter": {"kind": "lora"}}, "distributed"), ({"precision": "fp16"}, "precision"),
-                                       ({"eval_bias_every_steps": 2}, "eval_bias_every_steps")])
+@pytest.mark.parametrize(
+    "extra,key",
+    [
+        ({"adapter": {"kind": "lora"}}, "distributed"),
+        ({"precision": "fp16"}, "precision"),
+        ({"eval_bias_every_steps": 2}, "eval_bias_every_steps"),
+    ],
+)
 def test_fsdp_refuses_what_it_cannot_shard(extra, key):
     with pytest.raises(ConfigError, match=rf"settings\.{key}"):
         TrainingSettings.from_dict(dict(SETTINGS, distributed="fsdp", **extra))
@@ -265,15 +330,29 @@ def test_fsdp_refuses_what_it_cannot_shard(extra, key):
 
 # ------------------------------------------------------------------------- Slurm: one process per task
 
+
 def test_slurm_rendezvous_from_the_task_environment():
     from lmbias.engine.distributed import slurm_launch_command, slurm_rendezvous
 
-    env = {"SLURM_PROCID": "5", "SLURM_NTASKS": "8", "SLURM_LOCALID": "1", "SLURM_JOB_ID": "123456",
-           "SLURM_STEP_NODELIST": "gpu[07-08]", "SLURM_STEP_TASKS_PER_NODE": "4(x2)", "SLURM_JOB_NODELIST": "other"}
+    env = {
+        "SLURM_PROCID": "5",
+        "SLURM_NTASKS": "8",
+        "SLURM_LOCALID": "1",
+        "SLURM_JOB_ID": "123456",
+        "SLURM_STEP_NODELIST": "gpu[07-08]",
+        "SLURM_STEP_TASKS_PER_NODE": "4(x2)",
+        "SLURM_JOB_NODELIST": "other",
+    }
     hosts = []
     got = slurm_rendezvous(env, first_host=lambda nodes: hosts.append(nodes) or "gpu07")
-    assert got == {"RANK": "5", "WORLD_SIZE": "8", "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "4", "MASTER_ADDR": "gpu07",
-                   "MASTER_PORT": str(20000 + 123456 % 20000)}
+    assert got == {
+        "RANK": "5",
+        "WORLD_SIZE": "8",
+        "LOCAL_RANK": "1",
+        "LOCAL_WORLD_SIZE": "4",
+        "MASTER_ADDR": "gpu07",
+        "MASTER_PORT": str(20000 + 123456 % 20000),
+    }
     assert hosts == ["gpu[07-08]"]
     assert slurm_rendezvous(env, first_host=lambda _: "gpu07", visible_gpus=1)["LOCAL_RANK"] == "0"  # bound GPU
     with pytest.raises(RuntimeError, match="SLURM_PROCID"):
@@ -294,13 +373,39 @@ def test_tasks_started_like_srun_train_as_the_two_process_launch(setup, tmp_path
     assert _launch(setup, ref, settings).returncode == 0
     out = tmp_path / "tasks"
     port = main_process_port(str(out))
-    base = dict(slurm_launch_env(), SLURM_NTASKS="2", SLURM_JOB_ID=str(port - 20000), SLURM_STEP_NODELIST="localhost",
-                SLURM_STEP_TASKS_PER_NODE="2", MASTER_ADDR="127.0.0.1", OMP_NUM_THREADS="1")
-    args = ["--model-name", "tiny-llama", "--model-entry", json.dumps(entry), "--corpus", str(corpus), "--out",
-            str(out), "--seed", "0", "--settings", json.dumps(settings)]
-    procs = [subprocess.Popen([sys.executable, "-m", "lmbias.cli", "train", *args],
-                              env=dict(base, SLURM_PROCID=str(r), SLURM_LOCALID=str(r)), stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT, text=True) for r in range(2)]
+    base = dict(
+        slurm_launch_env(),
+        SLURM_NTASKS="2",
+        SLURM_JOB_ID=str(port - 20000),
+        SLURM_STEP_NODELIST="localhost",
+        SLURM_STEP_TASKS_PER_NODE="2",
+        MASTER_ADDR="127.0.0.1",
+        OMP_NUM_THREADS="1",
+    )
+    args = [
+        "--model-name",
+        "tiny-llama",
+        "--model-entry",
+        json.dumps(entry),
+        "--corpus",
+        str(corpus),
+        "--out",
+        str(out),
+        "--seed",
+        "0",
+        "--settings",
+        json.dumps(settings),
+    ]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "lmbias.cli", "train", *args],
+            env=dict(base, SLURM_PROCID=str(r), SLURM_LOCALID=str(r)),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        for r in range(2)
+    ]
     try:
         logs = [p.communicate(timeout=120)[0] for p in procs]
     finally:

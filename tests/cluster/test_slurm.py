@@ -26,9 +26,16 @@ pytestmark = [pytest.mark.workflow, pytest.mark.slurm]
 TARGET = "results/tiny-bert/pretrained/summary.parquet"
 #: WinoBias type 1 only, two conditions, no bootstrap: 10 jobs (4 data copies, a tiny model, parse, score,
 #: metrics, summary, and the local library fingerprint).
-CHEAP = {"only_benchmarks": ["winobias"],
-         "benchmarks": {"winobias": {"types": [1], "scoring": {"conditions": ["professions_masked", "referent_masked"]},
-                                     "metric": {"bootstrap": 0, "alice_bob": False}}}}
+CHEAP = {
+    "only_benchmarks": ["winobias"],
+    "benchmarks": {
+        "winobias": {
+            "types": [1],
+            "scoring": {"conditions": ["professions_masked", "referent_masked"]},
+            "metric": {"bootstrap": 0, "alice_bob": False},
+        }
+    },
+}
 #: The site settings of a cluster without slurmdbd (docs/clusters.md, "Running on Slurm"); the second only makes the
 #: first status check come after 1 s instead of 40 s.
 SITE = ["--slurm-status-command", "squeue", "--slurm-init-seconds-before-status-checks", "1"]
@@ -57,8 +64,13 @@ def _workdir(repo_root: Path, dest: Path) -> Path:
 
 def _jobs(slurm: SlurmCluster) -> list[dict]:
     """Every job the cluster still knows (MinJobAge 300 s): rule (from the executor's comment) and allocation."""
-    proc = subprocess.run(["squeue", "--states=all", "--noheader", "--format=%k|%P|%l|%C|%m|%b|%T"], env=slurm.env,
-                          capture_output=True, text=True, check=True)
+    proc = subprocess.run(
+        ["squeue", "--states=all", "--noheader", "--format=%k|%P|%l|%C|%m|%b|%T"],
+        env=slurm.env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     keys = ("comment", "partition", "time_limit", "cpus", "memory", "gres", "state")
     return [dict(zip(keys, line.split("|"))) for line in proc.stdout.splitlines()]
 
@@ -66,8 +78,19 @@ def _jobs(slurm: SlurmCluster) -> list[dict]:
 def test_summary_under_slurm_equals_the_local_run(slurm, repo_root, shared_data, tmp_path):
     local = _workdir(repo_root, tmp_path / "local")
     cluster = _workdir(repo_root, tmp_path / "slurm")
-    command = [sys.executable, "-m", "snakemake", "--profile", "profiles/slurm-cpu", *SITE, TARGET,
-               "--configfile", "cheap.yaml", "--config", f"data_dir={shared_data}"]
+    command = [
+        sys.executable,
+        "-m",
+        "snakemake",
+        "--profile",
+        "profiles/slurm-cpu",
+        *SITE,
+        TARGET,
+        "--configfile",
+        "cheap.yaml",
+        "--config",
+        f"data_dir={shared_data}",
+    ]
     env = {**slurm.env, "HF_HUB_OFFLINE": "1", "PYTHONHASHSEED": "0"}
     # The local run goes alongside: the Slurm run mostly waits between its status checks.
     log = tmp_path / "slurm-run.log"
@@ -86,9 +109,11 @@ def test_summary_under_slurm_equals_the_local_run(slurm, repo_root, shared_data,
 
     jobs = [j for j in _jobs(slurm) if j["comment"].startswith("rule_")]
     assert {j["state"] for j in jobs} == {"COMPLETED"}, jobs
-    rules = {j["comment"][len("rule_"):].split("_wildcards")[0] for j in jobs}
+    rules = {j["comment"][len("rule_") :].split("_wildcards")[0] for j in jobs}
     # the data rules download on the submit host (localrules): never a Slurm job
-    assert rules == {"build_tiny_model", "parse_benchmark", "score_benchmark", "compute_seed_metrics", "summarise"}, jobs
+    assert rules == {"build_tiny_model", "parse_benchmark", "score_benchmark", "compute_seed_metrics", "summarise"}, (
+        jobs
+    )
     for job in jobs:  # what sbatch was asked for: the profile's resources, not a local profile's
         rule, asked = job["comment"], (job["partition"], job["time_limit"], job["cpus"], job["memory"])
         if rule.startswith("rule_score_benchmark"):
@@ -111,11 +136,24 @@ def test_summary_under_slurm_equals_the_local_run(slurm, repo_root, shared_data,
 #: A 2-task FSDP fine-tune of the tiny Llama (3 steps of 2 x 2 GAP sentences, naive CDA): Slurm starts one
 #: process per task with the job's own srun (lmbias.engine.distributed.slurm_launch_command)
 TASKS_TARGET = "results/tiny-llama/cda-tasks/seed0/model"
-TASKS_CONFIG = {"benchmarks": {"gap": {"splits": ["validation"]}},
-                "methods": {"cda-tasks": {"kind": "cda", "corpus": "results/corpora/gap/cda-naive.parquet",
-                                          "training": {"max_steps": 3, "batch_size": 2, "dropout": 0.0,
-                                                       "distributed": "fsdp", "precision": "fp32", "max_length": 32,
-                                                       "limit_examples": 16}}}}
+TASKS_CONFIG = {
+    "benchmarks": {"gap": {"splits": ["validation"]}},
+    "methods": {
+        "cda-tasks": {
+            "kind": "cda",
+            "corpus": "results/corpora/gap/cda-naive.parquet",
+            "training": {
+                "max_steps": 3,
+                "batch_size": 2,
+                "dropout": 0.0,
+                "distributed": "fsdp",
+                "precision": "fp32",
+                "max_length": 32,
+                "limit_examples": 16,
+            },
+        }
+    },
+}
 
 
 def test_two_task_fine_tune_under_slurm_equals_the_local_two_process_run(slurm, repo_root, shared_data, tmp_path):
@@ -133,12 +171,23 @@ def test_two_task_fine_tune_under_slurm_equals_the_local_two_process_run(slurm, 
     profile["set-resources"]["finetune"].update(tasks=2, nodes=1, mpi="srun", cpus_per_task=2, mem_mb=8000)
     (workdir / "profiles" / "tasks").mkdir()
     (workdir / "profiles" / "tasks" / "config.yaml").write_text(yaml.safe_dump(profile))
-    command = [sys.executable, "-m", "snakemake", "--profile", "profiles/tasks", *SITE, TASKS_TARGET,
-               "--configfile", "tasks.yaml", "--config", f"data_dir={shared_data}"]
+    command = [
+        sys.executable,
+        "-m",
+        "snakemake",
+        "--profile",
+        "profiles/tasks",
+        *SITE,
+        TASKS_TARGET,
+        "--configfile",
+        "tasks.yaml",
+        "--config",
+        f"data_dir={shared_data}",
+    ]
     env = {**slurm.env, "HF_HUB_OFFLINE": "1", "PYTHONHASHSEED": "0"}
     proc = subprocess.run(command, cwd=workdir, env=env, capture_output=True, text=True, timeout=600)
     out = workdir / TASKS_TARGET
-    train_log = (workdir / "logs" / "tiny-llama" / "cda-tasks" / "seed0" / "train.log")
+    train_log = workdir / "logs" / "tiny-llama" / "cda-tasks" / "seed0" / "train.log"
     logs = train_log.read_text() if train_log.exists() else ""
     assert proc.returncode == 0, f"{proc.stdout[-3000:]}{proc.stderr[-5000:]}\n{logs[-3000:]}\n{slurm.logs()}"
     assert "srun --ntasks=2 --kill-on-bad-exit=1" in logs
@@ -150,11 +199,27 @@ def test_two_task_fine_tune_under_slurm_equals_the_local_two_process_run(slurm, 
     # the same job as a local 2-process launch (accelerate launch, gloo), from the cluster run's own inputs
     local = tmp_path / "local"
     entry = {"path": str(workdir / "resources" / "models" / "tiny-llama"), "family": "clm"}
-    args = ["--model-name", "tiny-llama", "--model-entry", json.dumps(entry), "--corpus",
-            str(workdir / "results" / "corpora" / "gap" / "cda-naive.parquet"), "--out", str(local), "--seed", "0",
-            "--settings", json.dumps(info["settings"])]
-    run = subprocess.run(launch_command(2, main_process_port(str(local)), args, cpu=True, subcommand="train"),
-                         env=launch_env(), capture_output=True, text=True, timeout=300)
+    args = [
+        "--model-name",
+        "tiny-llama",
+        "--model-entry",
+        json.dumps(entry),
+        "--corpus",
+        str(workdir / "results" / "corpora" / "gap" / "cda-naive.parquet"),
+        "--out",
+        str(local),
+        "--seed",
+        "0",
+        "--settings",
+        json.dumps(info["settings"]),
+    ]
+    run = subprocess.run(
+        launch_command(2, main_process_port(str(local)), args, cpu=True, subcommand="train"),
+        env=launch_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert run.returncode == 0, run.stderr[-3000:]
     a, b = load_file(str(out / "model.safetensors")), load_file(str(local / "model.safetensors"))
     assert a.keys() == b.keys()

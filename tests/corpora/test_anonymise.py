@@ -22,14 +22,22 @@ from helpers.conll_docs import conll_text, tok, with_cells
 
 @pytest.fixture
 def gold_doc(tmp_path):
-    s0 = with_cells(tok("Mr. John Smith met Mary Jones in Paris .", "NNP NNP NNP VBD NNP NNP IN NNP ."),
-                    ner={1: "(PERSON*", 2: "*)", 4: "(PERSON*", 5: "*)", 7: "(GPE)"},
-                    coref={0: "(1", 2: "1)", 4: "(2", 5: "2)"})
-    s1 = with_cells(tok("He thanked her and Smith left .", "PRP VBD PRP CC NNP VBD ."),
-                    ner={4: "(PERSON)"}, coref={0: "(1)", 2: "(2)"})
+    s0 = with_cells(
+        tok("Mr. John Smith met Mary Jones in Paris .", "NNP NNP NNP VBD NNP NNP IN NNP ."),
+        ner={1: "(PERSON*", 2: "*)", 4: "(PERSON*", 5: "*)", 7: "(GPE)"},
+        coref={0: "(1", 2: "1)", 4: "(2", 5: "2)"},
+    )
+    s1 = with_cells(
+        tok("He thanked her and Smith left .", "PRP VBD PRP CC NNP VBD ."),
+        ner={4: "(PERSON)"},
+        coref={0: "(1)", 2: "(2)"},
+    )
     # "Jonesy" (a nickname) is in chain 2: the chain, not the string, makes it [E2]; Bob is new.
-    s2 = with_cells(tok("Jonesy told Bob about Mary Jones .", "NNP VBD NNP IN NNP NNP ."),
-                    ner={0: "(PERSON)", 2: "(PERSON)", 4: "(PERSON*", 5: "*)"}, coref={0: "(2)"})
+    s2 = with_cells(
+        tok("Jonesy told Bob about Mary Jones .", "NNP VBD NNP IN NNP NNP ."),
+        ner={0: "(PERSON)", 2: "(PERSON)", 4: "(PERSON*", 5: "*)"},
+        coref={0: "(2)"},
+    )
     path = tmp_path / "doc.v4_gold_conll"
     path.write_text(conll_text("nw/test/00/doc_0001", [s0, s1, s2]))
     return read_conll(path)[0]
@@ -55,7 +63,9 @@ def test_gold_names_replaced_consistently(gold_doc):
 
 def test_numbering_restarts_per_document(tmp_path, gold_doc):
     other = tmp_path / "other.v4_gold_conll"
-    other.write_text(conll_text("nw/test/00/doc_0002", [with_cells(tok("Bob slept .", "NNP VBD ."), ner={0: "(PERSON)"})]))
+    other.write_text(
+        conll_text("nw/test/00/doc_0002", [with_cells(tok("Bob slept .", "NNP VBD ."), ner={0: "(PERSON)"})])
+    )
     docs = [gold_doc, read_conll(other)[0]]
     sentences, counts = anonymise_documents(docs, "auto")
     assert sentences[-1].words == ["[E1]", "slept", "."], "Bob is [E3] in the first document, [E1] in his own"
@@ -64,8 +74,9 @@ def test_numbering_restarts_per_document(tmp_path, gold_doc):
 
 def test_without_coreference_names_group_by_string_and_surname(tmp_path):
     s0 = with_cells(tok("John Smith met Anna Smith ."), ner={0: "(PERSON*", 1: "*)", 3: "(PERSON*", 4: "*)"})
-    s1 = with_cells(tok("John Smith waved ; Anna smiled ; Smith left ."),
-                    ner={0: "(PERSON*", 1: "*)", 4: "(PERSON)", 7: "(PERSON)"})
+    s1 = with_cells(
+        tok("John Smith waved ; Anna smiled ; Smith left ."), ner={0: "(PERSON*", 1: "*)", 4: "(PERSON)", 7: "(PERSON)"}
+    )
     path = tmp_path / "d.v4_gold_conll"
     path.write_text(conll_text("d", [s0, s1]))
     doc = read_conll(path)[0]
@@ -122,4 +133,11 @@ def test_table_round_trip(gold_doc):
         (s.words, s.tags, s.persons, s.doc_key, s.ner) for s in sentences
     ]
     sentences, _ = anonymise_documents([gold_doc], "auto")
-    assert sentences_from_table(sentences_table(sentences))[2].ner == ["B-PERSON", "O", "B-PERSON", "O", "B-PERSON", "O"]
+    assert sentences_from_table(sentences_table(sentences))[2].ner == [
+        "B-PERSON",
+        "O",
+        "B-PERSON",
+        "O",
+        "B-PERSON",
+        "O",
+    ]

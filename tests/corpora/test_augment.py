@@ -26,8 +26,12 @@ def sentences(n_docs: int = 10, per_doc: int = 3) -> pa.Table:
         for s in range(per_doc):
             text = ["He met his brother.", "The weather was fine.", "She thanked the king."][s % 3]
             rows.append({"doc_id": f"doc{d:02d}", "sentence_id": s, "text": text, "split": "development"})
-    return pa.Table.from_pylist(rows, schema=pa.schema([("doc_id", pa.string()), ("sentence_id", pa.int32()),
-                                                        ("text", pa.string()), ("split", pa.string())]))
+    return pa.Table.from_pylist(
+        rows,
+        schema=pa.schema(
+            [("doc_id", pa.string()), ("sentence_id", pa.int32()), ("text", pa.string()), ("split", pa.string())]
+        ),
+    )
 
 
 def test_cda_doubles_rows_and_pairs_each_original_with_its_counterfactual(naive, caplog):
@@ -40,8 +44,11 @@ def test_cda_doubles_rows_and_pairs_each_original_with_its_counterfactual(naive,
     rows = out.to_pylist()
     for original, copy, source in zip(rows[::2], rows[1::2], table.to_pylist()):
         assert original["text"] == source["text"] and not original["is_counterfactual"] and not original["changed"]
-        assert copy["is_counterfactual"] and (copy["doc_id"], copy["sentence_id"], copy["split"]) == \
-            (source["doc_id"], source["sentence_id"], source["split"])
+        assert copy["is_counterfactual"] and (copy["doc_id"], copy["sentence_id"], copy["split"]) == (
+            source["doc_id"],
+            source["sentence_id"],
+            source["split"],
+        )
         assert copy["changed"] == (copy["text"] != original["text"])
     assert rows[1]["text"] == "She met her sister."
     # the sentence with nothing to swap is kept (twice), flagged unchanged
@@ -55,8 +62,11 @@ def test_cds_swap_rate_one_swaps_every_document(naive):
     assert out.num_rows == table.num_rows
     assert out.column_names == ["doc_id", "sentence_id", "text", "split", "is_counterfactual", "changed", "swapped"]
     assert all(out.column("swapped").to_pylist()) and all(out.column("is_counterfactual").to_pylist())
-    assert out.column("text").to_pylist()[:3] == \
-        ["She met her sister.", "The weather was fine.", "He thanked the queen."]
+    assert out.column("text").to_pylist()[:3] == [
+        "She met her sister.",
+        "The weather was fine.",
+        "He thanked the queen.",
+    ]
 
 
 @pytest.mark.parametrize("n_docs, rate", [(10, 0.6), (7, 0.6), (13, 0.8), (5, 0.1)])
@@ -78,7 +88,9 @@ def test_cds_swaps_round_rate_times_n_whole_documents(naive, n_docs, rate):
 
 def test_cds_choice_is_seeded_and_independent_of_row_order(naive):
     table = sentences(20, 2)
-    chosen = lambda t, seed: {r["doc_id"] for r in cds_corpus(t, naive, 0.6, seed, unit="document").to_pylist() if r["swapped"]}
+    chosen = lambda t, seed: {
+        r["doc_id"] for r in cds_corpus(t, naive, 0.6, seed, unit="document").to_pylist() if r["swapped"]
+    }
     first = chosen(table, 7)
     assert chosen(table, 7) == first
     assert chosen(table.take(pa.array(list(range(table.num_rows))[::-1])), 7) == first
@@ -115,8 +127,13 @@ def test_empty_table(naive):
 def test_cds_names_are_consistent_within_a_document(shared_data):
     lexicon = load_lexicon(names=shared_data / "cds" / "names_pairs_1000_scaled.json")
     swapper = Swapper(lexicon, "grammatical", names=True)
-    table = pa.table({"doc_id": ["d1", "d1", "d2"], "sentence_id": [0, 1, 0],
-                      "text": ["John met Mary at the station.", "Then John went home.", "John slept."]})
+    table = pa.table(
+        {
+            "doc_id": ["d1", "d1", "d2"],
+            "sentence_id": [0, 1, 0],
+            "text": ["John met Mary at the station.", "Then John went home.", "John slept."],
+        }
+    )
     out = cds_corpus(table, swapper, swap_rate=1.0, seed=0).column("text").to_pylist()
     assert out == ["Mary met John at the station.", "Then Mary went home.", "Mary slept."]
     cda = cda_corpus(table, swapper).column("text").to_pylist()

@@ -84,19 +84,45 @@ def _lines():
     "edit, line, message",
     [
         (lambda ls: ls.__setitem__(2, ls[2] + "   extra"), 3, "14 columns where this document's lines have 13"),
-        (lambda ls: ls.__setitem__(1, "bc/cnn/00/cnn_0001 0 0 John"), 2, "4 columns; a CoNLL-2012 token line has at least 12"),
+        (
+            lambda ls: ls.__setitem__(1, "bc/cnn/00/cnn_0001 0 0 John"),
+            2,
+            "4 columns; a CoNLL-2012 token line has at least 12",
+        ),
         (lambda ls: ls.__setitem__(18, "#end document"), 19, "#end document without #begin"),
         (lambda ls: ls.__setitem__(17, ""), 19, "#begin inside document 'bc/cnn/00/cnn_0001' (opened at line 1"),
         (lambda ls: ls.__delitem__(slice(9, 11)), 10, "word index '0' where 8 was expected (is a blank line"),
-        (lambda ls: ls.__setitem__(9, onto_row("bc/cnn/00/cnn_0001", 8, "x"))
-         or ls.__setitem__(10, onto_row("bc/cnn/00/cnn_0001", 10, "y")), 11, "word index '10' where 9 was expected"),
+        (
+            lambda ls: (
+                ls.__setitem__(9, onto_row("bc/cnn/00/cnn_0001", 8, "x"))
+                or ls.__setitem__(10, onto_row("bc/cnn/00/cnn_0001", 10, "y"))
+            ),
+            11,
+            "word index '10' where 9 was expected",
+        ),
         (lambda ls: ls.__setitem__(2, ls[2].replace("1)", "-")), 2, "coreference mention (1 is never closed"),
         (lambda ls: ls.__setitem__(1, ls[1].replace("(1", "-")), 3, "coreference mention 1) closes without (1"),
-        (lambda ls: ls.__setitem__(4, ls[4].replace("(PERSON)", "(PERSON*")), 5, "named entity (PERSON is never closed"),
+        (
+            lambda ls: ls.__setitem__(4, ls[4].replace("(PERSON)", "(PERSON*")),
+            5,
+            "named entity (PERSON is never closed",
+        ),
         (lambda ls: ls.__setitem__(2, ls[2].replace("*)", "*")), 5, "named entity (PERSON opens inside (PERSON"),
-        (lambda ls: ls.__setitem__(1, ls[1].replace("(PERSON*", "*)")), 2, "named entity closes (*) without an open one"),
-        (lambda ls: ls.__setitem__(3, ls[3].replace("cnn_0001", "cnn_0002", 1)), 4, "document id 'bc/cnn/00/cnn_0002' differs"),
-        (lambda ls: ls.__setitem__(3, ls[3].replace("   0   ", "   1   ", 1)), 4, "part '1' differs from its #begin (part 0)"),
+        (
+            lambda ls: ls.__setitem__(1, ls[1].replace("(PERSON*", "*)")),
+            2,
+            "named entity closes (*) without an open one",
+        ),
+        (
+            lambda ls: ls.__setitem__(3, ls[3].replace("cnn_0001", "cnn_0002", 1)),
+            4,
+            "document id 'bc/cnn/00/cnn_0002' differs",
+        ),
+        (
+            lambda ls: ls.__setitem__(3, ls[3].replace("   0   ", "   1   ", 1)),
+            4,
+            "part '1' differs from its #begin (part 0)",
+        ),
         (lambda ls: ls.__setitem__(0, "#begin document bc/cnn"), 1, "malformed #begin line"),
         (lambda ls: ls.insert(3, "# a comment"), 4, "unexpected directive"),
         (lambda ls: ls.insert(0, onto_row("bc/cnn/00/cnn_0001", 0, "x")), 1, "token line outside a document"),
@@ -135,7 +161,9 @@ def test_blank_and_crlf_lines_pass_through(tmp_path, onto):
 def test_empty_file_and_duplicate_documents(tmp_path, onto):
     with pytest.raises(DataError, match="file is empty"):
         read_conll(_write(tmp_path, "\n\n"))
-    with pytest.raises(DataError, match=r"document 'bc/cnn/00/cnn_0001' part 0 already read from .*cnn_0001.v4_gold_conll:1"):
+    with pytest.raises(
+        DataError, match=r"document 'bc/cnn/00/cnn_0001' part 0 already read from .*cnn_0001.v4_gold_conll:1"
+    ):
         read_conll_files([onto, onto])
 
 
@@ -149,4 +177,4 @@ def test_find_conll_files(tmp_path, onto):
 
 def test_detokenize():
     words = "He does n't like [E1] 's ( big ) car , `` he said '' /.".split()
-    assert detokenize(words) == 'He doesn\'t like [E1]\'s (big) car, "he said".'
+    assert detokenize(words) == "He doesn't like [E1]'s (big) car, \"he said\"."

@@ -36,8 +36,9 @@ def nlp():
 @pytest.fixture(scope="module")
 def lexicon(shared_data):
     # Lu et al.'s list (the GAP interventions' default wordlist) + the CDS name pairs
-    return load_lexicon(wordlists=[WORDLIST_DIR / "lu2018_gender_pairs.tsv"],
-                        names=shared_data / "cds" / "names_pairs_1000_scaled.json")
+    return load_lexicon(
+        wordlists=[WORDLIST_DIR / "lu2018_gender_pairs.tsv"], names=shared_data / "cds" / "names_pairs_1000_scaled.json"
+    )
 
 
 @pytest.fixture(scope="module")
@@ -48,8 +49,9 @@ def two_contexts(gap_validation):
     rows = {r["id"]: r for r in gap_validation.to_pylist()}
     ids = ["validation-2", "validation-4"]
     links = gap_pronoun_links(gap_validation)
-    table, counts = split_contexts(ids, ["validation"] * 2, [rows[i]["text"] for i in ids],
-                                   load_splitter("en_core_web_sm", "parser"), links=links)
+    table, counts = split_contexts(
+        ids, ["validation"] * 2, [rows[i]["text"] for i in ids], load_splitter("en_core_web_sm", "parser"), links=links
+    )
     return table, counts, rows
 
 
@@ -75,10 +77,13 @@ def test_gap_links_map_onto_the_split_sentences(two_contexts):
     assert kathleen["start_char"] == 185  # the document offset 185 is offset 0 of this sentence
     reucassel = by_row[("validation-4", 1)]
     span = reucassel["protect_spans"][0]
-    assert reucassel["text"][span["start"]:span["end"]] == "he" and span["name"] == "Reucassel"
+    assert reucassel["text"][span["start"] : span["end"]] == "he" and span["name"] == "Reucassel"
     assert reucassel["start_char"] + span["start"] == rows["validation-4"]["pronoun_offset"]
-    others = [r for r in table.to_pylist() if (r["doc_id"], r["sentence_id"]) not in
-              {("validation-2", 2), ("validation-4", 1)}]
+    others = [
+        r
+        for r in table.to_pylist()
+        if (r["doc_id"], r["sentence_id"]) not in {("validation-2", 2), ("validation-4", 1)}
+    ]
     assert others and all(r["protect_spans"] == [] for r in others)
 
 
@@ -93,21 +98,29 @@ def test_gap_pronoun_linked_to_a_name_is_kept_while_other_words_flip(two_context
     grammatical = Swapper(lexicon, "grammatical", nlp=nlp)
     on = _cda(table, grammatical, True)
     # the pronoun GAP links to Kathleen stays; the school name stays (proper-name rule)
-    assert on[("validation-2", 2)] == ("She was educated at Mary Datchelor Girls' School (now closed), London, "
-                                      "before attending King's College, London.")
+    assert on[("validation-2", 2)] == (
+        "She was educated at Mary Datchelor Girls' School (now closed), London, "
+        "before attending King's College, London."
+    )
     # the same person's unannotated pronouns and "daughter" flip: GAP annotates one pronoun per row
-    assert on[("validation-2", 1)] == ("His mother, Philip, was a lithographic printer, and his father, Ellen, ran a "
-                                      "boarding house in Brixton; Kathleen was their third son.")
+    assert on[("validation-2", 1)] == (
+        "His mother, Philip, was a lithographic printer, and his father, Ellen, ran a "
+        "boarding house in Brixton; Kathleen was their third son."
+    )
     # the first "he" refers to Reucassel: kept; "Mr" and the second "he" (Debnam) flip
-    assert on[("validation-4", 1)] == ("When TV cameras remained focused on Reucassel rather than Mrs Debnam, he said, "
-                                      "``Sorry, I'm not Peter Debnam, she's over there.")
+    assert on[("validation-4", 1)] == (
+        "When TV cameras remained focused on Reucassel rather than Mrs Debnam, he said, "
+        "``Sorry, I'm not Peter Debnam, she's over there."
+    )
     assert grammatical.stats.kept_in_clusters == 2
     off = _cda(table, Swapper(lexicon, "grammatical", nlp=nlp), False)
     assert off[("validation-2", 2)].startswith("He was educated")
-    assert off[("validation-4", 1)].startswith("When TV cameras remained focused on Reucassel rather than Mrs Debnam, "
-                                               "she said,")
-    assert {k: v for k, v in on.items() if k not in {("validation-2", 2), ("validation-4", 1)}} == \
-        {k: v for k, v in off.items() if k not in {("validation-2", 2), ("validation-4", 1)}}
+    assert off[("validation-4", 1)].startswith(
+        "When TV cameras remained focused on Reucassel rather than Mrs Debnam, she said,"
+    )
+    assert {k: v for k, v in on.items() if k not in {("validation-2", 2), ("validation-4", 1)}} == {
+        k: v for k, v in off.items() if k not in {("validation-2", 2), ("validation-4", 1)}
+    }
 
 
 def test_with_names_the_pronoun_follows_its_name(two_contexts, lexicon, nlp):
@@ -115,13 +128,15 @@ def test_with_names_the_pronoun_follows_its_name(two_contexts, lexicon, nlp):
     is kept, so his pronoun is kept too."""
     table = two_contexts[0]
     swapper = Swapper(lexicon, "grammatical", names=True, nlp=nlp)
-    out = cds_corpus(table.select(["doc_id", "sentence_id", "split", "text"]), swapper, 1.0, 0,
-                     protect=protect_from_table(table))
+    out = cds_corpus(
+        table.select(["doc_id", "sentence_id", "split", "text"]), swapper, 1.0, 0, protect=protect_from_table(table)
+    )
     got = {(r["doc_id"], r["sentence_id"]): r["text"] for r in out.to_pylist()}
     assert got[("validation-2", 0)].startswith("Timothy Nott was born")
     assert got[("validation-2", 2)].startswith("He was educated")
-    assert got[("validation-4", 1)].startswith("When TV cameras remained focused on Reucassel rather than Mrs "
-                                               "Debnam, he said,")
+    assert got[("validation-4", 1)].startswith(
+        "When TV cameras remained focused on Reucassel rather than Mrs Debnam, he said,"
+    )
     assert swapper.stats.kept_in_clusters == 1
 
 
@@ -206,19 +221,33 @@ def test_ontonotes_style_clusters_with_a_proper_noun(tmp_path):
     swapper = Swapper(load_lexicon(wordlists=[WORDLIST_DIR / "lu2018_gender_pairs.tsv"]), "grammatical")
     s1 = doc.sentences[1]
     # "sister" belongs to cluster 3 (its innermost mention): flipped; "He" and "her" are kept
-    assert swapper.swap_tokens(s1.words, tags=s1.tags, protect=protected_tokens(doc)[1]) == \
-        ["He", "liked", "her", "brother", "."]
+    assert swapper.swap_tokens(s1.words, tags=s1.tags, protect=protected_tokens(doc)[1]) == [
+        "He",
+        "liked",
+        "her",
+        "brother",
+        ".",
+    ]
     assert swapper.swap_tokens(s1.words, tags=s1.tags) == ["She", "liked", "his", "brother", "."]
     # anonymisation collapses "John Smith" to one token: the protected indices move with the words
-    anonymised = anonymise_document(doc, [e for s in doc.sentences for e in s.entities if e.label == "PERSON"],
-                                    gold_ner=True)
+    anonymised = anonymise_document(
+        doc, [e for s in doc.sentences for e in s.entities if e.label == "PERSON"], gold_ner=True
+    )
     assert anonymised[0].words == ["[E1]", "met", "[E2]", "(", "again", ")", "."]
     assert anonymised[0].protect == [] and anonymised[1].protect == [0, 2]  # names are [E1], [E2] now
 
 
 def test_protected_indices_follow_a_collapsed_name(tmp_path):
-    text = conll_text("nw/x/0", [with_cells(tok("Mary Ann Evans said she was tired .", "NNP NNP NNP VBD PRP VBD JJ ."),
-                                            ner={0: "(PERSON*", 2: "*)"}, coref={0: "(1", 2: "1)", 4: "(1)"})])
+    text = conll_text(
+        "nw/x/0",
+        [
+            with_cells(
+                tok("Mary Ann Evans said she was tired .", "NNP NNP NNP VBD PRP VBD JJ ."),
+                ner={0: "(PERSON*", 2: "*)"},
+                coref={0: "(1", 2: "1)", 4: "(1)"},
+            )
+        ],
+    )
     path = tmp_path / "x.v4_gold_conll"
     path.write_text(text)
     doc = read_conll(path)[0]
@@ -283,14 +312,17 @@ def test_the_option_belongs_to_the_grammatical_intervention():
     key = "corpora.gap.interventions.x"
     assert check_intervention({"method": "cda", "intervention": "grammatical"}, key)["protect_proper_noun_clusters"]
     assert not check_intervention({"method": "cda", "intervention": "naive"}, key)["protect_proper_noun_clusters"]
-    assert not check_intervention({"method": "cda", "intervention": "grammatical",
-                                   "protect_proper_noun_clusters": False}, key)["protect_proper_noun_clusters"]
-    with pytest.raises(ConfigError, match=r"corpora\.gap\.interventions\.x\.protect_proper_noun_clusters: true "
-                                          r"needs intervention: grammatical"):
+    assert not check_intervention(
+        {"method": "cda", "intervention": "grammatical", "protect_proper_noun_clusters": False}, key
+    )["protect_proper_noun_clusters"]
+    with pytest.raises(
+        ConfigError,
+        match=r"corpora\.gap\.interventions\.x\.protect_proper_noun_clusters: true "
+        r"needs intervention: grammatical",
+    ):
         check_intervention({"method": "cda", "intervention": "naive", "protect_proper_noun_clusters": True}, key)
     with pytest.raises(ConfigError, match=r"x\.protect_proper_noun_clusters: must be true or false, got 'yes'"):
-        check_intervention({"method": "cda", "intervention": "grammatical", "protect_proper_noun_clusters": "yes"},
-                           key)
+        check_intervention({"method": "cda", "intervention": "grammatical", "protect_proper_noun_clusters": "yes"}, key)
     assert gpr_options(None)["protect_proper_noun_clusters"] is False  # Manela et al.: every pronoun
     with pytest.raises(ConfigError, match=r"corpora\.ontonotes\.gpr\.protect_proper_noun_clusters: true needs"):
         gpr_options({"intervention": "naive", "protect_proper_noun_clusters": True})
@@ -298,8 +330,9 @@ def test_the_option_belongs_to_the_grammatical_intervention():
 
 def test_texts_without_coreference_flip_everything(lexicon, nlp):
     """A sentence table without protect_spans (a plain text corpus): the option has nothing to act on."""
-    table = pa.table({"doc_id": ["d"], "sentence_id": [0], "split": ["x"],
-                      "text": ["Queen Elizabeth said she would come."]})
+    table = pa.table(
+        {"doc_id": ["d"], "sentence_id": [0], "split": ["x"], "text": ["Queen Elizabeth said she would come."]}
+    )
     assert protect_from_table(table) is None
     out = cda_corpus(table, Swapper(lexicon, "grammatical", nlp=nlp), protect=None)
     assert out.column("text").to_pylist()[1] == "Queen Elizabeth said he would come."
@@ -312,5 +345,7 @@ def test_swap_texts_protect_checks_its_input(lexicon, nlp):
     with pytest.raises(ValueError, match=r"protect span 7\.\.12 is outside its text \(8 characters\)"):
         swapper.swap_texts(["He left."], protect=[[(7, 12)]])
     # a span keeps every token it overlaps, and only those
-    assert swapper.swap_texts(["He said he left.", "He said he left."], protect=[[(8, 10)], [(0, 2, "Tom")]]) == \
-        ["She said he left.", "He said she left."]
+    assert swapper.swap_texts(["He said he left.", "He said he left."], protect=[[(8, 10)], [(0, 2, "Tom")]]) == [
+        "She said he left.",
+        "He said she left.",
+    ]

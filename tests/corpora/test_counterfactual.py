@@ -28,6 +28,7 @@ WORDLISTS = REPO_ROOT / "resources" / "wordlists"
 
 # ------------------------------------------------------------------------------------------ fixtures
 
+
 @pytest.fixture(scope="session")
 def nlp():
     return load_spacy("en_core_web_sm")
@@ -35,15 +36,16 @@ def nlp():
 
 @pytest.fixture(scope="session")
 def lexicon(shared_data):
-    return load_lexicon(cds_pairs=shared_data / "cds" / "cda_default_pairs.json",
-                        winobias_dir=shared_data / "winobias")
+    return load_lexicon(cds_pairs=shared_data / "cds" / "cda_default_pairs.json", winobias_dir=shared_data / "winobias")
 
 
 @pytest.fixture(scope="session")
 def names_lexicon(shared_data):
-    return load_lexicon(cds_pairs=shared_data / "cds" / "cda_default_pairs.json",
-                        winobias_dir=shared_data / "winobias",
-                        names=shared_data / "cds" / "names_pairs_1000_scaled.json")
+    return load_lexicon(
+        cds_pairs=shared_data / "cds" / "cda_default_pairs.json",
+        winobias_dir=shared_data / "winobias",
+        names=shared_data / "cds" / "names_pairs_1000_scaled.json",
+    )
 
 
 @pytest.fixture(scope="session")
@@ -72,6 +74,7 @@ def winobias_dev_sentences(folder: Path) -> list[str]:
 
 # ------------------------------------------------------------------------------------------ lexicon
 
+
 def test_interventions():
     assert INTERVENTIONS == ("grammatical", "naive")
 
@@ -89,8 +92,15 @@ def test_lu_list_transcription_matches_the_published_pair_list(shared_data):
 
 def test_lexicon_has_both_directions_and_plurals(lexicon):
     pairs = lexicon.word_pairs
-    for a, b in [("king", "queen"), ("kings", "queens"), ("actor", "actress"), ("actors", "actresses"),
-                 ("son-in-law", "daughter-in-law"), ("mr.", "mrs."), ("spokesman", "spokeswoman")]:
+    for a, b in [
+        ("king", "queen"),
+        ("kings", "queens"),
+        ("actor", "actress"),
+        ("actors", "actresses"),
+        ("son-in-law", "daughter-in-law"),
+        ("mr.", "mrs."),
+        ("spokesman", "spokeswoman"),
+    ]:
         assert pairs[a] == b and pairs[b] == a, (a, b)
     assert all(k == k.lower() and v == v.lower() for k, v in pairs.items())
     assert not PRONOUNS & set(pairs), "pronouns are decided by rules, never by the dictionary"
@@ -100,8 +110,9 @@ def test_lexicon_has_both_directions_and_plurals(lexicon):
 
 def test_lexicon_conflicts_are_first_wins_deterministic_and_logged(shared_data, caplog):
     with caplog.at_level(logging.DEBUG, logger="lmbias.corpora.swap_lexicon"):
-        a = load_lexicon(cds_pairs=shared_data / "cds" / "cda_default_pairs.json",
-                         winobias_dir=shared_data / "winobias")
+        a = load_lexicon(
+            cds_pairs=shared_data / "cds" / "cda_default_pairs.json", winobias_dir=shared_data / "winobias"
+        )
     b = load_lexicon(cds_pairs=shared_data / "cds" / "cda_default_pairs.json", winobias_dir=shared_data / "winobias")
     assert a.word_pairs == b.word_pairs and a.conflicts == b.conflicts
     # generalized_swaps.txt maps "chairwomen -> chairman" (sic); Lu et al.'s "chairmen - chairwomen" wins
@@ -126,9 +137,10 @@ def test_lexicon_conflict_in_own_files(tmp_path):
     assert lex.is_involution("king") and not lex.is_involution("lord")
 
 
-@pytest.mark.parametrize("content, line", [("actor\tactress\nbroken line without tab\n", 2),
-                                            ("# c\n\nwaiter\twaitress\textra\n", 3),
-                                            ("boy\t  \n", 1)])
+@pytest.mark.parametrize(
+    "content, line",
+    [("actor\tactress\nbroken line without tab\n", 2), ("# c\n\nwaiter\twaitress\textra\n", 3), ("boy\t  \n", 1)],
+)
 def test_malformed_winobias_line_names_file_and_line(tmp_path, content, line):
     (tmp_path / "generalized_swaps.txt").write_text(content, encoding="utf-8")
     (tmp_path / "extra_gendered_words.txt").write_text("cowboy\tcowgirl\n", encoding="utf-8")
@@ -157,6 +169,7 @@ def test_swapper_rejects_bad_configuration(lexicon):
 
 # ------------------------------------------------------------------------------------------ rules
 
+
 def test_match_case():
     assert [match_case(w, "she") for w in ("he", "He", "HE")] == ["she", "She", "SHE"]
     assert match_case("Son-In-Law", "daughter-in-law") == "Daughter-In-Law"
@@ -164,7 +177,7 @@ def test_match_case():
 
 
 def test_naive_and_grammatical_differ_on_object_her(naive, grammatical):
-    assert naive.swap_text("I saw her.") == "I saw his."          # the baseline's documented error
+    assert naive.swap_text("I saw her.") == "I saw his."  # the baseline's documented error
     assert grammatical.swap_text("I saw her.") == "I saw him."
     assert naive.swap_text("I saw her dog.") == grammatical.swap_text("I saw her dog.") == "I saw his dog."
 
@@ -210,8 +223,13 @@ def test_courtesy_titles_flip_with_and_without_names(grammatical, with_names):
 
 
 def test_names_are_swapped_consistently_within_a_document(with_names):
-    texts = ["John met Mary in Paris.", "Later John called her.", "Elizabeth Taylor arrived.", "Taylor smiled.",
-             "John left."]
+    texts = [
+        "John met Mary in Paris.",
+        "Later John called her.",
+        "Elizabeth Taylor arrived.",
+        "Taylor smiled.",
+        "John left.",
+    ]
     out = with_names.swap_texts(texts, doc_ids=["a", "a", "a", "a", "b"])
     assert out[0] == "Mary met John in Paris."
     assert out[1] == "Later Mary called him."
@@ -233,8 +251,14 @@ def test_swap_tokens_with_gold_tags_and_conll_ner(grammatical, naive):
     # CoNLL-2012 NER brackets: a title inside a PERSON entity is kept
     words = ["Queen", "Elizabeth", "thanked", "the", "king", "."]
     tags = ["NNP", "NNP", "VBD", "DT", "NN", "."]
-    assert grammatical.swap_tokens(words, tags, ["(PERSON*", "*)", "*", "*", "*", "*"]) == \
-        ["Queen", "Elizabeth", "thanked", "the", "queen", "."]
+    assert grammatical.swap_tokens(words, tags, ["(PERSON*", "*)", "*", "*", "*", "*"]) == [
+        "Queen",
+        "Elizabeth",
+        "thanked",
+        "the",
+        "queen",
+        ".",
+    ]
     # protect: Lu et al.'s "no flip in a cluster with a proper noun" when gold coreference is known
     words = ["Queen", "Elizabeth", "said", "she", "was", "tired", "."]
     tags = ["NNP", "NNP", "VBD", "PRP", "VBD", "JJ", "."]
@@ -251,16 +275,29 @@ def test_stats_count_changes(lexicon):
 
 # ------------------------------------------------------------------------------------------ gold set
 
+
 def test_gold_set_accuracy(grammatical):
     rows = read_gold()
     assert len(rows) >= 200
-    assert {"her_object", "her_possessive", "his_predicative", "hers", "reflexive", "all_caps", "proper_name",
-            "plural", "possessive_s", "quotes", "no_swap"} <= {r["case"] for r in rows}
+    assert {
+        "her_object",
+        "her_possessive",
+        "his_predicative",
+        "hers",
+        "reflexive",
+        "all_caps",
+        "proper_name",
+        "plural",
+        "possessive_s",
+        "quotes",
+        "no_swap",
+    } <= {r["case"] for r in rows}
     outputs = grammatical.swap_texts([r["original"] for r in rows])
     per_case, failures = gold_report(rows, outputs)
     table = format_table(per_case)
-    report = f"gold set, grammatical intervention (names=False)\n{table}\nfailures ({len(failures)}):\n" + \
-        "\n".join(failures)
+    report = f"gold set, grammatical intervention (names=False)\n{table}\nfailures ({len(failures)}):\n" + "\n".join(
+        failures
+    )
     print("\n" + report)
     pronouns = sum(c["pronouns"] for c in per_case.values())
     pronoun_acc = sum(c["pronouns_ok"] for c in per_case.values()) / pronouns
@@ -280,6 +317,7 @@ def test_gold_report_can_fail():
 
 
 # ------------------------------------------------------------------------------------------ property
+
 
 def one_to_one(text: str, lexicon: SwapLexicon) -> bool:
     """True when every gendered word of `text` has a partner whose partner is the word (no her/his/him/hers)."""
@@ -337,8 +375,12 @@ def test_named_word_lists_choose_the_lexicon(shared_data):
     from lmbias.corpora.jobs import lexicon_inputs, lexicon_kwargs
 
     def lexicon(name):
-        files = {k: str(shared_data / Path(v).relative_to("resources/data")) if v.startswith("resources/data/") else
-                 str(WORDLISTS.parent.parent / v) for k, v in lexicon_inputs(False, name).items()}
+        files = {
+            k: str(shared_data / Path(v).relative_to("resources/data"))
+            if v.startswith("resources/data/")
+            else str(WORDLISTS.parent.parent / v)
+            for k, v in lexicon_inputs(False, name).items()
+        }
         return load_lexicon(**lexicon_kwargs(files))
 
     lu, wino, merged = lexicon("lu2018"), lexicon("winobias"), lexicon("merged")

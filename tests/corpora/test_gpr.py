@@ -15,8 +15,18 @@ from lmbias.errors import ConfigError
 from lmbias.corpora.gpr import GPR_SCHEMA, PRONOUN_PLACEHOLDER, PRONOUNS, assign_splits, gpr_examples, spacy_tags
 from lmbias.corpora.nlp import load_spacy
 
-OPPOSITE = {("he", "she"), ("she", "he"), ("him", "her"), ("her", "him"), ("her", "his"), ("his", "her"),
-            ("his", "hers"), ("hers", "his"), ("himself", "herself"), ("herself", "himself")}
+OPPOSITE = {
+    ("he", "she"),
+    ("she", "he"),
+    ("him", "her"),
+    ("her", "him"),
+    ("her", "his"),
+    ("his", "her"),
+    ("his", "hers"),
+    ("hers", "his"),
+    ("himself", "herself"),
+    ("herself", "himself"),
+}
 
 
 @pytest.fixture(scope="module")
@@ -26,7 +36,9 @@ def nlp():
 
 @pytest.fixture(scope="module")
 def swapper(shared_data, nlp):
-    lexicon = load_lexicon(cds_pairs=shared_data / "cds" / "cda_default_pairs.json", winobias_dir=shared_data / "winobias")
+    lexicon = load_lexicon(
+        cds_pairs=shared_data / "cds" / "cda_default_pairs.json", winobias_dir=shared_data / "winobias"
+    )
     return Swapper(lexicon, intervention="grammatical", nlp=nlp)
 
 
@@ -45,9 +57,17 @@ def test_winobias_gpr_counts(winobias_gpr):
     assert u.schema.equals(GPR_SCHEMA) and a.schema.equals(GPR_SCHEMA)
     # every WinoBias sentence holds at least one pronoun; 34 hold two (e.g. "... she ... her employees")
     assert counts == {
-        "sentences": 1584, "sentences_with_pronoun": 1584, "documents": 1584, "validation_documents": 317,
-        "examples_u": 1618, "examples_a": 3236, "not_swapped": 0, "u_male": 810, "u_female": 808,
-        "u_train": 1294, "u_validation": 324,
+        "sentences": 1584,
+        "sentences_with_pronoun": 1584,
+        "documents": 1584,
+        "validation_documents": 317,
+        "examples_u": 1618,
+        "examples_a": 3236,
+        "not_swapped": 0,
+        "u_male": 810,
+        "u_female": 808,
+        "u_train": 1294,
+        "u_validation": 324,
     }
     labels = collections.Counter(u.column("label").to_pylist())
     assert labels == {"her": 448, "him": 366, "he": 361, "she": 360, "his": 83}
@@ -111,9 +131,14 @@ def test_assign_splits_edges():
 
 def test_gold_pos_drives_the_swap(swapper):
     # OntoNotes-style gold tags: "her" before a noun tagged PRP (object) must become "him", not "his".
-    s = AnonymisedSentence(doc_key="d#000", document="d", sentence_id=0,
-                           words=["[E1]", "gave", "her", "flowers", "and", "her", "mother", "smiled", "."],
-                           tags=["NNP", "VBD", "PRP", "NNS", "CC", "PRP$", "NN", "VBD", "."], persons=1)
+    s = AnonymisedSentence(
+        doc_key="d#000",
+        document="d",
+        sentence_id=0,
+        words=["[E1]", "gave", "her", "flowers", "and", "her", "mother", "smiled", "."],
+        tags=["NNP", "VBD", "PRP", "NNS", "CC", "PRP$", "NN", "VBD", "."],
+        persons=1,
+    )
     u, a, counts = gpr_examples([s], swapper, validation_fraction=0.0)
     assert [r["tag"] for r in u.to_pylist()] == ["PRP", "PRP$"]
     copies = [r for r in a.to_pylist() if r["augmented"]]
@@ -133,10 +158,15 @@ def test_gold_ner_reaches_the_swapper(swapper):
             calls.append((tags, ner))
             return swapper.swap_tokens(words, tags=tags, ner=ner)
 
-    s = AnonymisedSentence(doc_key="d#000", document="d", sentence_id=0,
-                           words=["[E1]", "left", "King", "'s", "College", "and", "she", "cried", "."],
-                           tags=["NNP", "VBD", "NNP", "POS", "NNP", "CC", "PRP", "VBD", "."], persons=1,
-                           ner=["B-PERSON", "O", "B-ORG", "I-ORG", "I-ORG", "O", "O", "O", "O"])
+    s = AnonymisedSentence(
+        doc_key="d#000",
+        document="d",
+        sentence_id=0,
+        words=["[E1]", "left", "King", "'s", "College", "and", "she", "cried", "."],
+        tags=["NNP", "VBD", "NNP", "POS", "NNP", "CC", "PRP", "VBD", "."],
+        persons=1,
+        ner=["B-PERSON", "O", "B-ORG", "I-ORG", "I-ORG", "O", "O", "O", "O"],
+    )
     _, a, _ = gpr_examples([s], Recording(), validation_fraction=0.0)
     assert calls == [(s.tags, s.ner)]
     assert a.to_pylist()[1]["text"] == "[E1] left King's College and [PRONOUN] cried."
@@ -150,7 +180,8 @@ def test_batched_tags_equal_the_swappers_own(winobias_gpr, swapper, nlp):
 
 
 def test_sentence_without_pronoun_gives_no_example(swapper):
-    s = AnonymisedSentence(doc_key="d#000", document="d", sentence_id=0, words=["[E1]", "slept", "."],
-                           tags=None, persons=1)
+    s = AnonymisedSentence(
+        doc_key="d#000", document="d", sentence_id=0, words=["[E1]", "slept", "."], tags=None, persons=1
+    )
     u, a, counts = gpr_examples([s], swapper)
     assert u.num_rows == a.num_rows == 0 and counts["sentences_with_pronoun"] == 0

@@ -29,8 +29,9 @@ def test_split_keeps_ids_offsets_and_counts_duplicates(parser_nlp):
     ]
     # gold pronoun-name links: "She" of a -> Alice; "him" of c (a's duplicate) -> Bob
     links = {"a": [(24, 27, "Alice")], "c": [(34, 37, "Bob")]}
-    table, counts = split_contexts(["a", "b", "c", "d", "e"], ["development"] * 4 + ["test"], texts, parser_nlp,
-                                   links=links)
+    table, counts = split_contexts(
+        ["a", "b", "c", "d", "e"], ["development"] * 4 + ["test"], texts, parser_nlp, links=links
+    )
     assert table.schema.equals(SENTENCES_SCHEMA)
     rows = table.to_pylist()
     assert [(r["doc_id"], r["sentence_id"], r["text"]) for r in rows] == [
@@ -46,12 +47,18 @@ def test_split_keeps_ids_offsets_and_counts_duplicates(parser_nlp):
     for r in rows:  # offsets point into the context; surrounding whitespace and blank lines are trimmed
         assert by_id[r["doc_id"]][r["start_char"] : r["end_char"]] == r["text"] == r["text"].strip()
     assert counts == {
-        "contexts": 5, "duplicate_contexts": 1, "sentences_split": 10, "duplicates_removed": 4, "sentences": 6,
+        "contexts": 5,
+        "duplicate_contexts": 1,
+        "sentences_split": 10,
+        "duplicates_removed": 4,
+        "sentences": 6,
         "protected_spans": 2,
     }
     # the removed duplicate (c) hands its link to the kept copy: the same text, the same offsets
-    assert rows[1]["protect_spans"] == [{"start": 0, "end": 3, "name": "Alice"},
-                                        {"start": 10, "end": 13, "name": "Bob"}]
+    assert rows[1]["protect_spans"] == [
+        {"start": 0, "end": 3, "name": "Alice"},
+        {"start": 10, "end": 13, "name": "Bob"},
+    ]
     assert all(r["protect_spans"] == [] for i, r in enumerate(rows) if i != 1)
     kept, no_dedup = split_contexts(["a", "b", "c", "d", "e"], ["x"] * 5, texts, parser_nlp, dedup=False)
     assert kept.num_rows == 10 and no_dedup["duplicates_removed"] == 0
@@ -65,8 +72,14 @@ def test_duplicate_document_ids_are_an_error(parser_nlp):
 def test_gap_validation_split(gap_validation, parser_nlp):
     table, counts = gap_sentences(gap_validation, parser_nlp)
     # pinned for en_core_web_sm 3.8.0's parser (docs/corpora.md, "GAP sentence count": ours and why it differs)
-    assert counts == {"contexts": 454, "duplicate_contexts": 0, "sentences_split": 1403, "duplicates_removed": 20,
-                      "sentences": 1383, "protected_spans": 392}
+    assert counts == {
+        "contexts": 454,
+        "duplicate_contexts": 0,
+        "sentences_split": 1403,
+        "duplicates_removed": 20,
+        "sentences": 1383,
+        "protected_spans": 392,
+    }
     rows = table.to_pylist()
     texts = {r["id"]: r["text"] for r in gap_validation.to_pylist()}
     kept = {r["text"] for r in rows}
@@ -83,10 +96,14 @@ def test_gap_validation_split(gap_validation, parser_nlp):
     landed = {}
     for r in rows:
         for span in r["protect_spans"]:
-            owners = [g for g in linked if g["pronoun_offset"] - span["start"] >= 0
-                      and g["text"][g["pronoun_offset"] - span["start"]:][:len(r["text"])] == r["text"]
-                      and span["name"] == (g["a"] if g["a_coref"] else g["b"])]
-            assert owners and r["text"][span["start"]:span["end"]] == owners[0]["pronoun"]
+            owners = [
+                g
+                for g in linked
+                if g["pronoun_offset"] - span["start"] >= 0
+                and g["text"][g["pronoun_offset"] - span["start"] :][: len(r["text"])] == r["text"]
+                and span["name"] == (g["a"] if g["a_coref"] else g["b"])
+            ]
+            assert owners and r["text"][span["start"] : span["end"]] == owners[0]["pronoun"]
             landed.update((g["id"], r["doc_id"]) for g in owners)
     assert len(linked) == 392 and set(landed) == {g["id"] for g in linked}
     assert sum(own != kept for own, kept in landed.items()) == 5  # links moved to a duplicate's kept copy

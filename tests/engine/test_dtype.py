@@ -49,8 +49,10 @@ def _entry(path: Path, **extra) -> dict:
 
 @pytest.fixture(scope="module")
 def loaded(tiny_llama) -> dict:
-    return {dtype: load_model(model_spec("tiny-llama", _entry(tiny_llama, dtype=dtype)))
-            for dtype in ("fp32", "bf16", "fp16")}
+    return {
+        dtype: load_model(model_spec("tiny-llama", _entry(tiny_llama, dtype=dtype)))
+        for dtype in ("fp32", "bf16", "fp16")
+    }
 
 
 @pytest.fixture(scope="module")
@@ -84,8 +86,10 @@ def test_half_precision_scores_stay_within_the_stated_tolerance(loaded, config, 
     definition = registry.definition(registry.measure_of(bench), name)
     items = _items(config, name, n, shared_data)
     tokenizer = loaded["fp32"][1]
-    scores = {d: definition.score(items, model, tokenizer, "clm", bench.get("scoring", {}), EngineStats())
-              for d, (model, _) in loaded.items()}
+    scores = {
+        d: definition.score(items, model, tokenizer, "clm", bench.get("scoring", {}), EngineStats())
+        for d, (model, _) in loaded.items()
+    }
     columns = [c for c in scores["fp32"].schema.names if pa.types.is_floating(scores["fp32"].schema.field(c).type)]
     assert columns
     for dtype, tolerance in (("bf16", BF16_RELATIVE_TOLERANCE), ("fp16", FP16_RELATIVE_TOLERANCE)):
@@ -112,8 +116,16 @@ def test_scores_file_records_dtype_and_precision(tiny_llama, config, shared_data
     pq.write_table(_items(config, "crows_pairs", 4, shared_data), items)
     for dtype, precision, expected in (("bf16", "auto", ("bf16", "fp32")), ("auto", "bf16", ("fp32", "bf16"))):
         out = tmp_path / dtype / "scores" / "crows_pairs.parquet"
-        score_benchmark_job(items, out, "tiny-llama", _entry(tiny_llama, dtype=dtype, precision=precision),
-                            {"kind": "pretrained"}, "crows_pairs", config["benchmarks"]["crows_pairs"], threads=1)
+        score_benchmark_job(
+            items,
+            out,
+            "tiny-llama",
+            _entry(tiny_llama, dtype=dtype, precision=precision),
+            {"kind": "pretrained"},
+            "crows_pairs",
+            config["benchmarks"]["crows_pairs"],
+            threads=1,
+        )
         prov = file_provenance(out)
         assert (prov["weights_dtype"], prov["precision"]) == expected, (dtype, precision)
 
@@ -142,13 +154,39 @@ def test_full_fine_tuning_keeps_float32_master_weights(tiny_llama, loaded, share
         assert {handle.get_tensor(k).dtype for k in handle.keys()} == {torch.bfloat16}
     texts = ["He is a nurse.", "She works as an engineer.", "The doctor said she was late.", "His sister is a pilot."]
     corpus = tmp_path / "corpus.parquet"
-    pq.write_table(pa.Table.from_pylist([{"doc_id": f"d{i}", "sentence_id": 0, "split": "development", "text": t,
-                                          "is_counterfactual": False, "changed": False} for i, t in enumerate(texts)]),
-                   corpus)
+    pq.write_table(
+        pa.Table.from_pylist(
+            [
+                {
+                    "doc_id": f"d{i}",
+                    "sentence_id": 0,
+                    "split": "development",
+                    "text": t,
+                    "is_counterfactual": False,
+                    "changed": False,
+                }
+                for i, t in enumerate(texts)
+            ]
+        ),
+        corpus,
+    )
     out = tmp_path / "model"
-    train_job(_entry(half, dtype="bf16"), "tiny-llama", str(corpus), str(out), 0,
-              {"objective": "clm", "batch_size": 2, "max_steps": 2, "epochs": 1, "learning_rate": 1e-3,
-               "max_length": 32, "precision": "fp32"})
+    train_job(
+        _entry(half, dtype="bf16"),
+        "tiny-llama",
+        str(corpus),
+        str(out),
+        0,
+        {
+            "objective": "clm",
+            "batch_size": 2,
+            "max_steps": 2,
+            "epochs": 1,
+            "learning_rate": 1e-3,
+            "max_length": 32,
+            "precision": "fp32",
+        },
+    )
     info = json.loads((out / "training.json").read_text())
     assert info["weights_dtype"] == "fp32" and info["steps"] == 2
     losses = pq.read_table(out / "train_log.parquet").column("loss").to_pylist()

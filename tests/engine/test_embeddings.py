@@ -68,7 +68,9 @@ def test_padding_included_differs_on_padded_batches_excluded_equals_unbatched(ti
     # pad_to=128 (the DA-Gender code): every row padded to 128, whatever the batch -> batch-independent,
     # equal to the one-at-a-time padded reference, and different from the padding-excluded mean
     fixed = sentence_embeddings(model, tok, TEXTS, [padded], family, batch_size=2, pad_to=128)[padded]
-    np.testing.assert_allclose(fixed, naive_sentence_embeddings(model, tok, TEXTS, padded, family, pad_to=128), atol=1e-5, rtol=0)
+    np.testing.assert_allclose(
+        fixed, naive_sentence_embeddings(model, tok, TEXTS, padded, family, pad_to=128), atol=1e-5, rtol=0
+    )
     assert np.abs(fixed - unbatched).max(axis=1).min() > 1e-3
     assert pooling_label(padded, 128) == f"{padded}128" and pooling_label(padded, None) == f"{padded}_batch"
 

@@ -45,7 +45,8 @@ def test_encoder_family_takes_an_mlm_folder_and_refuses_decoders(tmp_path):
     mlm, _ = load_model(model_spec("m", _entry(str(bert), "mlm")))
     texts = ["he is a nurse .", "she is here ."]
     assert embeddings.sentence_embeddings(encoder, tok, texts, ["mean"], "encoder")["mean"] == pytest.approx(
-        embeddings.sentence_embeddings(mlm, tok, texts, ["mean"], "mlm")["mean"], abs=1e-6)
+        embeddings.sentence_embeddings(mlm, tok, texts, ["mean"], "mlm")["mean"], abs=1e-6
+    )
     build_tiny_model("bart", tmp_path / "bart", seed=0)
     with pytest.raises(ConfigError, match=r"models.b.family: .*encoder-decoder.*use family seq2seq"):
         load_model(model_spec("b", _entry(str(tmp_path / "bart"))))
@@ -65,7 +66,9 @@ def test_encoder_embeddings_equal_the_naive_loop_and_the_mlm_encoder(minilm_path
         ref = embeddings.naive_sentence_embeddings(model, tok, texts, pooling, "encoder")
         assert got[pooling] == pytest.approx(ref, abs=1e-5)
     mlm, _ = load_model(model_spec("minilm", _entry(minilm_path, "mlm")), strict=False)
-    assert embeddings.sentence_embeddings(mlm, tok, texts, ["mean"], "mlm")["mean"] == pytest.approx(got["mean"], abs=1e-5)
+    assert embeddings.sentence_embeddings(mlm, tok, texts, ["mean"], "mlm")["mean"] == pytest.approx(
+        got["mean"], abs=1e-5
+    )
     with pytest.raises(ConfigError, match="do not apply to family encoder"):
         embeddings.check_poolings("encoder", ["last"])
 
@@ -73,15 +76,19 @@ def test_encoder_embeddings_equal_the_naive_loop_and_the_mlm_encoder(minilm_path
 def test_registry_gives_encoders_only_the_embedding_benchmarks(repo_root):
     config = yaml.safe_load((repo_root / "config.yaml").read_text())
     # the embedding benchmarks and the peers' readings of them (seat-biasbench, seat_v1-dagender, ...), nothing else
-    embedding_entries = {name for name, entry in config["benchmarks"].items()
-                         if entry["dataset"] in ("seat", "seat_templates")}
+    embedding_entries = {
+        name for name, entry in config["benchmarks"].items() if entry["dataset"] in ("seat", "seat_templates")
+    }
     assert EMBEDDING_BENCHMARKS <= embedding_entries
     assert set(registry.benchmarks_for("encoder", config["benchmarks"])) == embedding_entries
-    with pytest.raises(ConfigError, match="benchmark 'crows_pairs' does not apply to model 'minilm' of family 'encoder'"):
+    with pytest.raises(
+        ConfigError, match="benchmark 'crows_pairs' does not apply to model 'minilm' of family 'encoder'"
+    ):
         registry.check_family("crows_pairs", config["benchmarks"]["crows_pairs"], "encoder", "minilm")
 
 
 # ------------------------------------------------------------------------------- through the workflow
+
 
 @pytest.fixture(scope="session")
 def encoder_run(tmp_path_factory, repo_root, shared_data, minilm_path):
@@ -126,7 +133,13 @@ def test_workflow_summary_of_a_headless_encoder_has_only_seat(encoder_run):
 def test_lm_head_benchmark_for_an_encoder_fails_at_dag_build(encoder_run, benchmark):
     from helpers.workflow_runs import run_snakemake, scheduled_outputs
 
-    proc = run_snakemake(encoder_run, "-n", f"results/minilm/pretrained/seed0/metrics/{benchmark}.parquet",
-                         "--configfile", "encoder.yaml", check=False)
+    proc = run_snakemake(
+        encoder_run,
+        "-n",
+        f"results/minilm/pretrained/seed0/metrics/{benchmark}.parquet",
+        "--configfile",
+        "encoder.yaml",
+        check=False,
+    )
     assert proc.returncode != 0 and not scheduled_outputs(proc)
     assert f"benchmark '{benchmark}' does not apply to model 'minilm' of family 'encoder'" in proc.stdout + proc.stderr

@@ -55,8 +55,12 @@ def _rows():
 
 
 def _close(fast, slow):
-    np.testing.assert_allclose(np.concatenate([np.atleast_1d(x) for x in fast]),
-                               np.concatenate([np.atleast_1d(x) for x in slow]), atol=1e-5, rtol=0)
+    np.testing.assert_allclose(
+        np.concatenate([np.atleast_1d(x) for x in fast]),
+        np.concatenate([np.atleast_1d(x) for x in slow]),
+        atol=1e-5,
+        rtol=0,
+    )
 
 
 def test_bec_pro_style_tm_tam_requests(tiny):
@@ -83,8 +87,11 @@ def test_bec_pro_style_tm_tam_requests(tiny):
         fast = masked_logprobs(model, tok, reqs, batch_size=7, stats=stats)
         slow = naive_masked_logprobs(model, tok, reqs)
     else:
-        reqs = [InfillRequest(masked_text=t, prefix=t.split(tok.mask_token)[0].rstrip(" "), candidates=c)
-                for t, k, c in requests if k == 0]
+        reqs = [
+            InfillRequest(masked_text=t, prefix=t.split(tok.mask_token)[0].rstrip(" "), candidates=c)
+            for t, k, c in requests
+            if k == 0
+        ]
         fast = infill_logprobs(model, tok, reqs, batch_size=7, stats=stats)
         slow = naive_infill_logprobs(model, tok, reqs)
     _close(fast, slow)
@@ -98,8 +105,11 @@ def test_token_id_requests_with_several_masked_pieces(tiny):
     if family == "clm":
         pytest.skip("token-id mask requests are for masked and encoder-decoder models")
     stats = EngineStats()
-    sentences = ["The schoolgirl was very triangle in class.", "All the gentlemen in the room were carrots.",
-                 "My sister wants to become a phlebotomist."]
+    sentences = [
+        "The schoolgirl was very triangle in class.",
+        "All the gentlemen in the room were carrots.",
+        "My sister wants to become a phlebotomist.",
+    ]
     if family == "mlm":
         reqs = []
         for s in sentences:
@@ -121,8 +131,9 @@ def test_token_id_requests_with_several_masked_pieces(tiny):
             ids = encode(tok, s)
             enc = tuple(encode(tok, s.rsplit(" ", 1)[0] + " " + tok.mask_token))
             for pos in range(1, len(ids)):  # every decoder prefix: served by one decoder run
-                reqs.append(InfillIdsRequest(encoder_ids=enc, decoder_ids=tuple([start] + ids[:pos]),
-                                             candidates=(ids[pos], 5)))
+                reqs.append(
+                    InfillIdsRequest(encoder_ids=enc, decoder_ids=tuple([start] + ids[:pos]), candidates=(ids[pos], 5))
+                )
         fast = infill_logprobs_ids(model, tok, reqs, batch_size=2, stats=stats)
         slow = naive_infill_logprobs_ids(model, tok, reqs)
         assert stats.unique_inputs == len(sentences)  # prefix sharing: one run per encoder input

@@ -34,7 +34,12 @@ import pytest
 import yaml
 
 from lmbias.engine.hub import (
-    SOURCE_FILE, HubAccessError, HubDownloadError, fetch_hub_model, recorded_commit, wanted_files,
+    SOURCE_FILE,
+    HubAccessError,
+    HubDownloadError,
+    fetch_hub_model,
+    recorded_commit,
+    wanted_files,
 )
 from lmbias.engine.model_spec import model_spec
 from lmbias.engine.models import load_model, resolved_commit
@@ -123,20 +128,44 @@ class FakeHub:
             return self._json(handler, {"error": f"Invalid rev id: {rev}"}, 404, "RevisionNotFound")
         files = commits[commit]
         if api and api.group(2) == "revision":
-            return self._json(handler, {"id": repo, "modelId": repo, "sha": commit, "private": False,
-                                        "siblings": [{"rfilename": f} for f in sorted(files)]})
+            return self._json(
+                handler,
+                {
+                    "id": repo,
+                    "modelId": repo,
+                    "sha": commit,
+                    "private": False,
+                    "siblings": [{"rfilename": f} for f in sorted(files)],
+                },
+            )
         if api:
-            return self._json(handler, [{"type": "file", "path": f, "size": len(b),
-                                         "oid": hashlib.sha1(b).hexdigest()} for f, b in sorted(files.items())])
+            return self._json(
+                handler,
+                [
+                    {"type": "file", "path": f, "size": len(b), "oid": hashlib.sha1(b).hexdigest()}
+                    for f, b in sorted(files.items())
+                ],
+            )
         name = resolve.group(3)
         if repo in self.gated:
             sent = handler.headers.get("Authorization")
             if sent is None:
-                return self._json(handler, {"error": f"Access to model {repo} is restricted. You must have access "
-                                            "to it and be authenticated to access it. Please log in."}, 401, "GatedRepo")
+                return self._json(
+                    handler,
+                    {
+                        "error": f"Access to model {repo} is restricted. You must have access "
+                        "to it and be authenticated to access it. Please log in."
+                    },
+                    401,
+                    "GatedRepo",
+                )
             if sent != f"Bearer {self.gated[repo]}":
-                return self._json(handler, {"error": f"Access to model {repo} is restricted and you are not in the "
-                                            "authorized list."}, 403, "GatedRepo")
+                return self._json(
+                    handler,
+                    {"error": f"Access to model {repo} is restricted and you are not in the authorized list."},
+                    403,
+                    "GatedRepo",
+                )
         if name not in files:
             return self._json(handler, {"error": "Entry not found"}, 404, "EntryNotFound")
         data = files[name]
@@ -172,9 +201,11 @@ def tiny_files(tmp_path_factory) -> dict[str, bytes]:
 def _repos(tiny_files) -> dict:
     bin_only = {k: v for k, v in tiny_files.items() if not k.endswith(".safetensors")}
     bin_only["pytorch_model.bin"] = b"not really a pickle"
-    return {REPO_ID: ({"main": COMMIT, "v1": COMMIT}, {COMMIT: tiny_files}),
-            BIN_ONLY_REPO: ({"main": OTHER_COMMIT}, {OTHER_COMMIT: bin_only}),
-            GATED_REPO: ({"main": COMMIT}, {COMMIT: tiny_files})}
+    return {
+        REPO_ID: ({"main": COMMIT, "v1": COMMIT}, {COMMIT: tiny_files}),
+        BIN_ONLY_REPO: ({"main": OTHER_COMMIT}, {OTHER_COMMIT: bin_only}),
+        GATED_REPO: ({"main": COMMIT}, {COMMIT: tiny_files}),
+    }
 
 
 @pytest.fixture()
@@ -189,7 +220,9 @@ def hub(tiny_files, monkeypatch, tmp_path):
     monkeypatch.setattr(constants, "HF_STORED_TOKENS_PATH", str(tmp_path / "no-stored-tokens"))
     server = FakeHub(_repos(tiny_files), gated={GATED_REPO: GATED_TOKEN})
     monkeypatch.setattr(constants, "ENDPOINT", server.url)  # what HF_ENDPOINT sets when huggingface_hub is imported
-    monkeypatch.setattr(constants, "HUGGINGFACE_CO_URL_TEMPLATE", server.url + "/{repo_id}/resolve/{revision}/{filename}")
+    monkeypatch.setattr(
+        constants, "HUGGINGFACE_CO_URL_TEMPLATE", server.url + "/{repo_id}/resolve/{revision}/{filename}"
+    )
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
     monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hf-cache"))
     yield server
@@ -219,8 +252,7 @@ def _entry(**extra) -> dict:
 def test_fetch_records_commit_and_loads_offline(hub, tiny_files, tmp_path, monkeypatch):
     dest = tmp_path / "resources/models/hub-bert"
     fetch_hub_model("hub-bert", _entry(revision="v1"), dest)
-    assert sorted(p.name for p in dest.iterdir()) == sorted(
-        [SOURCE_FILE] + [f for f in tiny_files if f != "README.md"])
+    assert sorted(p.name for p in dest.iterdir()) == sorted([SOURCE_FILE] + [f for f in tiny_files if f != "README.md"])
     record = json.loads((dest / SOURCE_FILE).read_text())
     assert record["commit"] == COMMIT and record["hub_id"] == REPO_ID and record["revision"] == "v1"
     assert record["files"]["model.safetensors"]["sha256"] == hashlib.sha256(tiny_files["model.safetensors"]).hexdigest()
@@ -295,8 +327,9 @@ def test_offline_mode_is_named(hub, tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize(("token", "status"), [(None, 401), ("hf_someoneElsesTokenWithoutAccess", 403)])
-def test_gated_repo_without_access_is_named_and_keeps_nothing(token, status, hub, no_retry_pause, tmp_path,
-                                                                monkeypatch):
+def test_gated_repo_without_access_is_named_and_keeps_nothing(
+    token, status, hub, no_retry_pause, tmp_path, monkeypatch
+):
     """A gated model (its metadata public, its files not): no token -> 401, a token without access -> 403. Either
     is a HubAccessError that says to accept the licence and set HF_TOKEN; no file and no temporary folder stay."""
     if token:
@@ -312,7 +345,8 @@ def test_gated_repo_without_access_is_named_and_keeps_nothing(token, status, hub
     assert not dest.exists()
     assert not [p for p in tmp_path.rglob("*") if p.is_file()]  # nothing half-written
     assert any(p.startswith(f"/{GATED_REPO}/resolve/") for p in hub.downloads()) or any(
-        m == "HEAD" and f"/{GATED_REPO}/resolve/" in p for m, p in hub.requests)
+        m == "HEAD" and f"/{GATED_REPO}/resolve/" in p for m, p in hub.requests
+    )
     sent = {a for (m, p), a in zip(hub.requests, hub.authorization) if "/resolve/" in p}
     assert sent == ({None} if token is None else {f"Bearer {token}"})
 
@@ -337,8 +371,9 @@ def test_hub_refusing_the_metadata_is_named(hub, tmp_path, monkeypatch):
     def refuse(*args, **kwargs):
         from huggingface_hub.errors import RepositoryNotFoundError
 
-        response = types.SimpleNamespace(status_code=401, headers={}, url=f"{hub.url}/api/models/{GATED_REPO}",
-                                         request=None)
+        response = types.SimpleNamespace(
+            status_code=401, headers={}, url=f"{hub.url}/api/models/{GATED_REPO}", request=None
+        )
         raise RepositoryNotFoundError("401 Client Error. Repository Not Found", response=response)
 
     monkeypatch.setattr("huggingface_hub.HfApi.model_info", refuse)
@@ -384,13 +419,13 @@ def _snakemake_online(workdir: Path, hub_url: str, *args: str) -> subprocess.Com
     """snakemake with huggingface_hub online against `hub_url` (CI exports HF_HUB_OFFLINE=1: overridden here,
     for this subprocess only) and an empty HF cache."""
     env = {k: v for k, v in os.environ.items() if k not in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")}
-    env.update(HF_ENDPOINT=hub_url, HF_HOME=str(workdir / "hf-home"), PYTHONHASHSEED="0",
-               HF_HUB_DISABLE_TELEMETRY="1")
+    env.update(HF_ENDPOINT=hub_url, HF_HOME=str(workdir / "hf-home"), PYTHONHASHSEED="0", HF_HUB_DISABLE_TELEMETRY="1")
     args = list(args)
     cut = next((i for i, a in enumerate(args) if a in ("--configfile", "--config")), len(args))
     args = args[:cut] + ONE_THREAD_PER_JOB + args[cut:]
-    return subprocess.run(SNAKEMAKE + ["--cores", "2", *args], cwd=workdir, env=env, capture_output=True,
-                          text=True, timeout=600)
+    return subprocess.run(
+        SNAKEMAKE + ["--cores", "2", *args], cwd=workdir, env=env, capture_output=True, text=True, timeout=600
+    )
 
 
 @pytest.fixture(scope="module")
@@ -453,8 +488,11 @@ def test_hub_model_jobs_read_the_fetched_folder_and_fetching_is_local(repo_root,
 
     workdir = copy_workflow(repo_root, tmp_path / "wf")
     (workdir / "resources/data").mkdir(parents=True, exist_ok=True)
-    targets = ["results/bert-base/pretrained/seed0/scores/winobias.parquet",
-               "results/bert-base/cds/seed0/model", "results/bert-base/sd/seed0/model"]
+    targets = [
+        "results/bert-base/pretrained/seed0/scores/winobias.parquet",
+        "results/bert-base/cds/seed0/model",
+        "results/bert-base/sd/seed0/model",
+    ]
     config = yaml.safe_load((workdir / "config.yaml").read_text())
     methods = {n: e["kind"] for n, e in config["methods"].items()}
     targets = [t for t in targets if t.split("/")[2] in methods]
@@ -467,8 +505,11 @@ def test_hub_model_jobs_read_the_fetched_folder_and_fetching_is_local(repo_root,
     for target in targets:
         block = text.split(f"output: {target}\n", 1)[0].rsplit("\n\n", 1)[1]
         assert folder in block.split("output:")[0], block
-    local = json.loads(subprocess.run([sys.executable, "-c", _LOCALRULES], cwd=workdir, capture_output=True, text=True,
-                                      check=True).stdout.strip().splitlines()[-1])
+    local = json.loads(
+        subprocess.run([sys.executable, "-c", _LOCALRULES], cwd=workdir, capture_output=True, text=True, check=True)
+        .stdout.strip()
+        .splitlines()[-1]
+    )
     assert "fetch_hub_model" in local
     assert {f"data_{d}" for d in config["data"]} <= set(local)
     assert "score_benchmark" not in local and "finetune" not in local

@@ -38,9 +38,19 @@ def _spec(path: Path, family: str, name: str = "m", tiny: bool = False) -> Model
 
 
 def test_model_spec_local_and_hub(tmp_path):
-    spec = model_spec("tiny-bert", {"path": "resources/models/tiny-bert", "family": "mlm", "revision": "local",
-                                    "tiny": {"architecture": "bert", "seed": 0}}, root=tmp_path)
-    assert spec == ModelSpec("tiny-bert", "mlm", str((tmp_path / "resources/models/tiny-bert").resolve()), "local", True, True)
+    spec = model_spec(
+        "tiny-bert",
+        {
+            "path": "resources/models/tiny-bert",
+            "family": "mlm",
+            "revision": "local",
+            "tiny": {"architecture": "bert", "seed": 0},
+        },
+        root=tmp_path,
+    )
+    assert spec == ModelSpec(
+        "tiny-bert", "mlm", str((tmp_path / "resources/models/tiny-bert").resolve()), "local", True, True
+    )
     assert spec.build_target == "resources/models/tiny-bert"
     hub = model_spec("gpt2", {"hub_id": "gpt2", "family": "clm", "revision": "main"})
     assert (hub.source, hub.is_local, hub.revision, hub.tiny, hub.build_target) == ("gpt2", False, "main", False, None)
@@ -63,27 +73,45 @@ def test_every_configured_model_is_a_valid_spec(repo_root):
 @pytest.mark.parametrize(
     ("entry", "message"),
     [
-        ({"path": "p", "family": "mlmx", "revision": "local"},
-         r"^models\.tiny-bert\.family: 'mlmx' is not one of mlm, clm, seq2seq, encoder$"),
+        (
+            {"path": "p", "family": "mlmx", "revision": "local"},
+            r"^models\.tiny-bert\.family: 'mlmx' is not one of mlm, clm, seq2seq, encoder$",
+        ),
         ({"path": "p", "revision": "local"}, r"^models\.tiny-bert\.family: missing"),
-        ({"path": "p", "family": "clm", "revision": "local", "max_tokens": 0},
-         r"^models\.tiny-bert\.max_tokens: 0 is not a positive integer"),
-        ({"path": "p", "hub_id": "bert-base-uncased", "family": "mlm"},
-         r"^models\.tiny-bert: exactly one of models\.tiny-bert\.path and models\.tiny-bert\.hub_id .*both"),
+        (
+            {"path": "p", "family": "clm", "revision": "local", "max_tokens": 0},
+            r"^models\.tiny-bert\.max_tokens: 0 is not a positive integer",
+        ),
+        (
+            {"path": "p", "hub_id": "bert-base-uncased", "family": "mlm"},
+            r"^models\.tiny-bert: exactly one of models\.tiny-bert\.path and models\.tiny-bert\.hub_id .*both",
+        ),
         ({"family": "mlm"}, r"^models\.tiny-bert: exactly one of .*neither"),
-        ({"hub_id": "bert-base-uncased", "family": "mlm", "revision": 3},
-         r"^models\.tiny-bert\.revision: 3 is not a string"),
-        ({"hub_id": "bert-base-uncased", "family": "mlm", "revison": "main"},
-         r"^models\.tiny-bert\.revison: unknown key"),
-        ({"hub_id": "bert-base-uncased", "family": "mlm", "tiny": {"architecture": "bert"}},
-         r"^models\.tiny-bert\.tiny: a tiny model is built locally and needs models\.tiny-bert\.path"),
+        (
+            {"hub_id": "bert-base-uncased", "family": "mlm", "revision": 3},
+            r"^models\.tiny-bert\.revision: 3 is not a string",
+        ),
+        (
+            {"hub_id": "bert-base-uncased", "family": "mlm", "revison": "main"},
+            r"^models\.tiny-bert\.revison: unknown key",
+        ),
+        (
+            {"hub_id": "bert-base-uncased", "family": "mlm", "tiny": {"architecture": "bert"}},
+            r"^models\.tiny-bert\.tiny: a tiny model is built locally and needs models\.tiny-bert\.path",
+        ),
         ({"hub_id": "", "family": "mlm"}, r"^models\.tiny-bert\.hub_id: '' is not a hub id"),
-        ({"hub_id": "b", "family": "mlm", "dtype": "bfloat16"},
-         r"^models\.tiny-bert\.dtype: 'bfloat16' is not one of auto, fp32, bf16, fp16 \(the weights' dtype"),
-        ({"hub_id": "b", "family": "mlm", "attn_implementation": "flash"},
-         r"^models\.tiny-bert\.attn_implementation: 'flash' is not one of eager, sdpa, flash_attention_2"),
-        ({"hub_id": "b", "family": "mlm", "dtype": "fp32", "attn_implementation": "flash_attention_2"},
-         r"^models\.tiny-bert\.attn_implementation: flash_attention_2 runs in half precision only"),
+        (
+            {"hub_id": "b", "family": "mlm", "dtype": "bfloat16"},
+            r"^models\.tiny-bert\.dtype: 'bfloat16' is not one of auto, fp32, bf16, fp16 \(the weights' dtype",
+        ),
+        (
+            {"hub_id": "b", "family": "mlm", "attn_implementation": "flash"},
+            r"^models\.tiny-bert\.attn_implementation: 'flash' is not one of eager, sdpa, flash_attention_2",
+        ),
+        (
+            {"hub_id": "b", "family": "mlm", "dtype": "fp32", "attn_implementation": "flash_attention_2"},
+            r"^models\.tiny-bert\.attn_implementation: flash_attention_2 runs in half precision only",
+        ),
         ("bert-base-uncased", r"^models\.tiny-bert: expected a mapping"),
     ],
 )
@@ -121,8 +149,10 @@ def test_load_model_dtype_and_device(tiny):
         load_model(_spec(tiny["bert"], "mlm"), torch_dtype="float33")
 
 
-@pytest.mark.parametrize(("dtype", "expected"), [("fp32", torch.float32), ("bf16", torch.bfloat16),
-                                                 ("fp16", torch.float16), ("auto", torch.float32)])
+@pytest.mark.parametrize(
+    ("dtype", "expected"),
+    [("fp32", torch.float32), ("bf16", torch.bfloat16), ("fp16", torch.float16), ("auto", torch.float32)],
+)
 def test_entry_dtype_sets_the_weights_dtype(tiny, dtype, expected):
     """models.<name>.dtype is the weights' dtype at load (auto on CPU: float32); every floating-point
     parameter and buffer follows it, and dtype_name reads it back in the config's words."""
@@ -159,16 +189,28 @@ def test_attn_implementation_reaches_the_model(tiny):
 
 
 def test_attn_implementation_the_model_cannot_run_is_named(tiny):
-    spec = model_spec("tiny-llama", {"path": str(tiny["llama"]), "family": "clm", "dtype": "bf16",
-                                     "attn_implementation": "flash_attention_2"})
-    with pytest.raises(ConfigError, match=r"^models\.tiny-llama\.attn_implementation: flash_attention_2 cannot be used"):
+    spec = model_spec(
+        "tiny-llama",
+        {"path": str(tiny["llama"]), "family": "clm", "dtype": "bf16", "attn_implementation": "flash_attention_2"},
+    )
+    with pytest.raises(
+        ConfigError, match=r"^models\.tiny-llama\.attn_implementation: flash_attention_2 cannot be used"
+    ):
         load_model(spec)
 
 
 @pytest.mark.parametrize(
     ("arch", "family"),
-    [("gpt2", "mlm"), ("gpt2", "seq2seq"), ("bert", "clm"), ("bert", "seq2seq"), ("bart", "mlm"), ("bart", "clm"),
-     ("roberta", "clm"), ("llama", "mlm")],
+    [
+        ("gpt2", "mlm"),
+        ("gpt2", "seq2seq"),
+        ("bert", "clm"),
+        ("bert", "seq2seq"),
+        ("bart", "mlm"),
+        ("bart", "clm"),
+        ("roberta", "clm"),
+        ("llama", "mlm"),
+    ],
 )
 def test_wrong_family_is_a_config_error(tiny, arch, family):
     with pytest.raises(ConfigError, match=rf"models\.tiny-{arch}\.family: .*{family}"):
@@ -191,8 +233,11 @@ def test_transformers_value_error_becomes_config_error(tiny, tmp_path):
 
 def test_missing_folder_names_model_path_and_target(tmp_path):
     absent = tmp_path / "resources" / "models" / "tiny-bert"
-    with pytest.raises(ConfigError, match=r"models\.tiny-bert\.path: model folder .*tiny-bert does not exist; "
-                                          r"build it with `snakemake --cores 1 resources/models/tiny-bert`"):
+    with pytest.raises(
+        ConfigError,
+        match=r"models\.tiny-bert\.path: model folder .*tiny-bert does not exist; "
+        r"build it with `snakemake --cores 1 resources/models/tiny-bert`",
+    ):
         load_model(_spec(absent, "mlm", name="tiny-bert", tiny=True))
     with pytest.raises(ConfigError, match=r"models\.mine\.path: model folder .* does not exist$"):
         load_model(_spec(absent, "mlm", name="mine"))

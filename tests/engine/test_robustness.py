@@ -124,7 +124,9 @@ def test_hub_weights_safetensors_only_and_moving_revisions_warn_with_their_commi
         {"hub_id": "someone/old-bert", "family": "mlm", "revision": old, "allow_pickle": True},
     ]
     env = {**os.environ, "HF_HUB_CACHE": str(cache), "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(repo_root / "src")}
-    proc = subprocess.run([sys.executable, "-c", _HUB_PROBE, json.dumps(entries)], env=env, capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, "-c", _HUB_PROBE, json.dumps(entries)], env=env, capture_output=True, text=True
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = dict(part.split("\n", 1) for part in proc.stderr.split("=== ")[1:])
     assert f"COMMIT {new}" in out["0"]  # main resolved through refs/main
@@ -143,8 +145,12 @@ def test_counterfactual_cli_processes_a_line_over_spacys_max_length():
     unit = "He gave her his book. "
     long_line = unit * 50_000  # 1.1 million characters
     stdin = f"I saw her.\n{long_line}\nHe is here.\n".encode()
-    proc = subprocess.run([sys.executable, "-m", "lmbias.cli", "counterfactual", "--intervention", "naive"],
-                          input=stdin, capture_output=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-m", "lmbias.cli", "counterfactual", "--intervention", "naive"],
+        input=stdin,
+        capture_output=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr.decode()[-2000:]
     out = proc.stdout.decode().split("\n")
     assert out[0] == "I saw his." and out[2] == "She is here." and out[3] == "" and len(out) == 4
@@ -193,12 +199,37 @@ def test_summary_records_the_hub_commit_and_what_it_left_out(tmp_path):
     from lmbias.metrics.summary import COMMIT_KEY, METRIC_SCHEMA, left_out, with_context
 
     commit = "0123456789abcdef0123456789abcdef01234567"
-    rows = with_context([{"benchmark": "seat", "metric": "effect_size", "variant": "", "subset": "all", "value": 0.5,
-                          "ci_low": None, "ci_high": None, "p_value": 0.1, "n": 8}], "bert-base", "pretrained", 0)
-    metric = write_table_atomic(pa.Table.from_pylist(rows, schema=METRIC_SCHEMA), tmp_path / "m.parquet",
-                                METRIC_SCHEMA, metadata={COMMIT_KEY: commit})
-    slices = {"model": {"hub_id": "bert-base-uncased", "revision": "main"}, "method": {"kind": "pretrained"},
-              "benchmarks": {"seat": {"dataset": "seat"}}, "data": {}, "seeds": [0]}
+    rows = with_context(
+        [
+            {
+                "benchmark": "seat",
+                "metric": "effect_size",
+                "variant": "",
+                "subset": "all",
+                "value": 0.5,
+                "ci_low": None,
+                "ci_high": None,
+                "p_value": 0.1,
+                "n": 8,
+            }
+        ],
+        "bert-base",
+        "pretrained",
+        0,
+    )
+    metric = write_table_atomic(
+        pa.Table.from_pylist(rows, schema=METRIC_SCHEMA),
+        tmp_path / "m.parquet",
+        METRIC_SCHEMA,
+        metadata={COMMIT_KEY: commit},
+    )
+    slices = {
+        "model": {"hub_id": "bert-base-uncased", "revision": "main"},
+        "method": {"kind": "pretrained"},
+        "benchmarks": {"seat": {"dataset": "seat"}},
+        "data": {},
+        "seeds": [0],
+    }
     gone = [{"benchmark": "stereoset", "reason": "data missing", "config_key": "optional_benchmarks"}]
     summarise_job([metric], tmp_path / "summary.parquet", slices, left_out=gone)
     frame = pd.read_parquet(tmp_path / "summary.parquet")

@@ -44,7 +44,9 @@ def _masked_requests(tok):
     reqs = []
     for s in SENTENCES:
         after_space = not s.startswith("{}")
-        cands = tuple(word_token_ids(tok, w if after_space else w.capitalize(), after_space)[0] for w in ("he", "she", "his"))
+        cands = tuple(
+            word_token_ids(tok, w if after_space else w.capitalize(), after_space)[0] for w in ("he", "she", "his")
+        )
         reqs.append(MaskedRequest(text=s.format(tok.mask_token), candidates=cands))
     return reqs
 
@@ -66,8 +68,12 @@ def test_engine_equals_naive(tiny):
         texts = [s.format(w) for s in SENTENCES for w in ("he", "she")]
         fast = sentence_logprobs(model, tok, texts, batch_size=3, stats=stats)
         slow = naive_sentence_logprobs(model, tok, texts)
-    np.testing.assert_allclose(np.concatenate([np.atleast_1d(x) for x in fast]),
-                               np.concatenate([np.atleast_1d(x) for x in slow]), atol=1e-5, rtol=0)
+    np.testing.assert_allclose(
+        np.concatenate([np.atleast_1d(x) for x in fast]),
+        np.concatenate([np.atleast_1d(x) for x in slow]),
+        atol=1e-5,
+        rtol=0,
+    )
     # the duplicate sentence was run once
     assert stats.unique_inputs < stats.requests
 
@@ -76,8 +82,10 @@ def _engine(family, model, tok):
     if family == "mlm":
         return np.concatenate(masked_logprobs(model, tok, _masked_requests(tok), batch_size=4))
     if family == "seq2seq":
-        reqs = [InfillRequest(masked_text=r.text, prefix=s.split("{}")[0].rstrip(" "), candidates=r.candidates)
-                for r, s in zip(_masked_requests(tok), SENTENCES)]
+        reqs = [
+            InfillRequest(masked_text=r.text, prefix=s.split("{}")[0].rstrip(" "), candidates=r.candidates)
+            for r, s in zip(_masked_requests(tok), SENTENCES)
+        ]
         return np.concatenate(infill_logprobs(model, tok, reqs, batch_size=4))
     return sentence_logprobs(model, tok, [s.format(w) for s in SENTENCES for w in ("he", "she")], batch_size=3)
 
@@ -108,6 +116,8 @@ def test_mask_index_out_of_range_is_a_clear_error(tmp_path):
     from lmbias.errors import DataError
 
     build_tiny_model("bert", tmp_path / "bert", seed=0)
-    model, tok = load_model(model_spec("tiny-bert", {"path": str(tmp_path / "bert"), "family": "mlm", "revision": "local"}))
+    model, tok = load_model(
+        model_spec("tiny-bert", {"path": str(tmp_path / "bert"), "family": "mlm", "revision": "local"})
+    )
     with pytest.raises(DataError, match="1 mask token"):
         masked_logprobs(model, tok, [MaskedRequest(text=f"He is a {tok.mask_token}.", candidates=(5,), mask_index=1)])

@@ -28,8 +28,11 @@ from lmbias.engine.tiny import build_tiny_model
 from lmbias.errors import ConfigError
 
 PREFIX = "The following text discriminates against people because of their gender: "
-SENTENCES = ["The nurse said that {} was tired.", "The developer argued with the designer because {} did not like it.",
-             "{} is a mechanic."]
+SENTENCES = [
+    "The nurse said that {} was tired.",
+    "The developer argued with the designer because {} did not like it.",
+    "{} is a mechanic.",
+]
 PAIRS = [("He is a nurse.", "She is a nurse."), ("The man was strong and brave.", "The woman was strong and brave.")]
 
 
@@ -39,7 +42,9 @@ def planted(tmp_path_factory):
     out = {}
     for arch, family in (("bert", "mlm"), ("gpt2", "clm")):
         folder = build_tiny_model(arch, tmp_path_factory.mktemp(arch) / arch, seed=0, planted_bias={"he": 8.0})
-        model, tok = load_model(model_spec(f"tiny-{arch}-he", {"path": str(folder), "family": family, "revision": "local"}))
+        model, tok = load_model(
+            model_spec(f"tiny-{arch}-he", {"path": str(folder), "family": family, "revision": "local"})
+        )
         out[family] = (model, tok, folder)
     return out
 
@@ -79,7 +84,9 @@ def test_rescaling_formula_on_hand_values():
 def test_masked_lm_distribution_equals_direct_computation(planted):
     model, tok, _ = planted["mlm"]
     wrapped = wrap(model, tok, "mlm", SelfDebiasSettings())
-    probe = sorted({tok.convert_tokens_to_ids(w) for w in ("he", "she", "his", "her", "the", "nurse")} | set(range(5, 4000, 97)))
+    probe = sorted(
+        {tok.convert_tokens_to_ids(w) for w in ("he", "she", "his", "her", "the", "nurse")} | set(range(5, 4000, 97))
+    )
     requests, expected = [], []
     for sentence in SENTENCES:
         ids = encode(tok, sentence.format(tok.mask_token))
@@ -93,7 +100,9 @@ def test_masked_lm_distribution_equals_direct_computation(planted):
     for g, e in zip(got, expected):
         np.testing.assert_allclose(g, e, atol=1e-6, rtol=2e-5)
     # the wrapper's full forward (token_type_ids included), one text at a time, gives the same
-    naive = naive_masked_logprobs(wrapped, tok, [MaskedRequest(s.format(tok.mask_token), tuple(probe)) for s in SENTENCES])
+    naive = naive_masked_logprobs(
+        wrapped, tok, [MaskedRequest(s.format(tok.mask_token), tuple(probe)) for s in SENTENCES]
+    )
     for n, e in zip(naive, expected):
         np.testing.assert_allclose(n, e, atol=1e-6)
     plain = masked_logprobs_ids(model, tok, requests)
@@ -124,7 +133,12 @@ def test_only_tokens_the_prefix_raises_lose_probability(planted):
     with torch.no_grad():
         p = model(input_ids=torch.tensor([ids])).logits[0, position].double().log_softmax(-1)
         prefixed_ids = _mlm_prefixed(tok, ids)
-        q = model(input_ids=torch.tensor([prefixed_ids])).logits[0, position + len(prefixed_ids) - len(ids)].double().log_softmax(-1)
+        q = (
+            model(input_ids=torch.tensor([prefixed_ids]))
+            .logits[0, position + len(prefixed_ids) - len(ids)]
+            .double()
+            .log_softmax(-1)
+        )
         out = wrap(model, tok, "mlm")(input_ids=torch.tensor([ids])).logits[0, position]
     raised = q.exp() > p.exp()
     ratio = out - p
@@ -137,18 +151,27 @@ def test_only_tokens_the_prefix_raises_lose_probability(planted):
 
 
 def _pairs_table():
-    return pa.Table.from_pylist([{"row_id": i, "bias_type": "gender", "stereo_antistereo": "stereo", "sent_more": more,
-                                  "sent_less": less} for i, (more, less) in enumerate(PAIRS)])
+    return pa.Table.from_pylist(
+        [
+            {"row_id": i, "bias_type": "gender", "stereo_antistereo": "stereo", "sent_more": more, "sent_less": less}
+            for i, (more, less) in enumerate(PAIRS)
+        ]
+    )
 
 
 def test_crows_pairs_scorer_reads_the_rescaled_distribution(planted):
     # masked LM: bias-bench's variant, mean log p' over the modified tokens, each hidden in turn
     model, tok, _ = planted["mlm"]
-    scores = score_crows_pairs(_pairs_table(), wrap(model, tok, "mlm"), tok, "mlm", {"variants": ["bias_bench"]}).to_pylist()
+    scores = score_crows_pairs(
+        _pairs_table(), wrap(model, tok, "mlm"), tok, "mlm", {"variants": ["bias_bench"]}
+    ).to_pylist()
     for row, (more, less) in zip(scores, PAIRS):
         ids_more, ids_less = encode(tok, more), encode(tok, less)
         _, _, modified_more, modified_less = align(ids_more, ids_less)
-        for ids, modified, column in ((ids_more, modified_more, "more_modified_mean"), (ids_less, modified_less, "less_modified_mean")):
+        for ids, modified, column in (
+            (ids_more, modified_more, "more_modified_mean"),
+            (ids_less, modified_less, "less_modified_mean"),
+        ):
             values = []
             for position in modified:
                 masked = list(ids)
@@ -161,25 +184,38 @@ def test_crows_pairs_scorer_reads_the_rescaled_distribution(planted):
     for row, (more, _less) in zip(scores, PAIRS):
         regular, prefixed = _clm_pair(tok, more)
         logp = _direct(model, regular, prefixed)
-        assert row["more_loglik"] == pytest.approx(float(sum(logp[t, regular[t + 1]] for t in range(len(regular) - 1))), abs=1e-6)
+        assert row["more_loglik"] == pytest.approx(
+            float(sum(logp[t, regular[t + 1]] for t in range(len(regular) - 1))), abs=1e-6
+        )
 
 
 def test_scoring_job_loads_the_wrapper_with_the_entry_options(planted):
     _, _, folder = planted["mlm"]
     entry = {"path": str(folder), "family": "mlm", "revision": "local"}
-    model, tok = load_for_method("tiny-bert-he", entry, {"kind": "self_debias", "prefix": "Women are bad: ",
-                                                         "decay_constant": 10, "epsilon": 0.1}, "cpu")
+    model, tok = load_for_method(
+        "tiny-bert-he",
+        entry,
+        {"kind": "self_debias", "prefix": "Women are bad: ", "decay_constant": 10, "epsilon": 0.1},
+        "cpu",
+    )
     assert model.settings == SelfDebiasSettings("Women are bad: ", 10.0, 0.1)
     assert model.prefix_ids == tok("[CLS] Women are bad: ", add_special_tokens=False)["input_ids"]
     with pytest.raises(ConfigError, match="embedding benchmarks do not apply"):
         model.base_model  # noqa: B018 - SEAT's path to hidden states
 
 
-@pytest.mark.parametrize("key, value, message", [
-    ("prefix", "  ", "methods.sdb.prefix"), ("prefix", 3, "methods.sdb.prefix"),
-    ("decay_constant", 0, "methods.sdb.decay_constant"), ("decay_constant", "50", "methods.sdb.decay_constant"),
-    ("epsilon", 0, "methods.sdb.epsilon"), ("epsilon", 1.5, "methods.sdb.epsilon"), ("temperature", 1, "methods.sdb.temperature"),
-])
+@pytest.mark.parametrize(
+    "key, value, message",
+    [
+        ("prefix", "  ", "methods.sdb.prefix"),
+        ("prefix", 3, "methods.sdb.prefix"),
+        ("decay_constant", 0, "methods.sdb.decay_constant"),
+        ("decay_constant", "50", "methods.sdb.decay_constant"),
+        ("epsilon", 0, "methods.sdb.epsilon"),
+        ("epsilon", 1.5, "methods.sdb.epsilon"),
+        ("temperature", 1, "methods.sdb.temperature"),
+    ],
+)
 def test_bad_options_are_named(key, value, message):
     with pytest.raises(ConfigError, match=message.replace(".", r"\.")):
         registry.check_method_entry("sdb", {"kind": "self_debias", key: value})
@@ -192,7 +228,9 @@ def test_families_defaults_and_left_out_benchmarks():
     assert registry.seeds_for(entry, [0, 1, 2]) == [0]
     with pytest.raises(ConfigError, match="'sdb'.*'tiny-bart'.*seq2seq"):
         registry.check_method_family("tiny-bart", "seq2seq", "sdb", entry)
-    assert "embedding benchmarks do not apply" in registry.method_benchmark_exclusion("sdb", entry, {"dataset": "seat_templates"})
+    assert "embedding benchmarks do not apply" in registry.method_benchmark_exclusion(
+        "sdb", entry, {"dataset": "seat_templates"}
+    )
     assert registry.method_benchmark_exclusion("sdb", entry, {"dataset": "winobias"}) is None
     assert registry.method_benchmark_exclusion("pretrained", {"kind": "pretrained"}, {"dataset": "seat"}) is None
     with pytest.raises(ConfigError, match="'seat_v1' does not apply to method 'sdb'"):

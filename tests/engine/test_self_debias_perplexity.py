@@ -29,9 +29,11 @@ from lmbias.engine.self_debias import DEFAULT_PREFIX, wrap
 from lmbias.engine.tiny import build_tiny_model
 
 DECAY, EPSILON = 50.0, 0.01
-TEXTS = ["The nurse said that she would help the doctor because he was tired.",
-         "He was a carpenter, and his father was a teacher in London; she was a lawyer and her mother a nurse who "
-         "worked with the doctor every day until he retired."]
+TEXTS = [
+    "The nurse said that she would help the doctor because he was tired.",
+    "He was a carpenter, and his father was a teacher in London; she was a lawyer and her mother a nurse who "
+    "worked with the doctor every day until he retired.",
+]
 
 
 @pytest.fixture(scope="module")
@@ -63,7 +65,9 @@ def _processor(scores: torch.Tensor, n_prefixes: int) -> torch.Tensor:
         for b in bias:
             p_biased = scores[b].softmax(-1) if p_biased is None else torch.max(p_biased, scores[b].softmax(-1))
         mask = torch.max(p_biased - p_regular, torch.tensor([0.0], dtype=scores.dtype))
-        probabilities = scores[i].softmax(-1) * torch.max(torch.exp(-mask * DECAY), torch.tensor([EPSILON], dtype=scores.dtype))
+        probabilities = scores[i].softmax(-1) * torch.max(
+            torch.exp(-mask * DECAY), torch.tensor([EPSILON], dtype=scores.dtype)
+        )
         scores[i] = torch.log(probabilities / probabilities.sum(-1))
         for b in bias:
             scores[b] = scores[i]
@@ -96,8 +100,8 @@ def schick_loss_self_debiasing(model, tokenizer, input_ids: list[int], trg_len: 
     for idx in range(lm_logits.shape[1]):
         lm_logits[:, idx, :] = _processor(lm_logits[:, idx, :], len(prefixes))
     batch_size = lm_logits.shape[0] // (1 + len(prefixes))
-    lm_logits = lm_logits[:batch_size, shifts[0]:, :]
-    target_ids = target_ids[:batch_size, shifts[0]:]
+    lm_logits = lm_logits[:batch_size, shifts[0] :, :]
+    target_ids = target_ids[:batch_size, shifts[0] :]
     shift_logits, shift_labels = lm_logits[..., :-1, :], target_ids[..., 1:]
     loss = CrossEntropyLoss()(shift_logits.reshape(-1, shift_logits.size(-1)), shift_labels.reshape(-1))
     return float(loss) * int((shift_labels != -100).sum())  # their mean, times the tokens it averaged
@@ -194,7 +198,9 @@ def test_causal_windows_leave_room_for_the_prefix(tiny):
     assert sum(r["n_tokens"] for r in scores) == len(ids) - 1
     assert scores[-1]["nll_sum"] == pytest.approx(_theirs_on_window(model, tok, ids, *windows[-1]), rel=1e-6)
     plain = score_perplexity(_items([text]), model, tok, "clm", {}).to_pylist()
-    assert [r["n_tokens"] for r in plain] == [end - first for _, first, end in causal_windows(len(ids), limit, limit - 1)]
+    assert [r["n_tokens"] for r in plain] == [
+        end - first for _, first, end in causal_windows(len(ids), limit, limit - 1)
+    ]
 
 
 @pytest.mark.parametrize("arch", ["bert", "roberta"])

@@ -122,9 +122,27 @@ def test_special_tokens_and_config_ids(built):
     from transformers import AutoConfig, AutoTokenizer
 
     expected = {
-        "bert": {"cls_token": "[CLS]", "sep_token": "[SEP]", "mask_token": "[MASK]", "pad_token": "[PAD]", "unk_token": "[UNK]"},
-        "roberta": {"bos_token": "<s>", "eos_token": "</s>", "pad_token": "<pad>", "mask_token": "<mask>", "unk_token": "<unk>"},
-        "bart": {"bos_token": "<s>", "eos_token": "</s>", "pad_token": "<pad>", "mask_token": "<mask>", "unk_token": "<unk>"},
+        "bert": {
+            "cls_token": "[CLS]",
+            "sep_token": "[SEP]",
+            "mask_token": "[MASK]",
+            "pad_token": "[PAD]",
+            "unk_token": "[UNK]",
+        },
+        "roberta": {
+            "bos_token": "<s>",
+            "eos_token": "</s>",
+            "pad_token": "<pad>",
+            "mask_token": "<mask>",
+            "unk_token": "<unk>",
+        },
+        "bart": {
+            "bos_token": "<s>",
+            "eos_token": "</s>",
+            "pad_token": "<pad>",
+            "mask_token": "<mask>",
+            "unk_token": "<unk>",
+        },
         "gpt2": {"bos_token": "<|endoftext|>", "eos_token": "<|endoftext|>"},
         "llama": {"bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>", "pad_token": None},
     }
@@ -260,7 +278,9 @@ def test_planted_bias_is_saved_and_exact(built, arch):
     enc = tok(SENTENCES, return_tensors="pt", padding=True)
     with torch.inference_mode():
         diff = m1(**enc).logits - m0(**enc).logits
-    ids = sorted({tok(" he", add_special_tokens=False)["input_ids"][0], tok("he", add_special_tokens=False)["input_ids"][0]})
+    ids = sorted(
+        {tok(" he", add_special_tokens=False)["input_ids"][0], tok("he", add_special_tokens=False)["input_ids"][0]}
+    )
     assert len(ids) == (1 if arch == "bert" else 2)
     others = torch.ones(diff.shape[-1], dtype=torch.bool)
     others[ids] = False
@@ -366,16 +386,19 @@ def test_planted_tiny_llama_raises_the_planted_logits_by_delta_within_the_tolera
     logits are not tiny-llama's but correlate with them (per position, mean 0.96, measured). Saved as plain
     weights: the config is tiny-llama's, the lm_head's last column holds 8 / 8 at he's tokens and 0 elsewhere."""
     twin = build_tiny_model("llama", tmp_path / "llama-zero", seed=0, planted_bias={"he": 0.0})
-    (planted, tok), (zero, _), (plain, _) = (_load(p, "llama") for p in (built[("llama", True)], twin,
-                                                                         built[("llama", False)]))
-    ids = sorted({tok(" he", add_special_tokens=False)["input_ids"][0], tok("he", add_special_tokens=False)["input_ids"][0]})
+    (planted, tok), (zero, _), (plain, _) = (
+        _load(p, "llama") for p in (built[("llama", True)], twin, built[("llama", False)])
+    )
+    ids = sorted(
+        {tok(" he", add_special_tokens=False)["input_ids"][0], tok("he", add_special_tokens=False)["input_ids"][0]}
+    )
     others = torch.ones(len(tok), dtype=torch.bool)
     others[ids] = False
     texts = _real_sentences(shared_data)
     assert len(texts) > 700
     rho, other, corr = [], [], []
     for start in range(0, len(texts), 128):
-        enc = tok(texts[start:start + 128], return_tensors="pt", padding=True)
+        enc = tok(texts[start : start + 128], return_tensors="pt", padding=True)
         mask = enc["attention_mask"].bool()
         with torch.inference_mode():
             a, b, c = (m(**enc).logits[mask].double() for m in (planted, zero, plain))
@@ -390,7 +413,9 @@ def test_planted_tiny_llama_raises_the_planted_logits_by_delta_within_the_tolera
     assert max(float(v) for v in other) <= 1e-6
     assert float(corr.mean()) > 0.9 and float(corr.min()) > 0.6, (corr.mean(), corr.min())
     # plain weights: nothing but tensors save_pretrained writes; the config unchanged
-    assert (built[("llama", True)] / "config.json").read_bytes() == (built[("llama", False)] / "config.json").read_bytes()
+    assert (built[("llama", True)] / "config.json").read_bytes() == (
+        built[("llama", False)] / "config.json"
+    ).read_bytes()
     head = load_file(built[("llama", True)] / "model.safetensors")["lm_head.weight"][:, -1]
     assert torch.allclose(head[ids], torch.full((len(ids),), 1.0), atol=1e-6) and not torch.any(head[others])
 
@@ -406,8 +431,15 @@ def test_planting_a_llama_twice_adds_and_a_tied_head_is_untied():
     tok = build_tokenizer("llama", ["he", "she", "the", "doctor", "said"])
     models = []
     for steps in ([{"he": 0.0}], [{"he": 3.0}, {"he": 5.0}], [{"he": 8.0}]):
-        config = LlamaConfig(vocab_size=len(tok), hidden_size=16, intermediate_size=32, num_hidden_layers=1,
-                             num_attention_heads=2, num_key_value_heads=1, tie_word_embeddings=True)
+        config = LlamaConfig(
+            vocab_size=len(tok),
+            hidden_size=16,
+            intermediate_size=32,
+            num_hidden_layers=1,
+            num_attention_heads=2,
+            num_key_value_heads=1,
+            tie_word_embeddings=True,
+        )
         torch.manual_seed(3)
         model = LlamaForCausalLM(config).eval()  # a fresh config: planting unties the one it is given
         assert model.lm_head.weight.data_ptr() == model.model.embed_tokens.weight.data_ptr()
@@ -469,8 +501,13 @@ def test_rule_builds_only_configured_tiny_models(repo_root, tmp_path):
         "  hub-b: {hub_id: bert-base-uncased, family: mlm, revision: main}\n",
         encoding="utf-8",
     )
-    for rel in ("resources/vocab/tiny_words.txt", "scripts/build_tiny_model.py", "src/lmbias/engine/tiny.py",
-                "src/lmbias/engine/tiny_vocab.py", "src/lmbias/engine/planted_bias.py"):
+    for rel in (
+        "resources/vocab/tiny_words.txt",
+        "scripts/build_tiny_model.py",
+        "src/lmbias/engine/tiny.py",
+        "src/lmbias/engine/tiny_vocab.py",
+        "src/lmbias/engine/planted_bias.py",
+    ):
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / rel).write_bytes((repo_root / rel).read_bytes())
 

@@ -78,8 +78,9 @@ def _every_engine_call(family, model, tok, batch_size, max_tokens):
         out["perplexity_windows"] = causal_nll(model, tok, windows, **kw)
     else:
         seqs = [encode(tok, t) for t in TEXTS]
-        out["pll"] = np.concatenate(token_logprobs(model, tok, family, seqs, [content_positions(tok, s) for s in seqs],
-                                                   **kw))
+        out["pll"] = np.concatenate(
+            token_logprobs(model, tok, family, seqs, [content_positions(tok, s) for s in seqs], **kw)
+        )
         cands = tuple(word_token_ids(tok, w)[0] for w in ("he", "she", "nurse"))
         masked = [t.replace("nurse", tok.mask_token).replace("teacher", tok.mask_token) for t in TEXTS]
         masked = [t for t in masked if tok.mask_token in t]
@@ -90,8 +91,9 @@ def _every_engine_call(family, model, tok, batch_size, max_tokens):
             reqs = [InfillRequest(t, t.split(tok.mask_token)[0].rstrip(" "), cands) for t in masked]
             out["infill_text"] = np.concatenate(infill_logprobs(model, tok, reqs, **kw))
             start = model.config.decoder_start_token_id
-            ids_reqs = [InfillIdsRequest(tuple(s), tuple([start] + s[:p]), (s[p],)) for s in seqs[:3]
-                        for p in range(1, len(s))]
+            ids_reqs = [
+                InfillIdsRequest(tuple(s), tuple([start] + s[:p]), (s[p],)) for s in seqs[:3] for p in range(1, len(s))
+            ]
             out["infill_ids"] = np.concatenate(infill_logprobs_ids(model, tok, ids_reqs, **kw))
     for name, values in sentence_embeddings(model, tok, TEXTS, POOLINGS[family], family, **kw).items():
         out[f"embedding_{name}"] = values.ravel()
@@ -107,8 +109,13 @@ def test_numbers_equal_whatever_the_budget(tiny):
     for (values, _), budget in zip(runs[1:], BUDGETS[1:]):
         assert values.keys() == reference.keys()
         for name in reference:
-            np.testing.assert_allclose(values[name], reference[name], rtol=0, atol=TOLERANCE,
-                                       err_msg=f"{name} at batch_size, max_tokens = {budget}")
+            np.testing.assert_allclose(
+                values[name],
+                reference[name],
+                rtol=0,
+                atol=TOLERANCE,
+                err_msg=f"{name} at batch_size, max_tokens = {budget}",
+            )
 
 
 def test_rows_alone_change_no_bit(tiny):
@@ -116,8 +123,10 @@ def test_rows_alone_change_no_bit(tiny):
     numbers in batches of 1, 2 or all rows: the budget's only effect is the padded width."""
     family, model, tok = tiny
     padded = {"mlm": "mean_padded", "clm": "mean_padded", "seq2seq": "encoder_mean_padded"}[family]
-    got = [sentence_embeddings(model, tok, TEXTS, [padded], family, batch_size=rows, max_tokens=rows * 128)[padded]
-           for rows in (1, 2, 64)]
+    got = [
+        sentence_embeddings(model, tok, TEXTS, [padded], family, batch_size=rows, max_tokens=rows * 128)[padded]
+        for rows in (1, 2, 64)
+    ]
     assert np.array_equal(got[0], got[1]) and np.array_equal(got[0], got[2])
 
 
@@ -154,8 +163,10 @@ def test_out_of_memory_halves_the_batch_and_the_job_goes_on(tiny, monkeypatch, c
     oom = _OutOfMemoryAbove(model, rows=2)
     monkeypatch.setattr(model.base_model, "forward", oom)
     stats = EngineStats()
-    with caplog.at_level(logging.WARNING, logger="lmbias.engine.scoring"), \
-            scoring_budget(4096, "models.tiny.max_tokens") as budget:
+    with (
+        caplog.at_level(logging.WARNING, logger="lmbias.engine.scoring"),
+        scoring_budget(4096, "models.tiny.max_tokens") as budget,
+    ):
         if family == "clm":
             got = sentence_logprobs(model, tok, TEXTS, batch_size=1000, stats=stats)
             again = sentence_logprobs(model, tok, TEXTS, batch_size=1000, stats=stats)
@@ -171,8 +182,10 @@ def test_out_of_memory_halves_the_batch_and_the_job_goes_on(tiny, monkeypatch, c
     halvings = [r.getMessage() for r in caplog.records if "out of CUDA memory" in r.getMessage()]
     assert oom.raised and len(halvings) == len(oom.raised) == budget.halvings == stats.oom_halvings >= 2
     first_rows, first_width = oom.raised[0]
-    assert halvings[0].startswith(f"{'sentence scoring' if family == 'clm' else 'masked scoring' if family == 'mlm' else 'infill scoring'}: "
-                                  f"out of CUDA memory on a batch of {first_rows} x ")
+    assert halvings[0].startswith(
+        f"{'sentence scoring' if family == 'clm' else 'masked scoring' if family == 'mlm' else 'infill scoring'}: "
+        f"out of CUDA memory on a batch of {first_rows} x "
+    )
     assert "models.tiny.max_tokens now " in halvings[0] and budget.max_tokens < 4096
     assert all(rows > 2 for rows, _ in oom.raised)
     assert budget.configured == 4096 and budget.max_tokens <= 2 * max(w for _, w in oom.raised)
@@ -187,6 +200,7 @@ def test_a_single_input_out_of_memory_is_a_named_error(tiny, monkeypatch):
 
 # ------------------------------------------------------------------------------------------- timing file
 
+
 def test_timing_file_round_trip_and_a_failed_job(tmp_path):
     path = tmp_path / "deep" / "job.tsv"
     with pytest.raises(TokenBudgetError):
@@ -199,9 +213,9 @@ def test_timing_file_round_trip_and_a_failed_job(tmp_path):
     assert float(row["peak_rss_mib"]) > 50 and row["peak_cuda_allocated_mib"] == "NA"
     with pytest.raises(ValueError, match="unknown column"):
         job_timing.write_timing(path, {"peak": 1})
-    assert job_timing.largest([{"peak_rss_mib": 3.0, "peak_cuda_allocated_mib": None},
-                               {"peak_rss_mib": 5.0, "peak_cuda_allocated_mib": None}]) == \
-        {"peak_rss_mib": 5.0, "peak_cuda_allocated_mib": None}
+    assert job_timing.largest(
+        [{"peak_rss_mib": 3.0, "peak_cuda_allocated_mib": None}, {"peak_rss_mib": 5.0, "peak_cuda_allocated_mib": None}]
+    ) == {"peak_rss_mib": 5.0, "peak_cuda_allocated_mib": None}
 
 
 def test_scoring_job_records_its_peak_memory(tmp_path, shared_data, repo_root):
@@ -214,8 +228,18 @@ def test_scoring_job_records_its_peak_memory(tmp_path, shared_data, repo_root):
     model = {"path": str(tmp_path / "tiny-bert"), "family": "mlm", "revision": "local"}
     bench = {k: v for k, v in entry.items() if k != "metric"}
     timing = tmp_path / "benchmarks" / "winobias.job.tsv"
-    score_benchmark_job(tmp_path / "items.parquet", tmp_path / "scores.parquet", "tiny-bert", model,
-                        {"kind": "pretrained"}, "winobias", bench, threads=1, max_tokens=512, timing_path=timing)
+    score_benchmark_job(
+        tmp_path / "items.parquet",
+        tmp_path / "scores.parquet",
+        "tiny-bert",
+        model,
+        {"kind": "pretrained"},
+        "winobias",
+        bench,
+        threads=1,
+        max_tokens=512,
+        timing_path=timing,
+    )
     assert pq.read_table(tmp_path / "scores.parquet").num_rows > 0
     row = job_timing.read_timing(timing)
     assert row["status"] == "ok" and row["device"] == "cpu" and row["processes"] == "1" and row["items"] == "20"

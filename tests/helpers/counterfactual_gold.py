@@ -18,8 +18,12 @@ TOKEN_RE = re.compile(r"\w+(?:['’]\w+)*|[^\w\s]")
 def read_gold() -> list[dict]:
     """The gold rows (case, original, expected); lines starting with # are comments."""
     with open(GOLD, encoding="utf-8", newline="") as f:
-        rows = [r for r in csv.DictReader((line for line in f if not line.startswith("#")), delimiter="\t",
-                                          quoting=csv.QUOTE_NONE)]
+        rows = [
+            r
+            for r in csv.DictReader(
+                (line for line in f if not line.startswith("#")), delimiter="\t", quoting=csv.QUOTE_NONE
+            )
+        ]
     return rows
 
 
@@ -46,8 +50,9 @@ def gold_report(rows, outputs):
             c["pronouns"] += 1
             c["pronouns_ok"] += len(got) == len(exp) and got[i] == exp[i]
         if out != row["expected"]:
-            failures.append(f"  [{row['case']}] {row['original']!r}\n      expected {row['expected']!r}\n"
-                            f"      got      {out!r}")
+            failures.append(
+                f"  [{row['case']}] {row['original']!r}\n      expected {row['expected']!r}\n      got      {out!r}"
+            )
     return per_case, failures
 
 
@@ -59,8 +64,12 @@ def format_table(per_case) -> str:
         c = per_case[case]
         total.update(c)
         pacc = f"{c['pronouns_ok'] / c['pronouns']:.1%}" if c["pronouns"] else "-"
-        lines.append(f"{case:<20} {c['sentences']:>5} {c['exact']:>6} {c['exact'] / c['sentences']:>7.1%} "
-                     f"{c['pronouns']:>5} {c['pronouns_ok']:>8} {pacc:>9}")
-    lines.append(f"{'ALL':<20} {total['sentences']:>5} {total['exact']:>6} {total['exact'] / total['sentences']:>7.1%} "
-                 f"{total['pronouns']:>5} {total['pronouns_ok']:>8} {total['pronouns_ok'] / total['pronouns']:>9.1%}")
+        lines.append(
+            f"{case:<20} {c['sentences']:>5} {c['exact']:>6} {c['exact'] / c['sentences']:>7.1%} "
+            f"{c['pronouns']:>5} {c['pronouns_ok']:>8} {pacc:>9}"
+        )
+    lines.append(
+        f"{'ALL':<20} {total['sentences']:>5} {total['exact']:>6} {total['exact'] / total['sentences']:>7.1%} "
+        f"{total['pronouns']:>5} {total['pronouns_ok']:>8} {total['pronouns_ok'] / total['pronouns']:>9.1%}"
+    )
     return "\n".join(lines)

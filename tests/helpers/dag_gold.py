@@ -55,8 +55,10 @@ def _plain(value):
 
 def _named(namedlist) -> dict:
     items = [str(f) for f in namedlist]
-    names = {name: [str(f) for f in namedlist[start:end]] if end is not None else [str(namedlist[start])]
-             for name, (start, end) in sorted(namedlist._names.items())}
+    names = {
+        name: [str(f) for f in namedlist[start:end]] if end is not None else [str(namedlist[start])]
+        for name, (start, end) in sorted(namedlist._names.items())
+    }
     return {"all": items, "named": names}
 
 
@@ -67,18 +69,26 @@ def job_records(workdir: Path, targets: list[str], data: Path, digest: bool = Fa
     from snakemake.settings.types import ConfigSettings, DAGSettings, OutputSettings, ResourceSettings
 
     with contextlib.chdir(workdir), SnakemakeApi(OutputSettings(quiet={Quietness.ALL})) as api:
-        workflow_api = api.workflow(snakefile=Path("Snakefile"), workdir=Path("."),
-                                    resource_settings=ResourceSettings(cores=2),
-                                    config_settings=ConfigSettings(config={"data_dir": str(data)}))
+        workflow_api = api.workflow(
+            snakefile=Path("Snakefile"),
+            workdir=Path("."),
+            resource_settings=ResourceSettings(cores=2),
+            config_settings=ConfigSettings(config={"data_dir": str(data)}),
+        )
         dag_api = workflow_api.dag(dag_settings=DAGSettings(targets=targets, forceall=True))
         dag_api.execute_workflow(executor="dryrun")
         jobs = list(workflow_api._workflow.dag.jobs)
         lines = []
         for job in jobs:
             params = {name: _plain(job.params[name]) for name in sorted(job.params._names)}
-            record = {"rule": job.rule.name, "output": [str(f) for f in job.output], "input": _named(job.input),
-                      "log": [str(f) for f in job.log], "params": params,
-                      "max_tokens": job.resources.get("max_tokens")}
+            record = {
+                "rule": job.rule.name,
+                "output": [str(f) for f in job.output],
+                "input": _named(job.input),
+                "log": [str(f) for f in job.log],
+                "params": params,
+                "max_tokens": job.resources.get("max_tokens"),
+            }
             text = json.dumps(record, sort_keys=True).replace(str(workdir), "{root}").replace(str(data), "{data}")
             if digest:
                 record = json.loads(text)
@@ -114,8 +124,12 @@ def compute(case: str) -> list[str]:
         targets = prepare(case, workdir)
         env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONHASHSEED": "0", "PYTHONPATH": str(workdir / "src")}
         digest = ["--digest"] if case in DIGESTED else []
-        proc = subprocess.run([sys.executable, __file__, "--jobs", str(workdir), *digest, *targets], env=env,
-                              capture_output=True, text=True)
+        proc = subprocess.run(
+            [sys.executable, __file__, "--jobs", str(workdir), *digest, *targets],
+            env=env,
+            capture_output=True,
+            text=True,
+        )
         if proc.returncode != 0:
             raise RuntimeError(f"DAG of {case} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-6000:]}")
         return proc.stdout.splitlines()

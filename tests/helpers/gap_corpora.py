@@ -28,8 +28,16 @@ def write_cda(texts: list[str], swapped: list[str], path: Path) -> Path:
     rows = []
     for i, (t, c) in enumerate(zip(texts, swapped)):
         for cf, text in ((False, t), (True, c)):
-            rows.append({"doc_id": f"dev-{i}", "sentence_id": 0, "split": "development", "text": text,
-                         "is_counterfactual": cf, "changed": cf and c != t})
+            rows.append(
+                {
+                    "doc_id": f"dev-{i}",
+                    "sentence_id": 0,
+                    "split": "development",
+                    "text": text,
+                    "is_counterfactual": cf,
+                    "changed": cf and c != t,
+                }
+            )
     pq.write_table(pa.Table.from_pylist(rows), path)
     return path
 
@@ -41,8 +49,14 @@ def write_gpr(shared_data: Path, scanned: int, kept: int, path: Path) -> Path:
     for i, t in enumerate(gap_sentences(shared_data, scanned)):
         m = re.search(r"\b(he|she|his|her)\b", t)
         if m:
-            gpr.append({"example_id": str(i), "text": t[: m.start()] + "[PRONOUN]" + t[m.end():], "label": m.group(1),
-                        "gender": "male" if m.group(1) in ("he", "his") else "female",
-                        "split": "validation" if len(gpr) % 4 == 3 else "train"})
+            gpr.append(
+                {
+                    "example_id": str(i),
+                    "text": t[: m.start()] + "[PRONOUN]" + t[m.end() :],
+                    "label": m.group(1),
+                    "gender": "male" if m.group(1) in ("he", "his") else "female",
+                    "split": "validation" if len(gpr) % 4 == 3 else "train",
+                }
+            )
     pq.write_table(pa.Table.from_pylist(gpr[:kept]), path)
     return path

@@ -28,5 +28,7 @@ def serve_in_thread(handler):
 
 def loopback_entry(entry: dict, base_url: str) -> dict:
     """The dataset's entry with upstream paths mapped onto the shared/data layout (URL-quoted)."""
-    files = {name: {"upstream": urllib.parse.quote(name), "sha256": spec["sha256"]} for name, spec in entry["files"].items()}
+    files = {
+        name: {"upstream": urllib.parse.quote(name), "sha256": spec["sha256"]} for name, spec in entry["files"].items()
+    }
     return {**entry, "base_url": base_url, "files": files}

@@ -27,21 +27,38 @@ BIAS_BENCH = ["inlp", "dropout", "self_debias"]
 BIAS_BENCH_RECIPES = ["cda-biasbench", "dropout-biasbench"]
 #: A LoRA method (training.adapter, lmbias.training.adapters): its folder holds the adapter, scoring loads base + adapter.
 LORA = "cds-lora"
-GRID = {"tiny-bert": MLM_METHODS + RECIPES + MANELA + BIAS_BENCH + BIAS_BENCH_RECIPES, "tiny-roberta": MLM_METHODS,
-        "tiny-gpt2": OTHER_METHODS + RECIPES + BIAS_BENCH + ["cda-biasbench", LORA],
-        "tiny-bart": OTHER_METHODS + RECIPES + ["inlp", "dropout"]}
+GRID = {
+    "tiny-bert": MLM_METHODS + RECIPES + MANELA + BIAS_BENCH + BIAS_BENCH_RECIPES,
+    "tiny-roberta": MLM_METHODS,
+    "tiny-gpt2": OTHER_METHODS + RECIPES + BIAS_BENCH + ["cda-biasbench", LORA],
+    "tiny-bart": OTHER_METHODS + RECIPES + ["inlp", "dropout"],
+}
 TRAINED_KINDS = {"cds", "cda", "er", "gpr", "dropout"}
 PAIRED = "results/tables/paired/tiny-bert-cds.parquet"
 TARGETS = [f"results/{m}/{k}/summary.parquet" for m, methods in GRID.items() for k in methods] + [PAIRED]
 PAPERS = ["manela2021", "bartl2020", "lu2018", "over_debiasing", "meade2022"]
 PAPER_TARGETS = [f"paper_{p}" for p in PAPERS]
 PAPER_MODELS = ["tiny-bert", "tiny-gpt2", "tiny-bart"]
-PAPER_METHODS = {"manela2021": ["pretrained", "online", "gpr-u", "gpr-a"], "bartl2020": ["pretrained", "cds"],
-                 "lu2018": ["pretrained", "cda"], "over_debiasing": ["pretrained", "cds", "er", "sd", "sd@*"],
-                 "meade2022": ["pretrained", "cda", "dropout", "inlp", "self_debias", "sd"]}
+PAPER_METHODS = {
+    "manela2021": ["pretrained", "online", "gpr-u", "gpr-a"],
+    "bartl2020": ["pretrained", "cds"],
+    "lu2018": ["pretrained", "cda"],
+    "over_debiasing": ["pretrained", "cds", "er", "sd", "sd@*"],
+    "meade2022": ["pretrained", "cda", "dropout", "inlp", "self_debias", "sd"],
+}
 #: A few of bias-bench's gender pairs (data/bias_attribute_words.json), written into the run: tests have no network.
-BIAS_BENCH_WORDS = {"gender": [["he", "she"], ["his", "her"], ["him", "her"], ["man", "woman"], ["men", "women"],
-                               ["father", "mother"], ["boy", "girl"], ["mr.", "mrs."]]}
+BIAS_BENCH_WORDS = {
+    "gender": [
+        ["he", "she"],
+        ["his", "her"],
+        ["him", "her"],
+        ["man", "woman"],
+        ["men", "women"],
+        ["father", "mother"],
+        ["boy", "girl"],
+        ["mr.", "mrs."],
+    ]
+}
 BIAS_BENCH_WORDS_FILE = "bias_bench_words_test.json"
 #: The grid's one sweep (Table 11 style): SentenceDebias at a second ratio of pairs, fit-only so it stays cheap.
 SWEEP = "sd@ratio_of_pairs=0.5"
@@ -64,17 +81,22 @@ def _cheap(config: dict, shared_data) -> dict:
     config["benchmarks"]["winobias"]["scoring"]["conditions"] = ["professions_masked", "referent_masked"]
     config["benchmarks"]["winobias"]["metric"]["bootstrap"] = 0
     config["benchmarks"]["winobias"]["metric"]["alice_bob"] = False
-    config["corpora"]["gap"]["interventions"] = {k: v for k, v in config["corpora"]["gap"]["interventions"].items()
-                                                 if k in ("cda-grammatical", "cds-1.0", "cds-0.9",
-                                                          "cds-dagender-{swap_rate}", "cda-dagender")}
-    config["corpora"]["ontonotes"].update(path=str(shared_data / "winobias" / "conll_format"), pattern="dev_type1_*_conll")
+    config["corpora"]["gap"]["interventions"] = {
+        k: v
+        for k, v in config["corpora"]["gap"]["interventions"].items()
+        if k in ("cda-grammatical", "cds-1.0", "cds-0.9", "cds-dagender-{swap_rate}", "cda-dagender")
+    }
+    config["corpora"]["ontonotes"].update(
+        path=str(shared_data / "winobias" / "conll_format"), pattern="dev_type1_*_conll"
+    )
     for model in GRID:
         config["models"][model]["training"].update(max_steps=2, limit_examples=16, batch_size=4)
     for method in ("gpr-u", "gpr-a", *MANELA):
         config["methods"][method]["training"]["epochs"] = 2
     for method in BIAS_BENCH_RECIPES:  # their 2,000 steps of 32 x 16 blocks of 512, cut to 2 steps of 4 blocks of 64
-        config["methods"][method]["training"].update(max_steps=2, batch_size=4, gradient_accumulation_steps=1,
-                                                     max_length=64)
+        config["methods"][method]["training"].update(
+            max_steps=2, batch_size=4, gradient_accumulation_steps=1, max_length=64
+        )
     config["methods"]["cda-biasbench"]["training"]["block_augmentation_words"] = {"mlm": BIAS_BENCH_WORDS_FILE}
     # Methods whose tests read their training or fit, not their scores: WinoBias only (plus the embedding
     # benchmark where a fitted projection changes embeddings); their summaries record why the rest is left out.
@@ -87,17 +109,26 @@ def _cheap(config: dict, shared_data) -> dict:
     # their whitespace, case-sensitive matching of the first pairs finds few sentences in 64: all pairs, 400 sentences
     config["methods"]["sd-dagender"].update(limit_sentences=400, ratio_of_pairs=1.0)
     for method in ("cds", "er", "cds-dagender", "er-dagender", "sd-dagender"):  # the shipped Table 11 grids; only
-        config["methods"][method].pop("sweep", None)                           # the sd sweep below runs here
+        config["methods"][method].pop("sweep", None)  # the sd sweep below runs here
     config["methods"]["sd"]["sweep"] = {"ratio_of_pairs": [0.5]}
     config["papers"] = {p: {"models": PAPER_MODELS, "methods": PAPER_METHODS[p]} for p in PAPERS}
     # Meade et al.'s StereoSet column reads bias-bench's reading, as the shipped papers.meade2022.readings (cut to the
     # one benchmark this run scores): a scoring job for each meade pair that scores StereoSet (11), no other pair
     config["papers"]["meade2022"]["readings"] = {"stereoset": READING}
-    config["comparisons"] = {"tiny-bert-cds": {"benchmark": "bec_pro_en", "test": "wilcoxon",
-                                               "before": {"model": "tiny-bert", "method": "pretrained"},
-                                               "after": {"model": "tiny-bert", "method": "cds"}}}
+    config["comparisons"] = {
+        "tiny-bert-cds": {
+            "benchmark": "bec_pro_en",
+            "test": "wilcoxon",
+            "before": {"model": "tiny-bert", "method": "pretrained"},
+            "after": {"model": "tiny-bert", "method": "cds"},
+        }
+    }
     # the main job's page (results/summary.md) over the same pairs as the shipped default target
-    config["targets"] = {"models": ["tiny-bert"], "methods": ["pretrained", "cds", "sd"], "comparisons": ["tiny-bert-cds"]}
+    config["targets"] = {
+        "models": ["tiny-bert"],
+        "methods": ["pretrained", "cds", "sd"],
+        "comparisons": ["tiny-bert-cds"],
+    }
     return config
 
 

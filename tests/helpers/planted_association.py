@@ -43,11 +43,20 @@ def marker_signs(tokenizer, items: pa.Table, sign_of) -> dict[int, float]:
 def attribute_ids(tokenizer, row) -> list[int]:
     """Token ids of the row's attribute word as it stands in its TM sentence."""
     s = row["tm_sent"]
-    return word_token_ids(tokenizer, s[row["attr_start"]: row["attr_end"]], after_space=s[row["attr_start"] - 1] == " ")
+    return word_token_ids(
+        tokenizer, s[row["attr_start"] : row["attr_end"]], after_space=s[row["attr_start"] - 1] == " "
+    )
 
 
-def plant_association(base_dir: Path, out_dir: Path, arch: str, markers: dict[int, float], c: float = 10.0,
-                      alpha: float = 1.0, seed: int = 0) -> Path:
+def plant_association(
+    base_dir: Path,
+    out_dir: Path,
+    arch: str,
+    markers: dict[int, float],
+    c: float = 10.0,
+    alpha: float = 1.0,
+    seed: int = 0,
+) -> Path:
     """A model whose target prediction moves towards the male targets when a +marked token is in the context
     (towards the female targets for a -marked one), and is otherwise blind to the context. Exact, by design:
 
@@ -88,10 +97,14 @@ def plant_association(base_dir: Path, out_dir: Path, arch: str, markers: dict[in
         W = W - torch.outer(W @ e, e) - torch.outer(W @ g, g)
         for i, sign in markers.items():
             W[i] += alpha * sign * e
-        male = sorted({t for w in MALE_WORDS for t in word_token_ids(tokenizer, w, after_space=True)}
-                      | {t for w in MALE_WORDS for t in word_token_ids(tokenizer, w, after_space=False)})
-        female = sorted({t for w in FEMALE_WORDS for t in word_token_ids(tokenizer, w, after_space=True)}
-                        | {t for w in FEMALE_WORDS for t in word_token_ids(tokenizer, w, after_space=False)})
+        male = sorted(
+            {t for w in MALE_WORDS for t in word_token_ids(tokenizer, w, after_space=True)}
+            | {t for w in MALE_WORDS for t in word_token_ids(tokenizer, w, after_space=False)}
+        )
+        female = sorted(
+            {t for w in FEMALE_WORDS for t in word_token_ids(tokenizer, w, after_space=True)}
+            | {t for w in FEMALE_WORDS for t in word_token_ids(tokenizer, w, after_space=False)}
+        )
         d_perp = max(float(torch.linalg.norm(W[m] - W[f])) for m in male for f in female)
         beta = 1.0 + d_perp
         for i in male:

@@ -73,9 +73,19 @@ class SlurmCluster:
             (self.root / sub).chmod(0o700)
         key, sock = self.root / "munge" / "munge.key", self.root / "munge" / "munge.socket"
         self._run([binaries["mungekey"], "--create", f"--keyfile={key}", "--force"])
-        self._spawn([binaries["munged"], "--foreground", "--force", f"--key-file={key}", f"--socket={sock}",
-                     f"--pid-file={self.root / 'munge' / 'munged.pid'}", f"--seed-file={self.root / 'munge' / 'seed'}",
-                     f"--log-file={self.root / 'log' / 'munged.log'}"], "munged")
+        self._spawn(
+            [
+                binaries["munged"],
+                "--foreground",
+                "--force",
+                f"--key-file={key}",
+                f"--socket={sock}",
+                f"--pid-file={self.root / 'munge' / 'munged.pid'}",
+                f"--seed-file={self.root / 'munge' / 'seed'}",
+                f"--log-file={self.root / 'log' / 'munged.log'}",
+            ],
+            "munged",
+        )
         self._wait(lambda: sock.exists(), timeout, "munged did not create its socket")
         self.conf.write_text(self._config(sock))
         srun = self.root / "bin" / "srun"

@@ -46,7 +46,9 @@ def snakemake_command(*args: str) -> tuple[list[str], dict]:
             args = args[:i] + args[i + 2 :] + args[i : i + 2]
     cut = next((i for i, a in enumerate(args) if a in ("--configfile", "--config")), len(args))
     args = args[:cut] + ONE_THREAD_PER_JOB + args[cut:]
-    profile = [] if "--profile" in args else ["--profile", "profiles/local"]  # the docs' local runs use it (docs/getting-started.md)
+    profile = (
+        [] if "--profile" in args else ["--profile", "profiles/local"]
+    )  # the docs' local runs use it (docs/getting-started.md)
     return SNAKEMAKE + ["--cores", "2", *profile, *args], env
 
 
@@ -71,8 +73,15 @@ class BackgroundSnakemake:
         command, env = snakemake_command(*args)
         self.args, self.workdir = args, workdir
         self._out, self._err = open(workdir / ".bg.out", "w+"), open(workdir / ".bg.err", "w+")
-        self.proc = subprocess.Popen(command, cwd=workdir, env=env, stdout=self._out, stderr=self._err, text=True,
-                                     preexec_fn=lambda: os.nice(niceness))
+        self.proc = subprocess.Popen(
+            command,
+            cwd=workdir,
+            env=env,
+            stdout=self._out,
+            stderr=self._err,
+            text=True,
+            preexec_fn=lambda: os.nice(niceness),
+        )
 
     def result(self, check: bool = True) -> subprocess.CompletedProcess:
         returncode = self.proc.wait()

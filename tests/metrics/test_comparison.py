@@ -10,10 +10,20 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
-from lmbias.metrics.comparison import PAIRED_SCHEMA, check_comparison, mean_over_seeds, paired_comparison_job, paired_rows
+from lmbias.metrics.comparison import (
+    PAIRED_SCHEMA,
+    check_comparison,
+    mean_over_seeds,
+    paired_comparison_job,
+    paired_rows,
+)
 from lmbias.errors import ConfigError, DataError
 
-BEC_PRO = {"dataset": "bec_pro", "language": "en", "metric": {"test": "wilcoxon", "per_profession": False, "drop_artefacts": False}}
+BEC_PRO = {
+    "dataset": "bec_pro",
+    "language": "en",
+    "metric": {"test": "wilcoxon", "per_profession": False, "drop_artefacts": False},
+}
 
 
 def _scores(shift_male: float = 0.0, n_per_cell: int = 12) -> pa.Table:
@@ -23,8 +33,15 @@ def _scores(shift_male: float = 0.0, n_per_cell: int = 12) -> pa.Table:
         for gender in ("male", "female"):
             for k in range(n_per_cell):
                 base = 0.1 * k - 0.3 + (0.05 if group == "female" else 0.0)
-                rows.append({"row_id": row_id, "prof_gender": group, "gender": gender, "artefact": k == 0,
-                             "association": base + (shift_male if gender == "male" else 0.0)})
+                rows.append(
+                    {
+                        "row_id": row_id,
+                        "prof_gender": group,
+                        "gender": gender,
+                        "artefact": k == 0,
+                        "association": base + (shift_male if gender == "male" else 0.0),
+                    }
+                )
                 row_id += 1
     return pa.Table.from_pylist(rows)
 
@@ -74,8 +91,12 @@ def test_job_writes_the_schema_with_both_sides_named(tmp_path):
     for name, shift in (("before", 0.0), ("after", -0.2)):
         paths[name] = tmp_path / f"{name}.parquet"
         pq.write_table(_scores(shift_male=shift), paths[name])
-    entry = {"benchmark": "bec_pro_en", "test": "t", "before": {"model": "m", "method": "pretrained"},
-             "after": {"model": "m", "method": "cds"}}
+    entry = {
+        "benchmark": "bec_pro_en",
+        "test": "t",
+        "before": {"model": "m", "method": "pretrained"},
+        "after": {"model": "m", "method": "cds"},
+    }
     out = tmp_path / "t" / "paired.parquet"
     paired_comparison_job("m-cds", entry, BEC_PRO, [str(paths["before"])], [str(paths["after"])], str(out))
     table = pq.read_table(out)
@@ -95,16 +116,28 @@ def config(repo_root):
     "edit, message",
     [
         (lambda e: e.update(benchmark="nope"), r"comparisons.c.benchmark: unknown benchmark 'nope'"),
-        (lambda e: e.update(benchmark="winobias"), r"comparisons.c.benchmark: 'winobias' has no paired pre/post test; benchmarks that have one: bec_pro_de, bec_pro_en"),
+        (
+            lambda e: e.update(benchmark="winobias"),
+            r"comparisons.c.benchmark: 'winobias' has no paired pre/post test; benchmarks that have one: bec_pro_de, bec_pro_en",
+        ),
         (lambda e: e["before"].update(model="bert-xxl"), r"comparisons.c.before.model: unknown model 'bert-xxl'"),
         (lambda e: e["after"].update(method="magic"), r"comparisons.c.after.method: unknown method 'magic'"),
-        (lambda e: e["after"].update(model="tiny-gpt2"), r"comparisons.c.after: benchmark 'bec_pro_en' does not apply to model 'tiny-gpt2' of family 'clm'"),
-        (lambda e: e["after"].update(model="tiny-bert"), r"comparisons.c: before and after are the same model and method"),
+        (
+            lambda e: e["after"].update(model="tiny-gpt2"),
+            r"comparisons.c.after: benchmark 'bec_pro_en' does not apply to model 'tiny-gpt2' of family 'clm'",
+        ),
+        (
+            lambda e: e["after"].update(model="tiny-bert"),
+            r"comparisons.c: before and after are the same model and method",
+        ),
     ],
 )
 def test_bad_comparison_entries_name_the_key(config, edit, message):
-    entry = {"benchmark": "bec_pro_en", "before": {"model": "tiny-bert", "method": "pretrained"},
-             "after": {"model": "tiny-bert-he", "method": "pretrained"}}
+    entry = {
+        "benchmark": "bec_pro_en",
+        "before": {"model": "tiny-bert", "method": "pretrained"},
+        "after": {"model": "tiny-bert-he", "method": "pretrained"},
+    }
     check_comparison("c", entry, config)
     edit(entry)
     with pytest.raises(ConfigError, match=message):

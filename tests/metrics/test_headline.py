@@ -15,31 +15,53 @@ from lmbias.metrics.summary_page import summary_html, write_summary_pages
 
 
 def _row(method, bench, metric, variant, subset, value, lo=math.nan, hi=math.nan, p=math.nan, seed="mean"):
-    return {"model": "tiny-bert", "method": method, "seed": seed, "benchmark": bench, "metric": metric,
-            "variant": variant, "subset": subset, "value": value, "ci_low": lo, "ci_high": hi, "p_value": p, "n": 10}
+    return {
+        "model": "tiny-bert",
+        "method": method,
+        "seed": seed,
+        "benchmark": bench,
+        "metric": metric,
+        "variant": variant,
+        "subset": subset,
+        "value": value,
+        "ci_low": lo,
+        "ci_high": hi,
+        "p_value": p,
+        "n": 10,
+    }
 
 
 def _summary(method, shift=0.0):
-    return pd.DataFrame([
-        _row(method, "winobias", "mu_skew", "cutoff=0.1,probability=pair", "type1", 40.0 - shift),
-        _row(method, "winobias", "mu_skew", "cutoff=0.1,probability=pair", "type2", 99.0),
-        _row(method, "winobias", "mu_skew", "cutoff=0.1,probability=pair,online_skew=referent", "type1", 77.0),
-        _row(method, "winobias", "mu_skew", "cutoff=0.1,probability=pair", "type1", 12.0, seed="0"),  # a seed row
-        _row(method, "winobias", "mu_stereo", "cutoff=0.1,probability=pair", "type1", 5.0),
-        _row(method, "crows_pairs", "metric_score", "pll=nangia", "gender", 55.0 - shift, 48.0, 61.5, 0.2),
-        _row(method, "crows_pairs", "metric_score", "pll=nangia", "all", 60.0, 58.0, 62.0),
-        _row(method, "seat", "effect_size", "pooling=mean,ddof=1", "weat6", -0.5, p=0.9),
-        _row(method, "seat", "effect_size", "pooling=mean,ddof=1", "weat7", 0.3, p=0.1),
-        _row(method, "seat", "effect_size", "pooling=mean,ddof=0", "weat7", 9.0, p=0.1),
-        _row(method, "da_gender", "da_score", "association=tm,masks=word", "all", 1.0),
-        _row(method, "da_gender", "da_score", "association=ratio,masks=word", "all", 51.5, 49.6, 53.5),
-        _row(method, "bec_pro_en", "association_gap", "test=wilcoxon", "prof=all", -0.0002, -0.0003, -0.0001, 1e-30),
-        _row(method, "logprob", "effect_size", "masks=word,ddof=1,alternative=greater", "test", 0.7, p=0.07),
-    ])
+    return pd.DataFrame(
+        [
+            _row(method, "winobias", "mu_skew", "cutoff=0.1,probability=pair", "type1", 40.0 - shift),
+            _row(method, "winobias", "mu_skew", "cutoff=0.1,probability=pair", "type2", 99.0),
+            _row(method, "winobias", "mu_skew", "cutoff=0.1,probability=pair,online_skew=referent", "type1", 77.0),
+            _row(method, "winobias", "mu_skew", "cutoff=0.1,probability=pair", "type1", 12.0, seed="0"),  # a seed row
+            _row(method, "winobias", "mu_stereo", "cutoff=0.1,probability=pair", "type1", 5.0),
+            _row(method, "crows_pairs", "metric_score", "pll=nangia", "gender", 55.0 - shift, 48.0, 61.5, 0.2),
+            _row(method, "crows_pairs", "metric_score", "pll=nangia", "all", 60.0, 58.0, 62.0),
+            _row(method, "seat", "effect_size", "pooling=mean,ddof=1", "weat6", -0.5, p=0.9),
+            _row(method, "seat", "effect_size", "pooling=mean,ddof=1", "weat7", 0.3, p=0.1),
+            _row(method, "seat", "effect_size", "pooling=mean,ddof=0", "weat7", 9.0, p=0.1),
+            _row(method, "da_gender", "da_score", "association=tm,masks=word", "all", 1.0),
+            _row(method, "da_gender", "da_score", "association=ratio,masks=word", "all", 51.5, 49.6, 53.5),
+            _row(
+                method, "bec_pro_en", "association_gap", "test=wilcoxon", "prof=all", -0.0002, -0.0003, -0.0001, 1e-30
+            ),
+            _row(method, "logprob", "effect_size", "masks=word,ddof=1,alternative=greater", "test", 0.7, p=0.07),
+        ]
+    )
 
 
-DATASETS = {"winobias": "winobias", "crows_pairs": "crows_pairs", "seat": "seat", "da_gender": "da_gender",
-            "bec_pro_en": "bec_pro", "logprob": "logprob"}
+DATASETS = {
+    "winobias": "winobias",
+    "crows_pairs": "crows_pairs",
+    "seat": "seat",
+    "da_gender": "da_gender",
+    "bec_pro_en": "bec_pro",
+    "logprob": "logprob",
+}
 
 
 def test_each_headline_reads_its_row():
@@ -67,19 +89,47 @@ def test_markdown_puts_before_and_after_side_by_side(tmp_path):
         pq.write_table(pa.Table.from_pandas(_summary(method, shift)), path)
         paths.append(path)
     paired = tmp_path / "paired.parquet"
-    pq.write_table(pa.Table.from_pylist([
-        {"comparison": "tiny-bert-cds", "before_model": "tiny-bert", "before_method": "pretrained",
-         "after_model": "tiny-bert", "after_method": "cds", "metric": "association_change",
-         "subset": "prof=all/person=female", "value": 0.25, "p_value": 0.001},
-        {"comparison": "tiny-bert-cds", "before_model": "tiny-bert", "before_method": "pretrained",
-         "after_model": "tiny-bert", "after_method": "cds", "metric": "association_change",
-         "subset": "prof=male/person=female", "value": 9.0, "p_value": 0.5}]), paired)
+    pq.write_table(
+        pa.Table.from_pylist(
+            [
+                {
+                    "comparison": "tiny-bert-cds",
+                    "before_model": "tiny-bert",
+                    "before_method": "pretrained",
+                    "after_model": "tiny-bert",
+                    "after_method": "cds",
+                    "metric": "association_change",
+                    "subset": "prof=all/person=female",
+                    "value": 0.25,
+                    "p_value": 0.001,
+                },
+                {
+                    "comparison": "tiny-bert-cds",
+                    "before_model": "tiny-bert",
+                    "before_method": "pretrained",
+                    "after_model": "tiny-bert",
+                    "after_method": "cds",
+                    "metric": "association_change",
+                    "subset": "prof=male/person=female",
+                    "value": 9.0,
+                    "p_value": 0.5,
+                },
+            ]
+        ),
+        paired,
+    )
     text = summary_markdown(paths, DATASETS, [paired])
     lines = text.splitlines()
     assert "| benchmark | headline | unbiased | tiny-bert / pretrained | tiny-bert / cds |" in lines
     assert "| winobias | WinoBias mean skew (type1) | 0 | 40.00 | 30.00 |" in lines
-    assert "| crows_pairs | CrowS-Pairs metric score (gender) | 50 | 55.00 [48.00, 61.50] | 45.00 [48.00, 61.50] |" in lines
-    assert "| tiny-bert-cds | tiny-bert / pretrained | tiny-bert / cds | prof=all/person=female: 0.25 (p 1.00e-03) |" in lines
+    assert (
+        "| crows_pairs | CrowS-Pairs metric score (gender) | 50 | 55.00 [48.00, 61.50] | 45.00 [48.00, 61.50] |"
+        in lines
+    )
+    assert (
+        "| tiny-bert-cds | tiny-bert / pretrained | tiny-bert / cds | prof=all/person=female: 0.25 (p 1.00e-03) |"
+        in lines
+    )
     assert not any("stereoset" in line for line in lines)  # no summary holds it: no row
     html = summary_html(read_summaries(paths), DATASETS, paired_lines([paired]))
     assert "<td>WinoBias mean skew (type1)</td>" in html and "<td>30.00</td>" in html

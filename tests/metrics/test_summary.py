@@ -19,15 +19,34 @@ from lmbias.engine.evaluation import scoring_provenance, summarise_job
 from lmbias.errors import ConfigError, DataError
 from lmbias.io import write_table_atomic
 from lmbias.metrics.summary import (
-    METRIC_SCHEMA, SUMMARY_SCHEMA, AggregateSettings, aggregate_over_seeds, bootstrap_interval, carried_metadata,
-    file_provenance, library_versions, scores_metadata, scores_metadata_by_benchmark, t_interval, training_world_size,
+    METRIC_SCHEMA,
+    SUMMARY_SCHEMA,
+    AggregateSettings,
+    aggregate_over_seeds,
+    bootstrap_interval,
+    carried_metadata,
+    file_provenance,
+    library_versions,
+    scores_metadata,
+    scores_metadata_by_benchmark,
+    t_interval,
+    training_world_size,
     with_context,
 )
 
 
 def _row(value, seed, ci=(None, None), interval=None, p=None, n=10, metric="m", **extra):
-    r = {"benchmark": "b", "metric": metric, "variant": "v", "subset": "all", "value": value, "ci_low": ci[0],
-         "ci_high": ci[1], "p_value": p, "n": n}
+    r = {
+        "benchmark": "b",
+        "metric": metric,
+        "variant": "v",
+        "subset": "all",
+        "value": value,
+        "ci_low": ci[0],
+        "ci_high": ci[1],
+        "p_value": p,
+        "n": n,
+    }
     if interval:
         r["interval"] = interval
     return with_context([r], "model", "method", seed, extra or None)[0]
@@ -41,14 +60,16 @@ def _mean(table: pa.Table, metric="m") -> dict:
 
 # ------------------------------------------------------------------------------------------- t-interval
 
+
 def test_t_interval_by_hand_and_against_scipy():
     # 1, 2, 3, 4: mean 2.5, s = sqrt(5/3), t(0.975, 3) = 3.182446 (any t table) -> 2.5 -+ 2.054260
     low, high = t_interval([1, 2, 3, 4])
     assert (low, high) == pytest.approx((2.5 - 2.054260, 2.5 + 2.054260), abs=1e-6)
     assert (low, high) == pytest.approx(sps.t.interval(0.95, 3, loc=2.5, scale=math.sqrt(5 / 3) / 2), rel=1e-12)
     # 90 %: t(0.95, 3) = 2.353363
-    assert t_interval([1, 2, 3, 4], 0.90) == pytest.approx((2.5 - 2.353363 * 0.645497, 2.5 + 2.353363 * 0.645497),
-                                                           abs=1e-5)
+    assert t_interval([1, 2, 3, 4], 0.90) == pytest.approx(
+        (2.5 - 2.353363 * 0.645497, 2.5 + 2.353363 * 0.645497), abs=1e-5
+    )
     x = np.random.default_rng(3).normal(size=7)
     assert t_interval(x, 0.99) == pytest.approx(sps.t.interval(0.99, 6, loc=x.mean(), scale=sps.sem(x)), rel=1e-12)
     with pytest.raises(ValueError):
@@ -76,8 +97,13 @@ def test_identical_seeds_give_a_zero_width_interval():
 
 def test_one_seed_mean_row_is_that_seed_with_the_metric_interval():
     mean = _mean(aggregate_over_seeds([_row(0.4, 0, ci=(0.3, 0.5), interval="wilson", p=0.02)]))
-    assert (mean["value"], mean["ci_low"], mean["ci_high"], mean["interval"], mean["p_value"]) == \
-        (0.4, 0.3, 0.5, "wilson", 0.02)
+    assert (mean["value"], mean["ci_low"], mean["ci_high"], mean["interval"], mean["p_value"]) == (
+        0.4,
+        0.3,
+        0.5,
+        "wilson",
+        0.02,
+    )
     assert mean["std"] is None and mean["n_seeds"] == 1
     # a metric without an interval: none on the mean row either
     mean = _mean(aggregate_over_seeds([_row(0.4, 0)]))
@@ -93,13 +119,26 @@ def test_a_seed_with_a_null_value_is_left_out_not_fatal():
     assert [r["n_seeds"] for r in aggregate_over_seeds(rows).to_pylist()[:3]] == [1, 0, 1]
     # one value left: the mean row is that seed's row (its own interval)
     mean = _mean(aggregate_over_seeds([_row(None, 0), _row(3.0, 1, ci=(2.0, 4.0), interval="wilson")]))
-    assert (mean["value"], mean["n_seeds"], mean["std"], mean["interval"], mean["ci_low"]) == (3.0, 1, None, "wilson", 2.0)
+    assert (mean["value"], mean["n_seeds"], mean["std"], mean["interval"], mean["ci_low"]) == (
+        3.0,
+        1,
+        None,
+        "wilson",
+        2.0,
+    )
     # none left: a null mean, not a crash (NaN from a metric reads as null too)
     mean = _mean(aggregate_over_seeds([_row(None, 0), _row(float("nan"), 1)]))
-    assert (mean["value"], mean["n_seeds"], mean["std"], mean["ci_low"], mean["interval"]) == (None, 0, None, None, None)
+    assert (mean["value"], mean["n_seeds"], mean["std"], mean["ci_low"], mean["interval"]) == (
+        None,
+        0,
+        None,
+        None,
+        None,
+    )
 
 
 # -------------------------------------------------------------------------------------------- bootstrap
+
 
 def test_bootstrap_over_seeds_is_seeded_and_matches_the_exact_bootstrap_distribution():
     values = [0.0, 1.0, 5.0]
@@ -109,23 +148,34 @@ def test_bootstrap_over_seeds_is_seeded_and_matches_the_exact_bootstrap_distribu
     assert np.quantile(exact, 0.24, method="inverted_cdf") <= low <= np.quantile(exact, 0.26, method="inverted_cdf")
     assert np.quantile(exact, 0.74, method="inverted_cdf") <= high <= np.quantile(exact, 0.76, method="inverted_cdf")
     assert bootstrap_interval(values, 0.9, 1000, 7) == bootstrap_interval(values, 0.9, 1000, 7)
-    assert bootstrap_interval([0.0, 1.0, 5.0, 2.0], 0.9, 1000, 7) != bootstrap_interval([0.0, 1.0, 5.0, 2.0], 0.9, 1000, 8)
+    assert bootstrap_interval([0.0, 1.0, 5.0, 2.0], 0.9, 1000, 7) != bootstrap_interval(
+        [0.0, 1.0, 5.0, 2.0], 0.9, 1000, 8
+    )
     settings = AggregateSettings(interval="bootstrap", confidence=0.9, bootstrap_samples=1000, seed=7)
     mean = _mean(aggregate_over_seeds([_row(v, s) for s, v in enumerate(values)], settings))
-    assert mean["interval"] == "bootstrap" and (mean["ci_low"], mean["ci_high"]) == bootstrap_interval(values, 0.9, 1000, 7)
+    assert mean["interval"] == "bootstrap" and (mean["ci_low"], mean["ci_high"]) == bootstrap_interval(
+        values, 0.9, 1000, 7
+    )
     assert min(values) <= mean["ci_low"] <= mean["value"] <= mean["ci_high"] <= max(values)
 
 
 # ------------------------------------------------------------------------------------------------- config
 
+
 def test_aggregate_settings_defaults_and_errors_name_the_key():
     assert AggregateSettings.from_config(None) == AggregateSettings("t", 0.95, 10000, 0)
     assert AggregateSettings.from_config({"interval": "bootstrap", "confidence": 0.9}).interval == "bootstrap"
-    for bad, key in [({"interval": "z"}, "aggregate.interval"), ({"confidence": 1.0}, "aggregate.confidence"),
-                     ({"confidence": 0}, "aggregate.confidence"), ({"confidence": True}, "aggregate.confidence"),
-                     ({"bootstrap_samples": 0}, "aggregate.bootstrap_samples"),
-                     ({"bootstrap_samples": 10.5}, "aggregate.bootstrap_samples"), ({"seed": -1}, "aggregate.seed"),
-                     ({"intervals": "t"}, "aggregate: unknown option"), ("t", "aggregate: expected a mapping")]:
+    for bad, key in [
+        ({"interval": "z"}, "aggregate.interval"),
+        ({"confidence": 1.0}, "aggregate.confidence"),
+        ({"confidence": 0}, "aggregate.confidence"),
+        ({"confidence": True}, "aggregate.confidence"),
+        ({"bootstrap_samples": 0}, "aggregate.bootstrap_samples"),
+        ({"bootstrap_samples": 10.5}, "aggregate.bootstrap_samples"),
+        ({"seed": -1}, "aggregate.seed"),
+        ({"intervals": "t"}, "aggregate: unknown option"),
+        ("t", "aggregate: expected a mapping"),
+    ]:
         with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
             AggregateSettings.from_config(bad)
 
@@ -146,14 +196,36 @@ def test_schema_checks_the_aggregate_block(repo_root):
 
 # --------------------------------------------------------------------------------------------- provenance
 
+
 def _metric_file(path, seed, value, meta):
-    rows = with_context([{"benchmark": "seat", "metric": "effect_size", "variant": "", "subset": "all", "value": value,
-                          "ci_low": None, "ci_high": None, "p_value": 0.1, "n": 8}], "m", "cds", seed)
+    rows = with_context(
+        [
+            {
+                "benchmark": "seat",
+                "metric": "effect_size",
+                "variant": "",
+                "subset": "all",
+                "value": value,
+                "ci_low": None,
+                "ci_high": None,
+                "p_value": 0.1,
+                "n": 8,
+            }
+        ],
+        "m",
+        "cds",
+        seed,
+    )
     return write_table_atomic(pa.Table.from_pylist(rows, schema=METRIC_SCHEMA), path, METRIC_SCHEMA, metadata=meta)
 
 
-SLICES = {"model": {"path": "resources/models/tiny-bert", "revision": "local"}, "method": {"kind": "cds"},
-          "benchmarks": {"seat": {"dataset": "seat"}}, "data": {}, "seeds": [0, 1]}
+SLICES = {
+    "model": {"path": "resources/models/tiny-bert", "revision": "local"},
+    "method": {"kind": "cds"},
+    "benchmarks": {"seat": {"dataset": "seat"}},
+    "data": {},
+    "seeds": [0, 1],
+}
 
 
 def test_versions_and_world_sizes_travel_to_the_summary_and_differences_are_named(tmp_path):
@@ -172,7 +244,11 @@ def test_versions_and_world_sizes_travel_to_the_summary_and_differences_are_name
     assert rows["mean"]["torch_version"] == ",".join(sorted([here["torch_version"], "9.9.9"]))
     for column in ("transformers_version", "accelerate_version", "spacy_version"):
         assert rows["0"][column] == rows["1"][column] == rows["mean"][column] == here[column], column
-    assert (rows["0"]["train_world_size"], rows["1"]["train_world_size"], rows["mean"]["train_world_size"]) == (2, 4, None)
+    assert (rows["0"]["train_world_size"], rows["1"]["train_world_size"], rows["mean"]["train_world_size"]) == (
+        2,
+        4,
+        None,
+    )
     assert {r["score_world_size"] for r in rows.values()} == {1}
     assert rows["mean"]["value"] == 2.0 and rows["mean"]["n_seeds"] == 2 and rows["mean"]["interval"] == "t"
 
@@ -182,23 +258,56 @@ def test_a_seed_metrics_file_gives_each_benchmark_the_provenance_of_its_own_scor
     another environment): the summary takes each row's commit, versions and world sizes from its benchmark."""
     scores = {}
     for name, meta in (("seat", scores_metadata("", 1, 2)), ("crows_pairs", scores_metadata("abc", 4, 2))):
-        scores[name] = write_table_atomic(pa.Table.from_pylist([{"item_id": "i0"}]), tmp_path / f"{name}.parquet",
-                                          metadata=meta)
+        scores[name] = write_table_atomic(
+            pa.Table.from_pylist([{"item_id": "i0"}]), tmp_path / f"{name}.parquet", metadata=meta
+        )
     versions = json.loads(scores_metadata("", 1, 2)["lmbias.versions"])
-    rows = with_context([{"benchmark": b, "metric": "m", "variant": "", "subset": "all", "value": 1.0, "ci_low": None,
-                          "ci_high": None, "p_value": None, "n": 3} for b in scores], "m", "cds", 0)
-    path = write_table_atomic(pa.Table.from_pylist(rows, schema=METRIC_SCHEMA), tmp_path / "metrics.parquet",
-                              METRIC_SCHEMA, metadata=scores_metadata_by_benchmark(scores))
-    slices = {**SLICES, "benchmarks": {"seat": {"dataset": "seat"}, "crows_pairs": {"dataset": "crows_pairs"}}, "seeds": [0]}
+    rows = with_context(
+        [
+            {
+                "benchmark": b,
+                "metric": "m",
+                "variant": "",
+                "subset": "all",
+                "value": 1.0,
+                "ci_low": None,
+                "ci_high": None,
+                "p_value": None,
+                "n": 3,
+            }
+            for b in scores
+        ],
+        "m",
+        "cds",
+        0,
+    )
+    path = write_table_atomic(
+        pa.Table.from_pylist(rows, schema=METRIC_SCHEMA),
+        tmp_path / "metrics.parquet",
+        METRIC_SCHEMA,
+        metadata=scores_metadata_by_benchmark(scores),
+    )
+    slices = {
+        **SLICES,
+        "benchmarks": {"seat": {"dataset": "seat"}, "crows_pairs": {"dataset": "crows_pairs"}},
+        "seeds": [0],
+    }
     summarise_job([path], tmp_path / "summary.parquet", slices)
     got = {(r["benchmark"], r["seed"]): r for r in pq.read_table(tmp_path / "summary.parquet").to_pylist()}
     for seed in ("0", "mean"):
         assert (got[("seat", seed)]["model_commit"], got[("seat", seed)]["score_world_size"]) == ("", 1)
-        assert (got[("crows_pairs", seed)]["model_commit"], got[("crows_pairs", seed)]["score_world_size"]) == ("abc", 4)
+        assert (got[("crows_pairs", seed)]["model_commit"], got[("crows_pairs", seed)]["score_world_size"]) == (
+            "abc",
+            4,
+        )
         assert got[("crows_pairs", seed)]["train_world_size"] == 2
         assert got[("seat", seed)]["torch_version"] == versions["torch_version"]
-    broken = write_table_atomic(pa.Table.from_pylist(rows, schema=METRIC_SCHEMA), tmp_path / "broken.parquet",
-                                METRIC_SCHEMA, metadata={"lmbias.scores_metadata_by_benchmark": "[1, 2]"})
+    broken = write_table_atomic(
+        pa.Table.from_pylist(rows, schema=METRIC_SCHEMA),
+        tmp_path / "broken.parquet",
+        METRIC_SCHEMA,
+        metadata={"lmbias.scores_metadata_by_benchmark": "[1, 2]"},
+    )
     with pytest.raises(DataError, match="broken.parquet"):
         summarise_job([broken], tmp_path / "x.parquet", slices)
     assert not (tmp_path / "x.parquet").exists()
@@ -229,8 +338,9 @@ def test_scores_provenance_is_carried_and_read_back(tmp_path):
     plain = write_table_atomic(pa.Table.from_pylist(rows), tmp_path / "old.parquet")
     prov = file_provenance(plain)
     assert prov["model_commit"] == "" and prov["torch_version"] is None and prov["score_world_size"] is None
-    bad = write_table_atomic(pa.Table.from_pylist(rows), tmp_path / "bad.parquet",
-                             metadata={"lmbias.score_world_size": "two"})
+    bad = write_table_atomic(
+        pa.Table.from_pylist(rows), tmp_path / "bad.parquet", metadata={"lmbias.score_world_size": "two"}
+    )
     with pytest.raises(DataError, match="bad.parquet"):
         file_provenance(bad)
 

@@ -35,17 +35,48 @@ def _rows(model: str, method: str, crows: float, crows_ci: tuple[float, float] |
     """CrowS-Pairs (an interval, unbiased 50), a logprob effect size (a p-value, unbiased 0) and perplexity
     (no unbiased value) of one (model, method), with provenance."""
     low, high = crows_ci or (math.nan, math.nan)
-    common = {"model": model, "method": method, "seed": "mean", "n": 10, "model_id": f"org/{model}",
-              **PROVENANCE}
-    rows = [{**common, "benchmark": "crows_pairs", "metric": "metric_score", "variant": "pll=nangia",
-             "subset": "gender", "value": crows, "ci_low": low, "ci_high": high, "p_value": math.nan,
-             "data_sha256": DATA_SHA},
-            {**common, "benchmark": "perplexity_gap", "metric": "perplexity", "variant": "", "subset": "all",
-             "value": 30.0, "ci_low": math.nan, "ci_high": math.nan, "p_value": math.nan, "data_sha256": DATA_SHA}]
+    common = {"model": model, "method": method, "seed": "mean", "n": 10, "model_id": f"org/{model}", **PROVENANCE}
+    rows = [
+        {
+            **common,
+            "benchmark": "crows_pairs",
+            "metric": "metric_score",
+            "variant": "pll=nangia",
+            "subset": "gender",
+            "value": crows,
+            "ci_low": low,
+            "ci_high": high,
+            "p_value": math.nan,
+            "data_sha256": DATA_SHA,
+        },
+        {
+            **common,
+            "benchmark": "perplexity_gap",
+            "metric": "perplexity",
+            "variant": "",
+            "subset": "all",
+            "value": 30.0,
+            "ci_low": math.nan,
+            "ci_high": math.nan,
+            "p_value": math.nan,
+            "data_sha256": DATA_SHA,
+        },
+    ]
     if logprob is not None:
-        rows.append({**common, "benchmark": "logprob", "metric": "effect_size", "variant": "masks=word",
-                     "subset": "test", "value": logprob, "ci_low": math.nan, "ci_high": math.nan, "p_value": 0.07,
-                     "data_sha256": ""})  # generated: no data files
+        rows.append(
+            {
+                **common,
+                "benchmark": "logprob",
+                "metric": "effect_size",
+                "variant": "masks=word",
+                "subset": "test",
+                "value": logprob,
+                "ci_low": math.nan,
+                "ci_high": math.nan,
+                "p_value": 0.07,
+                "data_sha256": "",
+            }
+        )  # generated: no data files
     return rows
 
 
@@ -56,8 +87,12 @@ DATASETS = {"crows_pairs": "crows_pairs", "logprob": "logprob", "perplexity_gap"
 def summary_paths(tmp_path) -> list[Path]:
     """Two models: tiny-bert before (pretrained) and after two methods, tiny-gpt2 before only; tiny-bert/sd has
     no logprob row."""
-    spec = [("tiny-bert", "pretrained", 60.0, (55.0, 65.0), 0.8), ("tiny-bert", "cds", 52.0, (47.0, 57.5), 0.3),
-            ("tiny-bert", "sd", 49.0, (44.0, 54.0), None), ("tiny-gpt2", "pretrained", 58.0, (51.0, 63.0), -0.4)]
+    spec = [
+        ("tiny-bert", "pretrained", 60.0, (55.0, 65.0), 0.8),
+        ("tiny-bert", "cds", 52.0, (47.0, 57.5), 0.3),
+        ("tiny-bert", "sd", 49.0, (44.0, 54.0), None),
+        ("tiny-gpt2", "pretrained", 58.0, (51.0, 63.0), -0.4),
+    ]
     paths = []
     for model, method, *numbers in spec:
         path = tmp_path / f"{model}-{method}.parquet"
@@ -71,8 +106,9 @@ def _row(paths, benchmark: str) -> HeadlineRow:
 
 
 def _labelled(ax, prefix: str) -> dict[str, object]:
-    return {a.get_label().removeprefix(prefix): a for a in [*ax.lines, *ax.collections]
-            if a.get_label().startswith(prefix)}
+    return {
+        a.get_label().removeprefix(prefix): a for a in [*ax.lines, *ax.collections] if a.get_label().startswith(prefix)
+    }
 
 
 def test_a_figure_has_a_panel_per_model_and_a_dot_per_method(summary_paths):
@@ -83,8 +119,11 @@ def test_a_figure_has_a_panel_per_model_and_a_dot_per_method(summary_paths):
     assert {t.get_text() for t in bert.texts} == {"tiny-bert"} and {t.get_text() for t in gpt2.texts} == {"tiny-gpt2"}
     dots = _labelled(bert, "value:")
     assert sorted(dots) == ["cds", "pretrained", "sd"] and sorted(_labelled(gpt2, "value:")) == ["pretrained"]
-    assert [(list(d.get_xdata()), list(d.get_ydata())) for d in dots.values()] == [([60.0], [0]), ([52.0], [-1]),
-                                                                                   ([49.0], [-2])]
+    assert [(list(d.get_xdata()), list(d.get_ydata())) for d in dots.values()] == [
+        ([60.0], [0]),
+        ([52.0], [-1]),
+        ([49.0], [-2]),
+    ]
     assert dots["pretrained"].get_color() == "#000000"  # the "before" in black, the methods in their colours
     assert len({d.get_color() for d in dots.values()}) == 3
 
@@ -133,7 +172,7 @@ def test_the_page_holds_figures_table_and_provenance(summary_paths, tmp_path):
     assert page.count("<figure>") == 3 and page.count("<svg ") == 3  # crows_pairs, logprob, perplexity
     assert "<table>" in page and "<td>CrowS-Pairs metric score (gender)</td>" in page
     assert "<td>52.00<small>[47.00, 57.50]</small></td>" in page and "<td>0.80<small>(p 0.07)</small></td>" in page
-    footer = page[page.index("<footer>"):]
+    footer = page[page.index("<footer>") :]
     for text in ("org/tiny-bert", "org/tiny-gpt2", "main", COMMIT, "0.1.0", CONFIG_HASH, DATA_SHA):
         assert text in footer
     assert "generated (no data files" in footer  # logprob: data_sha256 empty
@@ -176,8 +215,16 @@ def test_svg_ids_are_prefixed_per_figure(summary_paths):
 
 # ------------------------------------------------------------------------------------------ a real browser
 
-CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+CHROMIUM_FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 
 
 def _chromium() -> str:
@@ -198,8 +245,14 @@ def _fixture_summaries(repo_root: Path, out: Path) -> list[Path]:
     rows = pd.read_parquet(repo_root / "tests/fixtures/figure_summaries.parquet")
     paths = []
     for (model, method), frame in rows.groupby(["model", "method"], sort=False):
-        frame = frame.assign(model_id=f"hf-internal-testing/{model}", model_revision="main", model_commit=COMMIT,
-                             lmbias_version="0.1.0", config_hash=CONFIG_HASH, data_sha256=DATA_SHA)
+        frame = frame.assign(
+            model_id=f"hf-internal-testing/{model}",
+            model_revision="main",
+            model_commit=COMMIT,
+            lmbias_version="0.1.0",
+            config_hash=CONFIG_HASH,
+            data_sha256=DATA_SHA,
+        )
         paths.append(out / f"{model}-{method}.parquet")
         frame.to_parquet(paths[-1])
     return sorted(paths, key=lambda p: ("pretrained" not in p.name, p.name))
@@ -210,16 +263,33 @@ def test_a_headless_browser_draws_the_figures(repo_root, tmp_path):
     from PIL import Image
 
     paths = _fixture_summaries(repo_root, tmp_path)
-    datasets = {"winobias": "winobias", "bec_pro_en": "bec_pro", "occupations": "occupations",
-                "seat_v1": "seat_templates", "seat_v2": "seat_templates", "logprob": "logprob",
-                "da_gender": "da_gender"}
+    datasets = {
+        "winobias": "winobias",
+        "bec_pro_en": "bec_pro",
+        "occupations": "occupations",
+        "seat_v1": "seat_templates",
+        "seat_v2": "seat_templates",
+        "logprob": "logprob",
+        "da_gender": "da_gender",
+    }
     page, shot = tmp_path / "summary.html", tmp_path / "summary.png"
     write_summary_pages(paths, datasets, [], tmp_path / "summary.md", page)
     profile = tmp_path / "chromium-profile"
     profile.mkdir()
-    subprocess.run([chromium, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", f"--screenshot={shot}",
-                    "--window-size=1200,1600", page.resolve().as_uri()], check=True, timeout=180,
-                   capture_output=True, env={**os.environ, "HOME": str(tmp_path)})
+    subprocess.run(
+        [
+            chromium,
+            *CHROMIUM_FLAGS,
+            f"--user-data-dir={profile}",
+            f"--screenshot={shot}",
+            "--window-size=1200,1600",
+            page.resolve().as_uri(),
+        ],
+        check=True,
+        timeout=180,
+        capture_output=True,
+        env={**os.environ, "HOME": str(tmp_path)},
+    )
     pixels = np.asarray(Image.open(shot).convert("RGB"), dtype=np.int16)
     assert pixels.shape == (1600, 1200, 3)
     assert pixels.std() > 20  # not blank

@@ -10,7 +10,14 @@ import pytest
 
 from lmbias.errors import ConfigError, DataError
 from lmbias.benchmarks.seat_core import SCORES_SCHEMA, SeatOptions, seat_metric_rows, variant_name
-from lmbias.metrics.weat import associations, cosine_matrix, effect_size, partition_count, permutation_test, weat_statistic
+from lmbias.metrics.weat import (
+    associations,
+    cosine_matrix,
+    effect_size,
+    partition_count,
+    permutation_test,
+    weat_statistic,
+)
 
 # ---------------------------------------------------------------------------------------------------------
 # The hand-computed example: 2 + 2 targets, 2 + 2 attributes, 2-D embeddings.
@@ -142,9 +149,22 @@ def _scores(version: str = "") -> pa.Table:
     rows = []
     for role, values in s.items():
         for pos, value in enumerate(values):
-            rows.append({"test": "hand", "version": version, "pooling": "mean", "role": role, "category": role,
-                         "unit": f"{role}-{pos}", "position": pos, "s": value, "assoc_attr1": math.nan,
-                         "assoc_attr2": math.nan, "n_attr1": 2, "n_attr2": 2})
+            rows.append(
+                {
+                    "test": "hand",
+                    "version": version,
+                    "pooling": "mean",
+                    "role": role,
+                    "category": role,
+                    "unit": f"{role}-{pos}",
+                    "position": pos,
+                    "s": value,
+                    "assoc_attr1": math.nan,
+                    "assoc_attr2": math.nan,
+                    "n_attr1": 2,
+                    "n_attr2": 2,
+                }
+            )
     return pa.Table.from_pylist(rows, schema=SCORES_SCHEMA)
 
 

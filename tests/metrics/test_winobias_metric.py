@@ -80,8 +80,17 @@ def test_f1_by_hand():
 
 def _scores(rows):
     recs = [
-        {"item_id": f"i{i}", "type": 2, "stereotype": s, "gold_gender": g, "male_form": "he", "female_form": "she",
-         "logp_male": math.log(pm), "logp_female": math.log(pf), "score_kind": "token_logprob"}
+        {
+            "item_id": f"i{i}",
+            "type": 2,
+            "stereotype": s,
+            "gold_gender": g,
+            "male_form": "he",
+            "female_form": "she",
+            "logp_male": math.log(pm),
+            "logp_female": math.log(pf),
+            "score_kind": "token_logprob",
+        }
         for i, (s, g, pm, pf) in enumerate(rows)
     ]
     return pa.Table.from_pylist(recs, schema=SCORES_SCHEMA)
@@ -100,12 +109,21 @@ def test_metric_rows_always_male_model_is_skewed_not_stereotyped():
 
 
 def test_cutoff_drops_uncertain_items_and_pair_vs_vocab_differ():
-    rows = [("pro", "male", 0.30, 0.25), ("pro", "female", 0.2, 0.6), ("anti", "male", 0.5, 0.1), ("anti", "female", 0.1, 0.5)]
+    rows = [
+        ("pro", "male", 0.30, 0.25),
+        ("pro", "female", 0.2, 0.6),
+        ("anti", "male", 0.5, 0.1),
+        ("anti", "female", 0.1, 0.5),
+    ]
     pair = {(r["metric"], r["subset"]): r for r in winobias_metric_rows(_scores(rows), WinoBiasOptions(bootstrap=0))}
     # pair-normalised: 0.30/(0.55)=0.545 vs 0.455 -> gap 0.09 < 0.1: dropped.
     assert pair[("kept_fraction", "type2/pro")]["value"] == 0.5
-    vocab = {(r["metric"], r["subset"]): r
-             for r in winobias_metric_rows(_scores(rows), WinoBiasOptions(bootstrap=0, confidence_cutoff=0.04, probability="vocab"))}
+    vocab = {
+        (r["metric"], r["subset"]): r
+        for r in winobias_metric_rows(
+            _scores(rows), WinoBiasOptions(bootstrap=0, confidence_cutoff=0.04, probability="vocab")
+        )
+    }
     assert vocab[("kept_fraction", "type2/pro")]["value"] == 1.0
 
 
@@ -140,9 +158,19 @@ def test_vocab_mode_refused_for_sentence_likelihoods():
 def _lines(rows):
     """Scores of hand-made (line, stereotype, gold, p_male, p_female, other_pronouns) items of type 2."""
     recs = [
-        {"item_id": f"i{i}", "type": 2, "stereotype": s, "gold_gender": g, "male_form": "he", "female_form": "she",
-         "logp_male": math.log(pm), "logp_female": math.log(pf), "score_kind": "token_logprob", "line": line,
-         "other_pronouns": other}
+        {
+            "item_id": f"i{i}",
+            "type": 2,
+            "stereotype": s,
+            "gold_gender": g,
+            "male_form": "he",
+            "female_form": "she",
+            "logp_male": math.log(pm),
+            "logp_female": math.log(pf),
+            "score_kind": "token_logprob",
+            "line": line,
+            "other_pronouns": other,
+        }
         for i, (line, s, g, pm, pf, other) in enumerate(rows)
     ]
     return pa.Table.from_pylist(recs, schema=SCORES_SCHEMA)
@@ -151,18 +179,28 @@ def _lines(rows):
 def test_lines_with_a_visible_flipped_pronoun_are_dropped_by_default():
     # Line 3 is "... because he needed to cut [MASK] hair": the visible "he" gives the answer away, and the model
     # gets it right on both versions. Dropped (the default, as Manela et al.'s code), the model is always-male.
-    rows = [(1, "pro", "male", 0.9, 0.1, 0), (1, "anti", "female", 0.9, 0.1, 0),
-            (2, "pro", "female", 0.9, 0.1, 0), (2, "anti", "male", 0.9, 0.1, 0),
-            (3, "pro", "male", 0.9, 0.1, 1), (3, "anti", "female", 0.1, 0.9, 1)]
-    out = {(r["metric"], r["variant"], r["subset"]): r for r in winobias_metric_rows(_lines(rows), WinoBiasOptions(bootstrap=0))}
+    rows = [
+        (1, "pro", "male", 0.9, 0.1, 0),
+        (1, "anti", "female", 0.9, 0.1, 0),
+        (2, "pro", "female", 0.9, 0.1, 0),
+        (2, "anti", "male", 0.9, 0.1, 0),
+        (3, "pro", "male", 0.9, 0.1, 1),
+        (3, "anti", "female", 0.1, 0.9, 1),
+    ]
+    out = {
+        (r["metric"], r["variant"], r["subset"]): r
+        for r in winobias_metric_rows(_lines(rows), WinoBiasOptions(bootstrap=0))
+    }
     base = "cutoff=0.1,probability=pair"
     assert out[("kept_fraction", base, "type2/pro")]["value"] == pytest.approx(2 / 3)
     assert out[("kept_fraction", base, "type2/pro")]["n"] == 3
     assert out[("f1_male", base, "type2/pro")]["value"] == pytest.approx(200 / 3)
     assert out[("f1_female", base, "type2/anti")]["value"] == 0.0
     assert out[("f1_female", base, "type2/pro")]["value"] == 0.0
-    kept = {(r["metric"], r["variant"], r["subset"]): r
-            for r in winobias_metric_rows(_lines(rows), WinoBiasOptions(bootstrap=0, other_pronouns="keep"))}
+    kept = {
+        (r["metric"], r["variant"], r["subset"]): r
+        for r in winobias_metric_rows(_lines(rows), WinoBiasOptions(bootstrap=0, other_pronouns="keep"))
+    }
     keep = f"{base},other_pronouns=keep"
     assert kept[("kept_fraction", keep, "type2/pro")]["value"] == 1.0
     assert kept[("f1_male", keep, "type2/pro")]["value"] == pytest.approx(100 * 2 * 2 / (2 * 2 + 1))

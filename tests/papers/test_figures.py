@@ -31,7 +31,6 @@ from lmbias.papers import figures as F
 from helpers.paths import FIXTURES
 
 
-
 # ------------------------------------------------------------------------------------------ inputs
 
 
@@ -46,8 +45,20 @@ def real_train_logs() -> dict:
 
 
 def row(model, method, benchmark, metric, variant, subset, value, seed="mean", lo=np.nan, hi=np.nan, p=np.nan, n=10):
-    return dict(model=model, method=method, seed=seed, benchmark=benchmark, metric=metric, variant=variant,
-                subset=subset, value=value, ci_low=lo, ci_high=hi, p_value=p, n=n)
+    return dict(
+        model=model,
+        method=method,
+        seed=seed,
+        benchmark=benchmark,
+        metric=metric,
+        variant=variant,
+        subset=subset,
+        value=value,
+        ci_low=lo,
+        ci_high=hi,
+        p_value=p,
+        n=n,
+    )
 
 
 def frame(rows) -> pd.DataFrame:
@@ -91,12 +102,15 @@ def test_the_figure_table_names_every_paper_once():
         F.get_spec("lu2018", "nope")
 
 
-@pytest.mark.parametrize("name, base, param, value", [
-    ("pretrained", "pretrained", None, None),
-    ("cds@swap_rate=0.7", "cds", "swap_rate", 0.7),
-    ("er@er_lambda=1.25,seed=3", "er", "er_lambda", 1.25),
-    ("sd@pairs=names", "sd", "pairs", "names"),
-])
+@pytest.mark.parametrize(
+    "name, base, param, value",
+    [
+        ("pretrained", "pretrained", None, None),
+        ("cds@swap_rate=0.7", "cds", "swap_rate", 0.7),
+        ("er@er_lambda=1.25,seed=3", "er", "er_lambda", 1.25),
+        ("sd@pairs=names", "sd", "pairs", "names"),
+    ],
+)
 def test_method_names_and_sweep_instances(name, base, param, value):
     m = figure_data.parse_method(name)
     assert (m.base, m.param, m.value) == (base, param, value)
@@ -106,7 +120,13 @@ def test_method_names_and_sweep_instances(name, base, param, value):
 def test_methods_sort_pretrained_first_and_sweeps_by_value():
     names = ["er", "cds@swap_rate=10", "cds@swap_rate=2", "cds", "pretrained", "cds@swap_rate=0.65"]
     assert sorted(names, key=figure_data.method_sort_key) == [
-        "pretrained", "cds", "cds@swap_rate=0.65", "cds@swap_rate=2", "cds@swap_rate=10", "er"]
+        "pretrained",
+        "cds",
+        "cds@swap_rate=0.65",
+        "cds@swap_rate=2",
+        "cds@swap_rate=10",
+        "er",
+    ]
     colours = figure_style.method_colours(["cds@swap_rate=0.6", "cds", "mystery", "other"])
     assert colours["cds"] == figure_style.METHOD_COLOURS["cds"]
     assert colours["mystery"] != colours["other"] and set(colours) == {"cds", "mystery", "other"}
@@ -139,7 +159,11 @@ def test_real_tradeoff_plots_each_models_pretrained_point(real_summaries):
         bias = m[(m["benchmark"] == bench) & (m["metric"] == "effect_size")]
         bias = bias[bias["subset"] == ("test" if bench == "logprob" else "occupations-test")]
         da = m[(m["benchmark"] == "da_gender") & (m["metric"] == "da_score") & (m["subset"] == "all")]
-        da = da[da["variant"].str.startswith("association=ratio")] if (da["variant"].str.startswith("association=ratio")).any() else da
+        da = (
+            da[da["variant"].str.startswith("association=ratio")]
+            if (da["variant"].str.startswith("association=ratio")).any()
+            else da
+        )
         assert got == pytest.approx((bias["value"].iloc[0], 100 - da["value"].iloc[0]))
     relevant = agg[agg["benchmark"].isin(["seat_v1", "seat_v2", "logprob", "da_gender"])]
     assert {ax.get_title().split(":")[0] for ax in fig.axes} == set(relevant["model"])
@@ -191,16 +215,51 @@ def tradeoff_rows():
     rows = []
     sweep = {"2.0": (0.6, 90.0), "10.0": (0.4, 80.0), "0.5": (0.8, 95.0)}
     for model in ("bert-base",):
-        rows.append(row(model, "pretrained", "seat_v1", "effect_size", "version=v1,pooling=mean,ddof=1", "occupations-test", 1.1))
-        rows.append(row(model, "pretrained", "seat_v1", "effect_size", "version=v1,pooling=mean,ddof=0", "occupations-test", 9.9))
-        rows.append(row(model, "pretrained", "da_gender", "da_score", "association=ratio,masks=word", "all", 97.0, lo=95.0, hi=98.0))
+        rows.append(
+            row(
+                model, "pretrained", "seat_v1", "effect_size", "version=v1,pooling=mean,ddof=1", "occupations-test", 1.1
+            )
+        )
+        rows.append(
+            row(
+                model, "pretrained", "seat_v1", "effect_size", "version=v1,pooling=mean,ddof=0", "occupations-test", 9.9
+            )
+        )
+        rows.append(
+            row(
+                model,
+                "pretrained",
+                "da_gender",
+                "da_score",
+                "association=ratio,masks=word",
+                "all",
+                97.0,
+                lo=95.0,
+                hi=98.0,
+            )
+        )
         rows.append(row(model, "pretrained", "da_gender", "da_score", "association=tm,masks=word", "all", 50.0))
-        rows.append(row(model, "pretrained", "da_gender", "da_score", "association=ratio,masks=word", "ideal=male", 10.0))
+        rows.append(
+            row(model, "pretrained", "da_gender", "da_score", "association=ratio,masks=word", "ideal=male", 10.0)
+        )
         for value, (es, da) in sweep.items():
-            rows.append(row(model, f"er@er_lambda={value}", "seat_v1", "effect_size", "version=v1,pooling=mean,ddof=1",
-                            "occupations-test", es))
-            rows.append(row(model, f"er@er_lambda={value}", "da_gender", "da_score", "association=ratio,masks=word", "all", da))
-        rows.append(row(model, "sd", "seat_v1", "effect_size", "version=v1,pooling=mean,ddof=1", "occupations-test", 0.2))
+            rows.append(
+                row(
+                    model,
+                    f"er@er_lambda={value}",
+                    "seat_v1",
+                    "effect_size",
+                    "version=v1,pooling=mean,ddof=1",
+                    "occupations-test",
+                    es,
+                )
+            )
+            rows.append(
+                row(model, f"er@er_lambda={value}", "da_gender", "da_score", "association=ratio,masks=word", "all", da)
+            )
+        rows.append(
+            row(model, "sd", "seat_v1", "effect_size", "version=v1,pooling=mean,ddof=1", "occupations-test", 0.2)
+        )
     return frame(rows)
 
 
@@ -224,9 +283,13 @@ def test_tradeoff_plots_effect_size_against_one_minus_da_and_joins_sweeps_in_val
 def manela_rows():
     rows = []
     plain = "cutoff=0.1,probability=pair"
-    values = {("pretrained", "none"): (40.0, 12.0), ("pretrained", "all_professions"): (20.0, 13.0),
-              ("online", "all_professions"): (20.0, 13.0), ("gpr-u", "none"): (8.0, 30.0),
-              ("gpr-a", "none"): (2.0, 31.0)}
+    values = {
+        ("pretrained", "none"): (40.0, 12.0),
+        ("pretrained", "all_professions"): (20.0, 13.0),
+        ("online", "all_professions"): (20.0, 13.0),
+        ("gpr-u", "none"): (8.0, 30.0),
+        ("gpr-a", "none"): (2.0, 31.0),
+    }
     for (method, online), (skew, stereo) in values.items():
         variant = plain if online == "none" else f"{plain},online_skew={online}"
         for t, shift in (("type1", 1.0), ("type2", 0.0)):
@@ -263,17 +326,39 @@ def bec_rows(methods=("pretrained", "cds")):
         for g, base in (("male", 0.5), ("female", -0.4), ("balanced", 0.1), ("all", 0.0)):
             for person, sign in (("male", 1), ("female", -1)):
                 v = base * sign / (k + 1)
-                rows.append(row("bert-base", method, "bec_pro_en", "association_mean", "test=wilcoxon",
-                                f"prof={g}/person={person}", v, lo=v - 0.05, hi=v + 0.05))
-        rows.append(row("bert-base", method, "bec_pro_en", "association_mean", "test=wilcoxon",
-                        "profession=nurse/person=male", 42.0))
+                rows.append(
+                    row(
+                        "bert-base",
+                        method,
+                        "bec_pro_en",
+                        "association_mean",
+                        "test=wilcoxon",
+                        f"prof={g}/person={person}",
+                        v,
+                        lo=v - 0.05,
+                        hi=v + 0.05,
+                    )
+                )
+        rows.append(
+            row(
+                "bert-base",
+                method,
+                "bec_pro_en",
+                "association_mean",
+                "test=wilcoxon",
+                "profession=nurse/person=male",
+                42.0,
+            )
+        )
     return frame(rows)
 
 
 def bar_heights(ax, colour):
     from matplotlib.colors import to_hex
 
-    return [p.get_height() for p in ax.patches if isinstance(p, Rectangle) and to_hex(p.get_facecolor()) == colour.lower()]
+    return [
+        p.get_height() for p in ax.patches if isinstance(p, Rectangle) and to_hex(p.get_facecolor()) == colour.lower()
+    ]
 
 
 def test_association_bars_are_the_group_means_before_and_after():
@@ -297,7 +382,17 @@ def occupation_rows():
     biases = {"nurse": -1.0, "engineer": 0.8, "teacher": -0.2, "pilot": 0.5}
     for method, scale in (("pretrained", 1.0), ("cda", 0.25)):
         for occ, b in biases.items():
-            rows.append(row("gpt2", method, "occupations", "occupation_bias", "scoring=next_word_loglik", f"occupation/{occ}", b * scale))
+            rows.append(
+                row(
+                    "gpt2",
+                    method,
+                    "occupations",
+                    "occupation_bias",
+                    "scoring=next_word_loglik",
+                    f"occupation/{occ}",
+                    b * scale,
+                )
+            )
         rows.append(row("gpt2", method, "occupations", "aob", "scoring=next_word_loglik", "all", 0.625 * scale))
     return frame(rows)
 
@@ -333,9 +428,13 @@ def test_a_figure_whose_rows_are_absent_draws_a_placeholder_naming_them(spec, tm
     only_other = frame([row("tiny-bert", "pretrained", "crows_pairs", "metric_score", "nangia", "all", 55.0)])
     paths = spec.draw(only_other, {}, tmp_path / spec.id)
     assert all(p.exists() for p in paths)
-    make = {"tradeoff": figures_over_debiasing.tradeoff_figure, "skew_stereotype": figures_manela2021.skew_stereotype_figure,
-            "associations": figures_bartl2020.association_figure, "occupation_bias": figures_lu2018.occupation_figure,
-            "bias_vs_perplexity": figures_llm_gender.llm_bias_figure}[spec.id]
+    make = {
+        "tradeoff": figures_over_debiasing.tradeoff_figure,
+        "skew_stereotype": figures_manela2021.skew_stereotype_figure,
+        "associations": figures_bartl2020.association_figure,
+        "occupation_bias": figures_lu2018.occupation_figure,
+        "bias_vs_perplexity": figures_llm_gender.llm_bias_figure,
+    }[spec.id]
     message = texts(make(only_other)).replace("\n", " ")
     assert "in the summaries" in message
     assert not data_axes(make(only_other))
@@ -363,11 +462,13 @@ def test_missing_columns_are_named():
 
 
 def test_aggregate_rows_averages_seeds_only_where_the_summary_has_no_mean():
-    rows = [row("m", "cds", "b", "x", "v", "s", 1.0, seed="0", lo=0.0, hi=2.0),
-            row("m", "cds", "b", "x", "v", "s", 3.0, seed="1"),
-            row("m", "er", "b", "x", "v", "s", 5.0, seed="0", lo=4.0, hi=6.0),
-            row("m", "sd", "b", "x", "v", "s", 7.0, seed="0"),
-            row("m", "sd", "b", "x", "v", "s", 8.0, seed="mean")]
+    rows = [
+        row("m", "cds", "b", "x", "v", "s", 1.0, seed="0", lo=0.0, hi=2.0),
+        row("m", "cds", "b", "x", "v", "s", 3.0, seed="1"),
+        row("m", "er", "b", "x", "v", "s", 5.0, seed="0", lo=4.0, hi=6.0),
+        row("m", "sd", "b", "x", "v", "s", 7.0, seed="0"),
+        row("m", "sd", "b", "x", "v", "s", 8.0, seed="mean"),
+    ]
     agg = figure_data.aggregate_rows(frame(rows)).set_index("method")
     assert agg.loc["cds", "value"] == 2.0 and agg.loc["cds", "n_seeds"] == 2 and np.isnan(agg.loc["cds", "ci_low"])
     assert agg.loc["er", "value"] == 5.0 and agg.loc["er", "ci_low"] == 4.0  # one seed keeps its interval

@@ -70,7 +70,9 @@ def test_columns_are_the_causal_benchmarks_and_the_figure_panels():
     perplexity (added by the table rule) has a column, and the figure draws exactly the table's columns."""
     config = _config()
     columns = _table().columns
-    clm = {b for b in registry.benchmarks_for("clm", config["benchmarks"]) if not grid.is_reading(config["benchmarks"][b])}
+    clm = {
+        b for b in registry.benchmarks_for("clm", config["benchmarks"]) if not grid.is_reading(config["benchmarks"][b])
+    }
     selected = {c.benchmark for c in columns}
     assert selected <= clm
     lm = {b for b in clm if registry.measure_of(config["benchmarks"][b], b) == "perplexity"}
@@ -96,22 +98,51 @@ def test_shipped_grid_is_three_open_decoders_by_six_methods():
 
 
 def _summary(model: str, method: str, rows: list[tuple]) -> pd.DataFrame:
-    return pd.DataFrame([{"model": model, "method": method, "seed": "mean", "benchmark": b, "metric": m,
-                          "variant": v, "subset": s, "value": x, "p_value": None, "n": 10} for b, m, v, s, x in rows])
+    return pd.DataFrame(
+        [
+            {
+                "model": model,
+                "method": method,
+                "seed": "mean",
+                "benchmark": b,
+                "metric": m,
+                "variant": v,
+                "subset": s,
+                "value": x,
+                "p_value": None,
+                "n": 10,
+            }
+            for b, m, v, s, x in rows
+        ]
+    )
 
 
 def test_table_and_figure_read_the_default_variant_and_the_wikitext_perplexity():
     """Known cells: the first variant in file order (as every paper table reads it), WikiText-2 on the x axis
     where it is there, a benchmark a method does not run stays missing."""
-    pre = _summary("m", "pretrained", [("crows_pairs", "metric_score", "clm=sentence_loglik", "gender", 60.0),
-                                       ("crows_pairs", "metric_score", "clm=token_mean", "gender", 70.0),
-                                       ("seat_v1", "effect_size", "pooling=last", "occupations-test", 0.4),
-                                       ("perplexity_gap", "perplexity", "stand-in", "all", 30.0),
-                                       ("perplexity_wikitext2", "perplexity", "clm=perplexity", "all", 12.0)])
-    sd = _summary("m", "self_debias", [("crows_pairs", "metric_score", "clm=sentence_loglik", "gender", 52.0),
-                                       ("perplexity_wikitext2", "perplexity", "clm=perplexity", "all", 14.0)])
+    pre = _summary(
+        "m",
+        "pretrained",
+        [
+            ("crows_pairs", "metric_score", "clm=sentence_loglik", "gender", 60.0),
+            ("crows_pairs", "metric_score", "clm=token_mean", "gender", 70.0),
+            ("seat_v1", "effect_size", "pooling=last", "occupations-test", 0.4),
+            ("perplexity_gap", "perplexity", "stand-in", "all", 30.0),
+            ("perplexity_wikitext2", "perplexity", "clm=perplexity", "all", 12.0),
+        ],
+    )
+    sd = _summary(
+        "m",
+        "self_debias",
+        [
+            ("crows_pairs", "metric_score", "clm=sentence_loglik", "gender", 52.0),
+            ("perplexity_wikitext2", "perplexity", "clm=perplexity", "all", 14.0),
+        ],
+    )
     summaries = pd.concat([pre, sd], ignore_index=True)
-    pairs = [{"model": "m", "method": k, "kind": k, "hub_id": "org/m", "recipe": None} for k in ("pretrained", "self_debias")]
+    pairs = [
+        {"model": "m", "method": k, "kind": k, "hub_id": "org/m", "recipe": None} for k in ("pretrained", "self_debias")
+    ]
     lm = [{"benchmark": "perplexity_wikitext2", "header": "PPL (ours, WikiText-2 test)", "text": "t"}]
     long = build_table(_table(), summaries, pairs, lm_benchmarks=lm)
     cell = long.set_index(["method", "column"])["ours"]
@@ -146,7 +177,8 @@ def _tiny_grid(config: dict, shared_data) -> dict:
     config["corpora"]["gap"]["splitter"] = "sentencizer"
     config["corpora"]["gap"]["interventions"] = {
         "cda-grammatical": {"method": "cda", "intervention": "naive", "names": False},
-        "cds-1.0": {"method": "cds", "intervention": "naive", "names": False, "swap_rate": 1.0, "seed": 0}}
+        "cds-1.0": {"method": "cds", "intervention": "naive", "names": False, "swap_rate": 1.0, "seed": 0},
+    }
     config["models"][TINY]["training"].update(max_steps=2, limit_examples=16, batch_size=4, swap_rate=1.0)
     config["methods"]["sd"]["limit_sentences"] = 64
     config["methods"]["sd"].pop("sweep", None)

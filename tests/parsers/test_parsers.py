@@ -80,7 +80,12 @@ def test_winobias_first_line(wino_rows):
     assert [p["text"] for p in row["professions"]] == ["developer", "designer"]
     assert row["other_pronouns"] == [] and row["counterpart_exact"] is True
     anti = wino_rows["dev-t1-anti-0001"]
-    assert (anti["pronoun"], anti["gold_gender"], anti["male_form"], anti["female_form"]) == ("she", "female", "he", "she")
+    assert (anti["pronoun"], anti["gold_gender"], anti["male_form"], anti["female_form"]) == (
+        "she",
+        "female",
+        "he",
+        "she",
+    )
 
 
 def test_winobias_her_pairs_come_from_the_counterpart(wino_rows):
@@ -110,7 +115,9 @@ def test_winobias_spans_and_genders(winobias):
             assert s[span["start"] : span["end"]] == span["text"]
         for span in row["professions"]:
             assert not span["text"].lower().startswith(("the ", "a ", "an "))
-        inside = [p for p in row["professions"] if p["start"] >= row["referent_start"] and p["end"] <= row["referent_end"]]
+        inside = [
+            p for p in row["professions"] if p["start"] >= row["referent_start"] and p["end"] <= row["referent_end"]
+        ]
         assert [p["text"] for p in inside] == [row["referent_profession"]]
     assert "construction worker" in {r.lower() for r in winobias.column("referent_profession").to_pylist()}
 
@@ -132,9 +139,9 @@ def test_winobias_known_anomalies(winobias):
     assert by_mentions == {(1, 333), (1, 341), (1, 369), (1, 373), (2, 72)}
     assert all(len(r["professions"]) == 3 for r in rows if (r["type"], r["line"]) in by_mentions)
     several = {(r["type"], r["line"]) for r in rows if r["other_pronouns"]}
-    assert several == {
-        (1, n) for n in (27, 95, 165, 166, 219, 220, 229, 319, 335)
-    } | {(2, n) for n in (157, 184, 187, 188, 190, 215, 362)}
+    assert several == {(1, n) for n in (27, 95, 165, 166, 219, 220, 229, 319, 335)} | {
+        (2, n) for n in (157, 184, 187, 188, 190, 215, 362)
+    }
     inexact = {(r["type"], r["line"]) for r in rows if not r["counterpart_exact"]}
     assert inexact == {(1, 92), (1, 212), (2, 90), (2, 102), (2, 119), (2, 176), (2, 207), (2, 208), (2, 209)}
 
@@ -239,21 +246,21 @@ def test_crows_pairs_counts(shared_data):
 
 
 CROWS_HEADER = ",sent_more,sent_less,stereo_antistereo,bias_type,annotations,anon_writer,anon_annotators\n"
-CROWS_ROW = "0,\"He is strong.\",\"She is strong.\",stereo,gender,\"[['gender'], []]\",a0,\"['a1', 'a2']\"\n"
+CROWS_ROW = '0,"He is strong.","She is strong.",stereo,gender,"[[\'gender\'], []]",a0,"[\'a1\', \'a2\']"\n'
 
 
 @pytest.mark.parametrize(
     "bad_row",
     [
-        "1,\"He is strong.\",\"She is strong.\",stereo,gender,\"[['gender']]\",a0\n",  # 7 fields
-        "1,\"He is strong.\",\"She is strong.\",maybe,gender,\"[['gender']]\",a0,\"['a1']\"\n",  # bad label
-        "x,\"He is strong.\",\"She is strong.\",stereo,gender,\"[['gender']]\",a0,\"['a1']\"\n",  # bad index
-        "1,\"He is strong.\",\"She is strong.\",stereo,gender,\"[['gender'\",a0,\"['a1']\"\n",  # bad literal
+        '1,"He is strong.","She is strong.",stereo,gender,"[[\'gender\']]",a0\n',  # 7 fields
+        '1,"He is strong.","She is strong.",maybe,gender,"[[\'gender\']]",a0,"[\'a1\']"\n',  # bad label
+        'x,"He is strong.","She is strong.",stereo,gender,"[[\'gender\']]",a0,"[\'a1\']"\n',  # bad index
+        '1,"He is strong.","She is strong.",stereo,gender,"[[\'gender\'",a0,"[\'a1\']"\n',  # bad literal
     ],
 )
 def test_crows_pairs_malformed(tmp_path, bad_row):
     path = tmp_path / "crows.csv"
-    path.write_text(CROWS_HEADER + CROWS_ROW.replace("\"He is", "\"He\nis") + bad_row)
+    path.write_text(CROWS_HEADER + CROWS_ROW.replace('"He is', '"He\nis') + bad_row)
     with pytest.raises(DataError) as err:
         parse_crows_pairs(path)
     _assert_error_at(err, path, 4)  # the first data row spans physical lines 2-3
@@ -304,7 +311,12 @@ def test_seat_flattening(shared_data):
     assert len(weat6) == 32
     assert weat6[0] == {"test": "weat6", "role": "targ1", "category": "MaleNames", "position": 0, "text": "John"}
     sent6 = [r for r in rows if r["test"] == "sent-weat6"]
-    assert [sum(r["role"] == role for r in sent6) for role in ("targ1", "targ2", "attr1", "attr2")] == [64, 64, 101, 112]
+    assert [sum(r["role"] == role for r in sent6) for role in ("targ1", "targ2", "attr1", "attr2")] == [
+        64,
+        64,
+        101,
+        112,
+    ]
     assert {r["test"] for r in rows} >= {"heilman_double_bind_competent_1+3-", "sent-weat8b"}
 
 
@@ -392,10 +404,16 @@ def test_stereoset_malformed(tmp_path):
 # -- StereoSet: the real dev set's flat copy (../shared/data/stereoset/SOURCE.md) -------------------
 
 #: SOURCE.md's counts: examples per task and bias type (4,229 in all)
-STEREOSET_COUNTS = {("intrasentence", "race"): 962, ("intrasentence", "profession"): 810,
-                    ("intrasentence", "gender"): 255, ("intrasentence", "religion"): 79,
-                    ("intersentence", "race"): 976, ("intersentence", "profession"): 827,
-                    ("intersentence", "gender"): 242, ("intersentence", "religion"): 78}
+STEREOSET_COUNTS = {
+    ("intrasentence", "race"): 962,
+    ("intrasentence", "profession"): 810,
+    ("intrasentence", "gender"): 255,
+    ("intrasentence", "religion"): 79,
+    ("intersentence", "race"): 976,
+    ("intersentence", "profession"): 827,
+    ("intersentence", "gender"): 242,
+    ("intersentence", "religion"): 78,
+}
 BOTH_TASKS = ["intrasentence", "intersentence"]
 
 
@@ -438,7 +456,8 @@ def test_stereoset_real_double_blank_contexts_take_the_official_template_word(st
     rows = [r for r in stereoset_real.to_pylist() if r["task"] == "intrasentence" and r["context"].count("BLANK") > 1]
     got = {(r["bias_type"], r["gold_label"]): r["template_word"] for r in rows}
     assert got == {
-        ("religion", "stereotype"): "religious", ("religion", "anti-stereotype"): "organized",
+        ("religion", "stereotype"): "religious",
+        ("religion", "anti-stereotype"): "organized",
         ("religion", "unrelated"): "monkey",
         ("profession", "stereotype"): "verypoor",
         ("profession", "anti-stereotype"): "performingartistcanmakealotofmoney",  # "...money." stripped
@@ -467,24 +486,35 @@ def test_stereoset_real_ids_are_stable(stereoset_flat, stereoset_real, tmp_path)
     import hashlib
 
     record = json.loads(lines[0])
-    fields = [record[k] for k in ("type", "bias_type", "target", "context", "stereotype", "anti-stereotype", "unrelated")]
+    fields = [
+        record[k] for k in ("type", "bias_type", "target", "context", "stereotype", "anti-stereotype", "unrelated")
+    ]
     digest = hashlib.sha256(json.dumps(fields, ensure_ascii=False).encode()).hexdigest()[:16]
     assert f"{record['type']}-{digest}/stereotype" in {r["sentence_id"] for r in stereoset_real.to_pylist()}
 
 
 def _flat_line(**changes) -> str:
-    record = {"type": "intrasentence", "target": "schoolgirl", "bias_type": "gender",
-              "context": "The schoolgirl was very BLANK in class.", "stereotype": "The schoolgirl was very quiet in class.",
-              "anti-stereotype": "The schoolgirl was very loud in class.",
-              "unrelated": "The schoolgirl was very triangle in class."}
+    record = {
+        "type": "intrasentence",
+        "target": "schoolgirl",
+        "bias_type": "gender",
+        "context": "The schoolgirl was very BLANK in class.",
+        "stereotype": "The schoolgirl was very quiet in class.",
+        "anti-stereotype": "The schoolgirl was very loud in class.",
+        "unrelated": "The schoolgirl was very triangle in class.",
+    }
     record.update(changes)
     return json.dumps({k: v for k, v in record.items() if v is not None}) + "\n"
 
 
 def test_stereoset_flat_repeated_example_and_errors(tmp_path):
     path = tmp_path / "flat.jsonl"
-    other = _flat_line(target="chemist", context="The chemist was BLANK.", stereotype="The chemist was nerdy.",
-                       **{"anti-stereotype": "The chemist was cool.", "unrelated": "The chemist was banana."})
+    other = _flat_line(
+        target="chemist",
+        context="The chemist was BLANK.",
+        stereotype="The chemist was nerdy.",
+        **{"anti-stereotype": "The chemist was cool.", "unrelated": "The chemist was banana."},
+    )
     path.write_text(_flat_line() + other + _flat_line() + _flat_line(type="intersentence", context="Hi."))
     rows = parse_stereoset(path, tasks=BOTH_TASKS).to_pylist()
     ids = [r["example_id"] for r in rows[::3]]
@@ -578,8 +608,14 @@ def test_required_files_and_slices(config):
 
 
 def test_parse_benchmark_every_configured_benchmark(config, shared_data):
-    expected_rows = {"winobias": 1584, "crows_pairs": 1508, "bec_pro_en": 5400, "bec_pro_de": 5400, "gap": 4454,
-                     "stereoset": 3 * 2106}
+    expected_rows = {
+        "winobias": 1584,
+        "crows_pairs": 1508,
+        "bec_pro_en": 5400,
+        "bec_pro_de": 5400,
+        "gap": 4454,
+        "stereoset": 3 * 2106,
+    }
     parsed = set()
     for name, entry in config["benchmarks"].items():
         folder = shared_data / entry["dataset"]

@@ -205,7 +205,10 @@ def test_dataset_files_builds_pinned_urls(config):
     url, sha = files["professions_US_DE.tsv"]
     assert url == config["data"]["bec_pro"]["base_url"] + "BEC-Pro/Professions%20US%2BDE.tsv"
     assert sha == config["data"]["bec_pro"]["files"]["professions_US_DE.tsv"]["sha256"]
-    assert dataset_files({"base_url": "http://h/a", "files": {"x": {"upstream": "/b/x", "sha256": "a" * 64}}})["x"][0] == "http://h/a/b/x"
+    assert (
+        dataset_files({"base_url": "http://h/a", "files": {"x": {"upstream": "/b/x", "sha256": "a" * 64}}})["x"][0]
+        == "http://h/a/b/x"
+    )
 
 
 def test_resolve_source_precedence(config):
@@ -266,9 +269,7 @@ def test_obtain_local_and_url(config, shared_data, file_server, tmp_path):
 
 def _snakemake(workdir: Path, *args: str) -> subprocess.CompletedProcess:
     exe = Path(sys.executable).with_name("snakemake")
-    return subprocess.run(
-        [str(exe), "--cores", "1", *args], cwd=workdir, capture_output=True, text=True, timeout=120
-    )
+    return subprocess.run([str(exe), "--cores", "1", *args], cwd=workdir, capture_output=True, text=True, timeout=120)
 
 
 @pytest.fixture()
@@ -340,4 +341,5 @@ def test_unpinned_file_is_accepted_with_a_warning_that_prints_its_hash(config, f
     # only files we had no copy of are unpinned (StereoSet dev, WikiText-2 test, WinoBias test split)
     unpinned = [(d, f) for d, e in config["data"].items() for f, s in e["files"].items() if s["sha256"] == UNPINNED]
     assert sorted(unpinned) == [("stereoset", "dev.json"), ("wikitext2", "wikitext-2-raw-v1-test.parquet")] + [
-        ("winobias", f"{s}_stereotyped_type{t}.txt.test") for s in ("anti", "pro") for t in (1, 2)]
+        ("winobias", f"{s}_stereotyped_type{t}.txt.test") for s in ("anti", "pro") for t in (1, 2)
+    ]

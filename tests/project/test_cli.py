@@ -9,8 +9,9 @@ import pytest
 
 
 def run(args, stdin: bytes, timeout: int = 120) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "lmbias.cli", *args], input=stdin, capture_output=True,
-                          timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "lmbias.cli", *args], input=stdin, capture_output=True, timeout=timeout
+    )
 
 
 def test_naive_keeps_line_count_and_empty_lines(repo_root):
@@ -18,8 +19,9 @@ def test_naive_keeps_line_count_and_empty_lines(repo_root):
     stdin = ("\n".join(lines) + "\n").encode("utf-8")
     script = repo_root / ".venv" / "bin" / "lmbias"
     if script.exists():  # the installed console script (pyproject: lmbias = "lmbias.cli:main")
-        proc = subprocess.run([str(script), "counterfactual", "--intervention", "naive"], input=stdin,
-                              capture_output=True, timeout=120)
+        proc = subprocess.run(
+            [str(script), "counterfactual", "--intervention", "naive"], input=stdin, capture_output=True, timeout=120
+        )
     else:
         proc = run(["counterfactual", "--intervention", "naive"], stdin)
     assert proc.returncode == 0, proc.stderr.decode()
@@ -30,14 +32,26 @@ def test_naive_keeps_line_count_and_empty_lines(repo_root):
 
 def test_grammatical_with_names_and_shared_lists(shared_data):
     stdin = "I saw her.\n\nJohn told Mary that the book was his.\r\nQueen Elizabeth visited Prince Street".encode()
-    proc = run(["counterfactual", "--intervention", "grammatical", "--names",
-                "--cds-pairs", str(shared_data / "cds" / "cda_default_pairs.json"),
-                "--winobias-dir", str(shared_data / "winobias"),
-                "--names-file", str(shared_data / "cds" / "names_pairs_1000_scaled.json")], stdin)
+    proc = run(
+        [
+            "counterfactual",
+            "--intervention",
+            "grammatical",
+            "--names",
+            "--cds-pairs",
+            str(shared_data / "cds" / "cda_default_pairs.json"),
+            "--winobias-dir",
+            str(shared_data / "winobias"),
+            "--names-file",
+            str(shared_data / "cds" / "names_pairs_1000_scaled.json"),
+        ],
+        stdin,
+    )
     assert proc.returncode == 0, proc.stderr.decode()
     # same lines, same endings (CRLF kept, no newline added at the end)
-    assert proc.stdout.decode() == ("I saw him.\n\nMary told John that the book was hers.\r\n"
-                                    "King William visited Prince Street")
+    assert proc.stdout.decode() == (
+        "I saw him.\n\nMary told John that the book was hers.\r\nKing William visited Prince Street"
+    )
 
 
 def test_non_utf8_input_exits_2_naming_the_line():

@@ -29,9 +29,15 @@ def test_every_schema_key_appears_in_the_reference(repo_root):
     for path in paths:
         assert f"`{path}`" in text, path
     # Keys of every section, including those only reached through $defs (generic benchmark entries).
-    for path in ("models.<name>.device_map", "methods.<name>.training.adapter.r", "aggregate.interval",
-                 "corpora.ontonotes.gpr.variants.<name>.split_by", "data.<name>.files.<name>.sha256",
-                 "benchmarks.<name>.scoring.stride", "benchmarks.crows_pairs.scoring.clm_context"):
+    for path in (
+        "models.<name>.device_map",
+        "methods.<name>.training.adapter.r",
+        "aggregate.interval",
+        "corpora.ontonotes.gpr.variants.<name>.split_by",
+        "data.<name>.files.<name>.sha256",
+        "benchmarks.<name>.scoring.stride",
+        "benchmarks.crows_pairs.scoring.clm_context",
+    ):
         assert path in paths, path
 
 
@@ -44,8 +50,10 @@ def test_descriptions_defaults_and_references_are_rendered():
             "a": {"description": "The a | key.", "enum": ["x", "y"], "default": "x"},
             "b": {"type": "object", "properties": {"c": {"type": ["integer", "null"], "description": "C."}}},
             "d": {"$ref": "#/properties/b"},
-            "e": {"type": "object", "additionalProperties": {"type": "object",
-                                                            "properties": {"f": {"type": "boolean"}}}},
+            "e": {
+                "type": "object",
+                "additionalProperties": {"type": "object", "properties": {"f": {"type": "boolean"}}},
+            },
         },
     }
     text = render_reference(schema)

@@ -44,8 +44,7 @@ def test_named_errors_of_launched_processes_come_before_the_launchers_own(tmp_pa
 
 def test_other_errors_give_the_last_tracebacks_exception_and_indented_message_lines_are_kept(tmp_path):
     log = tmp_path / "job.log"
-    log.write_text(_traceback_of("raise ValueError('first')")
-                   + _traceback_of("raise KeyError('tokens')"))
+    log.write_text(_traceback_of("raise ValueError('first')") + _traceback_of("raise KeyError('tokens')"))
     assert log_errors(log) == ["KeyError: 'tokens'"]
     invalid = "from lmbias.cli import InputError\nraise InputError('config.yaml is invalid:\\n  a: x\\n  b: y')"
     log.write_text(_traceback_of(invalid) + "afterwards\n")

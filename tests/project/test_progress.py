@@ -80,8 +80,9 @@ def test_scoring_job_logs_a_bar_and_a_rate_line(job_log, tiny_bert, shared_data,
     bench = {k: v for k, v in entry.items() if k != "metric"}
     out = tmp_path / "scores.parquet"
     log_path = job_log()
-    score_benchmark_job(tmp_path / "items.parquet", out, "tiny-bert", tiny_bert, {"kind": "pretrained"}, "winobias",
-                        bench, threads=1)
+    score_benchmark_job(
+        tmp_path / "items.parquet", out, "tiny-bert", tiny_bert, {"kind": "pretrained"}, "winobias", bench, threads=1
+    )
     text = log_path.read_text()
     _no_redraws(text)
     bars = [line for line in text.splitlines() if line.startswith("scoring winobias:")]
@@ -104,8 +105,14 @@ def test_training_job_logs_a_bar_and_a_rate_line(job_log, tiny_bert, shared_data
     pq.write_table(pa.Table.from_pylist([{"text": t} for t in gap_sentences(shared_data, 16, max_words=30)]), corpus)
     out = tmp_path / "model"
     log_path = job_log()
-    train_job({k: v for k, v in tiny_bert.items() if k != "revision"}, "tiny-bert", str(corpus), str(out), 0,
-              {"objective": "mlm", "batch_size": 4, "max_steps": 2, "epochs": 1, "max_length": 48, "precision": "fp32"})
+    train_job(
+        {k: v for k, v in tiny_bert.items() if k != "revision"},
+        "tiny-bert",
+        str(corpus),
+        str(out),
+        0,
+        {"objective": "mlm", "batch_size": 4, "max_steps": 2, "epochs": 1, "max_length": 48, "precision": "fp32"},
+    )
     text = log_path.read_text()
     _no_redraws(text)
     bars = [line for line in text.splitlines() if line.startswith("training:")]
@@ -161,8 +168,10 @@ def test_non_main_process_shows_no_bar_and_engine_calls_outside_a_job_show_none(
 
 def test_rate_line_format():
     assert progress.rate_line("scored", 1508, "items", 12.3) == "scored 1,508 items in 12.3 s (122.6 items/s)"
-    assert progress.rate_line("trained 2 steps,", 4096, "tokens", 3.1) == \
-        "trained 2 steps, 4,096 tokens in 3.1 s (1,321.3 tokens/s)"
+    assert (
+        progress.rate_line("trained 2 steps,", 4096, "tokens", 3.1)
+        == "trained 2 steps, 4,096 tokens in 3.1 s (1,321.3 tokens/s)"
+    )
     json.dumps(progress.rate_line("x", 0, "items", 0.0))  # no division by zero
     # a job under a second keeps three decimals, so its line still gives the time the rate came from
     assert progress.rate_line("scored", 40, "items", 0.0421) == "scored 40 items in 0.042 s (950.1 items/s)"

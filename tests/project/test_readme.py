@@ -32,13 +32,17 @@ def test_installs_use_the_constraints_file(repo_root):
     installs = [b for b in re.findall(r"```bash\n(.*?)\n```", readme, re.S) if " -e " in b]
     assert len(installs) == 2 and all("-c constraints.txt" in b for b in installs)
     assert "-c constraints.txt" in (repo_root / ".ci" / "run").read_text()
-    pins = dict(line.split("==") for line in (repo_root / "constraints.txt").read_text().splitlines()
-                if line and not line.startswith("#"))
+    pins = dict(
+        line.split("==")
+        for line in (repo_root / "constraints.txt").read_text().splitlines()
+        if line and not line.startswith("#")
+    )
     assert pins["torch"] == "2.13.0" and pins["snakemake"] and pins["pytest"]
     norm = {k.lower().replace("_", "-"): v for k, v in pins.items()}
     env = yaml.safe_load((repo_root / "envs" / "lmbias.yaml").read_text())
     env_pins = [p for d in env["dependencies"] if isinstance(d, dict) for p in d["pip"]]
-    assert env_pins and all(norm[name.lower().replace("_", "-")] == version
-                            for name, version in (p.split("==") for p in env_pins)), env_pins
+    assert env_pins and all(
+        norm[name.lower().replace("_", "-")] == version for name, version in (p.split("==") for p in env_pins)
+    ), env_pins
     deps = (repo_root / "pyproject.toml").read_text().split("dependencies = [", 1)[1].split("[project.scripts]")[0]
     assert "==" not in deps, "pyproject.toml declares ranges, not pins"

@@ -32,8 +32,11 @@ def _imported_test_modules(tree: ast.AST) -> list[str]:
                 names = [module]
             else:
                 sep = "" if module.endswith(".") else "."
-                names = [f"{module}{sep}{alias.name}" for alias in node.names
-                         if node.level and alias.name.startswith("test_")]
+                names = [
+                    f"{module}{sep}{alias.name}"
+                    for alias in node.names
+                    if node.level and alias.name.startswith("test_")
+                ]
         else:
             continue
         found += [f"line {node.lineno}: {name}" for name in names]
@@ -50,8 +53,10 @@ def test_no_test_module_imports_another():
 
 
 def test_the_scan_sees_every_kind_of_test_module_import():
-    code = ("import test_a\nfrom test_b import x\nfrom tests.workflow import test_c\nfrom . import test_d\n"
-            "from .test_e import y\nimport tests\ndef f():\n    from test_f import z\n")
+    code = (
+        "import test_a\nfrom test_b import x\nfrom tests.workflow import test_c\nfrom . import test_d\n"
+        "from .test_e import y\nimport tests\ndef f():\n    from test_f import z\n"
+    )
     found = sorted(found.split(": ")[1] for found in _imported_test_modules(ast.parse(code)))
     assert found == [".test_d", ".test_e", "test_a", "test_b", "test_f", "tests", "tests.workflow"]
     assert _imported_test_modules(ast.parse("from helpers.workflow_runs import run_snakemake\nimport pytest\n")) == []

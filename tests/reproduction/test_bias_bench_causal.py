@@ -65,9 +65,18 @@ def stereoset_gender(shared_data):
             continue
         assert ex["context"].count("BLANK") == 1
         for label in GOLD:
-            rows.append({"task": "intrasentence", "example_id": f"line{n}", "target": ex["target"], "bias_type": "gender",
-                         "context": ex["context"], "sentence_id": f"line{n}/{label}", "sentence": ex[label],
-                         "gold_label": label})
+            rows.append(
+                {
+                    "task": "intrasentence",
+                    "example_id": f"line{n}",
+                    "target": ex["target"],
+                    "bias_type": "gender",
+                    "context": ex["context"],
+                    "sentence_id": f"line{n}/{label}",
+                    "sentence": ex[label],
+                    "gold_label": label,
+                }
+            )
     return pa.Table.from_pylist(rows)
 
 
@@ -96,7 +105,9 @@ def bb_crows_generative(scores_by_pair, directions) -> float:
     n = wins = 0
     for (score1, score2), direction in zip(scores_by_pair, directions):
         n += 1
-        if score1 != score2 and ((direction == "stereo" and score1 > score2) or (direction == "antistereo" and score2 > score1)):
+        if score1 != score2 and (
+            (direction == "stereo" and score1 > score2) or (direction == "antistereo" and score2 > score1)
+        ):
             wins += 1
     return round(wins / n * 100, 2)
 
@@ -165,7 +176,9 @@ def test_crows_pairs_pair_by_pair_equals_bias_bench(tiny_gpt2, crows_gender):
     ours = crows_pairs_metric_rows(scores, CrowsPairsOptions(variant="bias_bench"))
     assert round(_metric(ours, "metric_score", "gender")["value"], 2) == published
     assert _metric(ours, "metric_score", "gender")["variant"] == "clm=token_mean,context=bias_bench"
-    default = crows_pairs_metric_rows(score_crows_pairs(crows_gender, model, tok, "clm"), CrowsPairsOptions(variant="bias_bench"))
+    default = crows_pairs_metric_rows(
+        score_crows_pairs(crows_gender, model, tok, "clm"), CrowsPairsOptions(variant="bias_bench")
+    )
     assert round(_metric(default, "metric_score", "gender")["value"], 2) == 51.91
     assert _metric(default, "metric_score", "gender")["variant"] == "clm=token_mean"
 
@@ -180,7 +193,10 @@ def test_crows_pairs_context_option_is_checked_and_mixed_scores_refused(tiny_gpt
         crows_pairs_metric_rows(pa.concat_tables([a, b]), CrowsPairsOptions(variant="bias_bench"))
     # scores written before the option (no column) read as the default context
     old = b.drop_columns(["clm_context"])
-    assert _metric(crows_pairs_metric_rows(old, CrowsPairsOptions()), "metric_score", "all")["variant"] == "clm=sentence_loglik"
+    assert (
+        _metric(crows_pairs_metric_rows(old, CrowsPairsOptions()), "metric_score", "all")["variant"]
+        == "clm=sentence_loglik"
+    )
 
 
 # --------------------------------------------------------------------------------------------------
@@ -258,8 +274,11 @@ def test_self_debias_follows_the_context(tiny_gpt2, crows_gender):
             theirs = bb_self_debias_joint_probability(model, tok, row[f"sent_{side}"])
             assert got[f"{side}_loglik"] / got[f"{side}_tokens"] == pytest.approx(np.log(theirs), abs=2e-6)
     texts = [pairs.column("sent_more")[i].as_py() for i in range(3)]
-    np.testing.assert_allclose(sentence_logprobs(wrapped, tok, texts, batch_size=2, context="bias_bench"),
-                               naive_sentence_logprobs(wrapped, tok, texts, context="bias_bench"), atol=1e-6)
+    np.testing.assert_allclose(
+        sentence_logprobs(wrapped, tok, texts, batch_size=2, context="bias_bench"),
+        naive_sentence_logprobs(wrapped, tok, texts, context="bias_bench"),
+        atol=1e-6,
+    )
     plain = sentence_logprobs(model, tok, texts, context="bias_bench")
     assert np.abs(sentence_logprobs(wrapped, tok, texts, context="bias_bench") - plain).max() > 1e-3
 

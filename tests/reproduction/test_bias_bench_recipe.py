@@ -30,11 +30,27 @@ from lmbias.training.trainer import Trainer, make_accelerator
 
 #: A few pairs of their data/bias_attribute_words.json "gender" list, in their order (his/her after
 #: him/her, guy/girl after boy/girl, mr./ms. after mr./mrs.: later pairs overwrite earlier swaps).
-THEIR_PAIRS = [["boy", "girl"], ["boys", "girls"], ["guy", "girl"], ["he", "she"], ["him", "her"], ["his", "her"],
-               ["man", "woman"], ["mr.", "mrs."], ["mr.", "ms."]]
-TEXTS = ["The doctor went to the city.", "He said his sister was tired.", "The nurse went home early.",
-         "The teacher asked the students about the new house in the city.", "Mr. Smith met her at the school.",
-         "The lawyer read the book.", "The boys played, and the girl said: he?", "The city was quiet at night."]
+THEIR_PAIRS = [
+    ["boy", "girl"],
+    ["boys", "girls"],
+    ["guy", "girl"],
+    ["he", "she"],
+    ["him", "her"],
+    ["his", "her"],
+    ["man", "woman"],
+    ["mr.", "mrs."],
+    ["mr.", "ms."],
+]
+TEXTS = [
+    "The doctor went to the city.",
+    "He said his sister was tired.",
+    "The nurse went home early.",
+    "The teacher asked the students about the new house in the city.",
+    "Mr. Smith met her at the school.",
+    "The lawyer read the book.",
+    "The boys played, and the girl said: he?",
+    "The city was quiet at night.",
+]
 
 
 @pytest.fixture(scope="module")
@@ -45,8 +61,10 @@ def tiny(tmp_path_factory) -> dict[str, Path]:
 
 @pytest.fixture(scope="module")
 def tokenizers(tiny):
-    return {arch: load_model(model_spec(f"tiny-{arch}", {"path": str(p), "family": FAMILY_OF[arch]}))[1]
-            for arch, p in tiny.items()}
+    return {
+        arch: load_model(model_spec(f"tiny-{arch}", {"path": str(p), "family": FAMILY_OF[arch]}))[1]
+        for arch, p in tiny.items()
+    }
 
 
 @pytest.fixture
@@ -58,20 +76,21 @@ def words_file(tmp_path) -> Path:
 
 # ------------------------------------------------------------------------------------ their computation
 
+
 def their_group_texts(tok, texts, block, group=1000):
     """run_mlm/run_clm: tokenize (special tokens added), then per map batch of `group` texts concatenate and
     cut into `block`-token chunks, dropping the remainder unless the batch is shorter than one block."""
     out = []
     for start in range(0, len(texts), group):
         ids, special = [], []
-        for text in texts[start:start + group]:
+        for text in texts[start : start + group]:
             enc = tok(text, return_special_tokens_mask=True)
             ids += enc["input_ids"]
             special += enc["special_tokens_mask"]
         n = len(ids)
         if n >= block:
             n = (n // block) * block
-        out += [(ids[i:i + block], special[i:i + block]) for i in range(0, n, block)]
+        out += [(ids[i : i + block], special[i : i + block]) for i in range(0, n, block)]
     return out
 
 
@@ -99,42 +118,57 @@ def their_gender_cda(tok, blocks, pairs, max_length):
         if augmented:
             outputs.append(" ".join(augmented_sentence))
             outputs.append(sentence)
-    enc = tok(outputs, return_special_tokens_mask=True, add_special_tokens=False, truncation=True,
-              max_length=max_length)
+    enc = tok(
+        outputs, return_special_tokens_mask=True, add_special_tokens=False, truncation=True, max_length=max_length
+    )
     return outputs, list(zip(enc["input_ids"], enc["special_tokens_mask"]))
 
 
 # ------------------------------------------------------------------------------------------- settings
 
+
 def test_settings_defaults_unchanged_and_bad_values_name_the_key(words_file):
     s = TrainingSettings.from_dict({"objective": "mlm"})
     assert (s.pack_texts, s.block_augmentation, s.block_augmentation_words) == (False, None, None)
-    ok = {"objective": "mlm", "pack_texts": True, "block_augmentation": "bias_bench_gender",
-          "block_augmentation_words": str(words_file)}
+    ok = {
+        "objective": "mlm",
+        "pack_texts": True,
+        "block_augmentation": "bias_bench_gender",
+        "block_augmentation_words": str(words_file),
+    }
     assert TrainingSettings.from_dict(ok).block_augmentation == "bias_bench_gender"
-    bad = [({"pack_texts": "yes"}, "settings.pack_texts"),
-           ({"objective": "infilling", "pack_texts": True}, "settings.pack_texts"),
-           ({"objective": "gpr", "pack_texts": True}, "settings.pack_texts"),
-           ({"pack_texts": True, "er_lambda": 1.0}, "settings.pack_texts"),
-           ({"pack_texts": True, "whole_word_masking": True}, "settings.pack_texts"),
-           ({"block_augmentation": "gender"}, "settings.block_augmentation"),
-           ({"pack_texts": False}, "settings.block_augmentation"),
-           ({"block_augmentation_words": None}, "settings.block_augmentation_words"),
-           ({"block_augmentation_words": ""}, "settings.block_augmentation_words"),
-           ({"block_augmentation": None}, "settings.block_augmentation_words")]
+    bad = [
+        ({"pack_texts": "yes"}, "settings.pack_texts"),
+        ({"objective": "infilling", "pack_texts": True}, "settings.pack_texts"),
+        ({"objective": "gpr", "pack_texts": True}, "settings.pack_texts"),
+        ({"pack_texts": True, "er_lambda": 1.0}, "settings.pack_texts"),
+        ({"pack_texts": True, "whole_word_masking": True}, "settings.pack_texts"),
+        ({"block_augmentation": "gender"}, "settings.block_augmentation"),
+        ({"pack_texts": False}, "settings.block_augmentation"),
+        ({"block_augmentation_words": None}, "settings.block_augmentation_words"),
+        ({"block_augmentation_words": ""}, "settings.block_augmentation_words"),
+        ({"block_augmentation": None}, "settings.block_augmentation_words"),
+    ]
     for change, key in bad:
         with pytest.raises(ConfigError, match=key.replace(".", r"\.") + r"\b"):
             TrainingSettings.from_dict({**ok, **change})
     # a recipe entry may set them per family (bias-bench's GPT-2 "CDA" trained on unaugmented blocks)
-    entry = {"kind": "cda", "corpus": "c.parquet",
-             "training": {"pack_texts": True, "block_augmentation": {"mlm": "bias_bench_gender"},
-                          "block_augmentation_words": {"mlm": str(words_file)}}}
+    entry = {
+        "kind": "cda",
+        "corpus": "c.parquet",
+        "training": {
+            "pack_texts": True,
+            "block_augmentation": {"mlm": "bias_bench_gender"},
+            "block_augmentation_words": {"mlm": str(words_file)},
+        },
+    }
     mlm = registry.resolve_method("m", {"family": "mlm"}, "cda-biasbench", entry)["settings"]
     clm = registry.resolve_method("m", {"family": "clm"}, "cda-biasbench", entry)["settings"]
     assert mlm["block_augmentation"] == "bias_bench_gender" and "block_augmentation" not in clm
     with pytest.raises(ConfigError, match=r"methods\.cda-biasbench\.training\.block_augmentation\b"):
-        registry.resolve_method("m", {"family": "mlm"}, "cda-biasbench",
-                                {**entry, "training": {"block_augmentation": "bias_bench_gender"}})
+        registry.resolve_method(
+            "m", {"family": "mlm"}, "cda-biasbench", {**entry, "training": {"block_augmentation": "bias_bench_gender"}}
+        )
 
 
 def test_word_pairs_file_errors_name_the_file(tmp_path):
@@ -159,6 +193,7 @@ def test_swap_map_punctuated_forms_and_last_pair_wins():
 
 # -------------------------------------------------------------------------------------------- packing
 
+
 @pytest.mark.parametrize("arch", ["bert", "gpt2"])
 @pytest.mark.parametrize("group", [1000, 3, 1])
 def test_packing_equals_their_group_texts(tokenizers, arch, group):
@@ -180,6 +215,7 @@ def test_packing_equals_their_group_texts(tokenizers, arch, group):
 
 # ------------------------------------------------------------------------------------ CDA on the blocks
 
+
 def test_block_augmentation_equals_their_cda(tokenizers, words_file):
     tok = tokenizers["bert"]
     block = 12
@@ -189,10 +225,14 @@ def test_block_augmentation_equals_their_cda(tokenizers, words_file):
     texts, theirs = their_gender_cda(tok, [b.ids for b in blocks], THEIR_PAIRS, block)
     assert [(e.ids, e.special) for e in ours] == theirs
     # some blocks dropped, some kept, each kept block twice: swapped first, then as it was
-    gendered = [b for b in blocks if any(w in swap for w in tok.decode(b.ids, clean_up_tokenization_spaces=True).split())]
+    gendered = [
+        b for b in blocks if any(w in swap for w in tok.decode(b.ids, clean_up_tokenization_spaces=True).split())
+    ]
     assert 0 < len(gendered) < len(blocks) and len(ours) == 2 * len(gendered)
-    assert [e.ids for e in ours[1::2]] == [tok(tok.decode(b.ids, clean_up_tokenization_spaces=True),
-                                               add_special_tokens=False)["input_ids"][:block] for b in gendered]
+    assert [e.ids for e in ours[1::2]] == [
+        tok(tok.decode(b.ids, clean_up_tokenization_spaces=True), add_special_tokens=False)["input_ids"][:block]
+        for b in gendered
+    ]
     swapped = " ".join(texts[0::2])
     assert "she said her sister" in swapped  # he -> she, his -> her
     assert "ms. smith met his" in swapped  # mr. -> ms. (the later pair), her -> his (the later pair)
@@ -205,32 +245,64 @@ def test_block_augmentation_equals_their_cda(tokenizers, words_file):
 
 def test_trainer_builds_the_packed_and_augmented_examples(tiny, tokenizers, words_file):
     model, tok = load_model(model_spec("tiny-bert", {"path": str(tiny["bert"]), "family": "mlm"}))
-    settings = TrainingSettings.from_dict({"objective": "mlm", "batch_size": 2, "epochs": 1, "max_length": 12,
-                                           "pack_texts": True, "block_augmentation": "bias_bench_gender",
-                                           "block_augmentation_words": str(words_file)})
+    settings = TrainingSettings.from_dict(
+        {
+            "objective": "mlm",
+            "batch_size": 2,
+            "epochs": 1,
+            "max_length": 12,
+            "pack_texts": True,
+            "block_augmentation": "bias_bench_gender",
+            "block_augmentation_words": str(words_file),
+        }
+    )
     trainer = Trainer(model, tok, "mlm", Corpus(list(TEXTS)), settings, 0, None, "test", make_accelerator("fp32"))
-    expected = augment_blocks(tok, pack_blocks(tok, TEXTS, 12), bias_bench_swap_map(load_bias_bench_pairs(words_file)), 12)
+    expected = augment_blocks(
+        tok, pack_blocks(tok, TEXTS, 12), bias_bench_swap_map(load_bias_bench_pairs(words_file)), 12
+    )
     assert [e.ids for e in trainer.examples] == [e.ids for e in expected]
     neutral = ["The doctor went to the city.", "The nurse went home early."] * 4
     with pytest.raises(DataError, match="no block"):
-        Trainer(model, tok, "mlm", Corpus(neutral, path="neutral.parquet"), settings, 0, None, "test",
-                make_accelerator("fp32"))
+        Trainer(
+            model,
+            tok,
+            "mlm",
+            Corpus(neutral, path="neutral.parquet"),
+            settings,
+            0,
+            None,
+            "test",
+            make_accelerator("fp32"),
+        )
 
 
 # ----------------------------------------------------------------------------------- training end to end
+
 
 @pytest.mark.parametrize("arch,objective", [("bert", "mlm"), ("gpt2", "clm")])
 def test_a_few_steps_on_packed_augmented_blocks(tiny, tokenizers, words_file, tmp_path, arch, objective):
     corpus = tmp_path / "texts.parquet"
     pq.write_table(pa.Table.from_pylist([{"text": t} for t in TEXTS * 4]), corpus)
     out = tmp_path / "model"
-    settings = {"objective": objective, "batch_size": 4, "max_steps": 3, "epochs": 50, "learning_rate": 1e-3,
-                "max_length": 16, "precision": "fp32", "group_by_length": False, "pack_texts": True,
-                "block_augmentation": "bias_bench_gender", "block_augmentation_words": str(words_file)}
+    settings = {
+        "objective": objective,
+        "batch_size": 4,
+        "max_steps": 3,
+        "epochs": 50,
+        "learning_rate": 1e-3,
+        "max_length": 16,
+        "precision": "fp32",
+        "group_by_length": False,
+        "pack_texts": True,
+        "block_augmentation": "bias_bench_gender",
+        "block_augmentation_words": str(words_file),
+    }
     train_job({"path": str(tiny[arch]), "family": FAMILY_OF[arch]}, f"tiny-{arch}", str(corpus), str(out), 0, settings)
     info = json.loads((out / "training.json").read_text())
     tok = tokenizers[arch]
-    expected = augment_blocks(tok, pack_blocks(tok, TEXTS * 4, 16), bias_bench_swap_map(load_bias_bench_pairs(words_file)), 16)
+    expected = augment_blocks(
+        tok, pack_blocks(tok, TEXTS * 4, 16), bias_bench_swap_map(load_bias_bench_pairs(words_file)), 16
+    )
     assert info["steps"] == 3 and info["training_examples"] == len(expected) > 0
     assert len(info["block_augmentation_words_sha256"]) == 64
     losses = [r["loss"] for r in pq.read_table(out / "train_log.parquet").to_pylist()]

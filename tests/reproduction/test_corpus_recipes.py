@@ -70,7 +70,9 @@ def test_prefix_selection_swaps_the_first_int_rate_n_sentences(gap_validation, r
         assert size == 28
     # the random draw (default) is not a prefix
     drawn = cds_corpus(table, naive, rate, seed=0).column("swapped").to_pylist()
-    assert sum(drawn) == round(rate * 100) and (rate == 1.0 or drawn != [True] * sum(drawn) + [False] * (100 - sum(drawn)))
+    assert sum(drawn) == round(rate * 100) and (
+        rate == 1.0 or drawn != [True] * sum(drawn) + [False] * (100 - sum(drawn))
+    )
 
 
 def test_prefix_of_documents_and_bad_selection(gap_validation):
@@ -84,8 +86,10 @@ def test_prefix_of_documents_and_bad_selection(gap_validation):
     with pytest.raises(ConfigError, match="selection: must be one of"):
         cds_corpus(table, naive, 0.5, seed=0, selection="first")
     with pytest.raises(ConfigError, match=r"corpora\.gap\.interventions\.x\.selection: must be one of"):
-        jobs.check_intervention({"method": "cds", "intervention": "naive", "swap_rate": 1.0, "selection": "top"},
-                                "corpora.gap.interventions.x")
+        jobs.check_intervention(
+            {"method": "cds", "intervention": "naive", "swap_rate": 1.0, "selection": "top"},
+            "corpora.gap.interventions.x",
+        )
     with pytest.raises(ConfigError, match=r"x\.selection: only cds"):
         jobs.check_intervention({"method": "cda", "intervention": "naive", "selection": "prefix"}, "x")
 
@@ -94,7 +98,10 @@ def test_swap_unit_defaults_to_sentences_as_the_job_does(gap_validation):
     """cds_corpus' default unit is the job's (check_intervention: swap_unit sentence)."""
     naive = Swapper(load_lexicon(), "naive")
     table = gap_validation.slice(0, 60).select(["doc_id", "sentence_id", "split", "text"])
-    assert jobs.check_intervention({"method": "cds", "intervention": "naive", "swap_rate": 0.5}, "x")["swap_unit"] == "sentence"
+    assert (
+        jobs.check_intervention({"method": "cds", "intervention": "naive", "swap_rate": 0.5}, "x")["swap_unit"]
+        == "sentence"
+    )
     default = cds_corpus(table, naive, 0.5, seed=4).column("swapped").to_pylist()
     assert default == cds_corpus(table, naive, 0.5, seed=4, unit="sentence").column("swapped").to_pylist()
     assert sum(default) == 30
@@ -102,19 +109,30 @@ def test_swap_unit_defaults_to_sentences_as_the_job_does(gap_validation):
 
 def test_the_dagender_template_builds_a_prefix_corpus_through_the_job(config, gap_validation, tmp_path):
     entry = config["corpora"]["gap"]["interventions"]["cds-dagender-{swap_rate}"]
-    key, resolved = jobs.resolve_intervention(config["corpora"]["gap"]["interventions"], "cds-dagender-0.9",
-                                              "corpora.gap.interventions")
+    key, resolved = jobs.resolve_intervention(
+        config["corpora"]["gap"]["interventions"], "cds-dagender-0.9", "corpora.gap.interventions"
+    )
     assert key == "corpora.gap.interventions.cds-dagender-{swap_rate}" and resolved == {**entry, "swap_rate": 0.9}
     opts = jobs.check_intervention(resolved, key)
-    assert (opts["names"], opts["protect_proper_noun_clusters"], opts["selection"], opts["swap_unit"],
-            opts["substitutor"], opts["wordlist"]) == (True, False, "prefix", "sentence", "hall_maudslay", "lu2018")
+    assert (
+        opts["names"],
+        opts["protect_proper_noun_clusters"],
+        opts["selection"],
+        opts["swap_unit"],
+        opts["substitutor"],
+        opts["wordlist"],
+    ) == (True, False, "prefix", "sentence", "hall_maudslay", "lu2018")
     # the job passes the selection through (naive: no spaCy pipeline needed)
     sentences = tmp_path / "sentences.parquet"
     pq.write_table(gap_validation.slice(0, 40), sentences)
     out = tmp_path / "cds.parquet"
-    jobs.build_counterfactual(sentences, out, {"lu2018_pairs": LU2018},
-                              {"method": "cds", "intervention": "naive", "swap_rate": 0.9, "selection": "prefix"},
-                              "en_core_web_sm")
+    jobs.build_counterfactual(
+        sentences,
+        out,
+        {"lu2018_pairs": LU2018},
+        {"method": "cds", "intervention": "naive", "swap_rate": 0.9, "selection": "prefix"},
+        "en_core_web_sm",
+    )
     flags = pq.read_table(out).column("is_counterfactual").to_pylist()
     assert flags == [True] * int(0.9 * 40) + [False] * (40 - int(0.9 * 40))
 
@@ -137,18 +155,23 @@ def test_names_without_protection_flip_every_pronoun(config, gap_validation, sha
     pq.write_table(pa.Table.from_pylist(linked, schema=SENTENCES_SCHEMA), sentences)
     lexicon = {"lu2018_pairs": LU2018, "name_pairs": str(shared_data / "cds" / "names_pairs_1000_scaled.json")}
     # the recipe's options with our substitutor (hall_maudslay keeps himself/herself: tested below)
-    dagender = {**config["corpora"]["gap"]["interventions"]["cds-dagender-{swap_rate}"], "swap_rate": 1.0,
-                "substitutor": "lmbias"}
+    dagender = {
+        **config["corpora"]["gap"]["interventions"]["cds-dagender-{swap_rate}"],
+        "swap_rate": 1.0,
+        "substitutor": "lmbias",
+    }
     default = {k: v for k, v in dagender.items() if k not in ("protect_proper_noun_clusters", "selection")}
     built = {}
     for name, entry in (("dagender", dagender), ("default", default)):
         jobs.build_counterfactual(sentences, tmp_path / f"{name}.parquet", lexicon, entry, "en_core_web_sm")
         built[name] = pq.read_table(tmp_path / f"{name}.parquet").column("text").to_pylist()
     originals = [r["text"] for r in linked]
-    assert all(not _pronouns_kept(o, s) for o, s in zip(originals, built["dagender"])), \
-        [(o, s) for o, s in zip(originals, built["dagender"]) if _pronouns_kept(o, s)]
-    assert sum(len(_pronouns_kept(o, s)) for o, s in zip(originals, built["default"])) > 0, \
+    assert all(not _pronouns_kept(o, s) for o, s in zip(originals, built["dagender"])), [
+        (o, s) for o, s in zip(originals, built["dagender"]) if _pronouns_kept(o, s)
+    ]
+    assert sum(len(_pronouns_kept(o, s)) for o, s in zip(originals, built["default"])) > 0, (
         "the default (Lu et al.'s rule on) keeps pronouns linked to a kept name"
+    )
 
 
 # -- Hall Maudslay et al.'s substitutor (substitutor: hall_maudslay) ------------------------------------
@@ -193,7 +216,7 @@ def _their_invert(doc, base: dict, names: dict) -> str:
             new = new.upper()
         elif t[0].isupper() and t[1:].islower():
             new = new[0].upper() + new[1:].lower()
-        out = out[: word.idx] + new + out[word.idx + len(t):]
+        out = out[: word.idx] + new + out[word.idx + len(t) :]
     return out
 
 
@@ -218,19 +241,24 @@ def test_hall_maudslay_substitutor_is_theirs_on_gap(hall_maudslay, gap_validatio
 
 def test_hall_maudslay_differs_from_ours_where_their_code_does(hall_maudslay, shared_data):
     text = "Queen Elizabeth said she saw herself at King's College with her brother John Taylor."
-    assert hall_maudslay.swap_text(text) == \
-        "King William said he saw herself at Queen's College with his sister Mary Jordan."
+    assert (
+        hall_maudslay.swap_text(text)
+        == "King William said he saw herself at Queen's College with his sister Mary Jordan."
+    )
     lexicon = load_lexicon(wordlists=[LU2018], names=shared_data / "cds" / "names_pairs_1000_scaled.json")
     ours = Swapper(lexicon, "grammatical", names=True).swap_text(text)
     assert "himself" in ours and "King's College" in ours and "Taylor" in ours
 
 
-@pytest.mark.parametrize("extra, message", [
-    ({"intervention": "naive"}, "x.intervention: the hall_maudslay substitutor decides"),
-    ({"wordlist": "merged"}, "x.wordlist: the hall_maudslay substitutor reads its own list"),
-    ({"protect_proper_noun_clusters": True}, "x.protect_proper_noun_clusters: the hall_maudslay substitutor keeps"),
-    ({"substitutor": "spacy"}, "x.substitutor: must be one of"),
-])
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        ({"intervention": "naive"}, "x.intervention: the hall_maudslay substitutor decides"),
+        ({"wordlist": "merged"}, "x.wordlist: the hall_maudslay substitutor reads its own list"),
+        ({"protect_proper_noun_clusters": True}, "x.protect_proper_noun_clusters: the hall_maudslay substitutor keeps"),
+        ({"substitutor": "spacy"}, "x.substitutor: must be one of"),
+    ],
+)
 def test_hall_maudslay_options_are_checked(extra, message):
     entry = {"method": "cds", "intervention": "grammatical", "swap_rate": 1.0, "substitutor": "hall_maudslay", **extra}
     with pytest.raises(ConfigError, match=re.escape(message)):
@@ -253,8 +281,9 @@ def _her_reading(path, split) -> list[str]:
 
 def test_bartl_corpus_is_her_reading_of_the_file(shared_data, sentencizer, tmp_path):
     head = tmp_path / "gap_flipped.tsv"
-    head.write_text("".join((shared_data / BARTL).read_text(encoding="utf-8").splitlines(keepends=True)[:301]),
-                    encoding="utf-8")
+    head.write_text(
+        "".join((shared_data / BARTL).read_text(encoding="utf-8").splitlines(keepends=True)[:301]), encoding="utf-8"
+    )
     table, counts = bartl_corpus(head, sentencizer)
     split = lambda text: [s.text.strip() for s in sentencizer(text).sents if s.text.strip()]
     assert table.column("text").to_pylist() == _her_reading(head, split)
@@ -265,8 +294,9 @@ def test_bartl_corpus_is_her_reading_of_the_file(shared_data, sentencizer, tmp_p
     assert table.column("split").to_pylist()[0] == "development" and all(table.column("is_counterfactual").to_pylist())
     assert table.column("changed").null_count == table.num_rows
     # sentence_id restarts at 0 in every context
-    assert [s for d, s in zip(ids, table.column("sentence_id").to_pylist()) if d == ids[0]] == \
-        list(range(ids.count(ids[0])))
+    assert [s for d, s in zip(ids, table.column("sentence_id").to_pylist()) if d == ids[0]] == list(
+        range(ids.count(ids[0]))
+    )
 
 
 def _tsv(tmp_path, lines: list[str]):
@@ -282,10 +312,18 @@ HEADER = "\tID\tText\tPronoun"
     "lines, line, message",
     [
         (["\tID\tContext\tPronoun", "0\tdevelopment-1\tHe left.\the"], 1, "header lacks column(s) Text"),
-        ([HEADER, "0\tdevelopment-1\tHe left.\the", "1\tdevelopment-2\tShe came."], 3, "expected 4 tab-separated fields"),
+        (
+            [HEADER, "0\tdevelopment-1\tHe left.\the", "1\tdevelopment-2\tShe came."],
+            3,
+            "expected 4 tab-separated fields",
+        ),
         ([HEADER, "0\tdevelopment-1\tHe left.\the", "", "1\tdevelopment-2\t \tshe"], 4, "has an empty Text"),
         ([HEADER, "0\t\tHe left.\the"], 2, "empty ID"),
-        ([HEADER, "0\tdevelopment-1\tHe left.\the", "1\tdevelopment-1\tShe came.\tshe"], 3, "occurs twice (first at line 2)"),
+        (
+            [HEADER, "0\tdevelopment-1\tHe left.\the", "1\tdevelopment-1\tShe came.\tshe"],
+            3,
+            "occurs twice (first at line 2)",
+        ),
         ([HEADER], 2, "no data rows"),
     ],
 )
@@ -306,8 +344,10 @@ def test_non_utf8_names_the_line(tmp_path):
 # -- (e) the new data entries ---------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("dataset, files", [("bartl2020_gap_flipped", ["gap_flipped.tsv"]),
-                                            ("gn_glove", ["male_word_file.txt", "female_word_file.txt"])])
+@pytest.mark.parametrize(
+    "dataset, files",
+    [("bartl2020_gap_flipped", ["gap_flipped.tsv"]), ("gn_glove", ["male_word_file.txt", "female_word_file.txt"])],
+)
 def test_new_data_entries_match_the_shared_copies(config, shared_data, dataset, files):
     entry = config["data"][dataset]
     pinned = dataset_files(entry, dataset)
@@ -327,32 +367,54 @@ def test_bartl_corpus_builds_through_its_rule(tmp_path, repo_root, shared_data):
 
     def edit(config):
         config["data_dir"] = str(shared_data)
-        config["methods"]["cds-dagender"] = {"kind": "cds", "corpus": "results/corpora/gap/cds-dagender-{swap_rate}.parquet"}
+        config["methods"]["cds-dagender"] = {
+            "kind": "cds",
+            "corpus": "results/corpora/gap/cds-dagender-{swap_rate}.parquet",
+        }
         config["methods"]["cds-bartl"] = {"kind": "cds", "corpus": "results/corpora/bartl2020/gap-flipped.parquet"}
 
     configfile = str(write_config(workdir, edit))
     target = "results/corpora/bartl2020/gap-flipped.parquet"
-    dry = run_snakemake(workdir, "-n", target, "results/corpora/gap/cds-dagender-0.9.parquet",
-                        "results/tiny-bert/cds-bartl/seed0/model", "results/tiny-bert/cds-dagender/seed0/model",
-                        "--configfile", configfile)
+    dry = run_snakemake(
+        workdir,
+        "-n",
+        target,
+        "results/corpora/gap/cds-dagender-0.9.parquet",
+        "results/tiny-bert/cds-bartl/seed0/model",
+        "results/tiny-bert/cds-dagender/seed0/model",
+        "--configfile",
+        configfile,
+    )
     scheduled = scheduled_outputs(dry)
-    for path in (target, "results/corpora/gap/cds-dagender-0.9.parquet", "results/corpora/gap/cds-dagender-1.0.parquet"):
+    for path in (
+        target,
+        "results/corpora/gap/cds-dagender-0.9.parquet",
+        "results/corpora/gap/cds-dagender-1.0.parquet",
+    ):
         assert path in scheduled, (path, scheduled)
     # the data rule has a message: its output shows in the reason line
     assert "Missing output files: resources/data/bartl2020_gap_flipped/gap_flipped.tsv" in dry.stdout
     # the real run reads the file's first 50 rows (pinned by their own sha256), to stay fast
     head = tmp_path / "head" / "gap_flipped.tsv"
     head.parent.mkdir()
-    head.write_text("".join((shared_data / BARTL).read_text(encoding="utf-8").splitlines(keepends=True)[:51]),
-                    encoding="utf-8")
+    head.write_text(
+        "".join((shared_data / BARTL).read_text(encoding="utf-8").splitlines(keepends=True)[:51]), encoding="utf-8"
+    )
 
     def small(config):
         edit(config)
         config["data"]["bartl2020_gap_flipped"]["path"] = str(head.parent)
         config["data"]["bartl2020_gap_flipped"]["files"]["gap_flipped.tsv"]["sha256"] = sha256_file(head)
 
-    run_snakemake(workdir, target, "--allowed-rules", "corpus_bartl2020", "data_bartl2020_gap_flipped",
-                  "--configfile", str(write_config(workdir, small)))
+    run_snakemake(
+        workdir,
+        target,
+        "--allowed-rules",
+        "corpus_bartl2020",
+        "data_bartl2020_gap_flipped",
+        "--configfile",
+        str(write_config(workdir, small)),
+    )
     table = pq.read_table(workdir / target)
     assert table.schema.equals(jobs.COUNTERFACTUAL_SCHEMA, check_metadata=False)
     assert len(set(table.column("doc_id").to_pylist())) == 50 and table.num_rows > 100

@@ -20,7 +20,12 @@ from lmbias.corpora.conll import detokenize, read_conll_files
 from lmbias.corpora.counterfactual import Swapper
 from lmbias.corpora.swap_lexicon import load_lexicon
 from lmbias.corpora.gpr import (
-    MASKED_PRONOUN, PRONOUN_PLACEHOLDER, SENTENCE_SEPARATOR, accumulate, example_splits, gn_glove_lexicon,
+    MASKED_PRONOUN,
+    PRONOUN_PLACEHOLDER,
+    SENTENCE_SEPARATOR,
+    accumulate,
+    example_splits,
+    gn_glove_lexicon,
     gpr_examples,
 )
 from lmbias.corpora.jobs import build_gpr, gpr_files, gpr_options, gpr_variants, lexicon_inputs
@@ -29,8 +34,15 @@ from lmbias.training.data import encode_gpr, load_corpus
 from lmbias.training.settings import TrainingSettings
 
 THEIR_PRONOUNS = ("he", "she", "her", "his", "him")
-MANELA = {"examples": "accumulated", "max_chars": 512, "other_pronouns": "masked", "pronouns": list(THEIR_PRONOUNS),
-          "deduplicate": True, "split_by": "example", "seed": 2018}
+MANELA = {
+    "examples": "accumulated",
+    "max_chars": 512,
+    "other_pronouns": "masked",
+    "pronouns": list(THEIR_PRONOUNS),
+    "deduplicate": True,
+    "split_by": "example",
+    "seed": 2018,
+}
 
 
 @pytest.fixture(scope="module")
@@ -40,8 +52,10 @@ def winobias_words(shared_data) -> list[list[str]]:
 
 
 def _document(word_lists, name="doc") -> list[AnonymisedSentence]:
-    return [AnonymisedSentence(doc_key=f"{name}/0", document=name, sentence_id=i, words=list(w), tags=None, persons=0)
-            for i, w in enumerate(word_lists)]
+    return [
+        AnonymisedSentence(doc_key=f"{name}/0", document=name, sentence_id=i, words=list(w), tags=None, persons=0)
+        for i, w in enumerate(word_lists)
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -64,6 +78,7 @@ def naive_swapper(shared_data):
 
 
 # --- transcriptions of their notebook ---------------------------------------------------------------------
+
 
 def their_accumulation(strings, holds):
     """compile_pronoun_strings: gather until a string holds a pronoun; all of them if ' [SEP] '-joined they fit
@@ -100,6 +115,7 @@ def _as_their_text(text: str) -> str:
 
 # --- (a) accumulation --------------------------------------------------------------------------------------
 
+
 def test_accumulated_groups_equal_their_accumulation(long_document, naive_swapper):
     texts = [detokenize(s.words) for s in long_document]
     holds = [any(t.lower() in THEIR_PRONOUNS for t in s.words) for s in long_document]
@@ -108,8 +124,13 @@ def test_accumulated_groups_equal_their_accumulation(long_document, naive_swappe
     assert [[texts[k] for k in g] for g in groups] == expected
     assert dropped == 1, "the one sentence over 512 characters"
     # the run of pronoun-free sentences is too long: only its last sentences that fit stay
-    cut = [(prev, g) for prev, g in zip(groups, groups[1:]) if g[0] > prev[-1] + 1 and long_document[g[0] - 1] is not None
-           and len(detokenize(long_document[g[0] - 1].words)) < 512]
+    cut = [
+        (prev, g)
+        for prev, g in zip(groups, groups[1:])
+        if g[0] > prev[-1] + 1
+        and long_document[g[0] - 1] is not None
+        and len(detokenize(long_document[g[0] - 1].words)) < 512
+    ]
     assert cut and all(len(" [SEP] ".join(texts[k] for k in range(g[0] - 1, g[-1] + 1))) > 512 for _, g in cut)
     assert max(map(len, groups)) > 1
     u, _, counts = gpr_examples(long_document, naive_swapper, **{k: v for k, v in MANELA.items()})
@@ -138,6 +159,7 @@ def test_sentences_after_the_last_pronoun_and_other_documents_start_fresh(winobi
 
 # --- (b) one example per pronoun, every pronoun masked, deduplicated ----------------------------------------
 
+
 def test_one_example_per_pronoun_all_masked_deduplicated_as_theirs(long_document, winobias_words, naive_swapper):
     two = [w for w in winobias_words if sum(t.lower() in THEIR_PRONOUNS for t in w) >= 2]
     assert two, "WinoBias has sentences with two pronouns"
@@ -145,11 +167,15 @@ def test_one_example_per_pronoun_all_masked_deduplicated_as_theirs(long_document
     sentences = long_document + _document(two[:5] + [same], "two")
     u, a, counts = gpr_examples(sentences, naive_swapper, **MANELA)
     rows = u.to_pylist()
-    groups, _ = accumulate([detokenize(s.words) for s in long_document], [
-        any(t.lower() in THEIR_PRONOUNS for t in s.words) for s in long_document], 512)
+    groups, _ = accumulate(
+        [detokenize(s.words) for s in long_document],
+        [any(t.lower() in THEIR_PRONOUNS for t in s.words) for s in long_document],
+        512,
+    )
     expected = their_examples([[long_document[k].words for k in g] for g in groups] + [[w] for w in two[:5] + [same]])
-    assert [(_as_their_text(r["text"]), r["label"]) for r in rows] == [(" ".join(detokenize(t.split()).split()), lab)
-                                                                       for t, lab in expected]
+    assert [(_as_their_text(r["text"]), r["label"]) for r in rows] == [
+        (" ".join(detokenize(t.split()).split()), lab) for t, lab in expected
+    ]
     for r in rows:
         assert r["text"].count(PRONOUN_PLACEHOLDER) == 1
         assert not any(t.lower() in THEIR_PRONOUNS for t in re.findall(r"[A-Za-z]+", r["text"])), "none visible"
@@ -179,6 +205,7 @@ def test_masked_pronouns_have_no_target_and_the_separator_is_the_tokenizers():
 
 
 # --- (c) the example-level split ----------------------------------------------------------------------------
+
 
 def their_train_test_split(n, test_size=0.2, random_state=2018):
     """sklearn's train_test_split(range(n), test_size, random_state): ShuffleSplit takes ceil(test_size * n)
@@ -211,6 +238,7 @@ def test_split_by_example_keeps_each_swapped_copy_with_its_original(long_documen
 
 # --- (d) the GN-GloVe -A map ----------------------------------------------------------------------------------
 
+
 def their_gn_glove_map(male, female):
     """flipped_gendered_words_map less its hand-picked rows: both directions plus kingdom/queendom, pronoun
     words removed, every word with several partners removed (their drop_duplicates(keep=False))."""
@@ -231,15 +259,31 @@ def test_gn_glove_map_swaps_as_theirs(shared_data):
     unique, ambiguous = their_gn_glove_map(male, female)
     pronouns = {"hers", "himself", "herself"}  # left to the grammatical rules (the same swaps)
     assert {w: p for w, p in lex.word_pairs.items() if w not in ambiguous} == {
-        w: p for w, p in unique.items() if w not in pronouns}
+        w: p for w, p in unique.items() if w not in pronouns
+    }
     assert set(lex.word_pairs) - set(unique) == ambiguous
     # their hand-picked partners (a few that differ from the first listed one, and one that does not)
-    for word, partner in {"lady": "gentleman", "priest": "priestess", "bachelor": "maiden", "bride": "bridegroom",
-                          "kingdom": "queendom", "queendom": "kingdom"}.items():
+    for word, partner in {
+        "lady": "gentleman",
+        "priest": "priestess",
+        "bachelor": "maiden",
+        "bride": "bridegroom",
+        "kingdom": "queendom",
+        "queendom": "kingdom",
+    }.items():
         assert lex.word_pairs[word] == partner
     swapper = Swapper(lex, intervention="naive")
     assert swapper.swap_tokens(["The", "king", "and", "his", "wife", "met", "a", "lady", "."]) == [
-        "The", "queen", "and", "her", "husband", "met", "a", "gentleman", "."]
+        "The",
+        "queen",
+        "and",
+        "her",
+        "husband",
+        "met",
+        "a",
+        "gentleman",
+        ".",
+    ]
 
 
 def test_gn_glove_corpus_variant_files_side_by_side(tmp_path, shared_data, long_document):
@@ -247,16 +291,19 @@ def test_gn_glove_corpus_variant_files_side_by_side(tmp_path, shared_data, long_
 
     config = {"intervention": "naive", "variants": {"manela": {**MANELA, "wordlist": "gn_glove"}}}
     assert gpr_variants(config) == ["manela"]
-    assert gpr_files(config) == [f"results/corpora/ontonotes/{stem}-{half}.parquet"
-                                 for stem in ("gpr", "gpr-manela") for half in ("U", "A")]
+    assert gpr_files(config) == [
+        f"results/corpora/ontonotes/{stem}-{half}.parquet" for stem in ("gpr", "gpr-manela") for half in ("U", "A")
+    ]
     opts = gpr_options(config, "manela")
     assert opts["wordlist"] == "gn_glove" and opts["intervention"] == "naive", "a variant's keys over the base"
     assert set(lexicon_inputs(False, "gn_glove")) == {"gn_glove_male", "gn_glove_female"}
     sentences = tmp_path / "sentences.parquet"
     pq.write_table(sentences_table(long_document), sentences)
     assert pq.read_schema(sentences).equals(ANONYMISED_SCHEMA)
-    files = {"gn_glove_male": str(shared_data / "gn_glove" / "male_word_file.txt"),
-             "gn_glove_female": str(shared_data / "gn_glove" / "female_word_file.txt")}
+    files = {
+        "gn_glove_male": str(shared_data / "gn_glove" / "male_word_file.txt"),
+        "gn_glove_female": str(shared_data / "gn_glove" / "female_word_file.txt"),
+    }
     counts = build_gpr(sentences, tmp_path / "u.parquet", tmp_path / "a.parquet", files, opts, "en_core_web_sm")
     assert counts["examples_a"] == 2 * counts["examples_u"] > 0
     a = pq.read_table(tmp_path / "a.parquet").to_pylist()
@@ -267,14 +314,27 @@ def test_gn_glove_corpus_variant_files_side_by_side(tmp_path, shared_data, long_
 
 # --- (e) casing -------------------------------------------------------------------------------------------------
 
+
 def test_sentence_initial_he_is_the_cased_target_for_a_cased_tokenizer(tmp_path):
     from lmbias.engine.tiny import build_tokenizer
 
     words = ["He", "he", "She", "she", "said", "left", "it", "was", "late"]
-    rows = [{"example_id": "0", "text": f"{PRONOUN_PLACEHOLDER} said it was late.", "label": "he", "surface": "He",
-             "split": "train"},
-            {"example_id": "1", "text": f"It was late, {PRONOUN_PLACEHOLDER} said.", "label": "she", "surface": "she",
-             "split": "train"}]
+    rows = [
+        {
+            "example_id": "0",
+            "text": f"{PRONOUN_PLACEHOLDER} said it was late.",
+            "label": "he",
+            "surface": "He",
+            "split": "train",
+        },
+        {
+            "example_id": "1",
+            "text": f"It was late, {PRONOUN_PLACEHOLDER} said.",
+            "label": "she",
+            "surface": "she",
+            "split": "train",
+        },
+    ]
     path = tmp_path / "gpr.parquet"
     pq.write_table(pa.Table.from_pylist(rows), path)
     corpus = load_corpus(path, TrainingSettings.from_dict({"objective": "gpr"}))
@@ -295,19 +355,23 @@ def test_sentence_initial_he_is_the_cased_target_for_a_cased_tokenizer(tmp_path)
 
 # --- (f) bad options --------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("options, key", [
-    ({"examples": "paragraph"}, "corpora.ontonotes.gpr.examples"),
-    ({"split_by": "sentence"}, "corpora.ontonotes.gpr.split_by"),
-    ({"other_pronouns": "hidden"}, "corpora.ontonotes.gpr.other_pronouns"),
-    ({"wordlist": "glove"}, "corpora.ontonotes.gpr.wordlist"),
-    ({"max_chars": 0}, "corpora.ontonotes.gpr.max_chars"),
-    ({"deduplicate": "yes"}, "corpora.ontonotes.gpr.deduplicate"),
-    ({"pronouns": ["he", "they"]}, "corpora.ontonotes.gpr.pronouns"),
-    ({"seed": -1}, "corpora.ontonotes.gpr.seed"),
-    ({"exampels": "accumulated"}, "corpora.ontonotes.gpr.exampels"),
-    ({"variants": {"manela": {"split_by": "doc"}}}, "corpora.ontonotes.gpr.variants.manela.split_by"),
-    ({"variants": {"Bad-Name": {}}}, "corpora.ontonotes.gpr.variants.Bad-Name"),
-])
+
+@pytest.mark.parametrize(
+    "options, key",
+    [
+        ({"examples": "paragraph"}, "corpora.ontonotes.gpr.examples"),
+        ({"split_by": "sentence"}, "corpora.ontonotes.gpr.split_by"),
+        ({"other_pronouns": "hidden"}, "corpora.ontonotes.gpr.other_pronouns"),
+        ({"wordlist": "glove"}, "corpora.ontonotes.gpr.wordlist"),
+        ({"max_chars": 0}, "corpora.ontonotes.gpr.max_chars"),
+        ({"deduplicate": "yes"}, "corpora.ontonotes.gpr.deduplicate"),
+        ({"pronouns": ["he", "they"]}, "corpora.ontonotes.gpr.pronouns"),
+        ({"seed": -1}, "corpora.ontonotes.gpr.seed"),
+        ({"exampels": "accumulated"}, "corpora.ontonotes.gpr.exampels"),
+        ({"variants": {"manela": {"split_by": "doc"}}}, "corpora.ontonotes.gpr.variants.manela.split_by"),
+        ({"variants": {"Bad-Name": {}}}, "corpora.ontonotes.gpr.variants.Bad-Name"),
+    ],
+)
 def test_bad_options_name_their_key(options, key):
     with pytest.raises(ConfigError, match=re.escape(key)):
         gpr_options(options)
@@ -317,5 +381,10 @@ def test_bad_options_name_their_key(options, key):
 def test_defaults_keep_todays_task():
     opts = gpr_options(None)
     assert (opts["examples"], opts["other_pronouns"], opts["deduplicate"], opts["split_by"], opts["wordlist"]) == (
-        "sentence", "visible", False, "document", "winobias")
+        "sentence",
+        "visible",
+        False,
+        "document",
+        "winobias",
+    )
     assert gpr_files({}) == ["results/corpora/ontonotes/gpr-U.parquet", "results/corpora/ontonotes/gpr-A.parquet"]

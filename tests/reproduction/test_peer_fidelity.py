@@ -38,8 +38,14 @@ def random_bert(wordpiece_tokenizer):
     from transformers import BertConfig, BertForMaskedLM
 
     torch.manual_seed(0)
-    config = BertConfig(vocab_size=wordpiece_tokenizer.vocab_size, hidden_size=32, num_hidden_layers=2,
-                        num_attention_heads=2, intermediate_size=64, max_position_embeddings=128)
+    config = BertConfig(
+        vocab_size=wordpiece_tokenizer.vocab_size,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=128,
+    )
     return BertForMaskedLM(config).eval()
 
 
@@ -57,7 +63,7 @@ def da_gender_reference_margins(items, model, tok, pad_to: int = 128, batch: int
     male, female = [], []
     with torch.no_grad():
         for start in range(0, len(rows), batch):
-            chunk = rows[start: start + batch]
+            chunk = rows[start : start + batch]
             tm_ids, tm_att = encode([r["tm_sent"] for r in chunk])
             tam_ids, tam_att = encode([r["tam_sent"] for r in chunk])
             tm_hidden = model.bert(input_ids=tm_ids, attention_mask=tm_att).last_hidden_state
@@ -117,10 +123,11 @@ def da_gender_embeddings(texts, model, tok, pad_to: int = 128) -> dict[str, np.n
     out = {}
     with torch.no_grad():
         for start in range(0, len(texts), 32):
-            chunk = texts[start: start + 32]
+            chunk = texts[start : start + 32]
             enc = tok(chunk, padding="max_length", max_length=pad_to, truncation=True, return_tensors="pt")
-            hidden = model(input_ids=enc["input_ids"], attention_mask=enc["attention_mask"],
-                           output_hidden_states=True).hidden_states[-1]
+            hidden = model(
+                input_ids=enc["input_ids"], attention_mask=enc["attention_mask"], output_hidden_states=True
+            ).hidden_states[-1]
             for text, vec in zip(chunk, torch.mean(hidden, dim=1).numpy()):
                 out[text] = vec
     return out
@@ -141,12 +148,24 @@ def _their_effect_size(s1, s2) -> float:
 def seat_v1_reference(items, emb) -> float:
     """Their seat_v1.compute_effect_size: every target sentence against every attribute sentence."""
     d = items.to_pydict()
-    lists = {role: sorted({s for s, r in zip(d["target_sentence"], d["target_role"]) if r == role}) for role in ("targ1", "targ2")}
-    lists.update({role: sorted({s for s, r in zip(d["attribute_sentence"], d["attribute_role"]) if r == role})
-                  for role in ("attr1", "attr2")})
-    s = {role: [np.array([_cossim(emb[t], emb[a]) for a in lists["attr1"]]).mean()
-                - np.array([_cossim(emb[t], emb[a]) for a in lists["attr2"]]).mean() for t in lists[role]]
-         for role in ("targ1", "targ2")}
+    lists = {
+        role: sorted({s for s, r in zip(d["target_sentence"], d["target_role"]) if r == role})
+        for role in ("targ1", "targ2")
+    }
+    lists.update(
+        {
+            role: sorted({s for s, r in zip(d["attribute_sentence"], d["attribute_role"]) if r == role})
+            for role in ("attr1", "attr2")
+        }
+    )
+    s = {
+        role: [
+            np.array([_cossim(emb[t], emb[a]) for a in lists["attr1"]]).mean()
+            - np.array([_cossim(emb[t], emb[a]) for a in lists["attr2"]]).mean()
+            for t in lists[role]
+        ]
+        for role in ("targ1", "targ2")
+    }
     return _their_effect_size(s["targ1"], s["targ2"])
 
 
@@ -157,7 +176,9 @@ def seat_v2_reference(items, emb) -> float:
     df["seat"] = [_cossim(emb[t], emb[a]) for t, a in zip(df.target_sentence, df.attribute_sentence)]
     s = {"targ1": [], "targ2": []}
     for (role, _unit), rows in df.groupby(["target_role", "unit"]):
-        s[role].append(rows[rows.attribute_role == "attr1"].seat.mean() - rows[rows.attribute_role == "attr2"].seat.mean())
+        s[role].append(
+            rows[rows.attribute_role == "attr1"].seat.mean() - rows[rows.attribute_role == "attr2"].seat.mean()
+        )
     return _their_effect_size(s["targ1"], s["targ2"])
 
 
@@ -168,7 +189,9 @@ def test_seat_effect_sizes_equal_the_authors_code(minilm, version):
     from lmbias.benchmarks.seat_templates import score_seat_templates
 
     model, tok = minilm
-    items = parsers.parse_benchmark({"dataset": "seat_templates", "version": version, "split": "dev"}, {}, f"seat_{version}")
+    items = parsers.parse_benchmark(
+        {"dataset": "seat_templates", "version": version, "split": "dev"}, {}, f"seat_{version}"
+    )
     scores = score_seat_templates(items, model, tok, "mlm", {"poolings": {"mlm": ["mean_padded"]}})
     options = SeatOptions.from_config({"ddof": [0], "std_epsilon": 1e-8, "n_samples": 1000})
     (row,) = seat_metric_rows(scores, options)
@@ -193,10 +216,14 @@ def test_std_epsilon_option_is_checked_and_labelled():
     assert effect_size([1.0, 1.0], [1.0, 1.0], ddof=0) != effect_size([1.0, 1.0], [1.0, 1.0], ddof=0)  # NaN
     assert effect_size([2.0], [0.0], ddof=0, std_epsilon=1.0) == pytest.approx(2.0 / (1.0 + 1.0))
     assert variant_name("v1", "mean", 1) == "version=v1,pooling=mean,ddof=1"  # unchanged without epsilon
-    assert variant_name("", "mean", 0, "two-sided", 1e-8) == "pooling=mean,ddof=0,std_epsilon=1e-08,alternative=two-sided"
+    assert (
+        variant_name("", "mean", 0, "two-sided", 1e-8) == "pooling=mean,ddof=0,std_epsilon=1e-08,alternative=two-sided"
+    )
     assert LogprobOptions.from_config({}).variant("word") == "masks=word,ddof=1,alternative=greater"
-    assert LogprobOptions.from_config({"std_epsilon": 1e-8}).variant("word") == \
-        "masks=word,ddof=1,std_epsilon=1e-08,alternative=greater"
+    assert (
+        LogprobOptions.from_config({"std_epsilon": 1e-8}).variant("word")
+        == "masks=word,ddof=1,std_epsilon=1e-08,alternative=greater"
+    )
     for bad in (-1e-8, "1e-8", True, float("nan")):
         with pytest.raises(ConfigError, match=r"benchmarks.seat_v2.metric.std_epsilon"):
             SeatOptions.from_config({"std_epsilon": bad}, "benchmarks.seat_v2.metric")

@@ -39,7 +39,7 @@ def tab_block(text: str, header: str, skip: int = 0) -> list[list[str]]:
     lines = text.splitlines()
     start = next(i for i, line in enumerate(lines) if line.startswith(header))
     rows = []
-    for line in lines[start + 1 + skip:]:
+    for line in lines[start + 1 + skip :]:
         if "\t" not in line:
             break
         rows.append(line.split("\t"))
@@ -51,7 +51,7 @@ def lines_between(text: str, start: str, end: str) -> list[str]:
     lines = text.splitlines()
     i = next(k for k, line in enumerate(lines) if line.startswith(start))
     j = next(k for k in range(i + 1, len(lines)) if lines[k].startswith(end))
-    return lines[i + 1:j]
+    return lines[i + 1 : j]
 
 
 def by_label(table):
@@ -85,10 +85,16 @@ def test_source_file_is_a_paper_text(paper, request):
 
 
 def test_loading_does_not_need_snakemake(repo_root):
-    code = ("import sys; from lmbias.papers.published import load_published, PAPERS; "
-            "[load_published(p) for p in PAPERS]; assert 'snakemake' not in sys.modules")
-    subprocess.run([sys.executable, "-c", code], check=True, cwd=repo_root,
-                   env={"PYTHONPATH": str(repo_root / "src"), "PATH": "/usr/bin:/bin"})
+    code = (
+        "import sys; from lmbias.papers.published import load_published, PAPERS; "
+        "[load_published(p) for p in PAPERS]; assert 'snakemake' not in sys.modules"
+    )
+    subprocess.run(
+        [sys.executable, "-c", code],
+        check=True,
+        cwd=repo_root,
+        env={"PYTHONPATH": str(repo_root / "src"), "PATH": "/usr/bin:/bin"},
+    )
 
 
 def test_method_kinds_are_the_config_kinds():
@@ -115,8 +121,9 @@ def test_selectors_name_configured_benchmarks_and_metrics_our_code_writes(repo_r
     """A selector's benchmark is a config.yaml benchmark; its metric a name the metric code writes (the
     quoted string appears in lmbias.metrics / lmbias.benchmarks), so a rename on either side fails here."""
     benchmarks = _config()["benchmarks"]
-    code = "".join(p.read_text() for sub in ("metrics", "benchmarks")
-                   for p in (repo_root / "src" / "lmbias" / sub).glob("*.py"))
+    code = "".join(
+        p.read_text() for sub in ("metrics", "benchmarks") for p in (repo_root / "src" / "lmbias" / sub).glob("*.py")
+    )
     used = 0
     for where, sel in _selectors():
         if sel.benchmark is None:
@@ -128,7 +135,7 @@ def test_selectors_name_configured_benchmarks_and_metrics_our_code_writes(repo_r
 
 
 def test_rows_use_the_hub_ids_config_yaml_uses():
-    """"Same model" joins compare hub ids: the papers' models we configure must carry config.yaml's id."""
+    """ "Same model" joins compare hub ids: the papers' models we configure must carry config.yaml's id."""
     hub = {name: entry.get("hub_id") for name, entry in _config()["models"].items()}
     expected = {  # (paper, table, row label) -> config.yaml model name
         ("manela2021", "table2", "BERT"): "bert-base",
@@ -256,7 +263,7 @@ def _model_metric_rows(text: str, first_metric: str):
     starts = [i for i, line in enumerate(lines) if line == "Model\tMetric\tPre-deb.\tCDS\tER\tSD"]
     start = next(i for i in starts if lines[i + 1].startswith(f"BERT-base\t{first_metric}"))
     printed, model = {}, None
-    for line in lines[start + 1:]:
+    for line in lines[start + 1 :]:
         cells = line.split("\t")
         if len(cells) != 6:
             break
@@ -296,8 +303,10 @@ def test_over_debiasing_table8_every_cell_as_printed(shared_papers):
 
 def test_over_debiasing_table11_sweep_values_as_printed(shared_papers):
     text = paper_text(shared_papers, "over_debiasing")
-    printed = {cells[0]: [float(x) for x in re.findall(r"[\d.]+", cells[1])]
-               for cells in tab_block(text, "Hyper-parameter\tValues")}
+    printed = {
+        cells[0]: [float(x) for x in re.findall(r"[\d.]+", cells[1])]
+        for cells in tab_block(text, "Hyper-parameter\tValues")
+    }
     assert list(printed) == ["Swap rate", "λ", "Ratio of pairs"] and all(len(v) == 8 for v in printed.values())
     table = load_published("over_debiasing").tables["table11"]
     assert len(table.rows) == 24
@@ -309,8 +318,14 @@ def test_over_debiasing_table11_sweep_values_as_printed(shared_papers):
         assert {r.method for r in rows} == {method}
 
 
-TABLE12_MODELS = {"bert_base": "bert-base", "bert_large": "bert-large", "gpt2": "gpt2",
-                  "gpt2_medium": "gpt2-medium", "bart_base": "bart-base", "bart_large": "bart-large"}
+TABLE12_MODELS = {
+    "bert_base": "bert-base",
+    "bert_large": "bert-large",
+    "gpt2": "gpt2",
+    "gpt2_medium": "gpt2-medium",
+    "bart_base": "bart-base",
+    "bart_large": "bart-large",
+}
 
 
 def test_over_debiasing_table12_settings_as_printed(shared_papers):
@@ -344,7 +359,7 @@ def _lu_rows(text: str, caption: str, n_values: int) -> dict[str, list]:
     end = next(i for i, line in enumerate(lines) if line.startswith(caption))
     start = max(i for i in range(end) if lines[i].startswith("Index Debiasing Configuration"))
     out = {}
-    for line in lines[start + 1:end]:
+    for line in lines[start + 1 : end]:
         m = re.match(r"(\d\.\d) ", line)
         assert m, line
         values = []
@@ -476,11 +491,14 @@ def test_meade_selectors_are_the_gender_rows_of_our_benchmarks():
     tables = load_published("meade2022").tables
     seat = tables["seat_gender"]
     assert [(c.benchmark, c.metric, c.subset) for c in seat.columns[:6]] == [
-        ("seat", "effect_size", f"sent-weat{t[4:]}") for t in SEAT_TESTS]
+        ("seat", "effect_size", f"sent-weat{t[4:]}") for t in SEAT_TESTS
+    ]
     assert set(f"sent-weat{t[4:]}" for t in SEAT_TESTS) <= set(_config()["benchmarks"]["seat"]["tests"])
     stereoset = tables["stereoset_gender"]
     assert [(c.benchmark, c.metric, c.subset) for c in stereoset.columns] == [
-        ("stereoset", "ss", "gender"), ("stereoset", "lms", "all")]
+        ("stereoset", "ss", "gender"),
+        ("stereoset", "lms", "all"),
+    ]
     crows = tables["crows_pairs_gender"].column("stereotype_score")
     assert (crows.benchmark, crows.metric, crows.subset) == ("crows_pairs", "metric_score", "gender")
 
@@ -518,46 +536,102 @@ def test_good_minimal_file_loads(tmp_path):
     _write(tmp_path, GOOD)
     pub = load_published("manela2021", root=tmp_path)
     col = pub.tables["table2"].columns[0]
-    assert (col.benchmark, col.metric, col.variant, col.subset, col.scale) == ("winobias", "f1_male", None, "type2/pro", 1.0)
+    assert (col.benchmark, col.metric, col.variant, col.subset, col.scale) == (
+        "winobias",
+        "f1_male",
+        None,
+        "type2/pro",
+        1.0,
+    )
     assert pub.tables["table2"].rows[0].values == {"f1_pro_m": 69.3}
     assert pub.tables["table2"].rows[0].bold == frozenset()
 
 
-@pytest.mark.parametrize("old, new, where, problem", [
-    ("values: {f1_pro_m: 69.3}", "values: {f1_prx: 69.3}",
-     "tables.table2.rows[0].values.f1_prx", "unknown column"),
-    ("{id: other,", "{id: f1_pro_m,", "tables.table2.columns[1].id", "duplicate column id"),
-    ("{id: other, header: \"Other\", benchmark: null}", "{id: other, header: \"Other\", benchmark: null, metric: f1_male}",
-     "tables.table2.columns[1].metric", "without a benchmark"),
-    ("values: {f1_pro_m: 69.3}", "values: {f1_pro_m: 2e-5}",  # YAML 1.1 reads 2e-5 as a string
-     "tables.table2.rows[0].values.f1_pro_m", "expected a number"),
-    ("values: {f1_pro_m: 69.3}", "values: {f1_pro_m: true}",
-     "tables.table2.rows[0].values.f1_pro_m", "expected a number"),
-    ("method: pretrained, values", "method: debias, values",
-     "tables.table2.rows[0].method", "unknown method kind 'debias'"),
-    ("method_kinds: [pretrained]", "method_kinds: [pretrained, magic]",
-     "tables.table2.method_kinds[1]", "unknown method kind 'magic'"),
-    ("model: bert-base-uncased, ", "", "tables.table2.rows[0].model", "missing required key"),
-    ("    caption: c\n", "", "tables.table2.caption", "missing required key"),
-    ("title: t\n", "", "title", "missing required key"),
-    ("benchmark: winobias, metric: f1_male,", "benchmark: winobias,", "tables.table2.columns[0].metric",
-     "needs a metric"),
-    ("values: {f1_pro_m: 69.3}", "values: {f1_pro_m: 69.3}, bold: [other]",
-     "tables.table2.rows[0].bold[0]", "not a column this row has a value for"),
-    ("significance: null", "significance: {p_below: 0.01, mark: italic}",
-     "tables.table2.significance.mark", "unknown mark"),
-    ("paper: manela2021", "paper: lu2018", "paper", "does not match the file name"),
-    ("  table2:", "  Table2:", "tables.Table2", "lower-case"),
-    ("scale: 1}", "scale: 1, colour: red}", "tables.table2.columns[0].colour", "unknown key"),
-    ("source: manela2021_stereotype_and_skew.txt", "source: papers/manela2021.txt", "source",
-     "expected a file name under ../shared/papers/"),
-    ("source: manela2021_stereotype_and_skew.txt", "source: http://arxiv.org/abs/2110.08527", "source",
-     "a URL source must start with https://"),
-    ("source: manela2021_stereotype_and_skew.txt", "source: https://arxiv.org/abs/2110.08527 v3", "source",
-     "expected an https:// URL without spaces"),
-    ("source: manela2021_stereotype_and_skew.txt", "source: 'https://'", "source",
-     "expected an https:// URL without spaces"),
-])
+@pytest.mark.parametrize(
+    "old, new, where, problem",
+    [
+        ("values: {f1_pro_m: 69.3}", "values: {f1_prx: 69.3}", "tables.table2.rows[0].values.f1_prx", "unknown column"),
+        ("{id: other,", "{id: f1_pro_m,", "tables.table2.columns[1].id", "duplicate column id"),
+        (
+            '{id: other, header: "Other", benchmark: null}',
+            '{id: other, header: "Other", benchmark: null, metric: f1_male}',
+            "tables.table2.columns[1].metric",
+            "without a benchmark",
+        ),
+        (
+            "values: {f1_pro_m: 69.3}",
+            "values: {f1_pro_m: 2e-5}",  # YAML 1.1 reads 2e-5 as a string
+            "tables.table2.rows[0].values.f1_pro_m",
+            "expected a number",
+        ),
+        (
+            "values: {f1_pro_m: 69.3}",
+            "values: {f1_pro_m: true}",
+            "tables.table2.rows[0].values.f1_pro_m",
+            "expected a number",
+        ),
+        (
+            "method: pretrained, values",
+            "method: debias, values",
+            "tables.table2.rows[0].method",
+            "unknown method kind 'debias'",
+        ),
+        (
+            "method_kinds: [pretrained]",
+            "method_kinds: [pretrained, magic]",
+            "tables.table2.method_kinds[1]",
+            "unknown method kind 'magic'",
+        ),
+        ("model: bert-base-uncased, ", "", "tables.table2.rows[0].model", "missing required key"),
+        ("    caption: c\n", "", "tables.table2.caption", "missing required key"),
+        ("title: t\n", "", "title", "missing required key"),
+        (
+            "benchmark: winobias, metric: f1_male,",
+            "benchmark: winobias,",
+            "tables.table2.columns[0].metric",
+            "needs a metric",
+        ),
+        (
+            "values: {f1_pro_m: 69.3}",
+            "values: {f1_pro_m: 69.3}, bold: [other]",
+            "tables.table2.rows[0].bold[0]",
+            "not a column this row has a value for",
+        ),
+        (
+            "significance: null",
+            "significance: {p_below: 0.01, mark: italic}",
+            "tables.table2.significance.mark",
+            "unknown mark",
+        ),
+        ("paper: manela2021", "paper: lu2018", "paper", "does not match the file name"),
+        ("  table2:", "  Table2:", "tables.Table2", "lower-case"),
+        ("scale: 1}", "scale: 1, colour: red}", "tables.table2.columns[0].colour", "unknown key"),
+        (
+            "source: manela2021_stereotype_and_skew.txt",
+            "source: papers/manela2021.txt",
+            "source",
+            "expected a file name under ../shared/papers/",
+        ),
+        (
+            "source: manela2021_stereotype_and_skew.txt",
+            "source: http://arxiv.org/abs/2110.08527",
+            "source",
+            "a URL source must start with https://",
+        ),
+        (
+            "source: manela2021_stereotype_and_skew.txt",
+            "source: https://arxiv.org/abs/2110.08527 v3",
+            "source",
+            "expected an https:// URL without spaces",
+        ),
+        (
+            "source: manela2021_stereotype_and_skew.txt",
+            "source: 'https://'",
+            "source",
+            "expected an https:// URL without spaces",
+        ),
+    ],
+)
 def test_bad_file_error_names_file_and_key_path(tmp_path, old, new, where, problem):
     assert old in GOOD
     _write(tmp_path, GOOD.replace(old, new, 1))
@@ -569,7 +643,9 @@ def test_bad_file_error_names_file_and_key_path(tmp_path, old, new, where, probl
 
 
 def test_an_https_url_is_a_source(tmp_path):
-    _write(tmp_path, GOOD.replace("source: manela2021_stereotype_and_skew.txt", "source: https://arxiv.org/abs/2110.08527"))
+    _write(
+        tmp_path, GOOD.replace("source: manela2021_stereotype_and_skew.txt", "source: https://arxiv.org/abs/2110.08527")
+    )
     pub = load_published("manela2021", root=tmp_path)
     assert pub.source == "https://arxiv.org/abs/2110.08527" and pub.source_is_url
     _write(tmp_path, GOOD)

@@ -30,8 +30,13 @@ PRONOUNS = {"he", "she", "him", "his", "her", "hers", "himself", "herself"}
 #: Their pooling per family (bert_sent_debias.py: mean over 128 padded positions; gpt2: the last state; bart:
 #: the decoder's mean) -- also the SEAT poolings their evaluation reads.
 THEIR_POOLING = {"bert": "mean_padded", "gpt2": "last", "bart": "decoder_mean"}
-DAGENDER = {"pair_list": "dagender", "pair_selection": "prefix", "pair_matching": "whitespace_case_sensitive",
-            "precision": "fp32", "application": "normalise_project_normalise"}
+DAGENDER = {
+    "pair_list": "dagender",
+    "pair_selection": "prefix",
+    "pair_matching": "whitespace_case_sensitive",
+    "precision": "fp32",
+    "application": "normalise_project_normalise",
+}
 TEXTS = [
     "my father is a doctor and my mother is a nurse .",
     "the prince met the princess at the castle .",
@@ -81,12 +86,16 @@ def _direction(hidden: int, seed: int) -> torch.Tensor:
 
 def _fitted_folder(tmp_path, v, application):
     """A fitted folder as fit_job writes it (components + sentence_debias.json with the settings)."""
-    sd.save_subspace(tmp_path, v.numpy(), {"application": application,
-                                          "settings": {**sd.SDSettings().to_dict(), "application": application}})
+    sd.save_subspace(
+        tmp_path,
+        v.numpy(),
+        {"application": application, "settings": {**sd.SDSettings().to_dict(), "application": application}},
+    )
     return tmp_path
 
 
 # --------------------------------------------------------------------------- (a) pair list and matching
+
 
 def test_dagender_pair_list_is_their_1128_pairs_and_the_bert_prefix_has_no_pronoun(cds_files):
     pairs = sd.dagender_pair_list(cds_files["words"], cds_files["names"])
@@ -128,6 +137,7 @@ def test_whitespace_matching_builds_their_sentence_pairs():
 
 
 # --------------------------------------------------------------------------- (b) their fit, transcribed
+
 
 def _their_bert_fit(model, tok, texts, pairs):
     """bert_sent_debias.py from its formulas: define_pairs (female, male); their sentence pairs; embeddings
@@ -177,6 +187,7 @@ def test_our_fit_with_the_dagender_options_gives_their_direction(tiny, cds_files
 
 # ----------------------------------------------------------------- (c) logits under their application
 
+
 @pytest.mark.parametrize("arch", list(FAMILY))
 def test_normalise_project_normalise_logits_equal_the_direct_computation(tiny, arch, tmp_path):
     spec, base, tok = tiny[arch]
@@ -204,6 +215,7 @@ def test_normalise_project_normalise_logits_equal_the_direct_computation(tiny, a
 
 # ------------------------------------------------------------------ (d) SEAT's pooled embeddings
 
+
 @pytest.mark.parametrize("arch", list(FAMILY))
 def test_seat_embeddings_normalise_project_normalise_the_pooled_vector(tiny, arch, tmp_path):
     """As their seat_v1.py: pool the unprojected final states, then normalise, project, normalise the
@@ -222,7 +234,9 @@ def test_seat_embeddings_normalise_project_normalise_the_pooled_vector(tiny, arc
         width = 128 if pooling == "mean_padded" else len(ids)
         input_ids = torch.tensor([ids + [tok.pad_token_id] * (width - len(ids))])
         with torch.no_grad():
-            h = base.base_model(input_ids=input_ids, attention_mask=(torch.arange(width) < len(ids)).long()[None]).last_hidden_state[0]
+            h = base.base_model(
+                input_ids=input_ids, attention_mask=(torch.arange(width) < len(ids)).long()[None]
+            ).last_hidden_state[0]
         pooled = h[-1] if pooling == "last" else h.mean(0)
         rows.append(_their_debias(pooled[None], v)[0])
         per_token.append(_their_debias(h, v).mean(0))
@@ -236,6 +250,7 @@ def test_seat_embeddings_normalise_project_normalise_the_pooled_vector(tiny, arc
 
 
 # ----------------------------------------------------------------------- fitted folder, end to end
+
 
 def test_fit_job_records_the_options_and_scoring_reads_them_back(tiny, cds_files, tmp_path):
     spec, base, tok = tiny["gpt2"]
@@ -258,11 +273,19 @@ def test_fit_job_records_the_options_and_scoring_reads_them_back(tiny, cds_files
 
 # --------------------------------------------------------------------------------- (e) validation
 
-@pytest.mark.parametrize("settings, key", [
-    ({"application": "nPn"}, "application"), ({"pair_list": "lu"}, "pair_list"),
-    ({"pair_selection": "first"}, "pair_selection"), ({"pair_matching": "exact"}, "pair_matching"),
-    ({"fit_pooling": "average"}, "fit_pooling"), ({"pad_to": 0}, "pad_to"), ({"precision": "fp64"}, "precision"),
-])
+
+@pytest.mark.parametrize(
+    "settings, key",
+    [
+        ({"application": "nPn"}, "application"),
+        ({"pair_list": "lu"}, "pair_list"),
+        ({"pair_selection": "first"}, "pair_selection"),
+        ({"pair_matching": "exact"}, "pair_matching"),
+        ({"fit_pooling": "average"}, "fit_pooling"),
+        ({"pad_to": 0}, "pad_to"),
+        ({"precision": "fp64"}, "precision"),
+    ],
+)
 def test_bad_option_values_name_the_key(settings, key):
     with pytest.raises(ConfigError, match=rf"^methods\.sd-x\.{key}: "):
         sd.SDSettings.from_dict({"kind": "sd", **settings}, "methods.sd-x")
@@ -275,17 +298,35 @@ def test_options_that_do_not_fit_the_family_or_the_files_name_the_key(tiny, cds_
     entry = {"kind": "sd", "corpus": "c.parquet", "fit_pooling": "decoder_mean"}
     with pytest.raises(ConfigError, match=r"^methods\.sd-x\.fit_pooling: "):
         registry.resolve_method("tiny-bert", {"family": "mlm", "training": {"ratio_of_pairs": 0.05}}, "sd-x", entry)
-    resolved = registry.resolve_method("tiny-bert", {"family": "mlm"}, "sd-x", {**entry, **DAGENDER, "fit_pooling": "mean_padded",
-                                                                               "ratio_of_pairs": 0.05})
-    assert resolved["sd_settings"]["pair_list"] == "dagender" and resolved["sd_settings"]["fit_pooling"] == "mean_padded"
+    resolved = registry.resolve_method(
+        "tiny-bert",
+        {"family": "mlm"},
+        "sd-x",
+        {**entry, **DAGENDER, "fit_pooling": "mean_padded", "ratio_of_pairs": 0.05},
+    )
+    assert (
+        resolved["sd_settings"]["pair_list"] == "dagender" and resolved["sd_settings"]["fit_pooling"] == "mean_padded"
+    )
     # One entry for every family: {family: pooling} resolves to this model's (or its default) at DAG build.
     per_family = {**entry, "fit_pooling": {"mlm": "mean_padded", "clm": "last", "seq2seq": "decoder_mean"}}
-    resolve = lambda family: registry.resolve_method("m", {"family": family}, "sd-x", {**per_family, "ratio_of_pairs": 1.0})  # noqa: E731
-    assert [resolve(f)["sd_settings"]["fit_pooling"] for f in ("mlm", "clm", "seq2seq")] == ["mean_padded", "last", "decoder_mean"]
-    assert "fit_pooling" not in registry.resolve_method("m", {"family": "clm"}, "sd-x", {**entry, "fit_pooling": {"mlm": "mean_padded"},
-                                                                                      "ratio_of_pairs": 1.0})["sd_settings"]
+    resolve = lambda family: registry.resolve_method(
+        "m", {"family": family}, "sd-x", {**per_family, "ratio_of_pairs": 1.0}
+    )  # noqa: E731
+    assert [resolve(f)["sd_settings"]["fit_pooling"] for f in ("mlm", "clm", "seq2seq")] == [
+        "mean_padded",
+        "last",
+        "decoder_mean",
+    ]
+    assert (
+        "fit_pooling"
+        not in registry.resolve_method(
+            "m", {"family": "clm"}, "sd-x", {**entry, "fit_pooling": {"mlm": "mean_padded"}, "ratio_of_pairs": 1.0}
+        )["sd_settings"]
+    )
     with pytest.raises(ConfigError, match=r"^methods\.sd-x\.fit_pooling\.bert: "):
-        registry.resolve_method("m", {"family": "mlm"}, "sd-x", {**entry, "fit_pooling": {"bert": "mean"}, "ratio_of_pairs": 1.0})
+        registry.resolve_method(
+            "m", {"family": "mlm"}, "sd-x", {**entry, "fit_pooling": {"bert": "mean"}, "ratio_of_pairs": 1.0}
+        )
     with pytest.raises(ConfigError, match=r"^methods\.sd-x\.fit_pooling\.seq2seq: "):
         sd.SDSettings.from_dict({"fit_pooling": {"seq2seq": "mean_padded"}}, "methods.sd-x")
     assert sd.SDSettings.from_dict({"fit_pooling": {"mlm": "mean_padded"}}).pooling("clm") == "last"
@@ -304,6 +345,7 @@ def test_options_that_do_not_fit_the_family_or_the_files_name_the_key(tiny, cds_
 
 
 # ------------------------------------------------------------------------------ (f) import direction
+
 
 def test_the_engine_imports_no_training_module(repo_root):
     code = (

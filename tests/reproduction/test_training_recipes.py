@@ -29,8 +29,11 @@ from lmbias.training.trainer import Trainer, make_accelerator
 
 GPT2_TEMPLATE = "<|startoftext|>{text}<|endoftext|>"
 LENGTH = 128  # their max_length and padding length
-ORIGINALS = ["The doctor said he was tired.", "She asked her brother about the new house in the city.",
-             "The nurse went home early."]
+ORIGINALS = [
+    "The doctor said he was tired.",
+    "She asked her brother about the new house in the city.",
+    "The nurse went home early.",
+]
 SWAPS = ["The doctor said she was tired.", "He asked his sister about the new house in the city.", None]
 
 
@@ -42,10 +45,20 @@ def tiny(tmp_path_factory) -> dict[str, Path]:
 
 def make_trainer(tiny, arch: str, texts, swaps=None, **options) -> Trainer:
     model, tok = load_model(model_spec(f"tiny-{arch}", {"path": str(tiny[arch]), "family": FAMILY_OF[arch]}))
-    settings = TrainingSettings.from_dict({"objective": FAMILY_OBJECTIVE[FAMILY_OF[arch]], "batch_size": len(texts),
-                                           "epochs": 1, **options})
-    trainer = Trainer(model, tok, FAMILY_OF[arch], Corpus(list(texts), swaps=swaps), settings, 0, None, "test",
-                      make_accelerator("fp32"))
+    settings = TrainingSettings.from_dict(
+        {"objective": FAMILY_OBJECTIVE[FAMILY_OF[arch]], "batch_size": len(texts), "epochs": 1, **options}
+    )
+    trainer = Trainer(
+        model,
+        tok,
+        FAMILY_OF[arch],
+        Corpus(list(texts), swaps=swaps),
+        settings,
+        0,
+        None,
+        "test",
+        make_accelerator("fp32"),
+    )
     trainer.model.eval()
     return trainer
 
@@ -82,6 +95,7 @@ def padded(tok, texts, **kw):
 
 # ------------------------------------------------------------------------------ theirs, transcribed
 
+
 def their_noise(sentence: str, positions) -> str:
     """bart_CDS.py noise_sentence with the positions its random.sample drew: the drawn words become <mask>
     unless they are ".", then two regex passes merge "<mask> <mask>" pairs."""
@@ -109,8 +123,13 @@ def bart_inputs(tok, texts, noised) -> dict[str, torch.Tensor]:
     enc, enc_mask = padded(tok, [n + "</s>" for n in noised], add_special_tokens=False)
     dec, dec_mask = padded(tok, ["<s>" + t for t in texts], add_special_tokens=False)
     labels, _ = padded(tok, [t + "</s>" for t in texts], add_special_tokens=False)
-    return {"input_ids": enc, "attention_mask": enc_mask, "decoder_input_ids": dec, "decoder_attention_mask": dec_mask,
-            "labels": labels}
+    return {
+        "input_ids": enc,
+        "attention_mask": enc_mask,
+        "decoder_input_ids": dec,
+        "decoder_attention_mask": dec_mask,
+        "labels": labels,
+    }
 
 
 def their_bart_lm_loss(model, tok, texts, noised) -> torch.Tensor:
@@ -127,9 +146,11 @@ def cosines(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 
 # ----------------------------------------------------------------------------------------------- GPT-2
 
+
 def test_gpt2_template_and_padding_in_loss_equal_their_loss(tiny):
-    trainer = make_trainer(tiny, "gpt2", ORIGINALS, text_template=GPT2_TEMPLATE, pad_to_length=LENGTH,
-                           padding_in_loss=True)
+    trainer = make_trainer(
+        tiny, "gpt2", ORIGINALS, text_template=GPT2_TEMPLATE, pad_to_length=LENGTH, padding_in_loss=True
+    )
     loss, _, _, batch = one_step_loss(trainer)
     tok, model = trainer.tok, trainer.hf_model
     eos = tok.convert_tokens_to_ids("<|endoftext|>")
@@ -149,6 +170,7 @@ def test_gpt2_template_and_padding_in_loss_equal_their_loss(tiny):
 
 
 # ------------------------------------------------------------------------------------------------ BART
+
 
 def longest_run(positions: set[int], words: list[str]) -> int:
     best = run = 0
@@ -182,8 +204,9 @@ def test_static_word_masks_are_theirs(shared_data):
 
 
 def test_bart_static_words_are_the_same_every_epoch_and_the_loss_is_theirs(tiny):
-    options = dict(infilling_mode="static_words", infilling_layout="bos_decoder", pad_to_length=LENGTH,
-                   padding_in_loss=True)
+    options = dict(
+        infilling_mode="static_words", infilling_layout="bos_decoder", pad_to_length=LENGTH, padding_in_loss=True
+    )
     trainer = make_trainer(tiny, "bart", ORIGINALS, **options)
     loss, _, _, batch = one_step_loss(trainer, epoch=0)
     later = one_step_loss(trainer, epoch=5)[3]
@@ -204,14 +227,24 @@ def test_bart_static_words_are_the_same_every_epoch_and_the_loss_is_theirs(tiny)
 
 # -------------------------------------------------------------------------------------------------- ER
 
+
 @pytest.mark.parametrize("pooling", ["pad_position", "family_padded"])
 def test_er_dagender_gpt2_equals_their_loss(tiny, pooling):
     """gpt2_ER.py: LM loss on the flipped corpus (our counterfactual side), e = hidden_states[-1][:, -1] of the
     sentence padded to 128, loss = lambda * -mean(cos) + LM (ours: lambda * mean(1 - cos), lambda more)."""
     lam = 0.7
-    trainer = make_trainer(tiny, "gpt2", ORIGINALS, SWAPS, er_lambda=lam, er_lm_side="counterfactual",
-                           er_pooling=pooling, text_template=GPT2_TEMPLATE, pad_to_length=LENGTH,
-                           padding_in_loss=True)
+    trainer = make_trainer(
+        tiny,
+        "gpt2",
+        ORIGINALS,
+        SWAPS,
+        er_lambda=lam,
+        er_lm_side="counterfactual",
+        er_pooling=pooling,
+        text_template=GPT2_TEMPLATE,
+        pad_to_length=LENGTH,
+        padding_in_loss=True,
+    )
     (loss, _, er_sum, _), seen = one_step_inputs(trainer)
     flipped = [s if s is not None else t for t, s in zip(ORIGINALS, SWAPS)]
     model, tok = trainer.hf_model, trainer.tok
@@ -237,12 +270,16 @@ def test_er_mean_padded_bert_equals_their_embeddings(tiny, pooling):
     model, tok = trainer.hf_model, trainer.tok
     partners = [s if s is not None else t for t, s in zip(ORIGINALS, SWAPS)]
     with torch.no_grad():
-        e = [model(input_ids=ids, attention_mask=mask, output_hidden_states=True).hidden_states[-1].mean(1)
-             for ids, mask in (padded(tok, ORIGINALS), padded(tok, partners))]
+        e = [
+            model(input_ids=ids, attention_mask=mask, output_hidden_states=True).hidden_states[-1].mean(1)
+            for ids, mask in (padded(tok, ORIGINALS), padded(tok, partners))
+        ]
     has = torch.tensor([s is not None for s in SWAPS], dtype=torch.float32)
     assert er_sum == pytest.approx(((1 - cosines(*e)) * has).sum().item(), rel=1e-4, abs=1e-7)
     mean = one_step_loss(make_trainer(tiny, "bert", ORIGINALS, SWAPS, er_lambda=1.0, er_pooling="mean"))[2]
-    assert one_step_loss(make_trainer(tiny, "bert", ORIGINALS, SWAPS, er_lambda=1.0))[2] == pytest.approx(mean, abs=1e-6)
+    assert one_step_loss(make_trainer(tiny, "bert", ORIGINALS, SWAPS, er_lambda=1.0))[2] == pytest.approx(
+        mean, abs=1e-6
+    )
     assert mean != pytest.approx(er_sum, rel=1e-3)
 
 
@@ -251,9 +288,19 @@ def test_er_dagender_bart_equals_their_loss(tiny, pooling):
     """bart_ER.py: their static word infilling loss on the flipped sentence, e = the mean over all 128 decoder
     positions of the padded sentence fed as input_ids alone (the decoder input is it shifted right, unmasked)."""
     lam = 0.5
-    trainer = make_trainer(tiny, "bart", ORIGINALS, SWAPS, er_lambda=lam, er_lm_side="counterfactual",
-                           er_pooling=pooling, infilling_mode="static_words", infilling_layout="bos_decoder",
-                           pad_to_length=LENGTH, padding_in_loss=True)
+    trainer = make_trainer(
+        tiny,
+        "bart",
+        ORIGINALS,
+        SWAPS,
+        er_lambda=lam,
+        er_lm_side="counterfactual",
+        er_pooling=pooling,
+        infilling_mode="static_words",
+        infilling_layout="bos_decoder",
+        pad_to_length=LENGTH,
+        padding_in_loss=True,
+    )
     (loss, _, er_sum, _), seen = one_step_inputs(trainer)
     flipped = [s if s is not None else t for t, s in zip(ORIGINALS, SWAPS)]
     model, tok = trainer.hf_model, trainer.tok
@@ -266,8 +313,10 @@ def test_er_dagender_bart_equals_their_loss(tiny, pooling):
     assert (seen["decoder_attention_mask"][3:] == 1).all()  # their ER forward passes no decoder mask
     with torch.no_grad():
         lm = their_bart_lm_loss(model, tok, flipped, noised)
-        e = [model(input_ids=ids, attention_mask=mask, output_hidden_states=True).decoder_hidden_states[-1].mean(1)
-             for ids, mask in (padded(tok, flipped), padded(tok, ORIGINALS))]
+        e = [
+            model(input_ids=ids, attention_mask=mask, output_hidden_states=True).decoder_hidden_states[-1].mean(1)
+            for ids, mask in (padded(tok, flipped), padded(tok, ORIGINALS))
+        ]
         cos = cosines(*e)
     assert er_sum == pytest.approx((1 - cos).sum().item(), rel=1e-4, abs=1e-7)
     assert loss.item() - lam * er_sum / 3 == pytest.approx(lm.item(), rel=1e-6)
@@ -275,6 +324,7 @@ def test_er_dagender_bart_equals_their_loss(tiny, pooling):
 
 
 # -------------------------------------------------------------------------------------------- warm-up
+
 
 def test_warmup_steps_give_their_schedule(tiny):
     from transformers import get_linear_schedule_with_warmup
@@ -294,10 +344,19 @@ def test_warmup_steps_give_their_schedule(tiny):
 
 # ------------------------------------------------------------------------- options a family ignores
 
+
 def test_options_of_other_families_leave_mlm_batches_alone(tiny):
     plain = make_trainer(tiny, "bert", ORIGINALS, pad_to_length=LENGTH)
-    other = make_trainer(tiny, "bert", ORIGINALS, pad_to_length=LENGTH, text_template=GPT2_TEMPLATE,
-                         padding_in_loss=True, infilling_mode="static_words", infilling_layout="bos_decoder")
+    other = make_trainer(
+        tiny,
+        "bert",
+        ORIGINALS,
+        pad_to_length=LENGTH,
+        text_template=GPT2_TEMPLATE,
+        padding_in_loss=True,
+        infilling_mode="static_words",
+        infilling_layout="bos_decoder",
+    )
     a, b = plain._micro([0, 1, 2], 0), other._micro([0, 1, 2], 0)
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
 
@@ -307,20 +366,35 @@ def test_options_of_other_families_leave_mlm_batches_alone(tiny):
 MODEL = {"family": "clm", "path": "x", "training": {"er_lambda": 0.5, "swap_rate": 0.9, "warmup_ratio": 0.1}}
 
 
-@pytest.mark.parametrize("training, message", [
-    ({"text_template": "<|startoftext|>"}, "methods.m.training.text_template: expected a string holding {text} exactly once"),
-    ({"er_pooling": "max"}, "methods.m.training.er_pooling: expected one of family, mean, mean_padded, pad_position, family_padded"),
-    ({"er_lm_side": "flipped"}, "methods.m.training.er_lm_side: expected one of original, counterfactual"),
-    ({"infilling_mode": "words"}, "methods.m.training.infilling_mode: expected one of poisson_spans, static_words"),
-    ({"infilling_layout": "dagender"}, "methods.m.training.infilling_layout: expected one of shift_right, bos_decoder"),
-    ({"pad_to_length": 64}, "methods.m.training.pad_to_length: 64 is below max_length 128"),
-    ({"pad_to_length": 0}, "methods.m.training.pad_to_length: expected null or an integer >= 1"),
-    ({"padding_in_loss": True}, "methods.m.training.padding_in_loss: true needs pad_to_length"),
-    ({"padding_in_loss": "yes", "pad_to_length": 128}, "methods.m.training.padding_in_loss: expected true or false"),
-    ({"warmup_steps": -1, "warmup_ratio": 0}, "methods.m.training.warmup_steps: expected null or an integer >= 0"),
-    ({"warmup_steps": 100}, "methods.m.training.warmup_steps: 100 together with warmup_ratio 0.1"),
-    ({"er_lambda": 0}, "methods.m.training.er_lambda: expected null or a number > 0"),
-])
+@pytest.mark.parametrize(
+    "training, message",
+    [
+        (
+            {"text_template": "<|startoftext|>"},
+            "methods.m.training.text_template: expected a string holding {text} exactly once",
+        ),
+        (
+            {"er_pooling": "max"},
+            "methods.m.training.er_pooling: expected one of family, mean, mean_padded, pad_position, family_padded",
+        ),
+        ({"er_lm_side": "flipped"}, "methods.m.training.er_lm_side: expected one of original, counterfactual"),
+        ({"infilling_mode": "words"}, "methods.m.training.infilling_mode: expected one of poisson_spans, static_words"),
+        (
+            {"infilling_layout": "dagender"},
+            "methods.m.training.infilling_layout: expected one of shift_right, bos_decoder",
+        ),
+        ({"pad_to_length": 64}, "methods.m.training.pad_to_length: 64 is below max_length 128"),
+        ({"pad_to_length": 0}, "methods.m.training.pad_to_length: expected null or an integer >= 1"),
+        ({"padding_in_loss": True}, "methods.m.training.padding_in_loss: true needs pad_to_length"),
+        (
+            {"padding_in_loss": "yes", "pad_to_length": 128},
+            "methods.m.training.padding_in_loss: expected true or false",
+        ),
+        ({"warmup_steps": -1, "warmup_ratio": 0}, "methods.m.training.warmup_steps: expected null or an integer >= 0"),
+        ({"warmup_steps": 100}, "methods.m.training.warmup_steps: 100 together with warmup_ratio 0.1"),
+        ({"er_lambda": 0}, "methods.m.training.er_lambda: expected null or a number > 0"),
+    ],
+)
 def test_bad_values_are_named_when_the_method_resolves(training, message):
     with pytest.raises(ConfigError) as error:
         registry.resolve_method("gpt2", MODEL, "m", {"kind": "er", "corpus": "c", "training": training})
@@ -334,7 +408,9 @@ def test_a_bad_model_default_names_the_model_block():
 
 
 def test_a_zero_lambda_sweep_fails_when_the_dag_is_built():
-    with pytest.raises(ConfigError, match=re.escape("methods.er.sweep.er_lambda[0]: 0.0 is out of range; er_lambda must be > 0")):
+    with pytest.raises(
+        ConfigError, match=re.escape("methods.er.sweep.er_lambda[0]: 0.0 is out of range; er_lambda must be > 0")
+    ):
         sweeps.expand_sweeps({"er": {"kind": "er", "corpus": "c", "sweep": {"er_lambda": [0, 0.5]}}})
 
 
@@ -342,8 +418,14 @@ def test_a_zero_lambda_sweep_fails_when_the_dag_is_built():
 
 #: the method entries' training blocks that reproduce gpt2_CDS.py / bart_CDS.py and *_ER.py (one block for
 #: every family: the options of another family are ignored; bert_*.py use no warm-up, hence warmup_steps 0 there)
-CDS_DAGENDER = {"text_template": GPT2_TEMPLATE, "pad_to_length": 128, "padding_in_loss": True,
-                "infilling_mode": "static_words", "infilling_layout": "bos_decoder", "warmup_steps": 100}
+CDS_DAGENDER = {
+    "text_template": GPT2_TEMPLATE,
+    "pad_to_length": 128,
+    "padding_in_loss": True,
+    "infilling_mode": "static_words",
+    "infilling_layout": "bos_decoder",
+    "warmup_steps": 100,
+}
 ER_DAGENDER = {**CDS_DAGENDER, "er_lm_side": "counterfactual", "er_pooling": "family_padded"}
 
 
@@ -354,15 +436,23 @@ def test_dagender_blocks_train_every_family(tiny, tmp_path, arch):
 
     from lmbias.training.jobs import train_job
 
-    rows = [{"doc_id": str(i), "sentence_id": 0, "text": text, "is_counterfactual": cf}
-            for i, pair in enumerate(zip(ORIGINALS, SWAPS)) for cf, text in zip((False, True), pair) if text is not None]
+    rows = [
+        {"doc_id": str(i), "sentence_id": 0, "text": text, "is_counterfactual": cf}
+        for i, pair in enumerate(zip(ORIGINALS, SWAPS))
+        for cf, text in zip((False, True), pair)
+        if text is not None
+    ]
     corpus = tmp_path / "cda.parquet"
     pq.write_table(pa.Table.from_pylist(rows), corpus)
-    model = {"path": str(tiny[arch]), "family": FAMILY_OF[arch],
-             "training": {"batch_size": 2, "epochs": 1, "er_lambda": 0.5, "limit_examples": 3}}
+    model = {
+        "path": str(tiny[arch]),
+        "family": FAMILY_OF[arch],
+        "training": {"batch_size": 2, "epochs": 1, "er_lambda": 0.5, "limit_examples": 3},
+    }
     for kind, block in (("cds", CDS_DAGENDER), ("er", ER_DAGENDER)):
-        resolved = registry.resolve_method(f"tiny-{arch}", model, f"{kind}-dagender",
-                                           {"kind": kind, "corpus": str(corpus), "training": block})
+        resolved = registry.resolve_method(
+            f"tiny-{arch}", model, f"{kind}-dagender", {"kind": kind, "corpus": str(corpus), "training": block}
+        )
         out = tmp_path / kind
         train_job(model, f"tiny-{arch}", str(corpus), str(out), 0, resolved["settings"])
         log = pq.read_table(out / "train_log.parquet").to_pylist()
@@ -375,8 +465,11 @@ def test_a_per_family_training_value_resolves_to_the_model_family():
     from lmbias.errors import ConfigError
     from lmbias.registry import resolve_method
 
-    entry = {"kind": "cds", "corpus": "results/corpora/gap/cds-1.0.parquet",
-             "training": {"warmup_steps": {"clm": 100, "seq2seq": 100}, "learning_rate": 2e-5}}
+    entry = {
+        "kind": "cds",
+        "corpus": "results/corpora/gap/cds-1.0.parquet",
+        "training": {"warmup_steps": {"clm": 100, "seq2seq": 100}, "learning_rate": 2e-5},
+    }
     model = {"family": "mlm", "training": {"batch_size": 8, "warmup_steps": 7}}
     assert resolve_method("m", model, "cds-x", entry)["settings"]["warmup_steps"] == 7  # mlm not named: model default
     assert resolve_method("m", {**model, "family": "clm"}, "cds-x", entry)["settings"]["warmup_steps"] == 100
@@ -393,11 +486,17 @@ def test_a_configured_model_name_keys_a_value_over_its_family():
     from lmbias.errors import ConfigError
     from lmbias.registry import resolve_method
 
-    entry = {"kind": "dropout", "corpus": "results/corpora/gap/sentences.parquet",
-             "training": {"hidden_dropout": {"mlm": 0.2, "albert-base": 0.05}}}
+    entry = {
+        "kind": "dropout",
+        "corpus": "results/corpora/gap/sentences.parquet",
+        "training": {"hidden_dropout": {"mlm": 0.2, "albert-base": 0.05}},
+    }
     models = {"bert-base": {"family": "mlm"}, "albert-base": {"family": "mlm"}}
     resolve = lambda name: resolve_method(name, models[name], "dropout-x", entry, models)["settings"]  # noqa: E731
     assert resolve("bert-base")["hidden_dropout"] == 0.2 and resolve("albert-base")["hidden_dropout"] == 0.05
-    with pytest.raises(ConfigError, match=r"methods.dropout-x.training.hidden_dropout.albert-base: not a model family "
-                                          r"or a configured model"):
+    with pytest.raises(
+        ConfigError,
+        match=r"methods.dropout-x.training.hidden_dropout.albert-base: not a model family "
+        r"or a configured model",
+    ):
         resolve_method("bert-base", models["bert-base"], "dropout-x", entry, {"bert-base": models["bert-base"]})

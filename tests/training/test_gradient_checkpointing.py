@@ -22,21 +22,26 @@ from lmbias.errors import ConfigError
 from lmbias.training.jobs import train_job
 from lmbias.training.settings import TrainingSettings
 
-TEXTS = ["She said that he would bring his own lunch to the meeting tomorrow.",
-         "The nurse told the doctor that her shift had ended an hour ago.",
-         "His sister is an engineer and works on bridges in the north.",
-         "They asked whether the teacher had graded their papers yet.",
-         "He thanked her for the help with the heavy boxes.",
-         "The mechanic fixed the car before the storm arrived in town."] * 2
+TEXTS = [
+    "She said that he would bring his own lunch to the meeting tomorrow.",
+    "The nurse told the doctor that her shift had ended an hour ago.",
+    "His sister is an engineer and works on bridges in the north.",
+    "They asked whether the teacher had graded their papers yet.",
+    "He thanked her for the help with the heavy boxes.",
+    "The mechanic fixed the car before the storm arrived in town.",
+] * 2
 
 
 @pytest.fixture(scope="module")
 def setup(tmp_path_factory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("gradient-checkpointing")
     pq.write_table(pa.Table.from_pylist([{"text": t} for t in TEXTS]), root / "corpus.parquet")
-    return {"root": root, "corpus": root / "corpus.parquet",
-            "llama": build_tiny_model("llama", root / "llama", seed=0),
-            "bert": build_tiny_model("bert", root / "bert", seed=0)}
+    return {
+        "root": root,
+        "corpus": root / "corpus.parquet",
+        "llama": build_tiny_model("llama", root / "llama", seed=0),
+        "bert": build_tiny_model("bert", root / "bert", seed=0),
+    }
 
 
 def test_setting_defaults_off_and_is_checked():
@@ -48,20 +53,32 @@ def test_setting_defaults_off_and_is_checked():
 
 def _train(setup, model: str, family: str, name: str, checkpointing: bool, **kw) -> tuple[list[float], dict]:
     out = setup["root"] / f"{name}-{'gc' if checkpointing else 'plain'}"
-    settings = {"objective": "clm" if family == "clm" else "mlm", "batch_size": 4, "max_steps": 3, "epochs": 10,
-                "learning_rate": 1e-2, "max_length": 32, "precision": "fp32", "dropout": 0.0,
-                "gradient_checkpointing": checkpointing, **kw}
+    settings = {
+        "objective": "clm" if family == "clm" else "mlm",
+        "batch_size": 4,
+        "max_steps": 3,
+        "epochs": 10,
+        "learning_rate": 1e-2,
+        "max_length": 32,
+        "precision": "fp32",
+        "dropout": 0.0,
+        "gradient_checkpointing": checkpointing,
+        **kw,
+    }
     train_job({"path": str(setup[model]), "family": family}, model, str(setup["corpus"]), str(out), 0, settings)
     losses = [r["loss"] for r in pq.read_table(out / "train_log.parquet").to_pylist()]
     weights = out / ("adapter_model.safetensors" if kw.get("adapter") else "model.safetensors")
     return losses, load_file(weights)
 
 
-@pytest.mark.parametrize("model,family,name,kw", [
-    ("llama", "clm", "llama-full", {}),
-    ("llama", "clm", "llama-lora", {"adapter": {"kind": "lora", "r": 4, "dropout": 0.0}}),
-    ("bert", "mlm", "bert-full", {}),
-])
+@pytest.mark.parametrize(
+    "model,family,name,kw",
+    [
+        ("llama", "clm", "llama-full", {}),
+        ("llama", "clm", "llama-lora", {"adapter": {"kind": "lora", "r": 4, "dropout": 0.0}}),
+        ("bert", "mlm", "bert-full", {}),
+    ],
+)
 def test_checkpointing_trains_the_same_weights(setup, model, family, name, kw):
     plain_losses, plain = _train(setup, model, family, name, False, **kw)
     gc_losses, gc = _train(setup, model, family, name, True, **kw)

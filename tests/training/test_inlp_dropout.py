@@ -64,6 +64,7 @@ def _planted_gender(n: int, d: int, seed: int):
 
 # ----------------------------------------------------------------------------------------------- INLP
 
+
 @pytest.mark.parametrize("classifier", inlp.CLASSIFIERS)
 def test_inlp_removes_a_planted_gender_signal_to_chance(classifier):
     x, y = _planted_gender(600, 24, seed=1)
@@ -199,17 +200,28 @@ def test_inlp_settings_load_without_torch_and_name_the_engine_files():
     from lmbias.engine import debias_projection
 
     assert (inlp.INLP_FILE, inlp.INLP_INFO_FILE) == (debias_projection.INLP_FILE, debias_projection.INLP_INFO_FILE)
-    code = ("import sys; import lmbias.registry, lmbias.training.inlp; "
-            "assert 'torch' not in sys.modules and 'sklearn' not in sys.modules")
-    subprocess.run([sys.executable, "-c", code], check=True, cwd=REPO_ROOT,
-                   env={**os.environ, "PYTHONPATH": str(REPO_ROOT / "src")})
+    code = (
+        "import sys; import lmbias.registry, lmbias.training.inlp; "
+        "assert 'torch' not in sys.modules and 'sklearn' not in sys.modules"
+    )
+    subprocess.run(
+        [sys.executable, "-c", code],
+        check=True,
+        cwd=REPO_ROOT,
+        env={**os.environ, "PYTHONPATH": str(REPO_ROOT / "src")},
+    )
 
 
 def test_inlp_sentences_are_male_female_or_neutral():
     male, female = inlp.gender_words()
     assert {"he", "his", "father"} <= male and {"she", "her", "mother"} <= female and not male & female
-    texts = ["He met his father at the station.", "She met her mother at the station.",
-             "They met at the old station today.", "He met her at the old station.", "He met her."]
+    texts = [
+        "He met his father at the station.",
+        "She met her mother at the station.",
+        "They met at the old station today.",
+        "He met her at the old station.",
+        "He met her.",
+    ]
     assert inlp.classify_sentences(texts, male, female) == ["male", "female", "neutral", None, None]
     chosen = inlp.select_sentences(texts * 2, inlp.classify_sentences(texts * 2, male, female), 5, seed=0)
     assert {c: len(v) for c, v in chosen.items()} == {"male": 1, "female": 1, "neutral": 1}  # distinct only
@@ -290,18 +302,21 @@ def test_inlp_folder_projects_the_state_before_the_lm_head(tiny, tmp_path, arch)
     assert not torch.allclose(out_d.logits, out_b.logits, atol=1e-3)
 
 
-@pytest.mark.parametrize("entry, key", [
-    ({"n_iterations": 0}, "methods.inlp.n_iterations"),
-    ({"classifier": "perceptron"}, "methods.inlp.classifier"),
-    ({"dev_fraction": 1.0}, "methods.inlp.dev_fraction"),
-    ({"test_fraction": 0}, "methods.inlp.test_fraction"),
-    ({"dropout_rate": 1.0}, "methods.inlp.dropout_rate"),
-    ({"dropout_rate": True}, "methods.inlp.dropout_rate"),
-    ({"sentences_per_class": 1}, "methods.inlp.sentences_per_class"),
-    ({"seed": -1}, "methods.inlp.seed"),
-    ({"k": 1}, "methods.inlp.k"),
-    ({"training": {}}, "methods.inlp.training"),
-])
+@pytest.mark.parametrize(
+    "entry, key",
+    [
+        ({"n_iterations": 0}, "methods.inlp.n_iterations"),
+        ({"classifier": "perceptron"}, "methods.inlp.classifier"),
+        ({"dev_fraction": 1.0}, "methods.inlp.dev_fraction"),
+        ({"test_fraction": 0}, "methods.inlp.test_fraction"),
+        ({"dropout_rate": 1.0}, "methods.inlp.dropout_rate"),
+        ({"dropout_rate": True}, "methods.inlp.dropout_rate"),
+        ({"sentences_per_class": 1}, "methods.inlp.sentences_per_class"),
+        ({"seed": -1}, "methods.inlp.seed"),
+        ({"k": 1}, "methods.inlp.k"),
+        ({"training": {}}, "methods.inlp.training"),
+    ],
+)
 def test_bad_inlp_options_are_named(entry, key):
     method = {"kind": "inlp", "corpus": "results/corpora/gap/sentences.parquet", **entry}
     with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
@@ -325,8 +340,14 @@ DROPOUT_TRAINING = {"hidden_dropout": {"mlm": 0.2, "clm": 0.15}, "attention_drop
 
 def test_dropout_settings_resolve_per_family_and_bad_values_are_named():
     entry = {"kind": "dropout", "corpus": "results/corpora/gap/sentences.parquet", "training": DROPOUT_TRAINING}
-    got = {f: registry.resolve_method("m", {"family": f}, "dropout", entry)["settings"] for f in ("mlm", "clm", "seq2seq")}
-    assert (got["mlm"]["hidden_dropout"], got["mlm"]["attention_dropout"], got["mlm"]["objective"]) == (0.2, 0.15, "mlm")
+    got = {
+        f: registry.resolve_method("m", {"family": f}, "dropout", entry)["settings"] for f in ("mlm", "clm", "seq2seq")
+    }
+    assert (got["mlm"]["hidden_dropout"], got["mlm"]["attention_dropout"], got["mlm"]["objective"]) == (
+        0.2,
+        0.15,
+        "mlm",
+    )
     assert (got["clm"]["hidden_dropout"], got["clm"]["attention_dropout"]) == (0.15, 0.15)
     assert "hidden_dropout" not in got["seq2seq"] and got["seq2seq"]["objective"] == "infilling"  # BART keeps its own
     for bad in (1.0, -0.1, "high"):
@@ -334,14 +355,19 @@ def test_dropout_settings_resolve_per_family_and_bad_values_are_named():
             registry.resolve_method("m", {"family": "mlm"}, "dropout", {**entry, "training": {"hidden_dropout": bad}})
 
 
-@pytest.mark.parametrize("arch, hidden, attention", [
-    ("gpt2", ("resid_pdrop", "embd_pdrop"), ("attn_pdrop",)),
-    ("bart", ("dropout",), ("attention_dropout",)),
-])
+@pytest.mark.parametrize(
+    "arch, hidden, attention",
+    [
+        ("gpt2", ("resid_pdrop", "embd_pdrop"), ("attn_pdrop",)),
+        ("bart", ("dropout",), ("attention_dropout",)),
+    ],
+)
 def test_set_dropout_sets_hidden_and_attention_rates_per_architecture(tiny, arch, hidden, attention):
     model, _ = load_model(_spec(tiny, arch))
     raised = set_dropout(model, hidden=0.31, attention=0.17)
-    assert all(getattr(raised.config, k) == 0.31 for k in hidden) and all(getattr(raised.config, k) == 0.17 for k in attention)
+    assert all(getattr(raised.config, k) == 0.31 for k in hidden) and all(
+        getattr(raised.config, k) == 0.17 for k in attention
+    )
     drops = {m.p for m in raised.modules() if isinstance(m, torch.nn.Dropout)}
     assert 0.31 in drops or arch == "bart"  # BART applies its rates functionally, from the config
     assert all(torch.equal(a, b) for a, b in zip(model.state_dict().values(), raised.state_dict().values()))
@@ -375,8 +401,14 @@ def test_llama_hidden_dropout_is_a_named_error_not_a_silent_no_op(tiny_llama):
     with pytest.raises(ConfigError) as error:
         set_dropout(model, hidden=0.15, attention=0.15, model_name="tiny-llama", method="dropout")
     message = str(error.value)
-    for part in ("training.hidden_dropout", "methods.dropout.training.hidden_dropout", "llama has no hidden-state dropout",
-                 "dropout keys: attention_dropout", "hidden_dropout: null", "attention dropout only"):
+    for part in (
+        "training.hidden_dropout",
+        "methods.dropout.training.hidden_dropout",
+        "llama has no hidden-state dropout",
+        "dropout keys: attention_dropout",
+        "hidden_dropout: null",
+        "attention dropout only",
+    ):
         assert part in message, (part, message)
     # attention dropout alone lands, and acts: the training-mode output changes, while the model as it was
     # (attention_dropout 0.0, no other dropout anywhere) computes the same in both modes
@@ -394,8 +426,15 @@ def test_dropout_job_on_llama_names_the_method_from_the_results_layout(tiny_llam
     corpus = tmp_path / "sentences.parquet"
     pq.write_table(pa.table({"text": ["He is a nurse.", "She is a doctor."] * 4}), corpus)
     out = tmp_path / "results" / "tiny-llama" / "dropout" / "seed0" / "model"
-    settings = {"objective": "clm", "batch_size": 2, "max_steps": 1, "max_length": 16, "precision": "fp32",
-                "hidden_dropout": 0.15, "attention_dropout": 0.15}
+    settings = {
+        "objective": "clm",
+        "batch_size": 2,
+        "max_steps": 1,
+        "max_length": 16,
+        "precision": "fp32",
+        "hidden_dropout": 0.15,
+        "attention_dropout": 0.15,
+    }
     with pytest.raises(ConfigError, match=r"methods\.dropout\.training\.hidden_dropout.*models\.tiny-llama"):
         train_job({"path": str(tiny_llama), "family": "clm"}, "tiny-llama", str(corpus), str(out), 0, settings)
     assert not out.exists()
@@ -406,9 +445,16 @@ def _tiny_gpt_neox(hidden_dropout=0.0):
     from transformers import GPTNeoXConfig, GPTNeoXForCausalLM
 
     torch.manual_seed(0)
-    config = GPTNeoXConfig(vocab_size=64, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
-                           intermediate_size=32, max_position_embeddings=32, hidden_dropout=hidden_dropout,
-                           attention_dropout=0.0)
+    config = GPTNeoXConfig(
+        vocab_size=64,
+        hidden_size=16,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=32,
+        max_position_embeddings=32,
+        hidden_dropout=hidden_dropout,
+        attention_dropout=0.0,
+    )
     return GPTNeoXForCausalLM(config)
 
 
@@ -438,8 +484,14 @@ def test_dropout_training_uses_the_raised_rates_and_differs_from_cds(tiny, gap_t
         cds.append(t)
     pq.write_table(pa.table({"text": cds}), swapped)
     entry = {"path": str(tiny["bert"]), "family": "mlm"}
-    base = {"objective": "mlm", "batch_size": 4, "max_steps": 2, "learning_rate": 1e-3, "max_length": 128,
-            "precision": "fp32"}
+    base = {
+        "objective": "mlm",
+        "batch_size": 4,
+        "max_steps": 2,
+        "learning_rate": 1e-3,
+        "max_length": 128,
+        "precision": "fp32",
+    }
     runs = {"dropout": (plain, {"hidden_dropout": 0.2, "attention_dropout": 0.15}), "cds": (swapped, {})}
     for name, (corpus, extra) in runs.items():
         train_job(entry, "tiny-bert", str(corpus), str(tmp_path / name), 0, {**base, **extra})
@@ -451,13 +503,14 @@ def test_dropout_training_uses_the_raised_rates_and_differs_from_cds(tiny, gap_t
     assert any(not torch.equal(a[k], b[k]) for k in a)
 
 
-
 def test_inlp_classifier_count_per_family_as_bias_bench(repo_root):
     """bias-bench fits 80 classifiers for the masked models and 10 for GPT-2 (model_to_n_classifiers)."""
     config = yaml.safe_load((repo_root / "config.yaml").read_text())
     entry, models = config["methods"]["inlp-biasbench"], config["models"]
-    counts = {m: registry.resolve_method(m, models[m], "inlp-biasbench", entry, models)["inlp_settings"]["n_iterations"]
-              for m in ("bert-base", "albert-base", "roberta-base", "gpt2")}
+    counts = {
+        m: registry.resolve_method(m, models[m], "inlp-biasbench", entry, models)["inlp_settings"]["n_iterations"]
+        for m in ("bert-base", "albert-base", "roberta-base", "gpt2")
+    }
     assert counts == {"bert-base": 80, "albert-base": 80, "roberta-base": 80, "gpt2": 10}
     for model in ("bert-base", "gpt2"):  # their split and their dropout_rate=0 scale (issue 21)
         settings = registry.resolve_method(model, models[model], "inlp-biasbench", entry, models)["inlp_settings"]
@@ -465,7 +518,10 @@ def test_inlp_classifier_count_per_family_as_bias_bench(repo_root):
         resolved = inlp.INLPSettings.from_dict(settings)
         assert (resolved.test_fraction, resolved.dropout_rate, resolved.dev_fraction) == (0.3, 0, 0.3)
     default = inlp.INLPSettings.from_dict(
-        registry.resolve_method("bert-base", models["bert-base"], "inlp", config["methods"]["inlp"], models)["inlp_settings"])
+        registry.resolve_method("bert-base", models["bert-base"], "inlp", config["methods"]["inlp"], models)[
+            "inlp_settings"
+        ]
+    )
     assert (default.test_fraction, default.dropout_rate) == (None, None)  # the default: one split, no scale
     with pytest.raises(ConfigError, match=r"methods.inlp-x.n_iterations.gpt: not a model family or a configured model"):
         registry.resolve_method("gpt2", models["gpt2"], "inlp-x", {**entry, "n_iterations": {"gpt": 10}}, models)

@@ -29,8 +29,9 @@ print("released", flush=True)
 def _start_holder(ckpt: Path) -> subprocess.Popen:
     src = str(REPO_ROOT / "src")
     env = {**os.environ, "PYTHONPATH": src + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    proc = subprocess.Popen([sys.executable, "-c", HOLDER, str(ckpt)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            text=True, env=env)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, str(ckpt)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env
+    )
     assert proc.stdout.readline().strip() == "locked"
     return proc
 
@@ -77,8 +78,14 @@ def test_train_job_refuses_an_output_another_process_is_training(tmp_path):
     from lmbias.training.jobs import train_job
 
     out = tmp_path / "results" / "model"
-    args = ({"path": str(tmp_path / "no-model"), "family": "mlm"}, "tiny-bert", str(tmp_path / "no-corpus.parquet"),
-            str(out), 0, {"objective": "mlm", "max_steps": 1})
+    args = (
+        {"path": str(tmp_path / "no-model"), "family": "mlm"},
+        "tiny-bert",
+        str(tmp_path / "no-corpus.parquet"),
+        str(out),
+        0,
+        {"objective": "mlm", "max_steps": 1},
+    )
     holder = _start_holder(Path(str(out) + ".checkpoints"))
     try:
         with pytest.raises(OutputLocked, match=f"model.checkpoints: another training process .* pid {holder.pid}"):

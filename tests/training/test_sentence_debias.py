@@ -32,12 +32,15 @@ HOME = ["family", "home", "children", "wedding", "parents", "relatives"]
 
 # ------------------------------------------------------------------------------------------ fixtures
 
+
 @pytest.fixture(scope="module")
 def gap_sentences(shared_data, tmp_path_factory):
     """300 real GAP texts (development split) as a sentences parquet (doc_id, sentence_id, text)."""
     with open(shared_data / "gap" / "gap-development.tsv", newline="", encoding="utf-8") as fh:
         rows = list(csv.DictReader(fh, delimiter="\t"))[:300]
-    table = pa.table({"doc_id": [r["ID"] for r in rows], "sentence_id": [0] * len(rows), "text": [r["Text"] for r in rows]})
+    table = pa.table(
+        {"doc_id": [r["ID"] for r in rows], "sentence_id": [0] * len(rows), "text": [r["Text"] for r in rows]}
+    )
     path = tmp_path_factory.mktemp("gap") / "sentences.parquet"
     pq.write_table(table, path)
     return path
@@ -92,6 +95,7 @@ def _fit(folder, arch, sentences, out):
 
 # ------------------------------------------------------------------------------------- pure functions
 
+
 def test_fit_subspace_recovers_a_planted_direction():
     rng = np.random.default_rng(1)
     d, n = 64, 200
@@ -114,22 +118,33 @@ def test_pair_draw_and_counterfactuals_are_deterministic():
     drawn = sd.draw_pairs(pairs, 0.05)
     assert len(drawn) == round(0.05 * len(pairs)) and drawn == sd.draw_pairs(pairs, 0.05)
     assert set(drawn) <= set(pairs) and len(sd.draw_pairs(pairs, 0.001)) == 1 and sd.draw_pairs(pairs, 1.0) == pairs
-    got = sd.counterfactual_pairs(["She met HIS Father. Shepherd", "No gender here."], [("he", "she"), ("father", "mother")])
-    assert got == [("He met HIS Father. Shepherd", "She met HIS Father. Shepherd", 0),
-                   ("She met HIS Father. Shepherd", "She met HIS Mother. Shepherd", 0)]
+    got = sd.counterfactual_pairs(
+        ["She met HIS Father. Shepherd", "No gender here."], [("he", "she"), ("father", "mother")]
+    )
+    assert got == [
+        ("He met HIS Father. Shepherd", "She met HIS Father. Shepherd", 0),
+        ("She met HIS Father. Shepherd", "She met HIS Mother. Shepherd", 0),
+    ]
 
 
-@pytest.mark.parametrize("settings, key", [
-    ({"k": 0}, "methods.sd.k"), ({"k": 1.5}, "methods.sd.k"), ({"ratio_of_pairs": 0}, "methods.sd.ratio_of_pairs"),
-    ({"ratio_of_pairs": 1.2}, "methods.sd.ratio_of_pairs"), ({"ratio_of_pairs": "all"}, "methods.sd.ratio_of_pairs"),
-    ({"kk": 1}, "methods.sd.kk"),
-])
+@pytest.mark.parametrize(
+    "settings, key",
+    [
+        ({"k": 0}, "methods.sd.k"),
+        ({"k": 1.5}, "methods.sd.k"),
+        ({"ratio_of_pairs": 0}, "methods.sd.ratio_of_pairs"),
+        ({"ratio_of_pairs": 1.2}, "methods.sd.ratio_of_pairs"),
+        ({"ratio_of_pairs": "all"}, "methods.sd.ratio_of_pairs"),
+        ({"kk": 1}, "methods.sd.kk"),
+    ],
+)
 def test_bad_settings_name_the_key(settings, key):
     with pytest.raises(ConfigError, match=rf"^{key}: "):
         sd.SDSettings.from_dict({"kind": "sd", **settings}, "methods.sd")
 
 
 # ------------------------------------------------------------------------------------ on tiny models
+
 
 def test_fit_job_writes_folder_with_provenance(fitted, planted, gap_sentences):
     folder = fitted["bert"]
@@ -198,7 +213,9 @@ def linear_bert(planted, gap_sentences, tmp_path_factory):
 
 def _effect_size(model, tok, family):
     pooling = embeddings.DEFAULT_POOLING[family]
-    emb = lambda words: embeddings.sentence_embeddings(model, tok, [f"this is {w} ." for w in words], [pooling], family)[pooling]  # noqa: E731
+    emb = lambda words: embeddings.sentence_embeddings(
+        model, tok, [f"this is {w} ." for w in words], [pooling], family
+    )[pooling]  # noqa: E731
     a, b = emb(CAREER), emb(HOME)
     return weat.effect_size(weat.associations(emb(MALE), a, b), weat.associations(emb(FEMALE), a, b))
 
@@ -284,13 +301,29 @@ def test_load_method_model_folders(planted, fitted, tmp_path):
 def test_cli_fit_sd(planted, gap_sentences, tmp_path, repo_root):
     entry = {"path": str(planted["gpt2"]), "family": "clm", "revision": "local"}
     out = tmp_path / "sd"
-    cmd = [sys.executable, "-m", "lmbias.cli", "fit-sd", "--model-name", "tiny-gpt2", "--model-entry", json.dumps(entry),
-           "--sentences", str(gap_sentences), "--out", str(out), "--settings", json.dumps({"ratio_of_pairs": 1.0, "limit_sentences": 50})]
+    cmd = [
+        sys.executable,
+        "-m",
+        "lmbias.cli",
+        "fit-sd",
+        "--model-name",
+        "tiny-gpt2",
+        "--model-entry",
+        json.dumps(entry),
+        "--sentences",
+        str(gap_sentences),
+        "--out",
+        str(out),
+        "--settings",
+        json.dumps({"ratio_of_pairs": 1.0, "limit_sentences": 50}),
+    ]
     env = {"PYTHONPATH": str(repo_root / "src"), "PATH": "/usr/bin:/bin"}
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
     assert proc.returncode == 0, proc.stderr
     assert json.loads((out / sd.INFO_FILE).read_text())["pooling"] == "last"
-    bad = subprocess.run(cmd[:-1] + [json.dumps({"k": 0}), "--settings-key", "methods.sd"], capture_output=True, text=True, env=env)
+    bad = subprocess.run(
+        cmd[:-1] + [json.dumps({"k": 0}), "--settings-key", "methods.sd"], capture_output=True, text=True, env=env
+    )
     assert bad.returncode == 2 and "methods.sd.k: 0 is not an integer >= 1" in bad.stderr
 
 
@@ -303,7 +336,10 @@ def test_scoring_engine_sees_the_debiased_model(fitted, planted):
     base, tok = load_method_model(spec, None)
     debiased, _ = load_method_model(spec, fitted["bert"])
     cands = tuple(tok.convert_tokens_to_ids(["he", "she"]))
-    reqs = [scoring.MaskedRequest(f"{tok.mask_token} is a doctor .", cands), scoring.MaskedRequest(f"{tok.mask_token} works at home .", cands)]
+    reqs = [
+        scoring.MaskedRequest(f"{tok.mask_token} is a doctor .", cands),
+        scoring.MaskedRequest(f"{tok.mask_token} works at home .", cands),
+    ]
     fast = np.array(scoring.masked_logprobs(debiased, tok, reqs))
     assert fast == pytest.approx(np.array(oracles.naive_masked_logprobs(debiased, tok, reqs)), abs=1e-4)
     assert not np.allclose(fast, np.array(scoring.masked_logprobs(base, tok, reqs)), atol=1e-3)

@@ -78,6 +78,7 @@ def _log(folder: Path) -> list[dict]:
 
 # ---------------------------------------------------------------------------------------------- settings
 
+
 def test_settings_validate_and_round_trip():
     s = TrainingSettings.from_dict({"objective": "mlm", "max_steps": 3, "er_lambda": 0.5}, "methods.er.training")
     assert TrainingSettings.from_dict(s.to_dict()) == s
@@ -95,6 +96,7 @@ def test_settings_validate_and_round_trip():
 
 
 # ------------------------------------------------------------------------------------------- noise stats
+
 
 def _long_example(n=400) -> Encoded:
     ids = [101] + list(range(1000, 1000 + n)) + [102]
@@ -165,6 +167,7 @@ def test_length_grouped_batches_are_seeded_and_tile_the_data():
 
 # ------------------------------------------------------------------------------------------- GPR and ER
 
+
 def test_gpr_loss_only_at_the_pronoun(tiny):
     model, tok = load_model(model_spec("tiny-bert", entry(tiny, "bert")))
     texts = ["Yesterday [PRONOUN] said the doctor was late .", "The nurse thinks [PRONOUN] is right ."]
@@ -177,8 +180,9 @@ def test_gpr_loss_only_at_the_pronoun(tiny):
     # one target per example in the loss
     from lmbias.training.objectives import lm_loss_sum
 
-    _, n = lm_loss_sum(model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits,
-                       batch["labels"], "gpr")
+    _, n = lm_loss_sum(
+        model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits, batch["labels"], "gpr"
+    )
     assert n == 2
 
 
@@ -205,8 +209,9 @@ def test_lm_head_at_target_positions_only_equals_the_full_model_loss(tiny, arch)
 
     model, tok = load_model(model_spec(f"tiny-{arch}", entry(tiny, arch)))
     ex = encode(tok, ["The nurse said he was late for the meeting .", "She is a doctor ."], 32)
-    batch = collate("mlm", ex, [0, 1], 0, 0, tok, TrainingSettings.from_dict({"objective": "mlm",
-                                                                               "mlm_probability": 0.5}))
+    batch = collate(
+        "mlm", ex, [0, 1], 0, 0, tok, TrainingSettings.from_dict({"objective": "mlm", "mlm_probability": 0.5})
+    )
     wrapped = TrainModule(model, "mlm")
     assert wrapped.head_name in ("cls", "lm_head")
     inputs = {"input_ids": batch["input_ids"], "attention_mask": batch["attention_mask"]}
@@ -221,20 +226,35 @@ def test_lm_head_at_target_positions_only_equals_the_full_model_loss(tiny, arch)
 
 # --------------------------------------------------------------------------------- training end to end
 
+
 def _settings(objective, **kw) -> dict:
-    base = {"objective": objective, "batch_size": 4, "max_steps": 4, "epochs": 50, "learning_rate": 1e-3,
-            "max_length": 48, "precision": "fp32"}
+    base = {
+        "objective": objective,
+        "batch_size": 4,
+        "max_steps": 4,
+        "epochs": 50,
+        "learning_rate": 1e-3,
+        "max_length": 48,
+        "precision": "fp32",
+    }
     base.update(kw)
     return base
 
 
-@pytest.mark.parametrize("arch,objective", [("bert", "mlm"), ("roberta", "mlm"), ("gpt2", "clm"),
-                                            ("bart", "infilling"), ("bert", "gpr")])
+@pytest.mark.parametrize(
+    "arch,objective", [("bert", "mlm"), ("roberta", "mlm"), ("gpt2", "clm"), ("bart", "infilling"), ("bert", "gpr")]
+)
 def test_loss_falls_on_a_repeated_small_batch(tiny, corpora, tmp_path, arch, objective):
     corpus = corpora["gpr" if objective == "gpr" else "cda"]
     out = tmp_path / "model"
-    train_job(entry(tiny, arch), f"tiny-{arch}", str(corpus), str(out), 0,
-              _settings(objective, limit_examples=4, max_steps=12, dropout=0.0, learning_rate=1e-2))
+    train_job(
+        entry(tiny, arch),
+        f"tiny-{arch}",
+        str(corpus),
+        str(out),
+        0,
+        _settings(objective, limit_examples=4, max_steps=12, dropout=0.0, learning_rate=1e-2),
+    )
     losses = [r["loss"] for r in _log(out)]
     assert len(losses) == 12
     assert np.mean(losses[-3:]) < np.mean(losses[:3]) - 2.0, losses  # nats
@@ -247,8 +267,14 @@ def test_loss_falls_on_a_repeated_small_batch(tiny, corpora, tmp_path, arch, obj
 @pytest.mark.parametrize("arch", ["bert", "gpt2", "bart"])
 def test_er_training_logs_the_regulariser_and_lowers_it(tiny, corpora, tmp_path, arch):
     out = tmp_path / "er"
-    train_job(entry(tiny, arch), f"tiny-{arch}", str(corpora["cda"]), str(out), 0,
-              _settings(ARCH_OBJECTIVE[arch], er_lambda=50.0, max_steps=8, limit_examples=8, dropout=0.0))
+    train_job(
+        entry(tiny, arch),
+        f"tiny-{arch}",
+        str(corpora["cda"]),
+        str(out),
+        0,
+        _settings(ARCH_OBJECTIVE[arch], er_lambda=50.0, max_steps=8, limit_examples=8, dropout=0.0),
+    )
     er = [r["er_loss"] for r in _log(out)]
     assert all(v is not None and v >= 0 for v in er)
     assert np.mean(er[-2:]) < np.mean(er[:2]), er  # a heavy lambda pulls the pairs' embeddings together
@@ -256,9 +282,22 @@ def test_er_training_logs_the_regulariser_and_lowers_it(tiny, corpora, tmp_path,
 
 def test_gpr_selects_the_epoch_with_best_validation_accuracy(tiny, corpora, tmp_path):
     out = tmp_path / "gpr"
-    train_job(entry(tiny, "bert"), "tiny-bert", str(corpora["gpr"]), str(out), 0,
-              _settings("gpr", max_steps=None, epochs=4, batch_size=16, dropout=0.1, learning_rate=3e-3,
-                        select_epoch="validation_accuracy"))
+    train_job(
+        entry(tiny, "bert"),
+        "tiny-bert",
+        str(corpora["gpr"]),
+        str(out),
+        0,
+        _settings(
+            "gpr",
+            max_steps=None,
+            epochs=4,
+            batch_size=16,
+            dropout=0.1,
+            learning_rate=3e-3,
+            select_epoch="validation_accuracy",
+        ),
+    )
     acc = {r["epoch"]: r["validation_metric"] for r in _log(out) if r["validation_metric"] is not None}
     assert sorted(acc) == [1, 2, 3, 4]
     info = json.loads((out / "training.json").read_text())
@@ -282,8 +321,10 @@ def test_same_seed_same_weights_other_seed_other_weights(tiny, corpora, uninterr
     assert_same_weights(uninterrupted, again)
     other = tmp_path / "other"
     train_job(entry(tiny, "bert"), "tiny-bert", str(corpora["cda"]), str(other), 4, RESUME_SETTINGS)
-    assert not torch.equal(weights(other)["bert.embeddings.word_embeddings.weight"],
-                           weights(again)["bert.embeddings.word_embeddings.weight"])
+    assert not torch.equal(
+        weights(other)["bert.embeddings.word_embeddings.weight"],
+        weights(again)["bert.embeddings.word_embeddings.weight"],
+    )
 
 
 def test_bias_metric_logged_during_training(tiny, uninterrupted):
@@ -295,9 +336,24 @@ def test_bias_metric_logged_during_training(tiny, uninterrupted):
 
 def test_killed_job_resumes_to_the_same_weights(tiny, corpora, uninterrupted, tmp_path, repo_root, caplog):
     out = tmp_path / "model"
-    cmd = [sys.executable, "-m", "lmbias.cli", "train", "--model-name", "tiny-bert", "--model-entry",
-           json.dumps(entry(tiny, "bert")), "--corpus", str(corpora["cda"]), "--out", str(out), "--seed", "3",
-           "--settings", json.dumps(RESUME_SETTINGS)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "lmbias.cli",
+        "train",
+        "--model-name",
+        "tiny-bert",
+        "--model-entry",
+        json.dumps(entry(tiny, "bert")),
+        "--corpus",
+        str(corpora["cda"]),
+        "--out",
+        str(out),
+        "--seed",
+        "3",
+        "--settings",
+        json.dumps(RESUME_SETTINGS),
+    ]
     # the intra-op thread count of this process (the uninterrupted run's): another count sums in another
     # order (1-ulp drift). Not always 1: a scoring job run in process earlier in the session sets its own.
     env = dict(launch_env(), **{EXIT_ENV: "5", "OMP_NUM_THREADS": str(torch.get_num_threads())})
@@ -323,8 +379,9 @@ def test_killed_job_resumes_to_the_same_weights(tiny, corpora, uninterrupted, tm
         f.write(b"\x00garbage\x00")
     caplog.set_level(logging.WARNING, logger="lmbias.training.checkpoints")
     again = tmp_path / "again"
-    train_job(entry(tiny, "bert"), "tiny-bert", str(corpora["cda"]), str(again), 3, RESUME_SETTINGS,
-              checkpoint_dir=str(spare))
+    train_job(
+        entry(tiny, "bert"), "tiny-bert", str(corpora["cda"]), str(again), 3, RESUME_SETTINGS, checkpoint_dir=str(spare)
+    )
     assert "model.pt is missing or corrupt" in caplog.text and "step-00000004" in caplog.text
     assert json.loads((again / "training.json").read_text())["resumed_from_step"] is None
     assert_same_weights(uninterrupted, again)
@@ -346,12 +403,27 @@ def test_checkpoint_of_another_configuration_is_refused(tiny, corpora, tmp_path,
     model, _ = load_model(model_spec("tiny-bert", entry(tiny, "bert")))
     opt = torch.optim.AdamW(model.parameters())
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 1.0)
-    checkpoints.save(ckpt, 2, "fingerprint-of-another-run", _OneProcess(), model, opt, sched,
-                     {"step": 2, "epoch": 0, "next_batch": 2, "log": [], "best_accuracy": None, "best_epoch": None})
+    checkpoints.save(
+        ckpt,
+        2,
+        "fingerprint-of-another-run",
+        _OneProcess(),
+        model,
+        opt,
+        sched,
+        {"step": 2, "epoch": 0, "next_batch": 2, "log": [], "best_accuracy": None, "best_epoch": None},
+    )
     assert (ckpt / "step-00000002" / checkpoints.MARKER).is_file()
     caplog.set_level(logging.WARNING, logger="lmbias.training.checkpoints")
-    train_job(entry(tiny, "bert"), "tiny-bert", str(corpora["cda"]), str(tmp_path / "b"), 0,
-              _settings("mlm", max_steps=3, checkpoint_every_steps=2), checkpoint_dir=str(ckpt))
+    train_job(
+        entry(tiny, "bert"),
+        "tiny-bert",
+        str(corpora["cda"]),
+        str(tmp_path / "b"),
+        0,
+        _settings("mlm", max_steps=3, checkpoint_every_steps=2),
+        checkpoint_dir=str(ckpt),
+    )
     assert "belongs to another configuration" in caplog.text
     assert json.loads((tmp_path / "b" / "training.json").read_text())["resumed_from_step"] is None
 
@@ -366,8 +438,20 @@ TWO_PROCESS_ATOL = 1e-5
 def test_two_gloo_processes_match_one_process(tiny, corpora, tmp_path, repo_root):
     settings = _settings("mlm", max_steps=4, dropout=0.0, learning_rate=1e-3)
     two = tmp_path / "two"
-    args = ["--model-name", "tiny-bert", "--model-entry", json.dumps(entry(tiny, "bert")), "--corpus",
-            str(corpora["cda"]), "--out", str(two), "--seed", "0", "--settings", json.dumps(dict(settings, batch_size=2))]
+    args = [
+        "--model-name",
+        "tiny-bert",
+        "--model-entry",
+        json.dumps(entry(tiny, "bert")),
+        "--corpus",
+        str(corpora["cda"]),
+        "--out",
+        str(two),
+        "--seed",
+        "0",
+        "--settings",
+        json.dumps(dict(settings, batch_size=2)),
+    ]
     from lmbias.engine.distributed import main_process_port
 
     cmd = launch_command(2, main_process_port(str(two)), args, cpu=True, subcommand="train")
@@ -398,8 +482,14 @@ def test_gradient_accumulation_equals_the_larger_batch(tiny, corpora, tmp_path):
     """batch 2 x 2 accumulation steps = batch 4 (same step batches, loss normalised over the whole step)."""
     settings = _settings("mlm", max_steps=3, dropout=0.0)
     a, b = tmp_path / "accum", tmp_path / "big"
-    train_job(entry(tiny, "bert"), "tiny-bert", str(corpora["cda"]), str(a), 0,
-              dict(settings, batch_size=2, gradient_accumulation_steps=2))
+    train_job(
+        entry(tiny, "bert"),
+        "tiny-bert",
+        str(corpora["cda"]),
+        str(a),
+        0,
+        dict(settings, batch_size=2, gradient_accumulation_steps=2),
+    )
     train_job(entry(tiny, "bert"), "tiny-bert", str(corpora["cda"]), str(b), 0, dict(settings, batch_size=4))
     wa, wb = weights(a), weights(b)
     for k in wa:
@@ -408,6 +498,7 @@ def test_gradient_accumulation_equals_the_larger_batch(tiny, corpora, tmp_path):
 
 
 # ------------------------------------------------------------------------------------------- bad input
+
 
 def test_bad_input_is_a_clear_error_and_writes_nothing(tiny, corpora, tmp_path):
     out = tmp_path / "out"
@@ -436,6 +527,7 @@ def test_bad_input_is_a_clear_error_and_writes_nothing(tiny, corpora, tmp_path):
     shutil.copytree(tiny["bert"], no_weights)
     (no_weights / "model.safetensors").unlink()
     with pytest.raises(ConfigError, match="models.tiny-bert: cannot load the weights"):
-        train_job({"path": str(no_weights), "family": "mlm"}, "tiny-bert", str(corpora["cda"]), str(out), 0,
-                  _settings("mlm"))
+        train_job(
+            {"path": str(no_weights), "family": "mlm"}, "tiny-bert", str(corpora["cda"]), str(out), 0, _settings("mlm")
+        )
     assert not out.exists() and not any(p.name.startswith(".out") for p in tmp_path.iterdir())

@@ -38,8 +38,9 @@ def _small(shared_data):
         config["data_dir"] = str(shared_data)
         config["benchmarks"]["gap"]["splits"] = ["validation"]
         # type 1 only (pro + anti, 792 documents), to stay fast; tests/corpora/test_gpr.py reads all four files
-        config["corpora"]["ontonotes"].update(path=str(shared_data / "winobias" / "conll_format"),
-                                              pattern="dev_type1_*_conll")
+        config["corpora"]["ontonotes"].update(
+            path=str(shared_data / "winobias" / "conll_format"), pattern="dev_type1_*_conll"
+        )
 
     return edit
 
@@ -98,16 +99,21 @@ def test_gold_coreference_protects_pronouns_in_the_built_corpora(corpora_run):
     workdir, _ = corpora_run
     sentences = pq.read_table(workdir / "results/corpora/gap/sentences.parquet")
     assert sum(len(spans) for spans in sentences.column("protect_spans").to_pylist()) == 392
-    cds = {(r["doc_id"], r["sentence_id"]): r["text"]
-           for r in pq.read_table(workdir / "results/corpora/gap/cds-names.parquet").to_pylist()}
+    cds = {
+        (r["doc_id"], r["sentence_id"]): r["text"]
+        for r in pq.read_table(workdir / "results/corpora/gap/cds-names.parquet").to_pylist()
+    }
     # validation-4: "he" -> Reucassel (not in the name list: kept, so is his pronoun); "Mr", Peter and his "he" flip
-    assert cds[("validation-4", 1)] == ("When TV cameras remained focused on Reucassel rather than Mrs Debnam, he "
-                                        "said, ``Sorry, I'm not Heather Debnam, she's over there.")
+    assert cds[("validation-4", 1)] == (
+        "When TV cameras remained focused on Reucassel rather than Mrs Debnam, he "
+        "said, ``Sorry, I'm not Heather Debnam, she's over there."
+    )
     # validation-2: "She" -> Kathleen, a listed given name swapped to Timothy: the pronoun follows the name
     assert cds[("validation-2", 0)].startswith("Timothy Nott") and cds[("validation-2", 2)].startswith("He was")
     log = (workdir / "logs/corpora/gap/cds-names.log").read_text()
-    assert re.search(r"\d+ gendered words kept by gold coreference with a name \(protect_proper_noun_clusters: true\)",
-                     log), log
+    assert re.search(
+        r"\d+ gendered words kept by gold coreference with a name \(protect_proper_noun_clusters: true\)", log
+    ), log
     onto = pq.read_table(workdir / "results/corpora/ontonotes/sentences.parquet")
     assert onto.column("protect").to_pylist() == [[]] * 792
 
@@ -130,8 +136,9 @@ def test_the_protect_option_rebuilds_only_its_corpora(corpora_run):
 
 def test_gpr_without_ontonotes_path_names_the_key(corpora_run):
     workdir, data = corpora_run
-    proc = run_snakemake(workdir, "-n", "--config", f"data_dir={data}", "results/corpora/ontonotes/gpr-U.parquet",
-                         check=False)
+    proc = run_snakemake(
+        workdir, "-n", "--config", f"data_dir={data}", "results/corpora/ontonotes/gpr-U.parquet", check=False
+    )
     assert proc.returncode != 0
     assert "corpora.ontonotes.path is not set" in proc.stdout + proc.stderr
 
@@ -139,9 +146,18 @@ def test_gpr_without_ontonotes_path_names_the_key(corpora_run):
 @pytest.mark.parametrize(
     "entry, message",
     [
-        ({"method": "cds", "intervention": "grammatical"}, "corpora.gap.interventions.x.swap_rate: a cds intervention needs"),
-        ({"method": "cds", "intervention": "naive", "swap_rate": 0}, "corpora.gap.interventions.x.swap_rate: must be in (0, 1]"),
-        ({"method": "cda", "intervention": "naive", "swap_rate": 0.5}, "corpora.gap.interventions.x.swap_rate: only cds"),
+        (
+            {"method": "cds", "intervention": "grammatical"},
+            "corpora.gap.interventions.x.swap_rate: a cds intervention needs",
+        ),
+        (
+            {"method": "cds", "intervention": "naive", "swap_rate": 0},
+            "corpora.gap.interventions.x.swap_rate: must be in (0, 1]",
+        ),
+        (
+            {"method": "cda", "intervention": "naive", "swap_rate": 0.5},
+            "corpora.gap.interventions.x.swap_rate: only cds",
+        ),
         ({"method": "cda", "intervention": "pos"}, "corpora.gap.interventions.x.intervention: must be one of"),
     ],
 )
@@ -151,8 +167,10 @@ def test_intervention_cross_checks_name_the_key(entry, message):
         check_corpora_config({"gap": {"interventions": {"x": entry}}}, {"gap": {"dataset": "gap"}})
     assert message in str(err.value)
     with pytest.raises(ConfigError, match=r"corpora\.gap\.interventions\.gpr-U: the name 'gpr-U' is reserved"):
-        check_corpora_config({"gap": {"interventions": {"gpr-U": {"method": "cda", "intervention": "naive"}}}},
-                             {"gap": {"dataset": "gap"}})
+        check_corpora_config(
+            {"gap": {"interventions": {"gpr-U": {"method": "cda", "intervention": "naive"}}}},
+            {"gap": {"dataset": "gap"}},
+        )
     with pytest.raises(ConfigError, match=r"corpora\.gap\.benchmark: 'gap2' is not a configured benchmark"):
         check_corpora_config({"gap": {"benchmark": "gap2"}}, {"gap": {"dataset": "gap"}})
 
@@ -178,10 +196,21 @@ def test_corpus_rule_matches_the_gold_set(tmp_path, repo_root, shared_data):
     from helpers.counterfactual_gold import gold_report, read_gold
 
     workdir = copy_workflow(repo_root, tmp_path / "gold")
-    rows = read_gold() + [{"case": "her_possessive_caps", "original": "HER answer surprised him.",
-                           "expected": "HIS answer surprised her."}]
-    sentences = pa.table({"doc_id": [f"gold-{i}" for i in range(len(rows))], "sentence_id": [0] * len(rows),
-                          "split": ["validation"] * len(rows), "text": [r["original"] for r in rows]})
+    rows = read_gold() + [
+        {
+            "case": "her_possessive_caps",
+            "original": "HER answer surprised him.",
+            "expected": "HIS answer surprised her.",
+        }
+    ]
+    sentences = pa.table(
+        {
+            "doc_id": [f"gold-{i}" for i in range(len(rows))],
+            "sentence_id": [0] * len(rows),
+            "split": ["validation"] * len(rows),
+            "text": [r["original"] for r in rows],
+        }
+    )
     out = workdir / "results/corpora/gap/sentences.parquet"
     out.parent.mkdir(parents=True)
     pq.write_table(sentences, out)
@@ -189,13 +218,24 @@ def test_corpus_rule_matches_the_gold_set(tmp_path, repo_root, shared_data):
     def edit(config):
         config["data_dir"] = str(shared_data)
         # the gold set was written for the merged lexicon (resources/wordlists + CDS pairs + WinoBias lists)
-        config["corpora"]["gap"]["interventions"]["cda-gold"] = {"method": "cda", "intervention": "grammatical",
-                                                                 "wordlist": "merged"}
+        config["corpora"]["gap"]["interventions"]["cda-gold"] = {
+            "method": "cda",
+            "intervention": "grammatical",
+            "wordlist": "merged",
+        }
 
     target = "results/corpora/gap/cda-gold.parquet"
     # the target first: --allowed-rules takes every following word (run_snakemake moves --configfile last)
-    run_snakemake(workdir, target, "--allowed-rules", "corpus_intervention", "data_cds", "data_winobias",
-                  "--configfile", str(write_config(workdir, edit)))
+    run_snakemake(
+        workdir,
+        target,
+        "--allowed-rules",
+        "corpus_intervention",
+        "data_cds",
+        "data_winobias",
+        "--configfile",
+        str(write_config(workdir, edit)),
+    )
     got = {r["doc_id"]: r["text"] for r in pq.read_table(workdir / target).to_pylist() if r["is_counterfactual"]}
     outputs = [got[f"gold-{i}"] for i in range(len(rows))]
     assert outputs[-1] == "HIS answer surprised her."

@@ -59,8 +59,9 @@ pytestmark = pytest.mark.workflow
 def tiny_models(config: dict) -> list[str]:
     """The config's tiny models, one per architecture: built here, no hub needed (planted-bias twins score
     like their base and are left out)."""
-    return [name for name, entry in config["models"].items()
-            if "tiny" in entry and not entry["tiny"].get("planted_bias")]
+    return [
+        name for name, entry in config["models"].items() if "tiny" in entry and not entry["tiny"].get("planted_bias")
+    ]
 
 
 #: Options of a method entry that change how its model is *scored* (the rest change only what is trained or
@@ -126,19 +127,29 @@ def targets_for(config: dict, model: str, method: str, full: bool = True) -> lis
         first = next(b for b in config["benchmarks"] if b in expected_benchmarks(config, model, method))
         return [f"results/{model}/{method}/seed{seed}/metrics/{first}.parquet"]
     readings = sorted(applicable_benchmarks(config, model, method) - expected_benchmarks(config, model, method))
-    return ([f"results/{model}/{method}/summary.parquet"]
-            + [f"results/{model}/{method}/seed{seed}/metrics/{b}.parquet" for b in readings])
+    return [f"results/{model}/{method}/summary.parquet"] + [
+        f"results/{model}/{method}/seed{seed}/metrics/{b}.parquet" for b in readings
+    ]
 
 
 # ------------------------------------------------------------------------------------------- cheap settings
 
 #: Trainer settings capped in every `training` block (models' and methods'; a per-family mapping becomes the
 #: cap): one optimiser step on a few short examples.
-CHEAP_TRAINING = {"max_steps": 1, "epochs": 1, "batch_size": 2, "gradient_accumulation_steps": 1,
-                  "limit_examples": 8, "max_length": 64, "warmup_steps": 0}
+CHEAP_TRAINING = {
+    "max_steps": 1,
+    "epochs": 1,
+    "batch_size": 2,
+    "gradient_accumulation_steps": 1,
+    "limit_examples": 8,
+    "max_length": 64,
+    "warmup_steps": 0,
+}
 #: Fitted methods: a few sentences, a few INLP classifiers.
-CHEAP_FIT = {"sd": {"limit_sentences": 400, "batch_size": 16},
-             "inlp": {"limit_sentences": 600, "n_iterations": 2, "sentences_per_class": 40}}
+CHEAP_FIT = {
+    "sd": {"limit_sentences": 400, "batch_size": 16},
+    "inlp": {"limit_sentences": 600, "n_iterations": 2, "sentences_per_class": 40},
+}
 #: Metric options capped wherever a benchmark's metric takes them (set, or at their default): resamples (the same
 #: code, fewer draws).
 CHEAP_METRIC = {"bootstrap": 10, "n_samples": 200}
@@ -180,10 +191,15 @@ def _first_units(table: pa.Table, per: tuple[str, ...], unit: str, n: int) -> pa
 #: rows, evenly spaced. A new benchmark whose metric fails on those gets its rule here.
 FEW_ITEMS = {
     "seat": lambda t: _first_per_group(t, ("test", "role"), 2),
-    "seat_templates": lambda t: _first_per_group(_first_units(t, ("test", "target_role"), "unit", 2),
-                                                 ("test", "unit", "attribute_role"), 3),
+    "seat_templates": lambda t: _first_per_group(
+        _first_units(t, ("test", "target_role"), "unit", 2), ("test", "unit", "attribute_role"), 3
+    ),
     "logprob": lambda t: _first_per_group(t, ("target", "attribute_group", "split"), 1),
-    "stereoset": lambda t: _first_units(t, ("task", "bias_type"), "example_id", 2) if "example_id" in t.column_names else _evenly(t, DEFAULT_ITEMS),
+    "stereoset": lambda t: (
+        _first_units(t, ("task", "bias_type"), "example_id", 2)
+        if "example_id" in t.column_names
+        else _evenly(t, DEFAULT_ITEMS)
+    ),
     "perplexity": lambda t: t.take([int(np.argmin([len(x) for x in t.column("text").to_pylist()]))]),
     "gap": lambda t: _first_per_group(t, ("split",), GAP_CONTEXTS),
 }
@@ -205,7 +221,7 @@ def shrink(job, config: dict) -> None:
         pq.write_table(few_items(config["benchmarks"][job.wildcards.benchmark], pq.read_table(path)), path)
     elif job.rule.name.startswith("data_") and job.rule.name[5:] in FEW_LINES:
         lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
-        path.write_text("".join(lines[:FEW_LINES[job.rule.name[5:]]]), encoding="utf-8")
+        path.write_text("".join(lines[: FEW_LINES[job.rule.name[5:]]]), encoding="utf-8")
 
 
 def _cheap_metric(name: str, entry: dict) -> dict:
@@ -240,8 +256,9 @@ def cheap_config(config: dict, data_dir: Path, shared_data: Path) -> dict:
             entry["training"] = _cap_training(entry["training"])
         entry.update(CHEAP_FIT.get(entry["kind"], {}))
     # Manela et al.'s GPR task needs OntoNotes (licensed): WinoBias' CoNLL files stand in, as in the methods run
-    config["corpora"]["ontonotes"].update(path=str(shared_data / "winobias" / "conll_format"),
-                                          pattern="dev_type1_pro_stereotype.v4_auto_conll")
+    config["corpora"]["ontonotes"].update(
+        path=str(shared_data / "winobias" / "conll_format"), pattern="dev_type1_pro_stereotype.v4_auto_conll"
+    )
     return config
 
 
@@ -250,8 +267,14 @@ def cheap_config(config: dict, data_dir: Path, shared_data: Path) -> dict:
 
 def _wikitext_stand_in(path: Path) -> None:
     """WikiText-2 raw's test split as the HF parquet holds it (one `text` column of lines)."""
-    lines = ["", " = Robert Boulter = \n", "", " Robert Boulter is an English actor . He had a guest role in 2000 . \n",
-             " She was a doctor and he was a nurse in the play . \n", ""]
+    lines = [
+        "",
+        " = Robert Boulter = \n",
+        "",
+        " Robert Boulter is an English actor . He had a guest role in 2000 . \n",
+        " She was a doctor and he was a nurse in the play . \n",
+        "",
+    ]
     pq.write_table(pa.table({"text": lines}), path)
 
 
@@ -260,8 +283,10 @@ def _stereoset_stand_in(path: Path) -> None:
 
 
 #: Stand-ins for configured files that ../shared/data does not hold (their checksums are unpinned upstream).
-STAND_INS = {("wikitext2", "wikitext-2-raw-v1-test.parquet"): _wikitext_stand_in,
-             ("stereoset", "dev.json"): _stereoset_stand_in}
+STAND_INS = {
+    ("wikitext2", "wikitext-2-raw-v1-test.parquet"): _wikitext_stand_in,
+    ("stereoset", "dev.json"): _stereoset_stand_in,
+}
 
 
 def data_folder(config: dict, shared_data: Path, dest: Path) -> Path:
@@ -278,8 +303,10 @@ def data_folder(config: dict, shared_data: Path, dest: Path) -> Path:
             if (dest / bench["dataset"] / file).exists():
                 continue
             make = STAND_INS.get((bench["dataset"], file))
-            assert make, (f"benchmark {name!r}: {shared_data}/{bench['dataset']}/{file} is missing and this test has no "
-                          f"stand-in for it (STAND_INS)")
+            assert make, (
+                f"benchmark {name!r}: {shared_data}/{bench['dataset']}/{file} is missing and this test has no "
+                f"stand-in for it (STAND_INS)"
+            )
             folder = dest / bench["dataset"]
             if folder.is_symlink():  # a real folder of links, so the stand-in can sit beside the real files
                 folder.unlink()
@@ -302,7 +329,9 @@ def build_dag(workdir: Path, targets: list[str]):
 
     with contextlib.chdir(workdir), SnakemakeApi(OutputSettings(quiet={Quietness.ALL})) as api:
         # one core: every job's threads (torch's, set by the scoring and training jobs) are capped at 1
-        workflow_api = api.workflow(snakefile=Path("Snakefile"), workdir=Path("."), resource_settings=ResourceSettings(cores=1))
+        workflow_api = api.workflow(
+            snakefile=Path("Snakefile"), workdir=Path("."), resource_settings=ResourceSettings(cores=1)
+        )
         dag_api = workflow_api.dag(dag_settings=DAGSettings(targets=targets, forceall=True))
         dag_api.execute_workflow(executor="dryrun")
         workflow = workflow_api._workflow
@@ -358,8 +387,19 @@ def run_job(job, config: dict, workdir: Path) -> None:
         write_source_fingerprint(job.input, job.output[0], workdir)
         return
     script = Path(str(rule.basedir)) / rule.script
-    injected = Snakemake(job.input, job.output, job.params, job.wildcards, job.threads, job.resources, job.log,
-                         config, rule.name, None, scriptdir=str(script.parent))
+    injected = Snakemake(
+        job.input,
+        job.output,
+        job.params,
+        job.wildcards,
+        job.threads,
+        job.resources,
+        job.log,
+        config,
+        rule.name,
+        None,
+        scriptdir=str(script.parent),
+    )
     with _job_sandbox():
         runpy.run_path(str(script), init_globals={"snakemake": injected}, run_name="__main__")
 
@@ -388,8 +428,9 @@ def every_combination(tmp_path_factory, repo_root, shared_data):
         full, one = methods_for(config, model)
         pairs += [(model, method) for method in full]
         others += [(model, method) for method in one]
-    targets = ([target for model, method in pairs for target in targets_for(config, model, method)]
-               + [target for model, method in others for target in targets_for(config, model, method, full=False)])
+    targets = [target for model, method in pairs for target in targets_for(config, model, method)] + [
+        target for model, method in others for target in targets_for(config, model, method, full=False)
+    ]
     timings: dict[str, float] = {}
     start, cpu = time.perf_counter(), time.process_time()
     jobs, run_config = build_dag(workdir, targets)
@@ -410,21 +451,31 @@ def every_combination(tmp_path_factory, repo_root, shared_data):
                 failed.update({str(f): "" for f in job.output})
                 failed[str(job.output[0]) + " "] = (
                     f"{job.rule.name} {dict(job.wildcards.items())}: {type(error).__name__}: {error}\n"
-                    f"{''.join(traceback.format_exception(error)[-3:])}\nlog: {_log_tail(workdir, job)}")
+                    f"{''.join(traceback.format_exception(error)[-3:])}\nlog: {_log_tail(workdir, job)}"
+                )
             key = job.rule.name + (f":{job.wildcards.benchmark}" if job.rule.name == "score_benchmark" else "")
             timings[key] = timings.get(key, 0.0) + time.perf_counter() - began
     timings["total"] = time.perf_counter() - start
     timings["total cpu"] = time.process_time() - cpu
     errors = [text for text in failed.values() if text]
-    return {"workdir": workdir, "config": config, "pairs": pairs, "others": others, "jobs": jobs, "errors": errors,
-            "timings": timings}
+    return {
+        "workdir": workdir,
+        "config": config,
+        "pairs": pairs,
+        "others": others,
+        "jobs": jobs,
+        "errors": errors,
+        "timings": timings,
+    }
 
 
 def test_every_job_of_every_combination_runs(every_combination):
     run = every_combination
-    print(f"\n{len(run['pairs'])} (model, method) summaries and {len(run['others'])} pairs on one benchmark, "
-          f"{len(run['jobs'])} jobs; seconds per rule: "
-          + ", ".join(f"{k} {v:.1f}" for k, v in sorted(run["timings"].items(), key=lambda kv: -kv[1])))
+    print(
+        f"\n{len(run['pairs'])} (model, method) summaries and {len(run['others'])} pairs on one benchmark, "
+        f"{len(run['jobs'])} jobs; seconds per rule: "
+        + ", ".join(f"{k} {v:.1f}" for k, v in sorted(run["timings"].items(), key=lambda kv: -kv[1]))
+    )
     assert not run["errors"], f"{len(run['errors'])} job(s) failed:\n\n" + "\n\n".join(run["errors"])
 
 
@@ -437,8 +488,11 @@ def test_every_summary_holds_every_benchmark_its_model_and_method_allow(every_co
         held = set(pq.read_table(path, columns=["benchmark"]).column("benchmark").to_pylist())
         assert held == expected_benchmarks(config, model, method), (model, method)
         left = {e["benchmark"] for e in summary_left_out(path)}
-        assert not left - {b for b in config["benchmarks"] if registry.method_benchmark_exclusion(
-            method, config["methods"][method], config["benchmarks"][b])}, (model, method, left)
+        assert not left - {
+            b
+            for b in config["benchmarks"]
+            if registry.method_benchmark_exclusion(method, config["methods"][method], config["benchmarks"][b])
+        }, (model, method, left)
         covered |= {(config["models"][model]["family"], config["methods"][method]["kind"], b) for b in held}
     families = {config["models"][m]["family"] for m in tiny_models(config)}
     kinds = {e["kind"] for e in config["methods"].values()}
@@ -451,7 +505,13 @@ def test_every_summary_holds_every_benchmark_its_model_and_method_allow(every_co
     measurable = {b for b in config["benchmarks"] if registry.is_measurable(config["benchmarks"][b])}
     assert {f for f, _, _ in covered} == families and {k for _, k, _ in covered} == kinds
     assert {b for _, _, b in covered} == measurable
-    runs = {(m, k, b) for (m, k) in run["pairs"] + run["others"]
-            for b in applicable_benchmarks(config, m, k) if (run["workdir"] / f"results/{m}/{k}/seed0/scores/{b}.parquet").exists()}
-    print(f"\n{len(run['pairs'])} (model, way of scoring) pairs crossed with every benchmark they allow; "
-          f"{len(runs)} (model, method, benchmark) scorings; {len(covered)} (family, method kind, benchmark) combinations")
+    runs = {
+        (m, k, b)
+        for (m, k) in run["pairs"] + run["others"]
+        for b in applicable_benchmarks(config, m, k)
+        if (run["workdir"] / f"results/{m}/{k}/seed0/scores/{b}.parquet").exists()
+    }
+    print(
+        f"\n{len(run['pairs'])} (model, way of scoring) pairs crossed with every benchmark they allow; "
+        f"{len(runs)} (model, method, benchmark) scorings; {len(covered)} (family, method kind, benchmark) combinations"
+    )

@@ -24,11 +24,17 @@ def _resolve(config, model, method):
     return registry.resolve_method(model, config["models"][model], method, config["methods"][method])
 
 
-@pytest.mark.parametrize("model, batch, lr, swap, lam, ratio", [
-    ("bert-base", 8, 2e-5, 1.0, 0.5, 0.05), ("bert-large", 2, 2e-5, 1.0, 0.5, 0.05),
-    ("gpt2", 8, 5e-5, 0.9, 0.5, 1.0), ("gpt2-medium", 2, 5e-5, 0.9, 1.0, 1.0),
-    ("bart-base", 8, 2e-5, 1.0, 1.25, 0.07), ("bart-large", 2, 2e-5, 1.0, 1.25, 0.07),
-])
+@pytest.mark.parametrize(
+    "model, batch, lr, swap, lam, ratio",
+    [
+        ("bert-base", 8, 2e-5, 1.0, 0.5, 0.05),
+        ("bert-large", 2, 2e-5, 1.0, 0.5, 0.05),
+        ("gpt2", 8, 5e-5, 0.9, 0.5, 1.0),
+        ("gpt2-medium", 2, 5e-5, 0.9, 1.0, 1.0),
+        ("bart-base", 8, 2e-5, 1.0, 1.25, 0.07),
+        ("bart-large", 2, 2e-5, 1.0, 1.25, 0.07),
+    ],
+)
 def test_table12_defaults_reach_the_trainer(config, model, batch, lr, swap, lam, ratio):
     cds = _resolve(config, model, "cds")
     assert cds["settings"]["batch_size"] == batch and cds["settings"]["learning_rate"] == lr
@@ -53,10 +59,13 @@ def test_gpr_settings(config):
     assert got["settings"]["epochs"] == 10 and got["settings"]["dropout"] == 0.1
 
 
-@pytest.mark.parametrize("model, method, message", [
-    ("gpt2", "gpr-u", "method 'gpr-u' (kind gpr) cannot run on model 'gpt2' of family 'clm'"),
-    ("bart-base", "gpr-a", "method 'gpr-a' (kind gpr) cannot run on model 'bart-base' of family 'seq2seq'"),
-])
+@pytest.mark.parametrize(
+    "model, method, message",
+    [
+        ("gpt2", "gpr-u", "method 'gpr-u' (kind gpr) cannot run on model 'gpt2' of family 'clm'"),
+        ("bart-base", "gpr-a", "method 'gpr-a' (kind gpr) cannot run on model 'bart-base' of family 'seq2seq'"),
+    ],
+)
 def test_family_cannot_run_method(config, model, method, message):
     with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(")", r"\)")):
         _resolve(config, model, method)
@@ -69,14 +78,23 @@ def test_encoder_family_runs_only_pretrained():
     registry.check_method_family("minilm", entry["family"], "pretrained", {"kind": "pretrained"})
 
 
-@pytest.mark.parametrize("entry, message", [
-    ({"kind": "cdss"}, "methods.m.kind: 'cdss' is not a method kind"),
-    ({"kind": "cds", "corpus": "c", "trainig": {}}, "methods.m.trainig: unknown key for kind 'cds'"),
-    ({"kind": "cds", "corpus": "c", "training": {"learning_rte": 1}}, "methods.m.training.learning_rte: unknown training setting"),
-    ({"kind": "cds", "corpus": "c", "training": {"objective": "clm"}}, "methods.m.training.objective: not settable"),
-    ({"kind": "cda"}, "methods.m.corpus: kind 'cda' needs a corpus"),
-    ({"kind": "online", "corpus": "c"}, "methods.m.corpus: unknown key for kind 'online'"),
-])
+@pytest.mark.parametrize(
+    "entry, message",
+    [
+        ({"kind": "cdss"}, "methods.m.kind: 'cdss' is not a method kind"),
+        ({"kind": "cds", "corpus": "c", "trainig": {}}, "methods.m.trainig: unknown key for kind 'cds'"),
+        (
+            {"kind": "cds", "corpus": "c", "training": {"learning_rte": 1}},
+            "methods.m.training.learning_rte: unknown training setting",
+        ),
+        (
+            {"kind": "cds", "corpus": "c", "training": {"objective": "clm"}},
+            "methods.m.training.objective: not settable",
+        ),
+        ({"kind": "cda"}, "methods.m.corpus: kind 'cda' needs a corpus"),
+        ({"kind": "online", "corpus": "c"}, "methods.m.corpus: unknown key for kind 'online'"),
+    ],
+)
 def test_bad_method_entries(entry, message):
     with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(")", r"\)")):
         registry.check_method_entry("m", entry)
@@ -90,13 +108,16 @@ def test_seeds_per_kind():
 
 # --------------------------------------------------------------------------------------- the DAG (dry runs)
 
+
 @pytest.fixture(scope="module")
 def dag_workdir(tmp_path_factory, repo_root):
     return copy_workflow(repo_root, tmp_path_factory.mktemp("methods-dag"))
 
 
 def test_dry_run_chain_corpus_finetune_scores_metrics_summary(dag_workdir, shared_data):
-    proc = run_snakemake(dag_workdir, "-n", "results/bert-large/cds/summary.parquet", "--config", f"data_dir={shared_data}")
+    proc = run_snakemake(
+        dag_workdir, "-n", "results/bert-large/cds/summary.parquet", "--config", f"data_dir={shared_data}"
+    )
     out = scheduled_outputs(proc)
     assert "results/corpora/gap/cds-1.0.parquet" in out
     assert "results/bert-large/cds/seed0/model" in out
@@ -106,29 +127,50 @@ def test_dry_run_chain_corpus_finetune_scores_metrics_summary(dag_workdir, share
 
 
 def test_dry_run_online_scores_winobias_only(dag_workdir, shared_data):
-    proc = run_snakemake(dag_workdir, "-n", "results/tiny-bert/online/summary.parquet", "--config", f"data_dir={shared_data}")
+    proc = run_snakemake(
+        dag_workdir, "-n", "results/tiny-bert/online/summary.parquet", "--config", f"data_dir={shared_data}"
+    )
     out = scheduled_outputs(proc)
     assert [o for o in out if "/scores/" in o] == ["results/tiny-bert/online/seed0/scores/winobias.parquet"]
     assert not [o for o in out if o.endswith("/model")]
 
 
-@pytest.mark.parametrize("target, edit, message", [
-    ("results/tiny-gpt2/gpr-u/summary.parquet", None,
-     "method 'gpr-u' (kind gpr) cannot run on model 'tiny-gpt2' of family 'clm'"),
-    ("results/tiny-bert/cds/summary.parquet", lambda c: c["methods"]["cds"].update(kind="cdx"),
-     "methods.cds.kind"),
-    ("results/tiny-bert/cds/summary.parquet", lambda c: c["methods"]["cds"].update(swap_rate=0.5),
-     "methods.cds.swap_rate: unknown key"),
-    ("results/tiny-bert/cds/summary.parquet", lambda c: c["methods"]["cds"].update(ratio_of_pairs=0.5),
-     "methods.cds.ratio_of_pairs: unknown key for kind 'cds'"),
-    ("results/tiny-bert/cda/summary.parquet", lambda c: c["methods"]["cda"].update(corpus="results/corpora/gap/cda-nope.parquet"),
-     "methods.cda.corpus: 'results/corpora/gap/cda-nope.parquet' is not a corpus this config builds"),
-    ("results/tiny-bert/cds/summary.parquet", lambda c: c["methods"]["cds"].update(benchmarks=["winobias", "seat_v9"]),
-     "methods.cds.benchmarks[1]: unknown benchmark 'seat_v9'"),
-    ("results/tiny-bert/cds/summary.parquet",
-     lambda c: c["methods"]["cds"].update(benchmarks=["bec_pro_en"]) or c.update(only_benchmarks=["winobias"]),
-     "or methods.cds.benchmarks, leaves none"),
-])
+@pytest.mark.parametrize(
+    "target, edit, message",
+    [
+        (
+            "results/tiny-gpt2/gpr-u/summary.parquet",
+            None,
+            "method 'gpr-u' (kind gpr) cannot run on model 'tiny-gpt2' of family 'clm'",
+        ),
+        ("results/tiny-bert/cds/summary.parquet", lambda c: c["methods"]["cds"].update(kind="cdx"), "methods.cds.kind"),
+        (
+            "results/tiny-bert/cds/summary.parquet",
+            lambda c: c["methods"]["cds"].update(swap_rate=0.5),
+            "methods.cds.swap_rate: unknown key",
+        ),
+        (
+            "results/tiny-bert/cds/summary.parquet",
+            lambda c: c["methods"]["cds"].update(ratio_of_pairs=0.5),
+            "methods.cds.ratio_of_pairs: unknown key for kind 'cds'",
+        ),
+        (
+            "results/tiny-bert/cda/summary.parquet",
+            lambda c: c["methods"]["cda"].update(corpus="results/corpora/gap/cda-nope.parquet"),
+            "methods.cda.corpus: 'results/corpora/gap/cda-nope.parquet' is not a corpus this config builds",
+        ),
+        (
+            "results/tiny-bert/cds/summary.parquet",
+            lambda c: c["methods"]["cds"].update(benchmarks=["winobias", "seat_v9"]),
+            "methods.cds.benchmarks[1]: unknown benchmark 'seat_v9'",
+        ),
+        (
+            "results/tiny-bert/cds/summary.parquet",
+            lambda c: c["methods"]["cds"].update(benchmarks=["bec_pro_en"]) or c.update(only_benchmarks=["winobias"]),
+            "or methods.cds.benchmarks, leaves none",
+        ),
+    ],
+)
 def test_dag_build_errors(dag_workdir, shared_data, target, edit, message):
     args = ["-n", target, "--config", f"data_dir={shared_data}"]
     if edit is not None:

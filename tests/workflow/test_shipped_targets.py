@@ -11,8 +11,14 @@ from helpers.workflow_runs import copy_workflow, run_snakemake, scheduled_output
 
 pytestmark = pytest.mark.workflow
 
-PAPER_TARGETS = ["paper_manela2021", "paper_bartl2020", "paper_lu2018", "paper_over_debiasing", "paper_meade2022",
-                 "paper_llm_gender"]
+PAPER_TARGETS = [
+    "paper_manela2021",
+    "paper_bartl2020",
+    "paper_lu2018",
+    "paper_over_debiasing",
+    "paper_meade2022",
+    "paper_llm_gender",
+]
 
 
 @pytest.fixture(scope="module")
@@ -43,8 +49,14 @@ def test_every_paper_target_builds_its_dag_on_the_shipped_config(shipped, target
 def test_paper_grids_schedule_the_recipes(shipped):
     over = dry_run(shipped, "paper_over_debiasing")
     methods = _methods(over)
-    assert {"cds-dagender", "er-dagender", "sd-dagender", "cds-dagender@swap_rate=0.7",
-            "er-dagender@er_lambda=2.0", "sd-dagender@ratio_of_pairs=0.4"} <= methods
+    assert {
+        "cds-dagender",
+        "er-dagender",
+        "sd-dagender",
+        "cds-dagender@swap_rate=0.7",
+        "er-dagender@er_lambda=2.0",
+        "sd-dagender@ratio_of_pairs=0.4",
+    } <= methods
     assert not methods & {"cds", "er", "sd"}, "the paper target compares the authors' code, not the papers' text"
     outputs = scheduled_outputs(over)
     assert "results/corpora/gap/cds-dagender-1.0.parquet" in outputs  # BERT and BART: swap rate 1.0
@@ -58,13 +70,22 @@ def test_paper_grids_schedule_the_recipes(shipped):
 def test_meade_grid_runs_bias_bench_recipes_on_their_four_models(shipped):
     proc = dry_run(shipped, "paper_meade2022")
     methods = _methods(proc)
-    assert {"pretrained", "cda-biasbench", "dropout-biasbench", "inlp-biasbench", "self_debias", "sd-biasbench"} == methods
+    assert {
+        "pretrained",
+        "cda-biasbench",
+        "dropout-biasbench",
+        "inlp-biasbench",
+        "self_debias",
+        "sd-biasbench",
+    } == methods
     outputs = scheduled_outputs(proc)
     for model in ("bert-base", "albert-base", "roberta-base", "gpt2"):
         assert f"results/{model}/dropout-biasbench/seed0/model" in outputs
         assert f"results/{model}/self_debias/summary.parquet" in outputs
     assert re.search(r"^data_bias_bench\s+1$", proc.stdout + proc.stderr, re.M)  # their CDA word list, fetched
-    tables = {f"results/papers/meade2022/{t}.parquet," for t in ("seat_gender", "stereoset_gender", "crows_pairs_gender")}
+    tables = {
+        f"results/papers/meade2022/{t}.parquet," for t in ("seat_gender", "stereoset_gender", "crows_pairs_gender")
+    }
     assert tables <= set(outputs)  # (a job's first output)
     # the masked models' CDA reads the word list; GPT-2's is packed only (their run_clm.py never augments)
     text = proc.stdout + proc.stderr
@@ -74,8 +95,18 @@ def test_meade_grid_runs_bias_bench_recipes_on_their_four_models(shipped):
 
 
 #: The benchmarks a causal model is scored on (docs/llms.md, "An LLM grid"): BEC-Pro and logprob-score are masked-only.
-CAUSAL_BENCHMARKS = ("winobias", "crows_pairs", "stereoset", "seat", "seat_v1", "seat_v2", "occupations", "da_gender",
-                     "perplexity_wikitext2", "perplexity_gap")
+CAUSAL_BENCHMARKS = (
+    "winobias",
+    "crows_pairs",
+    "stereoset",
+    "seat",
+    "seat_v1",
+    "seat_v2",
+    "occupations",
+    "da_gender",
+    "perplexity_wikitext2",
+    "perplexity_gap",
+)
 
 
 def test_llm_grid_runs_lora_and_post_hoc_methods_on_every_causal_benchmark(shipped):
@@ -101,8 +132,11 @@ def test_llm_grid_runs_lora_and_post_hoc_methods_on_every_causal_benchmark(shipp
 def test_manela_without_ontonotes_leaves_gpr_out_by_name(shipped):
     proc = dry_run(shipped, "paper_manela2021")
     text = proc.stdout + proc.stderr
-    assert re.search(r"paper_manela2021: left out gpr-u-manela, gpr-a-manela for bert-base, .*"
-                     r"\(needs corpora\.ontonotes\.path: licensed OntoNotes 5\.0", text), text[-3000:]
+    assert re.search(
+        r"paper_manela2021: left out gpr-u-manela, gpr-a-manela for bert-base, .*"
+        r"\(needs corpora\.ontonotes\.path: licensed OntoNotes 5\.0",
+        text,
+    ), text[-3000:]
     assert not any("gpr" in m for m in _methods(proc))
     assert {"pretrained", "online"} <= _methods(proc)
 
@@ -128,13 +162,27 @@ def test_meade_grid_scores_bias_benchs_readings(shipped):
     proc = dry_run(shipped, "paper_meade2022")
     outputs, text = set(scheduled_outputs(proc)), proc.stdout + proc.stderr
     for model in ("bert-base", "albert-base", "roberta-base", "gpt2"):
-        for method in ("pretrained", "cda-biasbench", "dropout-biasbench", "inlp-biasbench", "self_debias", "sd-biasbench"):
+        for method in (
+            "pretrained",
+            "cda-biasbench",
+            "dropout-biasbench",
+            "inlp-biasbench",
+            "self_debias",
+            "sd-biasbench",
+        ):
             for reading in BIAS_BENCH_READINGS:
                 scheduled = f"results/{model}/{method}/seed0/scores/{reading}.parquet" in outputs
-                assert scheduled == (not (method == "self_debias" and reading == "seat-biasbench")), (model, method, reading)
+                assert scheduled == (not (method == "self_debias" and reading == "seat-biasbench")), (
+                    model,
+                    method,
+                    reading,
+                )
     for reading in BIAS_BENCH_READINGS:
-        assert re.search(rf"output: results/gpt2/pretrained/seed0/scores/{reading}\.parquet\n(?:.*\n){{0,8}}?"
-                         rf"\s*wildcards: model=gpt2, method=pretrained, seed=0, benchmark={reading}\n", text), reading
+        assert re.search(
+            rf"output: results/gpt2/pretrained/seed0/scores/{reading}\.parquet\n(?:.*\n){{0,8}}?"
+            rf"\s*wildcards: model=gpt2, method=pretrained, seed=0, benchmark={reading}\n",
+            text,
+        ), reading
     metrics = re.search(r"input: ([^\n]*)\n\s*output: results/gpt2/self_debias/seed0/metrics\.parquet", text).group(1)
     assert "scores/crows_pairs-biasbench.parquet" in metrics and "scores/crows_pairs.parquet" in metrics
     assert "seat-biasbench" not in metrics

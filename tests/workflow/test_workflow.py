@@ -58,8 +58,9 @@ def test_summary_has_every_applicable_benchmark_with_data(tiny_run, model):
     absent = {b for b in config["optional_benchmarks"] if not present(b)}
     assert "perplexity_wikitext2" in absent and "stereoset" not in absent
     # peer readings (entries with `reading:`) aside: a summary holds those its papers' grids select, none here
-    expected = {b for b in registry.benchmarks_for(family, config["benchmarks"])
-                if not config["benchmarks"][b].get("reading")} - absent
+    expected = {
+        b for b in registry.benchmarks_for(family, config["benchmarks"]) if not config["benchmarks"][b].get("reading")
+    } - absent
     assert "winobias" in expected and "crows_pairs" in expected and "stereoset" in expected
     rows = _summary(workdir, model).to_pylist()
     assert {r["benchmark"] for r in rows} == expected
@@ -103,7 +104,10 @@ def test_summary_has_skew_and_stereotype_rows_with_provenance(tiny_run):
     # 396 lines in each of pro/anti for both types of the dev split
     kept = [r for r in rows if r["metric"] == "kept_fraction" and r["seed"] == "0"]
     assert sorted(r["n"] for r in kept) == [396] * 4
-    for name in ("logs/tiny-bert/pretrained/seed0/scores/winobias.log", "benchmarks/tiny-bert/pretrained/seed0/scores/winobias.tsv"):
+    for name in (
+        "logs/tiny-bert/pretrained/seed0/scores/winobias.log",
+        "benchmarks/tiny-bert/pretrained/seed0/scores/winobias.tsv",
+    ):
         assert (workdir / name).exists(), name
 
 
@@ -111,15 +115,23 @@ def test_planted_he_bias_turns_skew_male(tiny_run):
     workdir, _ = tiny_run
 
     def value(model, metric, subset):
-        rows = [r for r in _summary(workdir, model).to_pylist()
-                if r["metric"] == metric and r["subset"] == subset and r["seed"] == "mean"
-                and r["benchmark"] == "winobias" and r["variant"] == PLAIN_WINOBIAS]
+        rows = [
+            r
+            for r in _summary(workdir, model).to_pylist()
+            if r["metric"] == metric
+            and r["subset"] == subset
+            and r["seed"] == "mean"
+            and r["benchmark"] == "winobias"
+            and r["variant"] == PLAIN_WINOBIAS
+        ]
         assert len(rows) == 1, (model, metric, subset)
         return rows[0]["value"]
 
     for t in (1, 2):
         # saying "he" everywhere is the ceiling: F1 male 66.7 (precision 1/2, recall 1), F1 female 0 -> 66.7
-        assert value("tiny-bert-he", "skew_signed", f"type{t}") == pytest.approx(200 / 3, abs=1.0), "male-planted model must be skewed male"
+        assert value("tiny-bert-he", "skew_signed", f"type{t}") == pytest.approx(200 / 3, abs=1.0), (
+            "male-planted model must be skewed male"
+        )
         assert value("tiny-bert-he", "skew_signed", f"type{t}") > value("tiny-bert", "skew_signed", f"type{t}") + 10
         # it says "he" everywhere: female F1 collapses on both sets
         assert (value("tiny-bert-he", "f1_female", f"type{t}/pro") or 0.0) < 10
@@ -129,9 +141,13 @@ def test_paired_comparison_table_from_cached_scores(tiny_run):
     """The pre/post table pairs the two models' BEC-Pro sentences one by one (5,400: 2,700 per gender)."""
     workdir, _ = tiny_run
     rows = pq.read_table(workdir / PAIRED).to_pylist()
-    assert {(r["before_model"], r["after_model"], r["benchmark"]) for r in rows} == {("tiny-bert", "tiny-bert-he", "bec_pro_en")}
+    assert {(r["before_model"], r["after_model"], r["benchmark"]) for r in rows} == {
+        ("tiny-bert", "tiny-bert-he", "bec_pro_en")
+    }
     change = {r["subset"]: r for r in rows if r["metric"] == "association_change"}
-    assert set(change) == {f"prof={g}/person={p}" for g in ("male", "female", "balanced", "all") for p in ("male", "female")}
+    assert set(change) == {
+        f"prof={g}/person={p}" for g in ("male", "female", "balanced", "all") for p in ("male", "female")
+    }
     assert change["prof=all/person=male"]["n"] == 2700 and change["prof=male/person=female"]["n"] == 900
     assert all(r["variant"] == "test=wilcoxon" and r["before_seeds"] == r["after_seeds"] == 1 for r in rows)
     # a constant output bias on "he" nearly cancels in log(p(TM)/p(TAM)) (see test_bec_pro): tiny changes
@@ -142,16 +158,21 @@ def test_paper_table_shows_our_perplexity_from_the_cached_summaries(tiny_run):
     """A table that shows methods gets our language-modelling column (the GAP stand-in here: ../shared/data has
     no WikiText-2) read from the summaries already built: the table job is the only job."""
     workdir, data = tiny_run
-    edited = write_config(workdir, lambda c: c.update(papers={"lu2018": {"models": ["tiny-gpt2", "tiny-bert"],
-                                                                          "methods": ["pretrained"]}}))
+    edited = write_config(
+        workdir,
+        lambda c: c.update(papers={"lu2018": {"models": ["tiny-gpt2", "tiny-bert"], "methods": ["pretrained"]}}),
+    )
     table = "results/papers/lu2018/table4"
     proc = run_snakemake(workdir, "-n", "--configfile", str(edited), "--config", f"data_dir={data}", f"{table}.md")
     assert [o.rstrip(",") for o in scheduled_outputs(proc)] == [f"{table}.parquet"]  # (its first output)
     assert re.search(r"^paper_table\s+1$", proc.stdout + proc.stderr, re.M)
     run_snakemake(workdir, "--configfile", str(edited), "--config", f"data_dir={data}", f"{table}.md")
     cells = {(r["row"], r["column"]): r for r in pq.read_table(workdir / f"{table}.parquet").to_pylist()}
-    summary = {r["metric"]: r["value"] for r in _summary(workdir, "tiny-gpt2").to_pylist()
-               if r["benchmark"] == "perplexity_gap" and r["seed"] == "mean"}
+    summary = {
+        r["metric"]: r["value"]
+        for r in _summary(workdir, "tiny-gpt2").to_pylist()
+        if r["benchmark"] == "perplexity_gap" and r["seed"] == "mean"
+    }
     ours = cells[("tiny-gpt2 / pretrained", "ours_perplexity_gap")]
     assert ours["ours"] == pytest.approx(summary["perplexity"]) and ours["source"] == "ours"
     assert cells[("tiny-bert / pretrained", "ours_perplexity_gap")]["ours"] > 1  # pseudo-perplexity
@@ -171,10 +192,15 @@ def test_unknown_or_misconfigured_comparison_is_named(tiny_run):
     proc = run_snakemake(workdir, "-n", "results/tables/paired/nope.parquet", check=False)
     assert proc.returncode != 0
     assert "unknown comparison 'nope'" in proc.stdout + proc.stderr
-    edited = write_config(workdir, lambda c: c["comparisons"]["tiny-bert-vs-planted"]["after"].update(model="tiny-gpt2"))
+    edited = write_config(
+        workdir, lambda c: c["comparisons"]["tiny-bert-vs-planted"]["after"].update(model="tiny-gpt2")
+    )
     proc = run_snakemake(workdir, "-n", "--configfile", str(edited), PAIRED, check=False)
     assert proc.returncode != 0
-    assert "comparisons.tiny-bert-vs-planted.after: benchmark 'bec_pro_en' does not apply to model 'tiny-gpt2'" in proc.stdout + proc.stderr
+    assert (
+        "comparisons.tiny-bert-vs-planted.after: benchmark 'bec_pro_en' does not apply to model 'tiny-gpt2'"
+        in proc.stdout + proc.stderr
+    )
 
 
 def test_untouched_workflow_schedules_nothing(tiny_run):
@@ -244,7 +270,9 @@ def test_precision_edit_rescores_that_model_without_rebuilding_it(tiny_run):
     workdir, data = tiny_run
     edited = write_config(workdir, lambda c: c["models"]["tiny-bert-he"].update(precision="fp32"))
     targets = [f"results/{m}/pretrained/summary.parquet" for m in MODELS]
-    outputs = scheduled_outputs(run_snakemake(workdir, "-n", "--configfile", str(edited), "--config", f"data_dir={data}", *targets))
+    outputs = scheduled_outputs(
+        run_snakemake(workdir, "-n", "--configfile", str(edited), "--config", f"data_dir={data}", *targets)
+    )
     assert "results/tiny-bert-he/pretrained/seed0/scores/winobias.parquet" in outputs
     assert all("tiny-bert-he" in o or o == PAIRED for o in outputs), outputs
     assert "resources/models/tiny-bert-he" not in outputs
@@ -256,7 +284,9 @@ def test_dtype_edit_rescores_that_model_without_rebuilding_it(tiny_run):
     workdir, data = tiny_run
     edited = write_config(workdir, lambda c: c["models"]["tiny-gpt2"].update(dtype="bf16", attn_implementation="eager"))
     targets = [f"results/{m}/pretrained/summary.parquet" for m in MODELS]
-    outputs = scheduled_outputs(run_snakemake(workdir, "-n", "--configfile", str(edited), "--config", f"data_dir={data}", *targets))
+    outputs = scheduled_outputs(
+        run_snakemake(workdir, "-n", "--configfile", str(edited), "--config", f"data_dir={data}", *targets)
+    )
     assert "results/tiny-gpt2/pretrained/seed0/scores/winobias.parquet" in outputs
     assert all("tiny-gpt2" in o for o in outputs), outputs
     assert "resources/models/tiny-gpt2" not in outputs
@@ -268,14 +298,19 @@ def test_max_tokens_edit_reruns_nothing_and_jobs_record_peak_memory(tiny_run):
     workdir, data = tiny_run
     edited = write_config(workdir, lambda c: [c["models"][m].update(max_tokens=512) for m in MODELS])
     targets = [f"results/{m}/pretrained/summary.parquet" for m in MODELS]
-    assert scheduled_outputs(run_snakemake(workdir, "-n", "--configfile", str(edited), "--config", f"data_dir={data}",
-                                           *targets)) == []
+    assert (
+        scheduled_outputs(
+            run_snakemake(workdir, "-n", "--configfile", str(edited), "--config", f"data_dir={data}", *targets)
+        )
+        == []
+    )
     from lmbias.engine.job_timing import read_timing
 
     row = read_timing(workdir / "benchmarks/tiny-gpt2/pretrained/seed0/scores/winobias.job.tsv")
     assert row["status"] == "ok" and row["max_tokens"] == "8192" and float(row["peak_rss_mib"]) > 100, row
-    assert len(list(workdir.glob("benchmarks/*/pretrained/seed0/scores/*.job.tsv"))) == \
-        len(list(workdir.glob("results/*/pretrained/seed0/scores/*.parquet")))
+    assert len(list(workdir.glob("benchmarks/*/pretrained/seed0/scores/*.job.tsv"))) == len(
+        list(workdir.glob("results/*/pretrained/seed0/scores/*.parquet"))
+    )
 
 
 def test_hub_model_dry_run_fetches_it_once(tiny_run):
@@ -340,7 +375,12 @@ def _dry_run_resources(workdir: Path, data: Path, profile: str, target: str) -> 
 def test_slurm_profile_parses_and_gives_gpu_to_scoring(tiny_run):
     workdir, data = tiny_run
     proc = run_snakemake(
-        workdir, "-n", "--profile", "profiles/slurm", "--config", f"data_dir={data}",
+        workdir,
+        "-n",
+        "--profile",
+        "profiles/slurm",
+        "--config",
+        f"data_dir={data}",
         "results/bert-large/pretrained/summary.parquet",
     )
     text = proc.stdout + proc.stderr

@@ -19,5 +19,7 @@ def test_dag_is_the_recorded_one(case, shared_data, monkeypatch):
     actual = dag_gold.compute(case)
     if actual != expected:
         diff = list(difflib.unified_diff(expected, actual, "recorded", "now", n=0, lineterm=""))
-        pytest.fail(f"{case}: {len(expected)} jobs recorded, {len(actual)} now; first differences:\n"
-                    + "\n".join(line[:600] for line in diff[:20]))
+        pytest.fail(
+            f"{case}: {len(expected)} jobs recorded, {len(actual)} now; first differences:\n"
+            + "\n".join(line[:600] for line in diff[:20])
+        )

@@ -14,8 +14,10 @@ from lmbias.workflow import inputs, methods, params, selection
 def test_scoring_inputs():
     config = shipped_config()
     assert inputs.scoring_inputs(config, "tiny-bert", "cds", "0", "winobias") == {
-        "benchmark_items": "results/data/winobias.parquet", "library": "results/library/winobias.sha256",
-        "weights": "resources/models/tiny-bert", "method_model": "results/tiny-bert/cds/seed0/model",
+        "benchmark_items": "results/data/winobias.parquet",
+        "library": "results/library/winobias.sha256",
+        "weights": "resources/models/tiny-bert",
+        "method_model": "results/tiny-bert/cds/seed0/model",
         "method_library": [],
     }
     self_debias = inputs.scoring_inputs(config, "tiny-bert", "self_debias", "0", "crows_pairs")
@@ -38,10 +40,14 @@ def test_metric_inputs():
     config = shipped_config()
     chosen = selection.BenchmarkSelection(config)
     seed = inputs.seed_metric_inputs(config, chosen, "tiny-bert", "online", "0")
-    assert seed == {"scores": ["results/tiny-bert/online/seed0/scores/winobias.parquet"],
-                    "library": ["results/library/winobias.sha256"]}
-    assert inputs.metric_inputs(config, "tiny-bert", "cds", "0", "seat")["scores"] == \
-        "results/tiny-bert/cds/seed0/scores/seat.parquet"
+    assert seed == {
+        "scores": ["results/tiny-bert/online/seed0/scores/winobias.parquet"],
+        "library": ["results/library/winobias.sha256"],
+    }
+    assert (
+        inputs.metric_inputs(config, "tiny-bert", "cds", "0", "seat")["scores"]
+        == "results/tiny-bert/cds/seed0/scores/seat.parquet"
+    )
     metrics = inputs.summary_metric_files(config, chosen, "tiny-bert", "cds")
     assert metrics == ["results/tiny-bert/cds/seed0/metrics.parquet"]
 
@@ -49,8 +55,10 @@ def test_metric_inputs():
 def test_method_job_inputs_and_library_sets():
     config = shipped_config()
     assert inputs.method_job_inputs(config, "tiny-bert", "cds") == {
-        "corpus": "results/corpora/gap/cds-1.0.parquet", "weights": "resources/models/tiny-bert",
-        "library": "results/library/finetune.sha256"}
+        "corpus": "results/corpora/gap/cds-1.0.parquet",
+        "weights": "resources/models/tiny-bert",
+        "library": "results/library/finetune.sha256",
+    }
     assert inputs.method_job_inputs(config, "tiny-bert", "sd")["library"] == "results/library/sentence_debias.sha256"
     assert inputs.sd_pair_files(config, "tiny-bert", "sd") == {}
     sets = inputs.library_sets(config, REPO)
@@ -59,8 +67,10 @@ def test_method_job_inputs_and_library_sets():
     assert str(REPO / "src/lmbias/training/inlp.py") not in sets["finetune"]
     comparison = inputs.comparison_inputs(config, "tiny-bert-cds", Path("/base"))
     assert comparison["before"] == ["results/tiny-bert/pretrained/seed0/scores/bec_pro_en.parquet"]
-    assert comparison["library"][1:] == ["/base/src/lmbias/metrics/comparison.py",
-                                         "/base/src/lmbias/metrics/summary.py"]
+    assert comparison["library"][1:] == [
+        "/base/src/lmbias/metrics/comparison.py",
+        "/base/src/lmbias/metrics/summary.py",
+    ]
 
 
 def test_method_corpus_must_be_built():
@@ -72,8 +82,12 @@ def test_method_corpus_must_be_built():
 
 def test_params_slices():
     config = shipped_config()
-    assert params.model_entry(config, "bert-base") == {"hub_id": "bert-base-uncased", "family": "mlm",
-                                                        "revision": "main", "snapshot": "resources/models/bert-base"}
+    assert params.model_entry(config, "bert-base") == {
+        "hub_id": "bert-base-uncased",
+        "family": "mlm",
+        "revision": "main",
+        "snapshot": "resources/models/bert-base",
+    }
     assert params.method_entry(config, "tiny-bert", "cds") == {"kind": "cds"}
     self_debias = params.method_entry(config, "tiny-bert", "self_debias")
     assert set(self_debias) == {"kind", "prefix", "decay_constant", "epsilon"}

@@ -28,8 +28,21 @@ import yaml
 
 from lmbias.metrics.summary import left_out as summary_left_out
 from lmbias.papers.tables import is_parameter_table, is_settings_table
-from helpers.methods_run import (BIAS_BENCH_WORDS_FILE, GRID, LORA, PAIRED, PAPER_METHODS, PAPER_MODELS, PAPER_TARGETS,
-                                 PAPERS, READING, SWEEP, TARGETS, TRAINED_KINDS, start_methods_run)
+from helpers.methods_run import (
+    BIAS_BENCH_WORDS_FILE,
+    GRID,
+    LORA,
+    PAIRED,
+    PAPER_METHODS,
+    PAPER_MODELS,
+    PAPER_TARGETS,
+    PAPERS,
+    READING,
+    SWEEP,
+    TARGETS,
+    TRAINED_KINDS,
+    start_methods_run,
+)
 from helpers.workflow_runs import edited_module, run_snakemake, scheduled_outputs, write_config
 
 pytestmark = pytest.mark.workflow
@@ -102,7 +115,9 @@ def _training_settings(workdir, model, method) -> dict:
 
 def test_recipes_train_with_the_authors_options_per_family(methods_run):
     """One recipe entry, each family its authors' script: the per-family values reach the trainer."""
-    bert, gpt2, bart = (_training_settings(methods_run, m, "cds-dagender") for m in ("tiny-bert", "tiny-gpt2", "tiny-bart"))
+    bert, gpt2, bart = (
+        _training_settings(methods_run, m, "cds-dagender") for m in ("tiny-bert", "tiny-gpt2", "tiny-bart")
+    )
     assert gpt2["text_template"] == "<|startoftext|>{text}<|endoftext|>" and bert["text_template"] == "{text}"
     assert (bert["warmup_steps"], gpt2["warmup_steps"], bart["warmup_steps"]) == (0, 100, 100)
     assert gpt2["padding_in_loss"] and bart["padding_in_loss"] and not bert["padding_in_loss"]
@@ -155,7 +170,9 @@ def test_stereoset_rows_from_the_real_dev_set(methods_run, model):
     path = methods_run / f"results/{model}/pretrained/summary.parquet"
     frame = pq.read_table(path).to_pandas()
     rows = frame[(frame["benchmark"] == "stereoset") & (frame["seed"] == "mean")]
-    assert {(m, s) for m in ("ss", "lms", "icat", "n_terms") for s in ("gender", "all")} <= set(zip(rows["metric"], rows["subset"]))
+    assert {(m, s) for m in ("ss", "lms", "icat", "n_terms") for s in ("gender", "all")} <= set(
+        zip(rows["metric"], rows["subset"])
+    )
     assert set(rows["subset"]) == {"gender", "all"} and (rows["n"] == 255).all()
     scores = rows[rows["metric"].isin(["ss", "lms", "icat"])]["value"]
     assert scores.between(0, 100).all() and scores.notna().all()
@@ -215,14 +232,18 @@ def _dry_run_after(workdir, edit, targets=TARGETS):
 
 
 def test_editing_one_method_retrains_that_method_only(methods_run):
-    out = _dry_run_after(methods_run, lambda c: c["methods"]["cda"].setdefault("training", {}).update(learning_rate=3e-4))
+    out = _dry_run_after(
+        methods_run, lambda c: c["methods"]["cda"].setdefault("training", {}).update(learning_rate=3e-4)
+    )
     models = sorted(o for o in out if o.endswith("/model"))
     assert models == [f"results/{m}/cda/seed0/model" for m in sorted(GRID)]
     assert all("/cda/" in o for o in out), out
 
 
 def test_editing_a_scoring_option_rescores_without_retraining(methods_run):
-    out = _dry_run_after(methods_run, lambda c: c["benchmarks"]["bec_pro_en"].setdefault("scoring", {}).update(batch_size=7))
+    out = _dry_run_after(
+        methods_run, lambda c: c["benchmarks"]["bec_pro_en"].setdefault("scoring", {}).update(batch_size=7)
+    )
     assert any(o.endswith("/scores/bec_pro_en.parquet") for o in out)
     assert not [o for o in out if o.endswith("/model") or "/corpora/" in o], out
 
@@ -231,8 +252,9 @@ def test_editing_a_model_training_default_retrains_that_model_only(methods_run):
     out = _dry_run_after(methods_run, lambda c: c["models"]["tiny-gpt2"]["training"].update(learning_rate=1e-3))
     models = sorted(o for o in out if o.endswith("/model"))
     # sd and inlp read no learning rate: they are not refitted; cds-bartl sets its own
-    assert models == sorted(f"results/tiny-gpt2/{k}/seed0/model" for k in ("cda", "cds", "cds-dagender", "dropout", "er",
-                                                                           "er-dagender"))
+    assert models == sorted(
+        f"results/tiny-gpt2/{k}/seed0/model" for k in ("cda", "cds", "cds-dagender", "dropout", "er", "er-dagender")
+    )
 
 
 def test_editing_a_trainer_module_retrains_the_fine_tuned_methods_only(methods_run):
@@ -242,8 +264,12 @@ def test_editing_a_trainer_module_retrains_the_fine_tuned_methods_only(methods_r
         out = scheduled_outputs(run_snakemake(methods_run, "-n", *TARGETS))
     assert "results/library/finetune.sha256" in out and "results/library/sentence_debias.sha256" not in out
     models = sorted(o for o in out if o.endswith("/model"))
-    assert models == sorted(f"results/{m}/{k}/seed0/model" for m, methods in GRID.items() for k in methods
-                            if _kind(methods_run, k) in TRAINED_KINDS)
+    assert models == sorted(
+        f"results/{m}/{k}/seed0/model"
+        for m, methods in GRID.items()
+        for k in methods
+        if _kind(methods_run, k) in TRAINED_KINDS
+    )
 
 
 def _published(workdir, paper):
@@ -283,8 +309,11 @@ def test_paper_target_builds_every_table_with_published_and_our_numbers(methods_
         selected = [c.id for c in table.columns if c.benchmark in ran and _computed(run_benchmarks, c)]
         if selected:  # the columns this run computes are filled for at least one tiny pair
             assert ours[ours["column"].isin(selected)]["ours"].notna().any(), (paper, table_id)
-        missing = [c.id for c in table.columns if c.benchmark is not None
-                   and (c.benchmark not in ran or not _computed(run_benchmarks, c))]
+        missing = [
+            c.id
+            for c in table.columns
+            if c.benchmark is not None and (c.benchmark not in ran or not _computed(run_benchmarks, c))
+        ]
         assert ours[ours["column"].isin(missing)]["ours"].isna().all()  # never invented
     for spec in _figures(paper):
         for ext in ("png", "svg"):
@@ -335,7 +364,10 @@ def test_meade_stereoset_column_reads_the_bias_bench_reading(methods_run):
         mean = summary[summary["seed"] == "mean"]
         for column, subset in (("ss", "gender"), ("lms", "all")):
             want = mean[(mean["benchmark"] == READING) & (mean["metric"] == column) & (mean["subset"] == subset)]
-            assert cells[cells["column"] == column]["ours"].iloc[0] == pytest.approx(want["value"].iloc[0]), (model, method)
+            assert cells[cells["column"] == column]["ours"].iloc[0] == pytest.approx(want["value"].iloc[0]), (
+                model,
+                method,
+            )
     # causal models: their per-token mean in their context is another number than our default's sum after a BOS
     gpt2 = pq.read_table(methods_run / "results/tiny-gpt2/pretrained/summary.parquet").to_pandas()
     gpt2 = gpt2[(gpt2["seed"] == "mean") & (gpt2["subset"] == "gender") & gpt2["metric"].isin(["ss", "lms"])]
@@ -343,7 +375,9 @@ def test_meade_stereoset_column_reads_the_bias_bench_reading(methods_run):
     assert (values[READING] - values["stereoset"]).abs().max() > 1e-9, values
     notes = json.loads(pq.read_schema(path).metadata[b"lmbias.notes"])
     assert any(f"read benchmarks.{READING} instead of stereoset" in n and "bias-bench" in n for n in notes), notes
-    assert READING not in set(pq.read_table(methods_run / "results/tiny-bert/cds/summary.parquet").column("benchmark").to_pylist())
+    assert READING not in set(
+        pq.read_table(methods_run / "results/tiny-bert/cds/summary.parquet").column("benchmark").to_pylist()
+    )
 
 
 def test_editing_a_peer_reading_reruns_its_jobs_only(methods_run):
@@ -351,17 +385,30 @@ def test_editing_a_peer_reading_reruns_its_jobs_only(methods_run):
     scoring option rescores that entry only; its `reading` text rebuilds only the table that prints it."""
     everything = [*TARGETS, *PAPER_TARGETS]
     meade = {(m, k) for m in PAPER_MODELS for k in PAPER_METHODS["meade2022"]}
-    out = [o.rstrip(",") for o in _dry_run_after(
-        methods_run, lambda c: c["benchmarks"][READING]["metric"].update(clm_score="sum_logprob"), targets=everything)]
+    out = [
+        o.rstrip(",")
+        for o in _dry_run_after(
+            methods_run,
+            lambda c: c["benchmarks"][READING]["metric"].update(clm_score="sum_logprob"),
+            targets=everything,
+        )
+    ]
     assert not [o for o in out if "/scores/" in o or o.endswith("/model")], out
-    pairs = {tuple(o.split("/")[1:3]) for o in out
-             if o.startswith("results/") and not o.startswith(("results/papers/", "results/plots/", "results/summary."))}
+    pairs = {
+        tuple(o.split("/")[1:3])
+        for o in out
+        if o.startswith("results/") and not o.startswith(("results/papers/", "results/plots/", "results/summary."))
+    }
     assert pairs and pairs <= meade, pairs
     out = _dry_run_after(methods_run, lambda c: c["benchmarks"][READING]["scoring"].update(remaining_pieces="mask"))
     scores = [o for o in out if "/scores/" in o]
     assert scores and all(o.endswith(f"/scores/{READING}.parquet") for o in scores), scores
-    out = [o.rstrip(",") for o in _dry_run_after(
-        methods_run, lambda c: c["benchmarks"][READING].update(reading="another text"), targets=everything)]
+    out = [
+        o.rstrip(",")
+        for o in _dry_run_after(
+            methods_run, lambda c: c["benchmarks"][READING].update(reading="another text"), targets=everything
+        )
+    ]
     assert out and all(o.startswith("results/papers/meade2022/stereoset_gender.") for o in out), out
 
 
@@ -396,7 +443,10 @@ def test_settings_table_shows_the_resolved_settings(methods_run):
         else:  # one row per model, one column per setting
 
             def ours(model, key):
-                return long[(long["source"] == "ours") & (long["model"] == model) & (long["column"] == key)]["ours"].iloc[0]
+                return long[(long["source"] == "ours") & (long["model"] == model) & (long["column"] == key)][
+                    "ours"
+                ].iloc[0]
+
         assert ours("tiny-gpt2", "er_lambda") == pytest.approx(0.5)
         assert ours("tiny-bert", "batch_size") == 4  # the cheap overlay's batch size
         checked += 1
@@ -412,8 +462,11 @@ def test_report_names_every_paper_table(methods_run):
 
 
 def test_editing_er_lambda_reruns_er_and_the_paper_aggregates_that_read_it(methods_run):
-    out = _dry_run_after(methods_run, lambda c: c["methods"]["er"].setdefault("training", {}).update(er_lambda=0.9),
-                         targets=[*TARGETS, *PAPER_TARGETS])
+    out = _dry_run_after(
+        methods_run,
+        lambda c: c["methods"]["er"].setdefault("training", {}).update(er_lambda=0.9),
+        targets=[*TARGETS, *PAPER_TARGETS],
+    )
     out = [o.rstrip(",") for o in out]  # a job with several outputs lists them comma-separated
     models = sorted(o for o in out if o.endswith("/model"))
     assert models == [f"results/{m}/er/seed0/model" for m in sorted(GRID)]

@@ -23,8 +23,8 @@ def run_snakemake(workdir, *args, check=True):
     words = list(args)
     if "--config" in words:
         i = words.index("--config")
-        values = [w for w in words[i + 1:] if "=" in w and not w.startswith("-")]
-        rest = words[:i] + [w for w in words[i + 1:] if w not in values]
+        values = [w for w in words[i + 1 :] if "=" in w and not w.startswith("-")]
+        rest = words[:i] + [w for w in words[i + 1 :] if w not in values]
         return _run_with_config(workdir, rest, values, check)
     return _run_snakemake(workdir, *words, check=check)
 
@@ -35,12 +35,24 @@ def _run_with_config(workdir, rest, values, check):
     import sys
 
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONHASHSEED": "0"}
-    cmd = [sys.executable, "-m", "snakemake", "--cores", "2", "--profile", "profiles/local", *rest, *ONE_THREAD_PER_JOB,
-           "--config", *values]
+    cmd = [
+        sys.executable,
+        "-m",
+        "snakemake",
+        "--cores",
+        "2",
+        "--profile",
+        "profiles/local",
+        *rest,
+        *ONE_THREAD_PER_JOB,
+        "--config",
+        *values,
+    ]
     proc = subprocess.run(cmd, cwd=workdir, env=env, capture_output=True, text=True)
     if check and proc.returncode != 0:
         raise AssertionError(f"{' '.join(cmd)} failed:\n{proc.stdout[-4000:]}\n{proc.stderr[-6000:]}")
     return proc
+
 
 pytestmark = pytest.mark.workflow
 
@@ -66,7 +78,11 @@ def test_summary_records_what_it_left_out_and_why(small_run):
     assert reasons == {e["benchmark"]: e for e in left_out(workdir / SUMMARY)}
     assert reasons["stereoset"]["config_key"] == "optional_benchmarks"
     assert "data.stereoset.files.dev.json" in reasons["stereoset"]["reason"]
-    assert reasons["seat"] == {"benchmark": "seat", "reason": "not in this run's only_benchmarks", "config_key": "only_benchmarks"}
+    assert reasons["seat"] == {
+        "benchmark": "seat",
+        "reason": "not in this run's only_benchmarks",
+        "config_key": "only_benchmarks",
+    }
     assert "winobias" not in reasons and "crows_pairs" in reasons
 
 
@@ -88,16 +104,19 @@ def test_missing_data_is_an_error_naming_file_and_key(small_run):
     run_snakemake(workdir, "-n", "--config", "data_dir=/nonexistent", "missing_data=skip", SUMMARY)
 
 
-@pytest.mark.parametrize("path, message", [
-    ("results/nope/pretrained/seed0/scores/winobias.parquet", "unknown model 'nope'"),
-    ("results/tiny-bert/magic/seed0/metrics/winobias.parquet", "unknown method 'magic'"),
-    ("results/tiny-bert/pretrained/seed0/scores/winobiass.parquet", "unknown benchmark 'winobiass'"),
-    ("results/tiny-bert/pretrained/seed3/metrics/winobias.parquet", "runs seed(s) 0, not '3'"),
-    ("results/tiny-bert/magic/seed0/metrics.parquet", "unknown method 'magic'"),
-    ("results/tiny-bret/pretrained/seed0/metrics.parquet", "unknown model 'tiny-bret'"),
-    ("results/tiny-bert/pretrained/seed3/metrics.parquet", "runs seed(s) 0, not '3'"),
-    ("resources/models/tiny-bret", "unknown model 'tiny-bret'"),
-])
+@pytest.mark.parametrize(
+    "path, message",
+    [
+        ("results/nope/pretrained/seed0/scores/winobias.parquet", "unknown model 'nope'"),
+        ("results/tiny-bert/magic/seed0/metrics/winobias.parquet", "unknown method 'magic'"),
+        ("results/tiny-bert/pretrained/seed0/scores/winobiass.parquet", "unknown benchmark 'winobiass'"),
+        ("results/tiny-bert/pretrained/seed3/metrics/winobias.parquet", "runs seed(s) 0, not '3'"),
+        ("results/tiny-bert/magic/seed0/metrics.parquet", "unknown method 'magic'"),
+        ("results/tiny-bret/pretrained/seed0/metrics.parquet", "unknown model 'tiny-bret'"),
+        ("results/tiny-bert/pretrained/seed3/metrics.parquet", "runs seed(s) 0, not '3'"),
+        ("resources/models/tiny-bret", "unknown model 'tiny-bret'"),
+    ],
+)
 def test_unknown_names_in_scores_metrics_and_model_paths_are_named(small_run, path, message):
     workdir, _ = small_run
     proc = run_snakemake(workdir, "-n", path, check=False)
@@ -115,9 +134,19 @@ def test_overlay_errors_name_the_overlay_and_missing_model_path_its_key(small_ru
     proc = run_snakemake(workdir, "-n", "--configfile", str(overlay), check=False)
     assert f"targets.models[1]: unknown model 'nope'; configured:" in proc.stdout + proc.stderr
     assert f"(in {overlay})" in proc.stdout + proc.stderr
-    overlay.write_text(yaml.safe_dump({"models": {"my-bert": {"path": "models/my-bert", "family": "mlm", "revision": "local"}}}))
-    proc = run_snakemake(workdir, "-n", "results/my-bert/pretrained/seed0/scores/winobias.parquet",
-                         "--configfile", str(overlay), "--config", f"data_dir={data}", check=False)
+    overlay.write_text(
+        yaml.safe_dump({"models": {"my-bert": {"path": "models/my-bert", "family": "mlm", "revision": "local"}}})
+    )
+    proc = run_snakemake(
+        workdir,
+        "-n",
+        "results/my-bert/pretrained/seed0/scores/winobias.parquet",
+        "--configfile",
+        str(overlay),
+        "--config",
+        f"data_dir={data}",
+        check=False,
+    )
     assert proc.returncode != 0
     assert "models.my-bert.path: model folder models/my-bert does not exist" in proc.stdout + proc.stderr
 
@@ -135,14 +164,29 @@ def test_a_jobs_named_error_reaches_the_console_without_a_profile(small_run, tmp
     weights = broken / "model.safetensors"
     weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
     overlay = tmp_path / "overlay.yaml"
-    overlay.write_text(yaml.safe_dump({"models": {"broken": {"path": str(broken), "family": "mlm", "revision": "local"}}}))
+    overlay.write_text(
+        yaml.safe_dump({"models": {"broken": {"path": str(broken), "family": "mlm", "revision": "local"}}})
+    )
     assert not (workdir / "profiles/default").exists()
-    cmd = [sys.executable, "-m", "snakemake", "--cores", "2", "results/broken/pretrained/seed0/scores/winobias.parquet",
-           *ONE_THREAD_PER_JOB, "--configfile", str(overlay), "--config", f"data_dir={data}"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "snakemake",
+        "--cores",
+        "2",
+        "results/broken/pretrained/seed0/scores/winobias.parquet",
+        *ONE_THREAD_PER_JOB,
+        "--configfile",
+        str(overlay),
+        "--config",
+        f"data_dir={data}",
+    ]
     proc = subprocess.run(cmd, cwd=workdir, env={**os.environ, "HF_HUB_OFFLINE": "1"}, capture_output=True, text=True)
     console = proc.stdout + proc.stderr
     assert proc.returncode != 0
     assert "profile" not in console.split("Building DAG")[0]  # no profile loaded
     assert "Logfile logs/" not in console  # Snakemake's show-failed-logs dump is off: the line below is ours
-    assert ("rule score_benchmark (logs/broken/pretrained/seed0/scores/winobias.log):\n"
-            f"    ConfigError: models.broken: {weights} is truncated or corrupt") in proc.stderr, console[-3000:]
+    assert (
+        "rule score_benchmark (logs/broken/pretrained/seed0/scores/winobias.log):\n"
+        f"    ConfigError: models.broken: {weights} is truncated or corrupt"
+    ) in proc.stderr, console[-3000:]

@@ -9,8 +9,21 @@ from helpers.shipped_config import shipped_config
 from lmbias.errors import ConfigError
 from lmbias.workflow import selection
 
-MASKED = ["bec_pro_de", "bec_pro_en", "crows_pairs", "da_gender", "logprob", "occupations", "perplexity_gap",
-          "perplexity_wikitext2", "seat", "seat_v1", "seat_v2", "stereoset", "winobias"]
+MASKED = [
+    "bec_pro_de",
+    "bec_pro_en",
+    "crows_pairs",
+    "da_gender",
+    "logprob",
+    "occupations",
+    "perplexity_gap",
+    "perplexity_wikitext2",
+    "seat",
+    "seat_v1",
+    "seat_v2",
+    "stereoset",
+    "winobias",
+]
 EMBEDDING = {"seat", "seat_v1", "seat_v2"}
 
 

@@ -11,9 +11,12 @@ def test_default_target():
     config = shipped_config()
     config["targets"] = {"models": ["tiny-bert", "tiny-gpt2"], "methods": ["pretrained", "cds"], "comparisons": ["c"]}
     assert targets.all_targets(config) == [
-        "results/tiny-bert/pretrained/summary.parquet", "results/tiny-bert/cds/summary.parquet",
-        "results/tiny-gpt2/pretrained/summary.parquet", "results/tiny-gpt2/cds/summary.parquet",
-        "results/tables/paired/c.parquet", "results/summary.md",
+        "results/tiny-bert/pretrained/summary.parquet",
+        "results/tiny-bert/cds/summary.parquet",
+        "results/tiny-gpt2/pretrained/summary.parquet",
+        "results/tiny-gpt2/cds/summary.parquet",
+        "results/tables/paired/c.parquet",
+        "results/summary.md",
     ]
     del config["targets"]["comparisons"]
     assert targets.default_target_comparisons(config) == []

@@ -19,20 +19,35 @@ def _edited(edit):
     return config
 
 
-@pytest.mark.parametrize("edit, message", [
-    (lambda c: c["models"].update(tables=c["models"]["tiny-bert"]), r"^models\.tables: this name is reserved"),
-    (lambda c: c["models"]["tiny-bert"].update(path="elsewhere"),
-     r"^models\.tiny-bert\.path: a tiny model is built into resources/models/tiny-bert"),
-    (lambda c: c["targets"]["models"].append("no-such-model"), r"^targets\.models\[1\]: unknown model 'no-such-model'"),
-    (lambda c: c["targets"].update(methods=["pretrained", "nope"]), r"^targets\.methods\[1\]: unknown method 'nope'"),
-    (lambda c: c["benchmarks"]["winobias"].update(dataset="nodata"),
-     r"^benchmarks\.winobias\.dataset: 'nodata' is not a key of `data`"),
-    (lambda c: c.update(only_benchmarks=["winobias", "wino"]), r"^only_benchmarks\[1\]: unknown benchmark 'wino'"),
-    (lambda c: c.update(optional_benchmarks=["nope"]), r"^optional_benchmarks\[0\]: unknown benchmark 'nope'"),
-    (lambda c: c["methods"]["cds"].update(benchmarks=["winobias", "x"]),
-     r"^methods\.cds\.benchmarks\[1\]: unknown benchmark 'x'"),
-    (lambda c: c["targets"].update(comparisons=["nope"]), r"^targets\.comparisons\[0\]: unknown comparison 'nope'"),
-])
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        (lambda c: c["models"].update(tables=c["models"]["tiny-bert"]), r"^models\.tables: this name is reserved"),
+        (
+            lambda c: c["models"]["tiny-bert"].update(path="elsewhere"),
+            r"^models\.tiny-bert\.path: a tiny model is built into resources/models/tiny-bert",
+        ),
+        (
+            lambda c: c["targets"]["models"].append("no-such-model"),
+            r"^targets\.models\[1\]: unknown model 'no-such-model'",
+        ),
+        (
+            lambda c: c["targets"].update(methods=["pretrained", "nope"]),
+            r"^targets\.methods\[1\]: unknown method 'nope'",
+        ),
+        (
+            lambda c: c["benchmarks"]["winobias"].update(dataset="nodata"),
+            r"^benchmarks\.winobias\.dataset: 'nodata' is not a key of `data`",
+        ),
+        (lambda c: c.update(only_benchmarks=["winobias", "wino"]), r"^only_benchmarks\[1\]: unknown benchmark 'wino'"),
+        (lambda c: c.update(optional_benchmarks=["nope"]), r"^optional_benchmarks\[0\]: unknown benchmark 'nope'"),
+        (
+            lambda c: c["methods"]["cds"].update(benchmarks=["winobias", "x"]),
+            r"^methods\.cds\.benchmarks\[1\]: unknown benchmark 'x'",
+        ),
+        (lambda c: c["targets"].update(comparisons=["nope"]), r"^targets\.comparisons\[0\]: unknown comparison 'nope'"),
+    ],
+)
 def test_a_bad_key_is_named(edit, message):
     with pytest.raises(ConfigError, match=message):
         check_config(_edited(edit))

@@ -80,8 +80,9 @@ def _with_person_masks(text: str, mask_token: str, pieces: int) -> str:
     return head + " ".join([mask_token] * pieces) + tail.replace(MASK, mask_token)
 
 
-def score_bec_pro(items: pa.Table, model, tokenizer, family: str, scoring: dict | None = None,
-                  stats: EngineStats | None = None) -> pa.Table:
+def score_bec_pro(
+    items: pa.Table, model, tokenizer, family: str, scoring: dict | None = None, stats: EngineStats | None = None
+) -> pa.Table:
     """Score every BEC-Pro sentence (rows of results/data/<benchmark>.parquet) with one engine call."""
     scoring = scoring or {}
     batch_size, max_length = scoring.get("batch_size", 64), scoring.get("max_length", 128)
@@ -108,8 +109,10 @@ def score_bec_pro(items: pa.Table, model, tokenizer, family: str, scoring: dict 
                 enc = tuple(tokenizer(masked, add_special_tokens=True)["input_ids"])
                 prefix_ids = tokenizer(text[:at].rstrip(" "), add_special_tokens=False)["input_ids"] if at else []
                 head = decoder_prefix(model, tokenizer, list(prefix_ids))
-                requests += [InfillIdsRequest(encoder_ids=enc, decoder_ids=tuple(head + pieces[:k]), candidates=(p,))
-                             for k, p in enumerate(pieces)]
+                requests += [
+                    InfillIdsRequest(encoder_ids=enc, decoder_ids=tuple(head + pieces[:k]), candidates=(p,))
+                    for k, p in enumerate(pieces)
+                ]
             spans.append((first, len(requests)))
         plan.append((spans, len(pieces)))
     if family == "mlm":
@@ -119,15 +122,27 @@ def score_bec_pro(items: pa.Table, model, tokenizer, family: str, scoring: dict 
     records = []
     for row, (spans, n_pieces) in zip(rows, plan):
         tm, tam = (float(sum(o[0] for o in out[a:b])) for a, b in spans)
-        slot = person_slot(row["sentence"], row["language"], words[row["language"]]) if row["language"] in words else None
-        records.append({
-            "row_id": row["row_id"], "language": row["language"], "template": row["template"],
-            "person": row["person"], "gender": row["gender"], "profession": row["profession"],
-            "prof_gender": row["prof_gender"], "profession_en": row["profession_en"],
-            "pair_index": slot[1] if slot is not None and slot[0] == row["gender"] else None,
-            "logp_tm": tm, "logp_tam": tam, "association": tm - tam, "person_pieces": n_pieces,
-            "artefact": row["sent_tm"].count(MASK) != 1,
-        })
+        slot = (
+            person_slot(row["sentence"], row["language"], words[row["language"]]) if row["language"] in words else None
+        )
+        records.append(
+            {
+                "row_id": row["row_id"],
+                "language": row["language"],
+                "template": row["template"],
+                "person": row["person"],
+                "gender": row["gender"],
+                "profession": row["profession"],
+                "prof_gender": row["prof_gender"],
+                "profession_en": row["profession_en"],
+                "pair_index": slot[1] if slot is not None and slot[0] == row["gender"] else None,
+                "logp_tm": tm,
+                "logp_tam": tam,
+                "association": tm - tam,
+                "person_pieces": n_pieces,
+                "artefact": row["sent_tm"].count(MASK) != 1,
+            }
+        )
     return pa.Table.from_pylist(records, schema=SCORES_SCHEMA)
 
 

@@ -67,8 +67,9 @@ def scored_variants(scoring: dict) -> tuple[str, ...]:
     if isinstance(chosen, str):
         chosen = [chosen]
     if not isinstance(chosen, (list, tuple)) or not chosen or any(v not in VARIANTS for v in chosen):
-        raise ConfigError(f"{SCORING_KEY}.variants: {scoring.get('variants')!r} must be a non-empty list of "
-                          f"{', '.join(VARIANTS)}")
+        raise ConfigError(
+            f"{SCORING_KEY}.variants: {scoring.get('variants')!r} must be a non-empty list of {', '.join(VARIANTS)}"
+        )
     return tuple(v for v in VARIANTS if v in chosen)
 
 
@@ -90,8 +91,9 @@ def _nan_mean(values) -> float:
     return float(sum(values) / len(values)) if len(values) else math.nan
 
 
-def score_crows_pairs(items: pa.Table, model, tokenizer, family: str, scoring: dict | None = None,
-                      stats: EngineStats | None = None) -> pa.Table:
+def score_crows_pairs(
+    items: pa.Table, model, tokenizer, family: str, scoring: dict | None = None, stats: EngineStats | None = None
+) -> pa.Table:
     """Score every pair (rows of results/data/<benchmark>.parquet) in one engine call."""
     scoring = scoring or {}
     batch_size, max_length = scoring.get("batch_size", 64), scoring.get("max_length", 128)
@@ -102,12 +104,21 @@ def score_crows_pairs(items: pa.Table, model, tokenizer, family: str, scoring: d
     if family == "clm":
         # one likelihood per sentence serves both variants
         texts = [t for r in rows for t in (r["sent_more"], r["sent_less"])]
-        lls = sentence_logprobs(model, tokenizer, texts, batch_size=batch_size, max_length=max_length, stats=stats,
-                                context=context)
+        lls = sentence_logprobs(
+            model, tokenizer, texts, batch_size=batch_size, max_length=max_length, stats=stats, context=context
+        )
         counts = [len(tokenizer(t, add_special_tokens=False)["input_ids"]) for t in texts]
         for i, r in enumerate(rows):
-            records.append(_record(r, "sentence_loglik", VARIANTS, loglik=(lls[2 * i], lls[2 * i + 1]),
-                                   tokens=(counts[2 * i], counts[2 * i + 1]), context=context))
+            records.append(
+                _record(
+                    r,
+                    "sentence_loglik",
+                    VARIANTS,
+                    loglik=(lls[2 * i], lls[2 * i + 1]),
+                    tokens=(counts[2 * i], counts[2 * i + 1]),
+                    context=context,
+                )
+            )
         return pa.Table.from_pylist(records, schema=SCORES_SCHEMA)
     if family not in ("mlm", "seq2seq"):
         raise DataError(f"CrowS-Pairs scoring: unknown model family {family!r}")
@@ -125,13 +136,16 @@ def score_crows_pairs(items: pa.Table, model, tokenizer, family: str, scoring: d
         shared_more, shared_less = (s1, s2) if stereo else (s2, s1)
         mod_more, mod_less = (m1, m2) if stereo else (m2, m1)
         for ids, shared, modified in ((more, shared_more, mod_more), (less, shared_less, mod_less)):
-            read = (set(shared) if "nangia" in variants else set()) | (set(modified) if "bias_bench" in variants else set())
+            read = (set(shared) if "nangia" in variants else set()) | (
+                set(modified) if "bias_bench" in variants else set()
+            )
             where = sorted(read)
             seqs.append(ids)
             positions.append(where)
             plan.append((where, shared, modified))
-    values = token_logprobs(model, tokenizer, family, seqs, positions, batch_size=batch_size,
-                            max_length=max_length, stats=stats)
+    values = token_logprobs(
+        model, tokenizer, family, seqs, positions, batch_size=batch_size, max_length=max_length, stats=stats
+    )
     for i, r in enumerate(rows):
         parts = []
         for k in (2 * i, 2 * i + 1):
@@ -140,14 +154,33 @@ def score_crows_pairs(items: pa.Table, model, tokenizer, family: str, scoring: d
             shared_sum = sum(lp[p] for p in shared) if "nangia" in variants else math.nan
             modified_mean = _nan_mean([lp[p] for p in modified]) if "bias_bench" in variants else math.nan
             parts.append((shared_sum, modified_mean, len(where), len(modified)))
-        records.append(_record(r, "pll", variants, shared=(parts[0][0], parts[1][0]), modified=(parts[0][1], parts[1][1]),
-                               tokens=(parts[0][2], parts[1][2]), n_shared=len(plan[2 * i][1]),
-                               n_modified=(parts[0][3], parts[1][3])))
+        records.append(
+            _record(
+                r,
+                "pll",
+                variants,
+                shared=(parts[0][0], parts[1][0]),
+                modified=(parts[0][1], parts[1][1]),
+                tokens=(parts[0][2], parts[1][2]),
+                n_shared=len(plan[2 * i][1]),
+                n_modified=(parts[0][3], parts[1][3]),
+            )
+        )
     return pa.Table.from_pylist(records, schema=SCORES_SCHEMA)
 
 
-def _record(r, kind, variants, shared=(math.nan, math.nan), modified=(math.nan, math.nan), loglik=(math.nan, math.nan),
-            tokens=(0, 0), n_shared=0, n_modified=(0, 0), context=None) -> dict:
+def _record(
+    r,
+    kind,
+    variants,
+    shared=(math.nan, math.nan),
+    modified=(math.nan, math.nan),
+    loglik=(math.nan, math.nan),
+    tokens=(0, 0),
+    n_shared=0,
+    n_modified=(0, 0),
+    context=None,
+) -> dict:
     return {
         "row_id": r["row_id"],
         "bias_type": r["bias_type"],

@@ -50,8 +50,9 @@ SCORES_SCHEMA = pa.schema(
 )
 
 
-def score_da_gender(items: pa.Table, model, tokenizer, family: str, scoring: dict | None = None,
-                    stats: EngineStats | None = None) -> pa.Table:
+def score_da_gender(
+    items: pa.Table, model, tokenizer, family: str, scoring: dict | None = None, stats: EngineStats | None = None
+) -> pa.Table:
     """Score every DA-Gender pair (rows of results/data/da_gender.parquet)."""
     opts = logprob_benchmark.ScoringOptions.from_config(scoring, "benchmarks.da_gender.scoring")
     rows = items.to_pylist()
@@ -61,14 +62,16 @@ def score_da_gender(items: pa.Table, model, tokenizer, family: str, scoring: dic
         for r in rows:
             male_sent, female_sent = (r["sent_a"], r["sent_b"]) if r["ideal"] == "male" else (r["sent_b"], r["sent_a"])
             texts += [male_sent, female_sent]
-        lls = sentence_logprobs(model, tokenizer, texts, batch_size=opts.batch_size, max_length=opts.max_length,
-                                stats=stats)
+        lls = sentence_logprobs(
+            model, tokenizer, texts, batch_size=opts.batch_size, max_length=opts.max_length, stats=stats
+        )
         values = [(nan, nan, nan, nan, float(lls[2 * i]), float(lls[2 * i + 1])) for i in range(len(rows))]
         kind, masks = "sentence", ""
     elif family in ("mlm", "seq2seq"):
         assoc = [
-            logprob_benchmark.AssociationItem(r["tm_sent"], r["target_start"], r["attr_start"], r["attr_end"],
-                            (r["male_word"], r["female_word"]))
+            logprob_benchmark.AssociationItem(
+                r["tm_sent"], r["target_start"], r["attr_start"], r["attr_end"], (r["male_word"], r["female_word"])
+            )
             for r in rows
         ]
         tm, tam = logprob_benchmark.association_logprobs(
@@ -80,8 +83,17 @@ def score_da_gender(items: pa.Table, model, tokenizer, family: str, scoring: dic
         raise DataError(f"DA-Gender scoring: unknown model family {family!r}")
     keys = ("pair_id", "item_id", "template_id", "attribute", "ideal", "target_pair", "male_word", "female_word")
     records = [
-        {**{k: r[k] for k in keys}, "tm_male": v[0], "tam_male": v[1], "tm_female": v[2], "tam_female": v[3],
-         "sentence_male": v[4], "sentence_female": v[5], "score_kind": kind, "attribute_masks": masks}
+        {
+            **{k: r[k] for k in keys},
+            "tm_male": v[0],
+            "tam_male": v[1],
+            "tm_female": v[2],
+            "tam_female": v[3],
+            "sentence_male": v[4],
+            "sentence_female": v[5],
+            "score_kind": kind,
+            "attribute_masks": masks,
+        }
         for r, v in zip(rows, values)
     ]
     return pa.Table.from_pylist(records, schema=SCORES_SCHEMA)

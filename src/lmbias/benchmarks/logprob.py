@@ -76,7 +76,9 @@ class ScoringOptions:
             raise ConfigError(f"{key}.{unknown[0]}: unknown scoring option (known: {', '.join(SCORING_KEYS)})")
         opts = cls(**scoring)
         if opts.attribute_masks not in ATTRIBUTE_MASKS:
-            raise ConfigError(f"{key}.attribute_masks: {opts.attribute_masks!r} is not one of {', '.join(ATTRIBUTE_MASKS)}")
+            raise ConfigError(
+                f"{key}.attribute_masks: {opts.attribute_masks!r} is not one of {', '.join(ATTRIBUTE_MASKS)}"
+            )
         return opts
 
 
@@ -86,7 +88,7 @@ def _after_space(text: str, start: int) -> bool:
 
 def _check_item(item: AssociationItem) -> None:
     s = item.tm_sent
-    if s[item.target_start: item.target_start + len(PLACEHOLDER)] != PLACEHOLDER:
+    if s[item.target_start : item.target_start + len(PLACEHOLDER)] != PLACEHOLDER:
         raise DataError(f"association item: no {PLACEHOLDER} at offset {item.target_start} of {s!r}")
     if not (0 <= item.attr_start < item.attr_end <= len(s)) or (
         item.attr_start < item.target_start + len(PLACEHOLDER) and item.target_start < item.attr_end
@@ -97,7 +99,7 @@ def _check_item(item: AssociationItem) -> None:
 
 
 def _attribute_mask_count(tokenizer, item: AssociationItem, mode: str) -> int:
-    attr = item.tm_sent[item.attr_start: item.attr_end]
+    attr = item.tm_sent[item.attr_start : item.attr_end]
     if mode == "word":
         return len(attr.split())
     ids = word_token_ids(tokenizer, attr, after_space=_after_space(item.tm_sent, item.attr_start))
@@ -113,14 +115,14 @@ def build_masked(item: AssociationItem, mask: str, target_masks: int, attribute_
     s = item.tm_sent
     t0, t1 = item.target_start, item.target_start + len(PLACEHOLDER)
     target_text = " ".join([mask] * target_masks)
-    attr_text = s[item.attr_start: item.attr_end] if attribute_masks is None else " ".join([mask] * attribute_masks)
+    attr_text = s[item.attr_start : item.attr_end] if attribute_masks is None else " ".join([mask] * attribute_masks)
     if item.attr_start < t0:
-        before_target = s[: item.attr_start] + attr_text + s[item.attr_end: t0]
+        before_target = s[: item.attr_start] + attr_text + s[item.attr_end : t0]
         text = before_target + target_text + s[t1:]
         first = attribute_masks or 0
     else:
         before_target = s[:t0]
-        text = before_target + target_text + s[t1: item.attr_start] + attr_text + s[item.attr_end:]
+        text = before_target + target_text + s[t1 : item.attr_start] + attr_text + s[item.attr_end :]
         first = 0
     return text, first, before_target.rstrip(" ")
 
@@ -203,8 +205,12 @@ def association_logprobs(
         (tm if which == 0 else tam)[i][j] = float(sum(out[r][0] for r in reqs))
     log.info(
         "TM/TAM association (%s, attribute masks per %s): %d items, %d requests -> %d unique inputs, %d forward passes",
-        family, attribute_masks, len(items), stats.requests - before.requests,
-        stats.unique_inputs - before.unique_inputs, stats.forward_passes - before.forward_passes,
+        family,
+        attribute_masks,
+        len(items),
+        stats.requests - before.requests,
+        stats.unique_inputs - before.unique_inputs,
+        stats.forward_passes - before.forward_passes,
     )
     return tm, tam
 
@@ -229,8 +235,9 @@ SCORES_SCHEMA = pa.schema(
 )
 
 
-def score_logprob(items: pa.Table, model, tokenizer, family: str, scoring: dict | None = None,
-                  stats: EngineStats | None = None) -> pa.Table:
+def score_logprob(
+    items: pa.Table, model, tokenizer, family: str, scoring: dict | None = None, stats: EngineStats | None = None
+) -> pa.Table:
     """log p_t(TM) and log p_t(TAM) of each row's target (rows of results/data/logprob.parquet)."""
     opts = ScoringOptions.from_config(scoring, "benchmarks.logprob.scoring")
     rows = items.to_pylist()
@@ -238,11 +245,17 @@ def score_logprob(items: pa.Table, model, tokenizer, family: str, scoring: dict 
         AssociationItem(r["tm_sent"], r["target_start"], r["attr_start"], r["attr_end"], (r["target_word"],))
         for r in rows
     ]
-    tm, tam = association_logprobs(assoc, model, tokenizer, family, opts.attribute_masks, opts.batch_size,
-                                   opts.max_length, stats)
+    tm, tam = association_logprobs(
+        assoc, model, tokenizer, family, opts.attribute_masks, opts.batch_size, opts.max_length, stats
+    )
     keep = [f.name for f in SCORES_SCHEMA if f.name in items.schema.names]
     records = [
-        {**{k: r[k] for k in keep}, "logp_tm": float(a[0]), "logp_tam": float(b[0]), "attribute_masks": opts.attribute_masks}
+        {
+            **{k: r[k] for k in keep},
+            "logp_tm": float(a[0]),
+            "logp_tam": float(b[0]),
+            "attribute_masks": opts.attribute_masks,
+        }
         for r, a, b in zip(rows, tm, tam)
     ]
     return pa.Table.from_pylist(records, schema=SCORES_SCHEMA)

@@ -66,11 +66,12 @@ def continuation_ids(tokenizer, prefix: str, occupation: str, item_id: str) -> l
             f"occupation item {item_id}: {prefix + ' ' + occupation!r} does not tokenize as the prefix followed "
             "by the occupation, so the occupation's log-likelihood is not separable from the prefix's"
         )
-    return full[len(base):]
+    return full[len(base) :]
 
 
-def score_occupations(items: pa.Table, model, tokenizer, family: str, scoring: dict | None = None,
-                      stats: EngineStats | None = None) -> pa.Table:
+def score_occupations(
+    items: pa.Table, model, tokenizer, family: str, scoring: dict | None = None, stats: EngineStats | None = None
+) -> pa.Table:
     """log p(occupation | male prefix) and log p(occupation | female prefix) for every item."""
     opts = _options(scoring)
     if family not in SCORE_KIND:

@@ -98,8 +98,10 @@ def window_length(tokenizer, scoring: dict, reserved: int = 0) -> int:
     limit = getattr(tokenizer, "model_max_length", None)
     limit = (limit if isinstance(limit, int) and limit < 10**6 else FALLBACK_MAX_LENGTH) - reserved
     if limit < 4:
-        raise ConfigError(f"{SCORING_KEY}.max_length: the model's {limit + reserved} positions leave no window beside "
-                          f"a {reserved}-token prefix")
+        raise ConfigError(
+            f"{SCORING_KEY}.max_length: the model's {limit + reserved} positions leave no window beside "
+            f"a {reserved}-token prefix"
+        )
     wanted = scoring.get("max_length")
     return limit if wanted is None else min(wanted, limit)
 
@@ -131,8 +133,14 @@ def causal_windows(n_tokens: int, max_length: int, stride: int) -> list[tuple[in
     return windows
 
 
-def causal_nll(model, tokenizer, windows: list[tuple[list[int], int]], batch_size: int = 8,
-               stats: EngineStats | None = None, max_tokens: int | None = None) -> np.ndarray:
+def causal_nll(
+    model,
+    tokenizer,
+    windows: list[tuple[list[int], int]],
+    batch_size: int = 8,
+    stats: EngineStats | None = None,
+    max_tokens: int | None = None,
+) -> np.ndarray:
     """- sum log p(ids[t] | ids[:t]) for t >= first, for each (ids, first) window (length-sorted batches within
     the token budget, lmbias.engine.batching.run_batches)."""
     stats = stats if stats is not None else EngineStats()
@@ -153,7 +161,7 @@ def causal_nll(model, tokenizer, windows: list[tuple[list[int], int]], batch_siz
             total = 0.0
             for lo in range(first, n, 256):
                 hi = min(lo + 256, n)
-                lp = torch.log_softmax(logits[row, lo - 1: hi - 1].double(), dim=-1)
+                lp = torch.log_softmax(logits[row, lo - 1 : hi - 1].double(), dim=-1)
                 total += float(lp.gather(-1, ids[row, lo:hi].unsqueeze(-1)).sum().cpu())
             totals.append(-total)
         out[batch] = totals  # stored once the whole batch went through
@@ -173,20 +181,25 @@ def _masked_chunks(tokenizer, text: str, max_length: int) -> list[tuple[list[int
     A chunk is the text's own special-token frame (what the tokenizer adds around it) around a slice."""
     content = list(tokenizer(text, add_special_tokens=False, verbose=False)["input_ids"])
     framed = list(tokenizer(text, add_special_tokens=True, verbose=False)["input_ids"])
-    start = next((k for k in range(len(framed) - len(content) + 1) if framed[k: k + len(content)] == content), None)
+    start = next((k for k in range(len(framed) - len(content) + 1) if framed[k : k + len(content)] == content), None)
     if start is None:
-        raise DataError(f"perplexity: {type(tokenizer).__name__} does not keep a text's ids together when adding "
-                        f"special tokens: {text[:80]!r}")
-    head, tail = framed[:start], framed[start + len(content):]
+        raise DataError(
+            f"perplexity: {type(tokenizer).__name__} does not keep a text's ids together when adding "
+            f"special tokens: {text[:80]!r}"
+        )
+    head, tail = framed[:start], framed[start + len(content) :]
     room = max_length - len(head) - len(tail)
     if room < 1:
         raise ConfigError(f"{SCORING_KEY}.max_length: {max_length} leaves no room for a token")
-    return [(head + content[i: i + room] + tail, list(range(len(head), len(head) + len(content[i: i + room]))))
-            for i in range(0, len(content), room)]
+    return [
+        (head + content[i : i + room] + tail, list(range(len(head), len(head) + len(content[i : i + room]))))
+        for i in range(0, len(content), room)
+    ]
 
 
-def score_perplexity(items: pa.Table, model, tokenizer, family: str, scoring: dict | None = None,
-                     stats: EngineStats | None = None) -> pa.Table:
+def score_perplexity(
+    items: pa.Table, model, tokenizer, family: str, scoring: dict | None = None, stats: EngineStats | None = None
+) -> pa.Table:
     """One row per window of every text (texts without a token to score have none)."""
     scoring = check_scoring(scoring or {})
     if family not in SCORE_KIND:
@@ -203,13 +216,17 @@ def score_perplexity(items: pa.Table, model, tokenizer, family: str, scoring: di
     reserved = reserved_positions(model)
     max_length = window_length(tokenizer, scoring, reserved)
     if reserved and max_length < window_length(tokenizer, scoring):
-        log.info("perplexity: windows of %d tokens, leaving %d positions for the Self-Debias prefix", max_length, reserved)
+        log.info(
+            "perplexity: windows of %d tokens, leaving %d positions for the Self-Debias prefix", max_length, reserved
+        )
     batch_size = scoring.get("batch_size", 64)
     plan: list[tuple[int, int]] = []  # (text, window) per scored window
     if family == "clm":
         stride = scoring.get("stride") or max_length - 1
         if stride > max_length - 1 and reserved and stride <= window_length(tokenizer, scoring) - 1:
-            log.warning("perplexity: stride %d cut to %d, the window beside the Self-Debias prefix", stride, max_length - 1)
+            log.warning(
+                "perplexity: stride %d cut to %d, the window beside the Self-Debias prefix", stride, max_length - 1
+            )
             stride = max_length - 1
         if stride > max_length - 1:
             raise ConfigError(f"{SCORING_KEY}.stride: {stride} must be at most max_length - 1 = {max_length - 1}")
@@ -229,14 +246,29 @@ def score_perplexity(items: pa.Table, model, tokenizer, family: str, scoring: di
                     seqs.append(ids)
                     positions.append(where)
                     plan.append((t, w))
-        values = token_logprobs(model, tokenizer, family, seqs, positions, batch_size=batch_size,
-                                max_length=max_length, stats=stats)
+        values = token_logprobs(
+            model, tokenizer, family, seqs, positions, batch_size=batch_size, max_length=max_length, stats=stats
+        )
         nll = [-float(v.sum()) for v in values]
         counts = [len(p) for p in positions]
-    rows = [{"text_id": t, "window": w, "source": sources[t], "score_kind": SCORE_KIND[family],
-             "nll_sum": float(nll[k]), "n_tokens": int(counts[k])} for k, (t, w) in enumerate(plan)]
-    log.info("perplexity: %d texts, %d windows, %d tokens scored (max_length %d)", len(texts), len(rows),
-             sum(counts), max_length)
+    rows = [
+        {
+            "text_id": t,
+            "window": w,
+            "source": sources[t],
+            "score_kind": SCORE_KIND[family],
+            "nll_sum": float(nll[k]),
+            "n_tokens": int(counts[k]),
+        }
+        for k, (t, w) in enumerate(plan)
+    ]
+    log.info(
+        "perplexity: %d texts, %d windows, %d tokens scored (max_length %d)",
+        len(texts),
+        len(rows),
+        sum(counts),
+        max_length,
+    )
     return pa.Table.from_pylist(rows, schema=SCORES_SCHEMA)
 
 

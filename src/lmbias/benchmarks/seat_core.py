@@ -28,11 +28,25 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
-from lmbias.engine.embeddings import DA_GENDER_PAD_TO, DEFAULT_POOLING, POOLINGS, check_poolings, pooling_label, sentence_embeddings
+from lmbias.engine.embeddings import (
+    DA_GENDER_PAD_TO,
+    DEFAULT_POOLING,
+    POOLINGS,
+    check_poolings,
+    pooling_label,
+    sentence_embeddings,
+)
 from lmbias.errors import ConfigError, DataError
 from lmbias.engine.batching import EngineStats
-from lmbias.metrics.weat import (ALTERNATIVES, EXACT_MAX, N_SAMPLES, check_std_epsilon, cosine_matrix, effect_size,
-                                 permutation_test)
+from lmbias.metrics.weat import (
+    ALTERNATIVES,
+    EXACT_MAX,
+    N_SAMPLES,
+    check_std_epsilon,
+    cosine_matrix,
+    effect_size,
+    permutation_test,
+)
 
 TARGET_ROLES = ("targ1", "targ2")
 ATTRIBUTE_ROLES = ("attr1", "attr2")
@@ -96,13 +110,22 @@ def mask_placeholder(texts: list[str], tokenizer, placeholder: str = "[MASK]") -
     return [t.replace(placeholder, token) for t in texts]
 
 
-def embed_all(texts: list[str], model, tokenizer, family: str, scoring: SeatScoring,
-              stats: EngineStats | None) -> dict[str, tuple[dict[str, int], np.ndarray]]:
+def embed_all(
+    texts: list[str], model, tokenizer, family: str, scoring: SeatScoring, stats: EngineStats | None
+) -> dict[str, tuple[dict[str, int], np.ndarray]]:
     """{pooling label: (text -> row, unit-normalised float64 embeddings)} of the distinct texts."""
     # The engine deduplicates (and counts requests vs distinct inputs); rows are then kept once per text.
-    vectors = sentence_embeddings(model, tokenizer, mask_placeholder(list(texts), tokenizer), scoring.poolings, family,
-                                  batch_size=scoring.batch_size, max_length=scoring.max_length,
-                                  pad_to=scoring.pad_to, stats=stats)
+    vectors = sentence_embeddings(
+        model,
+        tokenizer,
+        mask_placeholder(list(texts), tokenizer),
+        scoring.poolings,
+        family,
+        batch_size=scoring.batch_size,
+        max_length=scoring.max_length,
+        pad_to=scoring.pad_to,
+        stats=stats,
+    )
     first: dict[str, int] = {}
     for i, t in enumerate(texts):
         first.setdefault(t, i)
@@ -118,8 +141,9 @@ def embed_all(texts: list[str], model, tokenizer, family: str, scoring: SeatScor
     return out
 
 
-def score_seat(items: pa.Table, model, tokenizer, family: str, scoring_cfg: dict | None = None,
-               stats: EngineStats | None = None) -> pa.Table:
+def score_seat(
+    items: pa.Table, model, tokenizer, family: str, scoring_cfg: dict | None = None, stats: EngineStats | None = None
+) -> pa.Table:
     """Per-target associations s(w) of every test in results/data/seat.parquet, for each pooling."""
     scoring = SeatScoring.from_config(scoring_cfg, family)
     rows = items.to_pylist()
@@ -143,12 +167,22 @@ def score_seat(items: pa.Table, model, tokenizer, family: str, scoring_cfg: dict
                 a1 = cosine_matrix(tvecs, attr["attr1"]).mean(axis=1)
                 a2 = cosine_matrix(tvecs, attr["attr2"]).mean(axis=1)
                 for pos, (item, c1, c2) in enumerate(zip(targets, a1, a2)):
-                    records.append({
-                        "test": test, "version": "", "pooling": label, "role": role, "category": item["category"],
-                        "unit": item["text"], "position": pos, "s": float(c1 - c2),
-                        "assoc_attr1": float(c1), "assoc_attr2": float(c2),
-                        "n_attr1": len(attr["attr1"]), "n_attr2": len(attr["attr2"]),
-                    })
+                    records.append(
+                        {
+                            "test": test,
+                            "version": "",
+                            "pooling": label,
+                            "role": role,
+                            "category": item["category"],
+                            "unit": item["text"],
+                            "position": pos,
+                            "s": float(c1 - c2),
+                            "assoc_attr1": float(c1),
+                            "assoc_attr2": float(c2),
+                            "n_attr1": len(attr["attr1"]),
+                            "n_attr2": len(attr["attr2"]),
+                        }
+                    )
     return pa.Table.from_pylist(records, schema=SCORES_SCHEMA)
 
 
@@ -174,8 +208,12 @@ class SeatOptions:
         ddof = cfg.get("ddof", [1])
         if isinstance(ddof, int):
             ddof = [ddof]
-        if not isinstance(ddof, (list, tuple)) or not ddof or any(d not in (0, 1) or isinstance(d, bool) for d in ddof) \
-                or len(set(ddof)) != len(ddof):
+        if (
+            not isinstance(ddof, (list, tuple))
+            or not ddof
+            or any(d not in (0, 1) or isinstance(d, bool) for d in ddof)
+            or len(set(ddof)) != len(ddof)
+        ):
             raise ConfigError(f"{key}.ddof: {cfg.get('ddof')!r} must be a list of distinct values from [0, 1]")
         for name in ("exact_max", "n_samples"):
             value = cfg.get(name, getattr(cls, name))
@@ -192,12 +230,26 @@ class SeatOptions:
         if not isinstance(averages, dict):
             raise ConfigError(f"{key}.averages: expected a mapping of name -> [tests], got {averages!r}")
         for name, tests in averages.items():
-            if not isinstance(name, str) or not name or not isinstance(tests, list) or len(tests) < 2 \
-                    or not all(isinstance(t, str) and t for t in tests) or len(set(tests)) != len(tests):
-                raise ConfigError(f"{key}.averages.{name}: expected a list of at least two distinct test names, got {tests!r}")
-        return cls(ddof=tuple(ddof), exact_max=cfg.get("exact_max", EXACT_MAX), n_samples=cfg.get("n_samples", N_SAMPLES),
-                   seed=seed, alternative=alternative, std_epsilon=std_epsilon,
-                   averages=tuple((name, tuple(tests)) for name, tests in averages.items()))
+            if (
+                not isinstance(name, str)
+                or not name
+                or not isinstance(tests, list)
+                or len(tests) < 2
+                or not all(isinstance(t, str) and t for t in tests)
+                or len(set(tests)) != len(tests)
+            ):
+                raise ConfigError(
+                    f"{key}.averages.{name}: expected a list of at least two distinct test names, got {tests!r}"
+                )
+        return cls(
+            ddof=tuple(ddof),
+            exact_max=cfg.get("exact_max", EXACT_MAX),
+            n_samples=cfg.get("n_samples", N_SAMPLES),
+            seed=seed,
+            alternative=alternative,
+            std_epsilon=std_epsilon,
+            averages=tuple((name, tuple(tests)) for name, tests in averages.items()),
+        )
 
 
 def variant_name(version: str, pooling: str, ddof: int, alternative: str = "greater", std_epsilon: float = 0.0) -> str:
@@ -214,8 +266,9 @@ def seat_metric_rows(scores: pa.Table, options: SeatOptions) -> list[dict]:
     """effect_size rows (with permutation p) per (test, version, pooling) group and ddof."""
     data = scores.to_pydict()
     groups: dict[tuple[str, str, str], dict[str, list[tuple[int, float]]]] = {}
-    for test, version, pooling, role, pos, s in zip(data["test"], data["version"], data["pooling"], data["role"],
-                                                    data["position"], data["s"]):
+    for test, version, pooling, role, pos, s in zip(
+        data["test"], data["version"], data["pooling"], data["role"], data["position"], data["s"]
+    ):
         groups.setdefault((test, version, pooling), {}).setdefault(role, []).append((pos, s))
     rows = []
     for (test, version, pooling), roles in groups.items():
@@ -223,15 +276,28 @@ def seat_metric_rows(scores: pa.Table, options: SeatOptions) -> list[dict]:
         y = np.array([s for _, s in sorted(roles.get("targ2", []))], dtype=np.float64)
         if len(x) == 0 or len(y) == 0:
             raise DataError(f"SEAT scores: test {test!r} ({pooling}) lacks targ1 or targ2 associations")
-        perm = permutation_test(x, y, exact_max=options.exact_max, n_samples=options.n_samples, seed=options.seed,
-                                alternative=options.alternative)
+        perm = permutation_test(
+            x,
+            y,
+            exact_max=options.exact_max,
+            n_samples=options.n_samples,
+            seed=options.seed,
+            alternative=options.alternative,
+        )
         for ddof in options.ddof:
-            rows.append({
-                "benchmark": "seat", "metric": "effect_size",
-                "variant": variant_name(version, pooling, ddof, options.alternative, options.std_epsilon),
-                "subset": test, "value": effect_size(x, y, ddof=ddof, std_epsilon=options.std_epsilon), "ci_low": math.nan, "ci_high": math.nan,
-                "p_value": perm.p_value, "n": int(len(x) + len(y)),
-            })
+            rows.append(
+                {
+                    "benchmark": "seat",
+                    "metric": "effect_size",
+                    "variant": variant_name(version, pooling, ddof, options.alternative, options.std_epsilon),
+                    "subset": test,
+                    "value": effect_size(x, y, ddof=ddof, std_epsilon=options.std_epsilon),
+                    "ci_low": math.nan,
+                    "ci_high": math.nan,
+                    "p_value": perm.p_value,
+                    "n": int(len(x) + len(y)),
+                }
+            )
     return rows + _average_rows(rows, options.averages)
 
 
@@ -245,9 +311,21 @@ def _average_rows(rows: list[dict], averages) -> list[dict]:
             by_test = {r["subset"]: r["value"] for r in rows if r["variant"] == variant}
             missing = [t for t in tests if t not in by_test]
             if missing:
-                raise ConfigError(f"SEAT metric option averages.{name}: test {missing[0]!r} is not scored "
-                                  f"(scored: {', '.join(sorted(by_test))}); add it to the benchmark's tests")
-            out.append({"benchmark": "seat", "metric": "mean_abs_effect_size", "variant": variant, "subset": name,
-                        "value": float(np.mean([abs(by_test[t]) for t in tests])), "ci_low": math.nan,
-                        "ci_high": math.nan, "p_value": math.nan, "n": len(tests)})
+                raise ConfigError(
+                    f"SEAT metric option averages.{name}: test {missing[0]!r} is not scored "
+                    f"(scored: {', '.join(sorted(by_test))}); add it to the benchmark's tests"
+                )
+            out.append(
+                {
+                    "benchmark": "seat",
+                    "metric": "mean_abs_effect_size",
+                    "variant": variant,
+                    "subset": name,
+                    "value": float(np.mean([abs(by_test[t]) for t in tests])),
+                    "ci_low": math.nan,
+                    "ci_high": math.nan,
+                    "p_value": math.nan,
+                    "n": len(tests),
+                }
+            )
     return out

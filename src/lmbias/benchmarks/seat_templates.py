@@ -25,8 +25,9 @@ from lmbias.metrics import weat  # noqa: F401  (imported so registry.source_file
 from lmbias.benchmarks.seat_core import SCORES_SCHEMA, SeatOptions, SeatScoring, embed_all, seat_metric_rows
 
 
-def score_seat_templates(items: pa.Table, model, tokenizer, family: str, scoring_cfg: dict | None = None,
-                         stats: EngineStats | None = None) -> pa.Table:
+def score_seat_templates(
+    items: pa.Table, model, tokenizer, family: str, scoring_cfg: dict | None = None, stats: EngineStats | None = None
+) -> pa.Table:
     """Per-target-unit associations s(t) of results/data/seat_v1|seat_v2.parquet, for each pooling."""
     scoring = SeatScoring.from_config(scoring_cfg, family)
     if items.num_rows == 0:
@@ -44,7 +45,9 @@ def score_seat_templates(items: pa.Table, model, tokenizer, family: str, scoring
     is_a1 = np.array([r == "attr1" for r in d["attribute_role"]])
     is_a2 = np.array([r == "attr2" for r in d["attribute_role"]])
     if not (is_a1 | is_a2).all():
-        raise DataError(f"SEAT-v1/v2 items: attribute_role must be attr1 or attr2, found {sorted(set(d['attribute_role']))}")
+        raise DataError(
+            f"SEAT-v1/v2 items: attribute_role must be attr1 or attr2, found {sorted(set(d['attribute_role']))}"
+        )
     n_units = len(unit_ids)
     n1 = np.bincount(uid[is_a1], minlength=n_units)
     n2 = np.bincount(uid[is_a2], minlength=n_units)
@@ -66,12 +69,22 @@ def score_seat_templates(items: pa.Table, model, tokenizer, family: str, scoring
             test, version, role, unit = key
             group = (test, version, role)
             position[group] = position.get(group, -1) + 1
-            records.append({
-                "test": test, "version": version, "pooling": label, "role": role, "category": category[key],
-                "unit": unit, "position": position[group], "s": float(c1[u] - c2[u]),
-                "assoc_attr1": float(c1[u]), "assoc_attr2": float(c2[u]),
-                "n_attr1": int(n1[u]), "n_attr2": int(n2[u]),
-            })
+            records.append(
+                {
+                    "test": test,
+                    "version": version,
+                    "pooling": label,
+                    "role": role,
+                    "category": category[key],
+                    "unit": unit,
+                    "position": position[group],
+                    "s": float(c1[u] - c2[u]),
+                    "assoc_attr1": float(c1[u]),
+                    "assoc_attr2": float(c2[u]),
+                    "n_attr1": int(n1[u]),
+                    "n_attr2": int(n2[u]),
+                }
+            )
     return pa.Table.from_pylist(records, schema=SCORES_SCHEMA)
 
 
@@ -83,6 +96,6 @@ BENCHMARKS = [
         parse_options=SeatOptions.from_config,
         rows=seat_metric_rows,
         description="DA-Gender appendix A: SEAT-v1 (May et al. templates) and SEAT-v2 (Bartl templates, "
-                    "target or attribute masked) effect sizes with permutation p",
+        "target or attribute masked) effect sizes with permutation p",
     )
 ]

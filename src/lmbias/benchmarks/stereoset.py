@@ -123,13 +123,16 @@ def _check_rows(rows: list[dict]) -> None:
         )
 
 
-def score_stereoset(items: pa.Table, model, tokenizer, family: str, scoring: dict | None = None,
-                    stats: EngineStats | None = None) -> pa.Table:
+def score_stereoset(
+    items: pa.Table, model, tokenizer, family: str, scoring: dict | None = None, stats: EngineStats | None = None
+) -> pa.Table:
     scoring = scoring or {}
     batch_size, max_length = scoring.get("batch_size", 64), scoring.get("max_length", 128)
     remaining = scoring.get("remaining_pieces", "mask")
     if remaining not in REMAINING_PIECES:
-        raise ConfigError(f"stereoset scoring.remaining_pieces: {remaining!r} is not one of {', '.join(REMAINING_PIECES)}")
+        raise ConfigError(
+            f"stereoset scoring.remaining_pieces: {remaining!r} is not one of {', '.join(REMAINING_PIECES)}"
+        )
     context = clm_context(scoring, "benchmarks.stereoset.scoring.clm_context")
     rows = items.to_pylist()
     _check_rows(rows)
@@ -137,18 +140,28 @@ def score_stereoset(items: pa.Table, model, tokenizer, family: str, scoring: dic
     records = []
 
     def record(r, span, kind, n_pieces, mean_prob, sum_lp, n_tokens):
-        records.append({
-            "example_id": r["example_id"], "target": r["target"], "bias_type": r["bias_type"],
-            "sentence_id": r["sentence_id"], "gold_label": r["gold_label"], "word": r["sentence"][span[0]:span[1]],
-            "n_pieces": int(n_pieces), "score_kind": kind, "mean_prob": float(mean_prob),
-            "sum_logprob": float(sum_lp), "n_tokens": int(n_tokens),
-            "clm_context": context if kind == "sentence_loglik" else None,
-        })
+        records.append(
+            {
+                "example_id": r["example_id"],
+                "target": r["target"],
+                "bias_type": r["bias_type"],
+                "sentence_id": r["sentence_id"],
+                "gold_label": r["gold_label"],
+                "word": r["sentence"][span[0] : span[1]],
+                "n_pieces": int(n_pieces),
+                "score_kind": kind,
+                "mean_prob": float(mean_prob),
+                "sum_logprob": float(sum_lp),
+                "n_tokens": int(n_tokens),
+                "clm_context": context if kind == "sentence_loglik" else None,
+            }
+        )
 
     if family == "clm":
         texts = [r["sentence"] for r in rows]
-        lls = sentence_logprobs(model, tokenizer, texts, batch_size=batch_size, max_length=max_length, stats=stats,
-                                context=context)
+        lls = sentence_logprobs(
+            model, tokenizer, texts, batch_size=batch_size, max_length=max_length, stats=stats, context=context
+        )
         for r, span, ll in zip(rows, spans, lls):
             n = len(tokenizer(r["sentence"], add_special_tokens=False)["input_ids"])
             record(r, span, "sentence_loglik", 0, math.nan, ll, n)
@@ -165,17 +178,20 @@ def score_stereoset(items: pa.Table, model, tokenizer, family: str, scoring: dic
         if family == "mlm":
             for j, p in enumerate(pos):
                 if remaining == "mask":
-                    masked = ids[:p] + [tokenizer.mask_token_id] * (pos[-1] + 1 - p) + ids[pos[-1] + 1:]
+                    masked = ids[:p] + [tokenizer.mask_token_id] * (pos[-1] + 1 - p) + ids[pos[-1] + 1 :]
                 else:
-                    masked = ids[:p] + [tokenizer.mask_token_id] + ids[pos[-1] + 1:]
+                    masked = ids[:p] + [tokenizer.mask_token_id] + ids[pos[-1] + 1 :]
                 requests.append(MaskedIdsRequest(input_ids=tuple(masked), position=p, candidates=(ids[p],)))
                 owners.append(i)
         else:
             s = r["sentence"]
-            enc = tokenizer(s[: span[0]] + tokenizer.mask_token + s[span[1]:], add_special_tokens=True)["input_ids"]
+            enc = tokenizer(s[: span[0]] + tokenizer.mask_token + s[span[1] :], add_special_tokens=True)["input_ids"]
             for p in pos:
-                requests.append(InfillIdsRequest(encoder_ids=tuple(enc), decoder_ids=tuple([start_id] + ids[:p]),
-                                                 candidates=(ids[p],)))
+                requests.append(
+                    InfillIdsRequest(
+                        encoder_ids=tuple(enc), decoder_ids=tuple([start_id] + ids[:p]), candidates=(ids[p],)
+                    )
+                )
                 owners.append(i)
     if family == "mlm":
         out = masked_logprobs_ids(model, tokenizer, requests, batch_size=batch_size, max_length=max_length, stats=stats)

@@ -122,9 +122,13 @@ def load_substitutions(path: str | Path = SUBSTITUTIONS_FILE) -> Substitutions:
     if not isinstance(data, dict) or set(data) != {"names", "person", "determiners"}:
         raise DataError("expected the keys names, person, determiners", path)
     names = data["names"]
-    if not isinstance(names, list) or not names or not all(
-        isinstance(p, list) and len(p) == 2 and all(isinstance(n, str) and n.strip() and " " not in n for n in p)
-        for p in names
+    if (
+        not isinstance(names, list)
+        or not names
+        or not all(
+            isinstance(p, list) and len(p) == 2 and all(isinstance(n, str) and n.strip() and " " not in n for n in p)
+            for p in names
+        )
     ):
         raise DataError("names: expected a non-empty list of [female, male] pairs of single words", path)
     person = data["person"]
@@ -251,8 +255,13 @@ def _condition_edits(cond: str, item: _Item, row: dict, subs: Substitutions, nam
     raise ConfigError(f"unknown WinoBias scoring condition {cond!r}")
 
 
-def rewrite(row: dict, condition: str, mask_token: str = "[MASK]", substitutions: Substitutions | None = None,
-            name_pair: tuple[str, str] | None = None) -> dict:
+def rewrite(
+    row: dict,
+    condition: str,
+    mask_token: str = "[MASK]",
+    substitutions: Substitutions | None = None,
+    name_pair: tuple[str, str] | None = None,
+) -> dict:
     """One item under one condition, as the scorer builds it (for inspection and tests).
 
     Returns {"masked": text a masked model reads (pronoun masked too), "mask_index": the pronoun's mask
@@ -296,9 +305,11 @@ def scoring_options(scoring: dict | None, key: str = "benchmarks.winobias.scorin
     if unknown:
         raise ConfigError(f"{key}: unknown option(s) {unknown}; known: {list(SCORING_OPTIONS)}")
     conditions = scoring.get("conditions", list(CONDITIONS))
-    if not isinstance(conditions, (list, tuple)) or any(c not in CONDITIONS for c in conditions) or len(
-        set(conditions)
-    ) != len(conditions):
+    if (
+        not isinstance(conditions, (list, tuple))
+        or any(c not in CONDITIONS for c in conditions)
+        or len(set(conditions)) != len(conditions)
+    ):
         raise ConfigError(f"{key}.conditions: expected distinct values from {list(CONDITIONS)}, got {conditions!r}")
     name_pairs = scoring.get("name_pairs", 1)
     if isinstance(name_pairs, bool) or not isinstance(name_pairs, int) or name_pairs < 1:
@@ -311,8 +322,15 @@ def scoring_options(scoring: dict | None, key: str = "benchmarks.winobias.scorin
     }
 
 
-def score_winobias(items: pa.Table, model, tokenizer, family: str, scoring: dict | None = None,
-                   stats: EngineStats | None = None, substitutions: str | Path | None = None) -> pa.Table:
+def score_winobias(
+    items: pa.Table,
+    model,
+    tokenizer,
+    family: str,
+    scoring: dict | None = None,
+    stats: EngineStats | None = None,
+    substitutions: str | Path | None = None,
+) -> pa.Table:
     """Score every WinoBias item (rows of results/data/winobias.parquet) under every configured condition,
     with one batched engine call per family."""
     opts = scoring_options(scoring)

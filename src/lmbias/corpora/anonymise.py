@@ -181,8 +181,12 @@ def anonymise_document(doc: Document, persons: Sequence[Span], gold_ner: bool = 
             new_ner.extend(ner[pos:])
         out.append(
             AnonymisedSentence(
-                doc_key=doc.key, document=doc.doc_id, sentence_id=i, words=words,
-                tags=new_tags if tags is not None else None, persons=replaced,
+                doc_key=doc.key,
+                document=doc.doc_id,
+                sentence_id=i,
+                words=words,
+                tags=new_tags if tags is not None else None,
+                persons=replaced,
                 ner=new_ner if ner is not None else None,
                 protect=sorted(new_index[j] for j in protected.get(i, ()) if j in new_index),
             )
@@ -212,8 +216,11 @@ def anonymise_documents(docs: Sequence[Document], ner: str = "auto", nlp=None) -
         "name_mentions": sum(s.persons for s in sentences),
         "entities": entities,
     }
-    log.info("anonymised %(documents)d documents, %(sentences)d sentences: %(name_mentions)d name mentions of "
-             "%(entities)d persons replaced (NER from %(ner_source)s)", counts)
+    log.info(
+        "anonymised %(documents)d documents, %(sentences)d sentences: %(name_mentions)d name mentions of "
+        "%(entities)d persons replaced (NER from %(ner_source)s)",
+        counts,
+    )
     return sentences, counts
 
 
@@ -236,8 +243,17 @@ ANONYMISED_SCHEMA = pa.schema(
 def sentences_table(sentences: Sequence[AnonymisedSentence]) -> pa.Table:
     return pa.Table.from_pylist(
         [
-            {"doc_id": s.doc_key, "document": s.document, "sentence_id": s.sentence_id, "text": detokenize(s.words),
-             "tokens": s.words, "pos": s.tags, "ner": s.ner, "persons": s.persons, "protect": s.protect or []}
+            {
+                "doc_id": s.doc_key,
+                "document": s.document,
+                "sentence_id": s.sentence_id,
+                "text": detokenize(s.words),
+                "tokens": s.words,
+                "pos": s.tags,
+                "ner": s.ner,
+                "persons": s.persons,
+                "protect": s.protect or [],
+            }
             for s in sentences
         ],
         schema=ANONYMISED_SCHEMA,
@@ -246,10 +262,18 @@ def sentences_table(sentences: Sequence[AnonymisedSentence]) -> pa.Table:
 
 def sentences_from_table(table: pa.Table) -> list[AnonymisedSentence]:
     return [
-        AnonymisedSentence(doc_key=r["doc_id"], document=r["document"], sentence_id=r["sentence_id"],
-                           words=r["tokens"], tags=r["pos"], persons=r["persons"], ner=r["ner"],
-                           protect=r.get("protect"))
+        AnonymisedSentence(
+            doc_key=r["doc_id"],
+            document=r["document"],
+            sentence_id=r["sentence_id"],
+            words=r["tokens"],
+            tags=r["pos"],
+            persons=r["persons"],
+            ner=r["ner"],
+            protect=r.get("protect"),
+        )
         # a table written before the protect column existed reads as "coreference unknown"
-        for r in table.select([c for c in ANONYMISED_SCHEMA.names
-                               if c != "protect" or c in table.column_names]).to_pylist()
+        for r in table.select(
+            [c for c in ANONYMISED_SCHEMA.names if c != "protect" or c in table.column_names]
+        ).to_pylist()
     ]

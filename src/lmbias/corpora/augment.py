@@ -40,10 +40,12 @@ def _check_sentences(table: pa.Table, what: str) -> list[str]:
         raise TypeError(f"{what}: expected a pyarrow.Table, got {type(table).__name__}")
     missing = [c for c in REQUIRED_COLUMNS if c not in table.column_names]
     if missing:
-        raise DataError(f"{what}: sentence table lacks column(s) {', '.join(missing)} "
-                        f"(has {', '.join(table.column_names)})")
-    if not pa.types.is_string(table.schema.field("text").type) and \
-            not pa.types.is_large_string(table.schema.field("text").type):
+        raise DataError(
+            f"{what}: sentence table lacks column(s) {', '.join(missing)} (has {', '.join(table.column_names)})"
+        )
+    if not pa.types.is_string(table.schema.field("text").type) and not pa.types.is_large_string(
+        table.schema.field("text").type
+    ):
         raise DataError(f"{what}: column 'text' must be a string column, got {table.schema.field('text').type}")
     texts = table.column("text").to_pylist()
     for row, text in enumerate(texts):
@@ -65,8 +67,9 @@ def protect_from_table(table: pa.Table, column: str = "protect_spans") -> list[l
     column (a corpus without gold coreference)."""
     if column not in table.column_names:
         return None
-    return [[(sp["start"], sp["end"], sp.get("name")) for sp in (spans or [])]
-            for spans in table.column(column).to_pylist()]
+    return [
+        [(sp["start"], sp["end"], sp.get("name")) for sp in (spans or [])] for spans in table.column(column).to_pylist()
+    ]
 
 
 def _check_protect(protect, n: int, what: str):
@@ -92,14 +95,24 @@ def cda_corpus(sentences: pa.Table, swapper, *, batch_size: int = 256, protect=N
         changed += [False, cf != original]
     text_type = sentences.schema.field("text").type
     doubled = doubled.set_column(doubled.column_names.index("text"), "text", pa.array(out_text, type=text_type))
-    doubled = doubled.append_column(pa.field("is_counterfactual", pa.bool_(), nullable=False),
-                                    pa.array(is_cf, type=pa.bool_()))
+    doubled = doubled.append_column(
+        pa.field("is_counterfactual", pa.bool_(), nullable=False), pa.array(is_cf, type=pa.bool_())
+    )
     doubled = doubled.append_column(pa.field("changed", pa.bool_(), nullable=False), pa.array(changed, type=pa.bool_()))
     n_changed = sum(changed)
-    log.info("CDA (%s%s): %d sentences in (%d documents) -> %d rows out: %d originals + %d counterfactuals, "
-             "%d of them changed, %d identical to their original (kept, changed=False)",
-             swapper.intervention, "+names" if swapper.names else "", n, len(set(doc_ids)), doubled.num_rows, n, n,
-             n_changed, n - n_changed)
+    log.info(
+        "CDA (%s%s): %d sentences in (%d documents) -> %d rows out: %d originals + %d counterfactuals, "
+        "%d of them changed, %d identical to their original (kept, changed=False)",
+        swapper.intervention,
+        "+names" if swapper.names else "",
+        n,
+        len(set(doc_ids)),
+        doubled.num_rows,
+        n,
+        n,
+        n_changed,
+        n - n_changed,
+    )
     return doubled
 
 
@@ -108,8 +121,10 @@ def check_swap_rate(swap_rate, key: str = "swap_rate") -> float:
     if isinstance(swap_rate, bool) or not isinstance(swap_rate, numbers.Real) or swap_rate != swap_rate:
         raise ConfigError(f"{key}: must be a number in (0, 1], got {swap_rate!r}")
     if not 0 < swap_rate <= 1:
-        raise ConfigError(f"{key}: must be in (0, 1] (the fraction of sentences to swap, or of documents with "
-                          f"swap_unit: document), got {swap_rate!r}")
+        raise ConfigError(
+            f"{key}: must be in (0, 1] (the fraction of sentences to swap, or of documents with "
+            f"swap_unit: document), got {swap_rate!r}"
+        )
     return float(swap_rate)
 
 
@@ -140,8 +155,17 @@ def choose_prefix(keys, swap_rate: float) -> set:
     return set(unique[: int(swap_rate * len(unique))])
 
 
-def cds_corpus(documents: pa.Table, swapper, swap_rate: float, seed: int, *, batch_size: int = 256,
-               unit: str = "sentence", selection: str = "random", protect=None) -> pa.Table:
+def cds_corpus(
+    documents: pa.Table,
+    swapper,
+    swap_rate: float,
+    seed: int,
+    *,
+    batch_size: int = 256,
+    unit: str = "sentence",
+    selection: str = "random",
+    protect=None,
+) -> pa.Table:
     """In-place substitution of a fraction `swap_rate` of the sentences (unit="sentence", default) or of the
     documents, all their sentences (unit="document"), drawn at random with `seed` (selection="random") or
     taken from the top of the table (selection="prefix").
@@ -167,9 +191,12 @@ def cds_corpus(documents: pa.Table, swapper, swap_rate: float, seed: int, *, bat
     else:
         chosen = choose_documents(keys, swap_rate, seed)  # the same seeded draw for either unit
     rows = [i for i, k in enumerate(keys) if k in chosen]
-    swapped_texts = swapper.swap_texts([texts[i] for i in rows], batch_size=batch_size,
-                                       doc_ids=[doc_ids[i] for i in rows],
-                                       protect=[protect[i] for i in rows] if protect is not None else None)
+    swapped_texts = swapper.swap_texts(
+        [texts[i] for i in rows],
+        batch_size=batch_size,
+        doc_ids=[doc_ids[i] for i in rows],
+        protect=[protect[i] for i in rows] if protect is not None else None,
+    )
     out_text = list(texts)
     swapped = [False] * len(texts)
     changed = [False] * len(texts)
@@ -184,9 +211,21 @@ def cds_corpus(documents: pa.Table, swapper, swap_rate: float, seed: int, *, bat
     out = out.append_column(pa.field("changed", pa.bool_(), nullable=False), pa.array(changed, type=pa.bool_()))
     out = out.append_column(pa.field("swapped", pa.bool_(), nullable=False), flags)
     n_docs = len(set(doc_ids))
-    log.info("CDS (%s%s, swap_rate=%g of %ss, %s): %d sentences in %d documents -> %d rows out; %d %ss "
-             "(%d sentences) swapped, %d sentences changed, %d sentences kept as they are",
-             swapper.intervention, "+names" if swapper.names else "", swap_rate, unit,
-             f"seed={seed}" if selection == "random" else "first in row order", len(texts), n_docs,
-             out.num_rows, len(chosen), unit, len(rows), sum(changed), len(texts) - len(rows))
+    log.info(
+        "CDS (%s%s, swap_rate=%g of %ss, %s): %d sentences in %d documents -> %d rows out; %d %ss "
+        "(%d sentences) swapped, %d sentences changed, %d sentences kept as they are",
+        swapper.intervention,
+        "+names" if swapper.names else "",
+        swap_rate,
+        unit,
+        f"seed={seed}" if selection == "random" else "first in row order",
+        len(texts),
+        n_docs,
+        out.num_rows,
+        len(chosen),
+        unit,
+        len(rows),
+        sum(changed),
+        len(texts) - len(rows),
+    )
     return out

@@ -62,12 +62,15 @@ def read_flipped_gap(path: str | os.PathLike) -> list[tuple[str, str, int]]:
                 header = fields
                 missing = [c for c in REQUIRED_COLUMNS if c not in header]
                 if missing:
-                    raise DataError(f"header lacks column(s) {', '.join(missing)} (has {', '.join(header)})", path, line)
+                    raise DataError(
+                        f"header lacks column(s) {', '.join(missing)} (has {', '.join(header)})", path, line
+                    )
                 id_col, text_col = header.index("ID"), header.index("Text")
                 continue
             if len(fields) != len(header):
-                raise DataError(f"expected {len(header)} tab-separated fields as in the header, got {len(fields)}",
-                                path, line)
+                raise DataError(
+                    f"expected {len(header)} tab-separated fields as in the header, got {len(fields)}", path, line
+                )
             doc_id, context = fields[id_col].strip(), fields[text_col]
             if not doc_id:
                 raise DataError("empty ID", path, line)
@@ -98,18 +101,26 @@ def bartl_corpus(path: str | os.PathLike, nlp, batch_size: int = 128) -> tuple[p
 
     rows = read_flipped_gap(path)
     ids = [r[0] for r in rows]
-    sentences, counts = split_contexts(ids, [gap_split(i) for i in ids], [r[1] for r in rows], nlp,
-                                       batch_size=batch_size, dedup=False, source=path)
+    sentences, counts = split_contexts(
+        ids, [gap_split(i) for i in ids], [r[1] for r in rows], nlp, batch_size=batch_size, dedup=False, source=path
+    )
     n = sentences.num_rows
-    table = pa.table({
-        "doc_id": sentences.column("doc_id"),
-        "sentence_id": sentences.column("sentence_id"),
-        "split": sentences.column("split"),
-        "text": sentences.column("text"),
-        "is_counterfactual": pa.array([True] * n, type=pa.bool_()),
-        "changed": pa.nulls(n, type=pa.bool_()),  # unknown: the file holds no original to compare with
-    })
+    table = pa.table(
+        {
+            "doc_id": sentences.column("doc_id"),
+            "sentence_id": sentences.column("sentence_id"),
+            "split": sentences.column("split"),
+            "text": sentences.column("text"),
+            "is_counterfactual": pa.array([True] * n, type=pa.bool_()),
+            "changed": pa.nulls(n, type=pa.bool_()),  # unknown: the file holds no original to compare with
+        }
+    )
     counts = {"rows": len(rows), "sentences": n, "duplicate_contexts": counts["duplicate_contexts"]}
-    log.info("%s: %d rows -> %d sentences (file order, none removed; %d contexts repeat another)", path,
-             counts["rows"], n, counts["duplicate_contexts"])
+    log.info(
+        "%s: %d rows -> %d sentences (file order, none removed; %d contexts repeat another)",
+        path,
+        counts["rows"],
+        n,
+        counts["duplicate_contexts"],
+    )
     return table, counts

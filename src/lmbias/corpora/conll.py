@@ -158,7 +158,8 @@ def iter_conll(path: str | os.PathLike) -> Iterator[Document]:
             if row[2] != str(expected):
                 raise DataError(
                     f"word index {row[2]!r} where {expected} was expected (is a blank line between sentences missing?)",
-                    path, line,
+                    path,
+                    line,
                 )
         doc.sentences.append(
             Sentence(
@@ -184,7 +185,9 @@ def iter_conll(path: str | os.PathLike) -> Iterator[Document]:
                 if not m:
                     raise DataError(f"malformed #begin line {line!r}", path, number)
                 if doc is not None:
-                    raise DataError(f"#begin inside document {doc.doc_id!r} (opened at line {doc.line}, no #end)", path, number)
+                    raise DataError(
+                        f"#begin inside document {doc.doc_id!r} (opened at line {doc.line}, no #end)", path, number
+                    )
                 doc = Document(doc_id=m.group("doc"), part=int(m.group("part")), path=str(path), line=number)
                 ncols = 0
             elif line.strip() == "#end document":
@@ -194,14 +197,18 @@ def iter_conll(path: str | os.PathLike) -> Iterator[Document]:
                 yield doc
                 doc = None
             else:
-                raise DataError(f"unexpected directive {line[:60]!r} (only #begin document / #end document)", path, number)
+                raise DataError(
+                    f"unexpected directive {line[:60]!r} (only #begin document / #end document)", path, number
+                )
             continue
         if doc is None:
             raise DataError("token line outside a document (no #begin document before it)", path, number)
         cells = line.split()
         if ncols == 0:
             if len(cells) < MIN_COLUMNS:
-                raise DataError(f"{len(cells)} columns; a CoNLL-2012 token line has at least {MIN_COLUMNS}", path, number)
+                raise DataError(
+                    f"{len(cells)} columns; a CoNLL-2012 token line has at least {MIN_COLUMNS}", path, number
+                )
             ncols = len(cells)
         elif len(cells) != ncols:
             raise DataError(
@@ -214,7 +221,9 @@ def iter_conll(path: str | os.PathLike) -> Iterator[Document]:
         if cells[WORD] == "[WORD]":
             raise DataError(
                 "word column holds [WORD]: this is an OntoNotes skeleton file; fill in the words with the "
-                "CoNLL-2012 skeleton2conll script first", path, number,
+                "CoNLL-2012 skeleton2conll script first",
+                path,
+                number,
             )
         rows.append(cells)
         row_lines.append(number)
@@ -232,7 +241,9 @@ def read_conll_files(paths: Iterable[str | os.PathLike]) -> list[Document]:
     for path in paths:
         for doc in iter_conll(path):
             if doc.key in seen:
-                raise DataError(f"document {doc.doc_id!r} part {doc.part} already read from {seen[doc.key]}", path, doc.line)
+                raise DataError(
+                    f"document {doc.doc_id!r} part {doc.part} already read from {seen[doc.key]}", path, doc.line
+                )
             seen[doc.key] = f"{doc.path}:{doc.line}"
             docs.append(doc)
     return docs
@@ -250,8 +261,30 @@ def find_conll_files(folder: str | os.PathLike, pattern: str, key: str = "corpor
 
 
 # Tokens written without a space before them / after them when a token list becomes text.
-_NO_SPACE_BEFORE = {",", ".", ";", ":", "!", "?", ")", "]", "}", "%", "'s", "'S", "'m", "'re", "'ve", "'d", "'ll",
-                    "n't", "N'T", "'", "''", "..."}
+_NO_SPACE_BEFORE = {
+    ",",
+    ".",
+    ";",
+    ":",
+    "!",
+    "?",
+    ")",
+    "]",
+    "}",
+    "%",
+    "'s",
+    "'S",
+    "'m",
+    "'re",
+    "'ve",
+    "'d",
+    "'ll",
+    "n't",
+    "N'T",
+    "'",
+    "''",
+    "...",
+}
 _NO_SPACE_AFTER = {"(", "[", "{", "$", "``", "#"}
 # Conversational OntoNotes genres write sentence-final punctuation as "/." and "/?".
 _SLASH_PUNCT = {"/.": ".", "/?": "?", "/-": "-"}

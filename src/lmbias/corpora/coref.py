@@ -30,11 +30,60 @@ from lmbias.errors import DataError
 
 PROPER_TAGS = frozenset({"NNP", "NNPS"})
 # Tokens that start a post-modifier of a noun phrase: the head is the last token before the first of them.
-_POSTMOD_TAGS = frozenset({"IN", "TO", "WDT", "WP", "WP$", "WRB", ",", ":", "-LRB-", "-RRB-", "``", "''", "CC",
-                           "VB", "VBD", "VBG", "VBN", "VBP", "VBZ", "MD"})
-_POSTMOD_WORDS = frozenset({"of", "in", "on", "at", "from", "with", "for", "by", "to", "about", "who", "whom",
-                            "whose", "which", "that", "where", ",", ":", ";", "(", ")", "-", "--", "and", "or"})
-_TRAILING = frozenset({"'s", "'", "’s", ".", "!", "?", "\"", "''"})
+_POSTMOD_TAGS = frozenset(
+    {
+        "IN",
+        "TO",
+        "WDT",
+        "WP",
+        "WP$",
+        "WRB",
+        ",",
+        ":",
+        "-LRB-",
+        "-RRB-",
+        "``",
+        "''",
+        "CC",
+        "VB",
+        "VBD",
+        "VBG",
+        "VBN",
+        "VBP",
+        "VBZ",
+        "MD",
+    }
+)
+_POSTMOD_WORDS = frozenset(
+    {
+        "of",
+        "in",
+        "on",
+        "at",
+        "from",
+        "with",
+        "for",
+        "by",
+        "to",
+        "about",
+        "who",
+        "whom",
+        "whose",
+        "which",
+        "that",
+        "where",
+        ",",
+        ":",
+        ";",
+        "(",
+        ")",
+        "-",
+        "--",
+        "and",
+        "or",
+    }
+)
+_TRAILING = frozenset({"'s", "'", "’s", ".", "!", "?", '"', "''"})
 
 
 def mention_head(words: Sequence[str], tags: Sequence[str] | None, start: int, end: int) -> int:
@@ -69,7 +118,8 @@ def proper_clusters(doc: Document, persons: Sequence[Span] = ()) -> set[str]:
             tags = sentence.tags
             head = mention_head(sentence.words, tags, m.start, m.end)
             if (tags is not None and tags[head] in PROPER_TAGS) or any(
-                    p.start <= head < p.end for p in names.get(m.sentence, ())):
+                p.start <= head < p.end for p in names.get(m.sentence, ())
+            ):
                 out.add(chain)
                 break
     return out
@@ -117,13 +167,17 @@ def gap_pronoun_links(gap: pa.Table, source: str | os.PathLike | None = None) ->
             if not isinstance(row[flag], bool):
                 raise DataError(f"{where}: {flag} is {row[flag]!r}, not TRUE/FALSE", source)
         if offset is None or not 0 <= offset <= len(text) - len(pronoun) or not pronoun:
-            raise DataError(f"{where}: Pronoun-offset {offset!r} is outside its Text ({len(text)} characters) "
-                            f"for pronoun {pronoun!r}", source)
-        if text[offset:offset + len(pronoun)] != pronoun:
+            raise DataError(
+                f"{where}: Pronoun-offset {offset!r} is outside its Text ({len(text)} characters) "
+                f"for pronoun {pronoun!r}",
+                source,
+            )
+        if text[offset : offset + len(pronoun)] != pronoun:
             raise DataError(f"{where}: Pronoun-offset {offset} does not point at {pronoun!r} in Text", source)
         if row["a_coref"] and row["b_coref"]:
-            raise DataError(f"{where}: A-coref and B-coref are both TRUE (GAP links a pronoun to at most one name)",
-                            source)
+            raise DataError(
+                f"{where}: A-coref and B-coref are both TRUE (GAP links a pronoun to at most one name)", source
+            )
         name = row["a"] if row["a_coref"] else row["b"] if row["b_coref"] else None
         links.setdefault(ident, [])
         if name is not None:
@@ -131,9 +185,13 @@ def gap_pronoun_links(gap: pa.Table, source: str | os.PathLike | None = None) ->
     return links
 
 
-def spans_in_sentences(links: Mapping[str, Sequence[tuple[int, int, str]]], doc_id: str,
-                       sentences: Sequence[tuple[int, int]], text_length: int,
-                       source=None) -> list[list[tuple[int, int, str]]]:
+def spans_in_sentences(
+    links: Mapping[str, Sequence[tuple[int, int, str]]],
+    doc_id: str,
+    sentences: Sequence[tuple[int, int]],
+    text_length: int,
+    source=None,
+) -> list[list[tuple[int, int, str]]]:
     """Each sentence's share of the document's linked spans, in sentence-relative character offsets.
 
     `sentences`: (start_char, end_char) of the document's sentences. A span inside no sentence (in the
@@ -142,13 +200,13 @@ def spans_in_sentences(links: Mapping[str, Sequence[tuple[int, int, str]]], doc_
     out: list[list[tuple[int, int, str]]] = [[] for _ in sentences]
     for start, end, name in links.get(doc_id, ()):
         if not 0 <= start < end <= text_length:
-            raise DataError(f"GAP row {doc_id!r}: span {start}..{end} is outside its text ({text_length} characters)",
-                            source)
+            raise DataError(
+                f"GAP row {doc_id!r}: span {start}..{end} is outside its text ({text_length} characters)", source
+            )
         for k, (s, e) in enumerate(sentences):
             if s <= start and end <= e:
                 out[k].append((start - s, end - s, name))
                 break
         else:
-            raise DataError(f"GAP row {doc_id!r}: span {start}..{end} lies inside no sentence of the split",
-                            source)
+            raise DataError(f"GAP row {doc_id!r}: span {start}..{end} lies inside no sentence of the split", source)
     return out

@@ -63,7 +63,7 @@ from lmbias.errors import ConfigError
 
 INTERVENTIONS = ("grammatical", "naive")
 
-_SENTENCE_START_PREV = frozenset({".", "!", "?", "\"", "“", "‘", "'", ":", "(", "[", "-", "—", "–", "…"})
+_SENTENCE_START_PREV = frozenset({".", "!", "?", '"', "“", "‘", "'", ":", "(", "[", "-", "—", "–", "…"})
 _HER_RE = re.compile(r"(?<![^\W_])her(?![^\W_])", re.IGNORECASE)
 #: Longest piece of one text handed to spaCy. Its max_length (1,000,000) guards the parser and NER, which
 #: need about 1 GB per 100,000 characters; longer texts are swapped in pieces (see swap_lines).
@@ -72,6 +72,7 @@ _CUT_AFTER = re.compile(r"[.!?;:]['\")\]]*\s+|\n\s*")
 
 
 # --------------------------------------------------------------------------------------------- swapper
+
 
 class Swapper(SwapRules):
     """Apply one intervention to texts, spaCy docs, or pre-tokenised (CoNLL) sentences.
@@ -82,19 +83,25 @@ class Swapper(SwapRules):
     the tokenizer (plus NER for names=True). ``stats`` (SwapStats) counts what was swapped.
     """
 
-    def __init__(self, lexicon: SwapLexicon, intervention: str = "grammatical", names: bool = False, nlp=None,
-                 spacy_model: str = "en_core_web_sm"):
+    def __init__(
+        self,
+        lexicon: SwapLexicon,
+        intervention: str = "grammatical",
+        names: bool = False,
+        nlp=None,
+        spacy_model: str = "en_core_web_sm",
+    ):
         if intervention not in INTERVENTIONS:
             raise ConfigError(f"intervention: {intervention!r} is not one of {', '.join(INTERVENTIONS)}")
         if names and not lexicon.name_pairs:
-            raise ConfigError("names: names=True needs a lexicon loaded with a name-pair list "
-                              "(load_lexicon(names=...))")
+            raise ConfigError(
+                "names: names=True needs a lexicon loaded with a name-pair list (load_lexicon(names=...))"
+            )
         super().__init__(lexicon, grammatical=intervention == "grammatical", names=names)
         self.intervention = intervention
         self._nlp = nlp
         self._spacy_model = spacy_model
         self._setup_done = False
-
 
     # ---- pipeline set-up
     @property
@@ -102,9 +109,11 @@ class Swapper(SwapRules):
         if self._nlp is None:
             if self.grammatical or self.names:
                 from lmbias.corpora.nlp import load_spacy
+
                 self._nlp = load_spacy(self._spacy_model)
             else:
                 import spacy
+
                 self._nlp = spacy.blank("en")
         if not self._setup_done:
             self._setup()
@@ -115,8 +124,9 @@ class Swapper(SwapRules):
         self._setup_done = True
         names = set(nlp.pipe_names)
         if self.grammatical and "tagger" not in names:
-            raise ConfigError(f"the grammatical intervention needs a spaCy pipeline with a tagger; "
-                              f"got {nlp.pipe_names}")
+            raise ConfigError(
+                f"the grammatical intervention needs a spaCy pipeline with a tagger; got {nlp.pipe_names}"
+            )
         need_ner = self.names or self.grammatical
         self._ner = nlp.get_pipe("ner") if ("ner" in names and need_ner) else None
         # the parser's "poss" arc is a second opinion on "her" (en_core_web_sm tags "kept her promise" PRP);
@@ -167,8 +177,13 @@ class Swapper(SwapRules):
         pending = self.analyse(sentence_from_doc(doc, self.grammatical), doc.text)
         return self.finish_group([pending])[0]
 
-    def swap_texts(self, texts: Iterable[str], batch_size: int = 256, doc_ids: Sequence | None = None,
-                   protect: Sequence | None = None) -> list[str]:
+    def swap_texts(
+        self,
+        texts: Iterable[str],
+        batch_size: int = 256,
+        doc_ids: Sequence | None = None,
+        protect: Sequence | None = None,
+    ) -> list[str]:
         """Counterfactuals of many texts through nlp.pipe (unused components disabled).
 
         Each text is its own document for name consistency, unless `doc_ids` (one per text) groups them:
@@ -189,7 +204,7 @@ class Swapper(SwapRules):
         nlp = self.nlp
         pending: list[PendingSentence] = []
         for start in range(0, len(texts), batch_size):
-            chunk = texts[start:start + batch_size]
+            chunk = texts[start : start + batch_size]
             docs = list(nlp.pipe(chunk, disable=self._disable, batch_size=batch_size))
             if self._parser is not None:
                 need = [i for i, text in enumerate(chunk) if _HER_RE.search(text)]
@@ -218,8 +233,13 @@ class Swapper(SwapRules):
                 out[i] = s
         return out
 
-    def swap_tokens(self, words: Sequence[str], tags: Sequence[str] | None = None,
-                    ner: Sequence[str] | None = None, protect: Iterable[int] = ()) -> list[str]:
+    def swap_tokens(
+        self,
+        words: Sequence[str],
+        tags: Sequence[str] | None = None,
+        ner: Sequence[str] | None = None,
+        protect: Iterable[int] = (),
+    ) -> list[str]:
         """Counterfactual of one pre-tokenised sentence (the CoNLL path); returns one token per input token.
 
         tags: gold PTB tags (e.g. OntoNotes' POS column). None (or all '-', as in WinoBias's CoNLL files):
@@ -285,8 +305,12 @@ class Swapper(SwapRules):
                 if self.grammatical:
                     if low in words or low in self._phrases:
                         return True
-                    if low in PRONOUNS and prev is not None and prev.text not in _SENTENCE_START_PREV \
-                            and "\n" not in prev.text:
+                    if (
+                        low in PRONOUNS
+                        and prev is not None
+                        and prev.text not in _SENTENCE_START_PREV
+                        and "\n" not in prev.text
+                    ):
                         return True
             if not t.is_space:
                 prev = t
@@ -299,19 +323,20 @@ def split_long_text(text: str, max_chars: int = MAX_PIECE_CHARS) -> list[str]:
     (one word that long) at `max_chars`."""
     pieces, start = [], 0
     while len(text) - start > max_chars:
-        window = text[start:start + max_chars]
+        window = text[start : start + max_chars]
         cut = max((m.end() for m in _CUT_AFTER.finditer(window)), default=0)
         if cut == 0:
             space = max(window.rfind(" "), window.rfind("\t"))
             cut = space + 1 if space > 0 else max_chars
-        pieces.append(text[start:start + cut])
+        pieces.append(text[start : start + cut])
         start += cut
     pieces.append(text[start:])
     return pieces
 
 
-def swap_lines(swapper: "Swapper", texts: Sequence[str], batch_size: int = 256,
-               max_chars: int = MAX_PIECE_CHARS) -> list[str]:
+def swap_lines(
+    swapper: "Swapper", texts: Sequence[str], batch_size: int = 256, max_chars: int = MAX_PIECE_CHARS
+) -> list[str]:
     """swapper.swap_texts for texts of any length: one longer than `max_chars` is swapped in pieces
     (split_long_text) that stay one document, so its names are swapped consistently across pieces."""
     pieces, owners = [], []

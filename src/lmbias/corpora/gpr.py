@@ -52,8 +52,14 @@ log = logging.getLogger(__name__)
 
 PRONOUN_PLACEHOLDER = "[PRONOUN]"
 PRONOUNS = {
-    "he": "male", "him": "male", "his": "male", "himself": "male",
-    "she": "female", "her": "female", "hers": "female", "herself": "female",
+    "he": "male",
+    "him": "male",
+    "his": "male",
+    "himself": "male",
+    "she": "female",
+    "her": "female",
+    "hers": "female",
+    "herself": "female",
 }
 SPLITS = ("train", "validation")
 EXAMPLE_UNITS = ("sentence", "accumulated")
@@ -116,7 +122,9 @@ def join_sentences(texts: Sequence[str]) -> str:
     return f" {SENTENCE_SEPARATOR} ".join(texts)
 
 
-def accumulate(texts: Sequence[str], holds_pronoun: Sequence[bool], max_chars: int = 512) -> tuple[list[list[int]], int]:
+def accumulate(
+    texts: Sequence[str], holds_pronoun: Sequence[bool], max_chars: int = 512
+) -> tuple[list[list[int]], int]:
     """(groups of sentence indices, dropped): Manela et al.'s `compile_pronoun_strings` over one document.
     Sentences are gathered until one holds a pronoun; the group is all of them when their joined text
     (join_sentences) has at most max_chars characters, else the last ACCUMULATE_FALLBACK, ..., 1 of them
@@ -159,8 +167,9 @@ def gn_glove_lexicon(male_file, female_file):
             raise DataError(f"GN-GloVe word list not readable ({exc})", path) from None
     male, female = lists
     if len(male) != len(female):
-        raise DataError(f"GN-GloVe word lists differ in length ({len(male)} male, {len(female)} female lines)",
-                        male_file)
+        raise DataError(
+            f"GN-GloVe word lists differ in length ({len(male)} male, {len(female)} female lines)", male_file
+        )
     male, female = male + ["kingdom"], female + ["queendom"]
     partners: dict[str, list[str]] = {}
     for word, partner in list(zip(male, female)) + list(zip(female, male)):
@@ -179,8 +188,14 @@ def gn_glove_lexicon(male_file, female_file):
 # Where GN-GloVe lists a word with several partners, Manela et al.'s notebook picks one by hand; these are the
 # words where their pick is not the first listed partner (every other such word keeps its first partner).
 GN_GLOVE_CHOICES = {
-    "bachelor": "maiden", "dudes": "chicks", "gals": "guys", "lady": "gentleman", "manservant": "maid",
-    "nuns": "priests", "penis": "vagina", "priest": "priestess",
+    "bachelor": "maiden",
+    "dudes": "chicks",
+    "gals": "guys",
+    "lady": "gentleman",
+    "manservant": "maid",
+    "nuns": "priests",
+    "penis": "vagina",
+    "priest": "priestess",
 }
 
 
@@ -211,10 +226,14 @@ def example_text(word_lists: Sequence[Sequence[str]], index: int | None, hidden:
     last = len(word_lists) - 1
     parts = []
     for k, words in enumerate(word_lists):
-        parts.append(detokenize([
-            PRONOUN_PLACEHOLDER if k == last and i == index else MASKED_PRONOUN if i in hidden[k] else w
-            for i, w in enumerate(words)
-        ]))
+        parts.append(
+            detokenize(
+                [
+                    PRONOUN_PLACEHOLDER if k == last and i == index else MASKED_PRONOUN if i in hidden[k] else w
+                    for i, w in enumerate(words)
+                ]
+            )
+        )
     return join_sentences(parts)
 
 
@@ -248,8 +267,9 @@ def _groups(sentences: Sequence[AnonymisedSentence], pronouns: frozenset, exampl
         by_document.setdefault(s.document, []).append(k)
     groups, dropped = [], 0
     for members in by_document.values():
-        found, lost = accumulate([detokenize(sentences[k].words) for k in members], [holds[k] for k in members],
-                                 max_chars)
+        found, lost = accumulate(
+            [detokenize(sentences[k].words) for k in members], [holds[k] for k in members], max_chars
+        )
         groups += [[members[j] for j in group] for group in found]
         dropped += lost
     return groups, dropped
@@ -293,8 +313,14 @@ def gpr_examples(
             tags, ner = pretagged[k]
             out = list(swapper.swap_tokens(list(s.words), tags=tags, ner=ner, **keep))
         else:
-            out = list(swapper.swap_tokens(list(s.words), tags=list(s.tags) if s.tags is not None else None,
-                                           ner=list(s.ner) if s.ner is not None else None, **keep))
+            out = list(
+                swapper.swap_tokens(
+                    list(s.words),
+                    tags=list(s.tags) if s.tags is not None else None,
+                    ner=list(s.ner) if s.ner is not None else None,
+                    **keep,
+                )
+            )
         if len(out) != len(s.words):
             raise RuntimeError(f"swap_tokens changed the token count of {s.doc_key} sentence {s.sentence_id}")
         flipped[k] = out
@@ -309,7 +335,11 @@ def gpr_examples(
         split = splits.get(s.document)
         for i in positions:
             hidden = hidden_all[:-1] + [hidden_all[-1] - {i}] if other_pronouns == "masked" else [set() for _ in group]
-            text = example_text(original_words, i, hidden) if examples == "accumulated" or other_pronouns == "masked" else None
+            text = (
+                example_text(original_words, i, hidden)
+                if examples == "accumulated" or other_pronouns == "masked"
+                else None
+            )
             row = _example(s, s.words, s.tags, i, split, False, None, text)
             key = (example_text(original_words, None, hidden_all).lower(), row["label"])
             new = flipped[group[-1]][i].lower()
@@ -349,8 +379,9 @@ def gpr_examples(
     a_table = pa.Table.from_pylist(a_rows, schema=GPR_SCHEMA)
     counts = {
         "sentences": len(sentences),
-        "sentences_with_pronoun": len(groups) if examples == "sentence" else sum(
-            any(w.lower() in chosen for w in s.words) for s in sentences),
+        "sentences_with_pronoun": len(groups)
+        if examples == "sentence"
+        else sum(any(w.lower() in chosen for w in s.words) for s in sentences),
         "documents": len({s.document for s in sentences}),
         **({"validation_documents": sum(v == "validation" for v in splits.values())} if split_by == "document" else {}),
         "examples_u": u_table.num_rows,
@@ -363,10 +394,15 @@ def gpr_examples(
         counts.update(groups=len(groups), too_long=too_long)
     if deduplicate:
         counts["duplicates_dropped"] = duplicates
-    log.info("GPR: %(sentences_with_pronoun)d of %(sentences)d sentences hold a gendered pronoun -> "
-             "%(examples_u)d -U examples (%(u_male)d male, %(u_female)d female; %(u_train)d train, "
-             "%(u_validation)d validation), %(examples_a)d -A examples; %(not_swapped)d pronouns the swapper "
-             "left unchanged (no swapped copy)", counts)
+    log.info(
+        "GPR: %(sentences_with_pronoun)d of %(sentences)d sentences hold a gendered pronoun -> "
+        "%(examples_u)d -U examples (%(u_male)d male, %(u_female)d female; %(u_train)d train, "
+        "%(u_validation)d validation), %(examples_a)d -A examples; %(not_swapped)d pronouns the swapper "
+        "left unchanged (no swapped copy)",
+        counts,
+    )
     if examples == "accumulated" or deduplicate:
-        log.info("GPR (%s examples): %s", examples, {k: counts.get(k) for k in ("groups", "too_long", "duplicates_dropped")})
+        log.info(
+            "GPR (%s examples): %s", examples, {k: counts.get(k) for k in ("groups", "too_long", "duplicates_dropped")}
+        )
     return u_table, a_table, counts

@@ -101,18 +101,21 @@ class HallMaudslaySubstitutor:
         for token in reversed(doc):
             partner = self.partner(token)
             if partner is not None:
-                text = text[: token.idx] + partner + text[token.idx + len(token.text):]
+                text = text[: token.idx] + partner + text[token.idx + len(token.text) :]
         return text
 
     def swap_text(self, text: str) -> str:
         return self.swap_texts([text])[0]
 
-    def swap_texts(self, texts: Iterable[str], batch_size: int = 256, doc_ids: Sequence | None = None,
-                   protect=None) -> list[str]:
+    def swap_texts(
+        self, texts: Iterable[str], batch_size: int = 256, doc_ids: Sequence | None = None, protect=None
+    ) -> list[str]:
         """Every text swapped (doc_ids are not needed: a name's partner is fixed). protect must be empty."""
         if protect is not None and any(protect):
-            raise ConfigError("protect_proper_noun_clusters: the hall_maudslay substitutor keeps nothing for gold "
-                              "coreference; set it false")
+            raise ConfigError(
+                "protect_proper_noun_clusters: the hall_maudslay substitutor keeps nothing for gold "
+                "coreference; set it false"
+            )
         out = []
         for doc in self.nlp.pipe(list(texts), batch_size=batch_size):
             swapped = self.swap_doc(doc)

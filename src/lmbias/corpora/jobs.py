@@ -40,14 +40,25 @@ WORDLISTS = ("lu2018", "winobias", "merged")
 # The other GPR keys default to this project's task (lmbias.corpora.gpr); Manela et al.'s code's choices are
 # examples: accumulated, other_pronouns: masked, pronouns: [he, she, her, his, him], deduplicate: true,
 # split_by: example, seed: 2018, wordlist: gn_glove (the shipped `variants.manela`).
-GPR_DEFAULTS = {"intervention": "grammatical", "validation_fraction": 0.2, "seed": 0, "wordlist": "winobias",
-                "protect_proper_noun_clusters": False, "examples": "sentence", "max_chars": 512,
-                "other_pronouns": "visible", "pronouns": ["he", "him", "his", "himself", "she", "her", "hers", "herself"],
-                "deduplicate": False, "split_by": "document"}
+GPR_DEFAULTS = {
+    "intervention": "grammatical",
+    "validation_fraction": 0.2,
+    "seed": 0,
+    "wordlist": "winobias",
+    "protect_proper_noun_clusters": False,
+    "examples": "sentence",
+    "max_chars": 512,
+    "other_pronouns": "visible",
+    "pronouns": ["he", "him", "his", "himself", "she", "her", "hers", "herself"],
+    "deduplicate": False,
+    "split_by": "document",
+}
 # GPR only: GN-GloVe's male/female word lists (Manela et al.'s -A map, lmbias.corpora.gpr.gn_glove_lexicon).
 GPR_WORDLISTS = WORDLISTS + ("gn_glove",)
-GN_GLOVE_INPUTS = {"gn_glove_male": "resources/data/gn_glove/male_word_file.txt",
-                   "gn_glove_female": "resources/data/gn_glove/female_word_file.txt"}
+GN_GLOVE_INPUTS = {
+    "gn_glove_male": "resources/data/gn_glove/male_word_file.txt",
+    "gn_glove_female": "resources/data/gn_glove/female_word_file.txt",
+}
 GPR_KEY = "corpora.ontonotes.gpr"
 GPR_VARIANT = re.compile(r"[a-z0-9][a-z0-9_]*")
 PROTECT_KEY = "protect_proper_noun_clusters"
@@ -58,7 +69,9 @@ SUBSTITUTORS = ("lmbias", "hall_maudslay")
 RESERVED_INTERVENTIONS = ("sentences", "gpr-U", "gpr-A")
 
 
-def build_gap_sentences(contexts: str | os.PathLike, out: str | os.PathLike, options: Mapping, spacy_model: str) -> dict:
+def build_gap_sentences(
+    contexts: str | os.PathLike, out: str | os.PathLike, options: Mapping, spacy_model: str
+) -> dict:
     """results/data/gap.parquet -> results/corpora/gap/sentences.parquet."""
     from lmbias.corpora.sentences import SENTENCES_SCHEMA, gap_sentences, load_splitter
 
@@ -130,7 +143,9 @@ def check_intervention(entry: Mapping, key: str) -> dict:
     if method not in METHODS:
         raise ConfigError(f"{key}.method: must be one of {list(METHODS)}, got {method!r}")
     if entry.get("intervention") not in INTERVENTIONS:
-        raise ConfigError(f"{key}.intervention: must be one of {list(INTERVENTIONS)}, got {entry.get('intervention')!r}")
+        raise ConfigError(
+            f"{key}.intervention: must be one of {list(INTERVENTIONS)}, got {entry.get('intervention')!r}"
+        )
     out = {"names": False, "batch_size": 256, "wordlist": "lu2018", "substitutor": "lmbias", **entry}
     if out["substitutor"] not in SUBSTITUTORS:
         raise ConfigError(f"{key}.substitutor: must be one of {list(SUBSTITUTORS)}, got {out['substitutor']!r}")
@@ -161,14 +176,19 @@ def check_intervention(entry: Mapping, key: str) -> dict:
 def _check_hall_maudslay(opts: dict, key: str) -> None:
     """Their substitutor has its own rules: one word list (theirs, lu2018), no gold coreference."""
     if opts["intervention"] != "grammatical":
-        raise ConfigError(f"{key}.intervention: the hall_maudslay substitutor decides his/her by the tag "
-                          f"(grammatical), got {opts['intervention']!r}")
+        raise ConfigError(
+            f"{key}.intervention: the hall_maudslay substitutor decides his/her by the tag "
+            f"(grammatical), got {opts['intervention']!r}"
+        )
     if opts["wordlist"] != "lu2018":
-        raise ConfigError(f"{key}.wordlist: the hall_maudslay substitutor reads its own list, lu2018 "
-                          f"(cda_default_pairs.json), got {opts['wordlist']!r}")
+        raise ConfigError(
+            f"{key}.wordlist: the hall_maudslay substitutor reads its own list, lu2018 "
+            f"(cda_default_pairs.json), got {opts['wordlist']!r}"
+        )
     if opts.setdefault(PROTECT_KEY, False) is not False:
-        raise ConfigError(f"{key}.{PROTECT_KEY}: the hall_maudslay substitutor keeps nothing for gold coreference; "
-                          f"set it false")
+        raise ConfigError(
+            f"{key}.{PROTECT_KEY}: the hall_maudslay substitutor keeps nothing for gold coreference; set it false"
+        )
 
 
 def _check_protect(opts: dict, key: str) -> None:
@@ -179,8 +199,10 @@ def _check_protect(opts: dict, key: str) -> None:
     if not isinstance(value, bool):
         raise ConfigError(f"{key}.{PROTECT_KEY}: must be true or false, got {value!r}")
     if value and not grammatical:
-        raise ConfigError(f"{key}.{PROTECT_KEY}: true needs intervention: grammatical (the naive intervention "
-                          f"flips every gendered word, Lu et al.)")
+        raise ConfigError(
+            f"{key}.{PROTECT_KEY}: true needs intervention: grammatical (the naive intervention "
+            f"flips every gendered word, Lu et al.)"
+        )
 
 
 # An intervention named with "{swap_rate}" (e.g. cds-{swap_rate}) is a template: it builds <name> for any swap
@@ -224,15 +246,17 @@ def resolve_intervention(interventions: Mapping, name: str, prefix: str) -> tupl
         head, tail = template.split(SWAP_RATE_FIELD)
         if not (name.startswith(head) and name.endswith(tail) and len(name) > len(head) + len(tail)):
             continue
-        text = name[len(head): len(name) - len(tail)]
+        text = name[len(head) : len(name) - len(tail)]
         try:
             rate = float(text)
         except ValueError:
             continue
         key = f"{prefix}.{template}"
         if format_swap_rate(rate) != text:
-            raise ConfigError(f"{key}: {name!r} writes the swap rate {text!r} non-canonically; "
-                              f"the file for that rate is {head}{format_swap_rate(rate)}{tail}")
+            raise ConfigError(
+                f"{key}: {name!r} writes the swap rate {text!r} non-canonically; "
+                f"the file for that rate is {head}{format_swap_rate(rate)}{tail}"
+            )
         if not 0 < rate <= 1:
             raise ConfigError(f"{key}: {name!r} asks for swap rate {text}; it must be in (0, 1]")
         return key, {**entry, "swap_rate": rate}
@@ -258,10 +282,14 @@ def check_corpora_config(corpora: Mapping, benchmarks: Mapping) -> None:
                 if name.count(SWAP_RATE_FIELD) != 1:
                     raise ConfigError(f"{key}: a template names {SWAP_RATE_FIELD} once")
                 if intervention.get("method") != "cds":
-                    raise ConfigError(f"{key}.method: only cds interventions take a swap rate, so only they may be "
-                                      f"templates ({SWAP_RATE_FIELD} in the name); got {intervention.get('method')!r}")
+                    raise ConfigError(
+                        f"{key}.method: only cds interventions take a swap rate, so only they may be "
+                        f"templates ({SWAP_RATE_FIELD} in the name); got {intervention.get('method')!r}"
+                    )
                 if "swap_rate" in intervention:
-                    raise ConfigError(f"{key}.swap_rate: a template takes its swap rate from the file name; drop this key")
+                    raise ConfigError(
+                        f"{key}.swap_rate: a template takes its swap rate from the file name; drop this key"
+                    )
                 intervention = {**intervention, "swap_rate": 1.0}
             check_intervention(intervention, key)
 
@@ -286,8 +314,16 @@ def build_counterfactual(
     if opts["method"] == "cda":
         result = cda_corpus(table, swapper, batch_size=opts["batch_size"], protect=protect)
     else:
-        result = cds_corpus(table, swapper, opts["swap_rate"], opts["seed"], batch_size=opts["batch_size"],
-                            unit=opts["swap_unit"], selection=opts["selection"], protect=protect)
+        result = cds_corpus(
+            table,
+            swapper,
+            opts["swap_rate"],
+            opts["seed"],
+            batch_size=opts["batch_size"],
+            unit=opts["swap_unit"],
+            selection=opts["selection"],
+            protect=protect,
+        )
     write_table_atomic(result, out, COUNTERFACTUAL_SCHEMA)
     flags = result.column("is_counterfactual").to_pylist()
     counts = {
@@ -297,10 +333,15 @@ def build_counterfactual(
         "changed": sum(result.column("changed").to_pylist()),
         "kept_in_clusters": swapper.stats.kept_in_clusters,
     }
-    log.info("%s: %d sentences in, %d rows out, %d counterfactual rows, %d changed; %d gendered words kept by "
-             "gold coreference with a name (%s)", out, *counts.values(),
-             "coreference unknown" if protect is None and opts[PROTECT_KEY] else
-             f"{PROTECT_KEY}: {str(opts[PROTECT_KEY]).lower()}")
+    log.info(
+        "%s: %d sentences in, %d rows out, %d counterfactual rows, %d changed; %d gendered words kept by "
+        "gold coreference with a name (%s)",
+        out,
+        *counts.values(),
+        "coreference unknown"
+        if protect is None and opts[PROTECT_KEY]
+        else f"{PROTECT_KEY}: {str(opts[PROTECT_KEY]).lower()}",
+    )
     return counts
 
 
@@ -368,7 +409,9 @@ def gpr_options(options: Mapping | None, variant: str | None = None) -> dict:
     if variant is not None:
         variants = (options or {}).get("variants") or {}
         if variant not in variants:
-            raise ConfigError(f"{GPR_KEY}.variants: no variant {variant!r}; configured: {', '.join(sorted(variants)) or 'none'}")
+            raise ConfigError(
+                f"{GPR_KEY}.variants: no variant {variant!r}; configured: {', '.join(sorted(variants)) or 'none'}"
+            )
         key = f"{GPR_KEY}.variants.{variant}"
         base.update(variants[variant] or {})
     unknown = sorted(set(base) - set(GPR_DEFAULTS))
@@ -394,8 +437,11 @@ def gpr_options(options: Mapping | None, variant: str | None = None) -> dict:
     if isinstance(fraction, bool) or not isinstance(fraction, (int, float)) or not 0 <= fraction < 1:
         raise ConfigError(f"{key}.validation_fraction: must be in [0, 1), got {fraction!r}")
     chosen = opts["pronouns"]
-    if (not isinstance(chosen, (list, tuple)) or not chosen
-            or any(not isinstance(p, str) or p.lower() not in PRONOUNS for p in chosen)):
+    if (
+        not isinstance(chosen, (list, tuple))
+        or not chosen
+        or any(not isinstance(p, str) or p.lower() not in PRONOUNS for p in chosen)
+    ):
         raise ConfigError(f"{key}.pronouns: must be a non-empty list of {sorted(PRONOUNS)}, got {chosen!r}")
     _check_protect(opts, key)
     return opts
@@ -408,8 +454,10 @@ def gpr_variants(options: Mapping | None) -> list[str]:
         raise ConfigError(f"{GPR_KEY}.variants: must map variant names to option overrides, got {variants!r}")
     for name in variants:
         if not isinstance(name, str) or not GPR_VARIANT.fullmatch(name) or name in ("u", "a"):
-            raise ConfigError(f"{GPR_KEY}.variants.{name}: a variant name is lower-case letters, digits and _ "
-                              f"(it names results/corpora/ontonotes/gpr-<name>-U.parquet)")
+            raise ConfigError(
+                f"{GPR_KEY}.variants.{name}: a variant name is lower-case letters, digits and _ "
+                f"(it names results/corpora/ontonotes/gpr-<name>-U.parquet)"
+            )
         gpr_options(options, name)
     return sorted(variants)
 
@@ -420,7 +468,7 @@ def gpr_stem_variant(stem: str) -> str | None:
         return None
     if not stem.startswith("gpr-"):
         raise ConfigError(f"{GPR_KEY}: {stem!r} is not a GPR corpus name (gpr or gpr-<variant>)")
-    return stem[len("gpr-"):]
+    return stem[len("gpr-") :]
 
 
 def gpr_files(options: Mapping | None) -> list[str]:
@@ -445,18 +493,26 @@ def build_gpr(
     opts = gpr_options(options, variant)
     swapper = make_swapper(lexicon_files, opts["intervention"], names=False, spacy_model=spacy_model)
     u, a, counts = gpr_examples(
-        sentences_from_table(read_table(sentences)), swapper,
-        validation_fraction=opts["validation_fraction"], seed=opts["seed"], protect=opts[PROTECT_KEY],
-        examples=opts["examples"], max_chars=opts["max_chars"], other_pronouns=opts["other_pronouns"],
-        pronouns=opts["pronouns"], deduplicate=opts["deduplicate"], split_by=opts["split_by"],
+        sentences_from_table(read_table(sentences)),
+        swapper,
+        validation_fraction=opts["validation_fraction"],
+        seed=opts["seed"],
+        protect=opts[PROTECT_KEY],
+        examples=opts["examples"],
+        max_chars=opts["max_chars"],
+        other_pronouns=opts["other_pronouns"],
+        pronouns=opts["pronouns"],
+        deduplicate=opts["deduplicate"],
+        split_by=opts["split_by"],
     )
     write_table_atomic(u, out_u, GPR_SCHEMA)
     write_table_atomic(a, out_a, GPR_SCHEMA)
     return counts
 
 
-def make_swapper(lexicon_files: Mapping[str, str], intervention: str, names: bool, spacy_model: str,
-                 substitutor: str = "lmbias"):
+def make_swapper(
+    lexicon_files: Mapping[str, str], intervention: str, names: bool, spacy_model: str, substitutor: str = "lmbias"
+):
     """A lmbias.corpora.counterfactual.Swapper over the word lists (rule inputs named as in lexicon_inputs), or
     with substitutor "hall_maudslay" a lmbias.corpora.hall_maudslay.HallMaudslaySubstitutor."""
     from lmbias.corpora.counterfactual import Swapper

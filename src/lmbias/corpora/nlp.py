@@ -35,8 +35,12 @@ def load_spacy(name: str = "en_core_web_sm", **kwargs):
     if fallback:
         nlp = _try_load(fallback, **kwargs)
         if nlp is not None:
-            log.warning("spaCy pipeline %s is not installed; using %s (the same pipeline, version %s)",
-                        name, fallback, nlp.meta.get("version"))
+            log.warning(
+                "spaCy pipeline %s is not installed; using %s (the same pipeline, version %s)",
+                name,
+                fallback,
+                nlp.meta.get("version"),
+            )
             return nlp
     hint = f"`python -m spacy download {name}`"
     if fallback:

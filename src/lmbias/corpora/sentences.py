@@ -160,10 +160,19 @@ def gap_sentences(gap: pa.Table, nlp, batch_size: int = 128, dedup: bool = True,
     if missing:
         raise DataError(f"GAP table lacks columns {sorted(missing)}", source)
     table, counts = split_contexts(
-        gap.column("id").to_pylist(), gap.column("split").to_pylist(), gap.column("text").to_pylist(),
-        nlp, batch_size=batch_size, dedup=dedup, links=gap_pronoun_links(gap, source), source=source,
+        gap.column("id").to_pylist(),
+        gap.column("split").to_pylist(),
+        gap.column("text").to_pylist(),
+        nlp,
+        batch_size=batch_size,
+        dedup=dedup,
+        links=gap_pronoun_links(gap, source),
+        source=source,
     )
-    log.info("GAP: %(contexts)d contexts (%(duplicate_contexts)d duplicated) -> %(sentences_split)d sentences, "
-             "%(duplicates_removed)d exact duplicates removed, %(sentences)d kept; %(protected_spans)d pronouns "
-             "linked to a name (gold coreference)", counts)
+    log.info(
+        "GAP: %(contexts)d contexts (%(duplicate_contexts)d duplicated) -> %(sentences_split)d sentences, "
+        "%(duplicates_removed)d exact duplicates removed, %(sentences)d kept; %(protected_spans)d pronouns "
+        "linked to a name (gold coreference)",
+        counts,
+    )
     return table, counts

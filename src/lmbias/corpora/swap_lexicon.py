@@ -72,8 +72,9 @@ def read_tsv_pairs(path: Path, *, sep: str | None = "\t") -> list[tuple[str, str
             continue
         parts = raw.split(sep)
         if len(parts) != 2:
-            raise DataError(f"expected 2 tab-separated columns (word, partner), got {len(parts)}: {raw!r}",
-                            path, lineno)
+            raise DataError(
+                f"expected 2 tab-separated columns (word, partner), got {len(parts)}: {raw!r}", path, lineno
+            )
         a, b = (p.strip().lower() for p in parts)
         if not a or not b or any(ch.isspace() for ch in a + b):
             raise DataError(f"empty word or a word with inner whitespace: {raw!r}", path, lineno)
@@ -96,7 +97,7 @@ def read_json_pairs(path: Path) -> list[tuple[str, str, int]]:
         raise DataError(f"expected a JSON array of [word, partner] pairs, got {type(data).__name__}", path, 1)
     pairs = []
     for index, item in enumerate(data):
-        ok = (isinstance(item, list) and len(item) == 2 and all(isinstance(x, str) and x.strip() for x in item))
+        ok = isinstance(item, list) and len(item) == 2 and all(isinstance(x, str) and x.strip() for x in item)
         if not ok:
             # the upstream files are one line long: name the entry as well as the line
             line = text[: text.find(json.dumps(item)) if json.dumps(item) in text else 0].count("\n") + 1
@@ -108,8 +109,9 @@ def read_json_pairs(path: Path) -> list[tuple[str, str, int]]:
     return pairs
 
 
-def _merge(table: dict[str, str], pairs: list[tuple[str, str, int]], source: str, conflicts: list[str],
-           *, skip_pronouns: bool) -> int:
+def _merge(
+    table: dict[str, str], pairs: list[tuple[str, str, int]], source: str, conflicts: list[str], *, skip_pronouns: bool
+) -> int:
     """Enter listed directions first, then reverse ones; first partner wins. Returns entries added."""
     added = 0
     for direction in (0, 1):
@@ -181,9 +183,16 @@ def load_lexicon(cds_pairs=None, winobias_dir=None, names=None, *, wordlist_dir=
     for line in lex.conflicts:
         log.debug("lexicon conflict: %s", line)
     if lex.conflicts:
-        log.info("swap lexicon: %d words, %d names; %d conflicting entries resolved first-wins "
-                 "(%d words, %d names; e.g. %s)", len(lex.word_pairs), len(lex.name_pairs), len(lex.conflicts),
-                 n_word_conflicts, len(lex.conflicts) - n_word_conflicts, lex.conflicts[0])
+        log.info(
+            "swap lexicon: %d words, %d names; %d conflicting entries resolved first-wins "
+            "(%d words, %d names; e.g. %s)",
+            len(lex.word_pairs),
+            len(lex.name_pairs),
+            len(lex.conflicts),
+            n_word_conflicts,
+            len(lex.conflicts) - n_word_conflicts,
+            lex.conflicts[0],
+        )
     else:
         log.info("swap lexicon: %d words, %d names", len(lex.word_pairs), len(lex.name_pairs))
     return lex

@@ -24,19 +24,91 @@ TITLE_PARTNERS = {"sir": "dame", "dame": "sir", "lady": "lord", "lord": "lady", 
 #: Entity labels whose gendered words are kept when the entity holds a real name (places, organisations ...).
 PROTECT_LABELS = frozenset({"ORG", "FAC", "GPE", "LOC", "WORK_OF_ART", "EVENT", "PRODUCT", "LAW", "NORP"})
 
-_FUNCTION_WORDS = frozenset({"the", "a", "an", "of", "and", "&", "for", "in", "on", "at", "to", "de", "la", "le",
-                             "du", "des", "von", "van", "der"})
+_FUNCTION_WORDS = frozenset(
+    {
+        "the",
+        "a",
+        "an",
+        "of",
+        "and",
+        "&",
+        "for",
+        "in",
+        "on",
+        "at",
+        "to",
+        "de",
+        "la",
+        "le",
+        "du",
+        "des",
+        "von",
+        "van",
+        "der",
+    }
+)
 _VERB_TAGS = frozenset({"VB", "VBD", "VBG", "VBN", "VBP", "VBZ", "MD"})
 _PROPER_TAGS = frozenset({"NNP", "NNPS"})
 # Tags after which a possessive determiner cannot stand: "her"/"his" there is object/predicative.
-_NP_STOP_TAGS = frozenset({"CC", "IN", "TO", "MD", "VBD", "VBZ", "VBP", "VB", "DT", "PDT", "WDT", "WP", "WP$",
-                           "WRB", "PRP", "PRP$", "EX", "RP", "UH", "POS", "HYPH", ".", ",", ":", "``", "''", "-LRB-",
-                           "-RRB-", "NFP", "_SP", "SP"})
+_NP_STOP_TAGS = frozenset(
+    {
+        "CC",
+        "IN",
+        "TO",
+        "MD",
+        "VBD",
+        "VBZ",
+        "VBP",
+        "VB",
+        "DT",
+        "PDT",
+        "WDT",
+        "WP",
+        "WP$",
+        "WRB",
+        "PRP",
+        "PRP$",
+        "EX",
+        "RP",
+        "UH",
+        "POS",
+        "HYPH",
+        ".",
+        ",",
+        ":",
+        "``",
+        "''",
+        "-LRB-",
+        "-RRB-",
+        "NFP",
+        "_SP",
+        "SP",
+    }
+)
 # Looked past when deciding whether a noun follows a possessive; _NP_WORDS are heads/determiners themselves.
 _SKIP_TAGS = frozenset({"JJ", "JJR", "RB", "RBR"})
 # ordinals head an elliptical noun phrase like superlatives do: "her third [marriage] to a peer"
-_NP_WORDS = frozenset({"own", "every", "first", "second", "third", "fourth", "fifth", "sixth", "seventh", "eighth",
-                       "ninth", "tenth", "last", "next", "latest", "previous", "other"})
+_NP_WORDS = frozenset(
+    {
+        "own",
+        "every",
+        "first",
+        "second",
+        "third",
+        "fourth",
+        "fifth",
+        "sixth",
+        "seventh",
+        "eighth",
+        "ninth",
+        "tenth",
+        "last",
+        "next",
+        "latest",
+        "previous",
+        "other",
+    }
+)
 _STOP_PUNCT = frozenset(".,;:!?)]}\"'”’»…—–-")
 
 
@@ -85,9 +157,9 @@ class SwapStats:
 class PendingSentence:
     """A sentence rendered except for its name slots, waiting for its document's name decisions."""
 
-    tokens: list[str]                            # output token texts (swapped where decided)
-    ws: list[str]                                # each token's original trailing whitespace
-    name_slots: list[tuple[int, str]]            # (token index, lower-case name)
+    tokens: list[str]  # output token texts (swapped where decided)
+    ws: list[str]  # each token's original trailing whitespace
+    name_slots: list[tuple[int, str]]  # (token index, lower-case name)
     title_slots: list[tuple[int, list[str], tuple, int]]  # (index, swapped title tokens, linked names, length)
     given: set[str]
     surnames: set[str]
@@ -116,7 +188,7 @@ class SwapRules:
         low = lows[i]
         for toks, key in self._phrases.get(low, ()):
             k = len(toks)
-            if i + k <= sent.n and tuple(lows[i:i + k]) == toks and not any(sent.ws[i:i + k - 1]):
+            if i + k <= sent.n and tuple(lows[i : i + k]) == toks and not any(sent.ws[i : i + k - 1]):
                 return k, key
         if low in self._words:
             return 1, low
@@ -125,7 +197,7 @@ class SwapRules:
     def _her_is_possessive(self, sent: Sentence, i: int) -> bool:
         """Possessive ("her dog" -> his) or object ("saw her" -> him): tag and parse, checked by what follows."""
         if self._no_noun_follows(sent, i):
-            return False                      # "saw her.", "made her happy.", "leave her alone", "gave her the"
+            return False  # "saw her.", "made her happy.", "leave her alone", "gave her the"
         tag, dep = sent.tags[i], sent.deps[i]
         if tag == "PRP$" or dep == "poss":
             return True
@@ -155,7 +227,7 @@ class SwapRules:
         j = self._next_token(sent, i)
         while j is not None:
             if not sent.ws[j] and j + 1 < sent.n and sent.texts[j + 1] in ("-", "‐"):
-                return False                  # a hyphenated compound: "her half-brother", "his so-called friend"
+                return False  # a hyphenated compound: "her half-brother", "his so-called friend"
             if sent.tags[j] not in _SKIP_TAGS or sent.texts[j].lower() in _NP_WORDS:
                 break
             j = self._next_token(sent, j)
@@ -173,8 +245,14 @@ class SwapRules:
         label = sent.ents[i]
         if label == "PERSON":
             start, stop = next(((s, e) for s, e, _ in ent_spans if s <= i < e), (i, end))
-            others = [j for j in range(start, stop) if not (i <= j < end) and sent.texts[j][:1].isalpha()
-                      and lows[j] not in self._words and lows[j] not in HONORIFICS]
+            others = [
+                j
+                for j in range(start, stop)
+                if not (i <= j < end)
+                and sent.texts[j][:1].isalpha()
+                and lows[j] not in self._words
+                and lows[j] not in HONORIFICS
+            ]
             if others:
                 return tuple(others)
         if sent.tags[i] not in _PROPER_TAGS or not _is_capitalised(sent.texts[i]):
@@ -183,16 +261,26 @@ class SwapRules:
         if j < sent.n and lows[j] in ("'s", "’s", "'") and not sent.ws[j - 1]:
             j += 1
         linked = []
-        while j < sent.n and sent.tags[j] in _PROPER_TAGS and _is_capitalised(sent.texts[j]) \
-                and lows[j] not in self._words and lows[j] not in HONORIFICS:
+        while (
+            j < sent.n
+            and sent.tags[j] in _PROPER_TAGS
+            and _is_capitalised(sent.texts[j])
+            and lows[j] not in self._words
+            and lows[j] not in HONORIFICS
+        ):
             linked.append(j)
             if sent.ws[j] == "" and j + 1 < sent.n and not sent.texts[j + 1][:1].isalpha():
                 break
             j += 1
         return tuple(linked) if linked else None
 
-    def analyse(self, sent: Sentence, original: str, protect: set[int] = frozenset(),
-                 name_links: dict[int, tuple[str, ...]] | None = None) -> PendingSentence:
+    def analyse(
+        self,
+        sent: Sentence,
+        original: str,
+        protect: set[int] = frozenset(),
+        name_links: dict[int, tuple[str, ...]] | None = None,
+    ) -> PendingSentence:
         """Decide every token of one sentence. `protect`: token indices not to flip; `name_links` (a subset,
         used with names=True): protected tokens that flip exactly when their name (words) is swapped."""
         n = sent.n
@@ -256,9 +344,10 @@ class SwapRules:
             title_replacement = replacement
             if key in TITLE_PARTNERS:
                 title_replacement = self._replacement(sent, i, k, TITLE_PARTNERS[key])
-            text = "".join(sent.texts[i:i + k])
-            if key in TITLE_ONLY and not (_is_capitalised(text) and (
-                    not grammatical or sent.tags[i] in _PROPER_TAGS or sent.tags[i] is None)):
+            text = "".join(sent.texts[i : i + k])
+            if key in TITLE_ONLY and not (
+                _is_capitalised(text) and (not grammatical or sent.tags[i] in _PROPER_TAGS or sent.tags[i] is None)
+            ):
                 i += k
                 continue
             if grammatical:
@@ -295,8 +384,16 @@ class SwapRules:
                 coref_slots.append((j, out[j], name_links[j], lows[j] in PRONOUNS))
                 out[j] = None
         tokens = [sent.texts[j] if out[j] is None else out[j] for j in range(n)]
-        return PendingSentence(tokens=tokens, ws=list(sent.ws), name_slots=name_slots, title_slots=title_slots,
-                               given=given, surnames=surnames, original=original, coref_slots=coref_slots)
+        return PendingSentence(
+            tokens=tokens,
+            ws=list(sent.ws),
+            name_slots=name_slots,
+            title_slots=title_slots,
+            given=given,
+            surnames=surnames,
+            original=original,
+            coref_slots=coref_slots,
+        )
 
     def _is_name_word(self, sent: Sentence, j: int, lows: list[str]) -> bool:
         """A capitalised proper-noun token that is not itself gendered or a function word."""
@@ -316,7 +413,7 @@ class SwapRules:
         parts = WORD_SPLIT_RE.findall(partner)
         if len(parts) == k:
             return [match_case(sent.texts[i + j], parts[j]) for j in range(k)]
-        whole = "".join(sent.texts[i:i + k])
+        whole = "".join(sent.texts[i : i + k])
         return [match_case(whole, partner)] + [""] * (k - 1)
 
     def _collect_names(self, sent, lows, ent_spans, out, name_slots, given, surnames) -> None:
@@ -328,12 +425,20 @@ class SwapRules:
             toks = []
             for j in range(s, e):
                 in_person[j] = True
-                if sent.texts[j][:1].isalpha() and lows[j] not in self._words and lows[j] not in HONORIFICS \
-                        and lows[j] not in PRONOUNS:
+                if (
+                    sent.texts[j][:1].isalpha()
+                    and lows[j] not in self._words
+                    and lows[j] not in HONORIFICS
+                    and lows[j] not in PRONOUNS
+                ):
                     toks.append(j)
             # a hyphenated name ("Glen-Coats", "Jean-Paul") is one unit: never swapped piecewise
-            hyphenated = {j for j in toks if (not sent.ws[j] and j + 1 < sent.n and sent.texts[j + 1] == "-")
-                          or (j >= 2 and sent.texts[j - 1] == "-" and not sent.ws[j - 2])}
+            hyphenated = {
+                j
+                for j in toks
+                if (not sent.ws[j] and j + 1 < sent.n and sent.texts[j + 1] == "-")
+                or (j >= 2 and sent.texts[j - 1] == "-" and not sent.ws[j - 2])
+            }
             surnames.update(lows[j] for j in hyphenated)
             toks = [j for j in toks if j not in hyphenated]
             if not toks:
@@ -341,8 +446,9 @@ class SwapRules:
             prev = s - 1
             while prev >= 0 and not sent.texts[prev].strip():
                 prev -= 1
-            titled = (prev >= 0 and lows[prev] in SURNAME_TITLES) or \
-                any(lows[j] in SURNAME_TITLES for j in range(s, toks[0]))
+            titled = (prev >= 0 and lows[prev] in SURNAME_TITLES) or any(
+                lows[j] in SURNAME_TITLES for j in range(s, toks[0])
+            )
             if len(toks) >= 2:
                 surnames.add(lows[toks[-1]])
                 given.update(lows[j] for j in toks[:-1] if lows[j] in names)
@@ -389,7 +495,7 @@ class SwapRules:
                         self.stats.names += 1
                 for j, replacement, linked, k in p.title_slots:
                     if swapped_idx & set(linked):
-                        toks[j:j + k] = replacement
+                        toks[j : j + k] = replacement
                         self.stats.words += 1
                         self.stats.kept_in_names -= 1
             if tokens:

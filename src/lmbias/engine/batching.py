@@ -130,7 +130,7 @@ def _take(order: list[int], start: int, lengths: list, batch_size: int, max_toke
     batch = [order[start]]
     widest = lengths[order[start]]
     paired = isinstance(widest, tuple)
-    for idx in order[start + 1:]:
+    for idx in order[start + 1 :]:
         if len(batch) >= batch_size:
             break
         wider = tuple(map(max, widest, lengths[idx])) if paired else max(widest, lengths[idx])
@@ -146,8 +146,15 @@ def _oom_errors() -> tuple[type, ...]:
     return tuple({getattr(torch, "OutOfMemoryError", None) or torch.cuda.OutOfMemoryError})
 
 
-def run_batches(order: list[int], lengths: list, batch_size: int, run: Callable[[list[int]], None],
-                max_tokens: int | None = None, stats: EngineStats | None = None, what: str = "scoring") -> None:
+def run_batches(
+    order: list[int],
+    lengths: list,
+    batch_size: int,
+    run: Callable[[list[int]], None],
+    max_tokens: int | None = None,
+    stats: EngineStats | None = None,
+    what: str = "scoring",
+) -> None:
     """Call `run(batch)` for consecutive slices of `order` (sorted by length): each at most batch_size inputs
     and at most the token budget's padded tokens (rows x longest input; `lengths` may hold (encoder, decoder)
     pairs), one input alone when it fills the budget by itself.
@@ -162,9 +169,11 @@ def run_batches(order: list[int], lengths: list, batch_size: int, run: Callable[
         longest = max(order, key=lambda i: _width([i], lengths))
         width = _width([longest], lengths)
         if width > budget.configured:
-            raise TokenBudgetError(f"{budget.key}: {what}: an input of {width} tokens is longer than the budget of "
-                                   f"{budget.configured} padded tokens per forward pass; raise {budget.key} to at "
-                                   f"least {width} (or shorten the inputs: the benchmark's scoring.max_length)")
+            raise TokenBudgetError(
+                f"{budget.key}: {what}: an input of {width} tokens is longer than the budget of "
+                f"{budget.configured} padded tokens per forward pass; raise {budget.key} to at "
+                f"least {width} (or shorten the inputs: the benchmark's scoring.max_length)"
+            )
     progress.expect(len(order))
     start = 0
     while start < len(order):
@@ -183,13 +192,22 @@ def run_batches(order: list[int], lengths: list, batch_size: int, run: Callable[
             raise ScoringOutOfMemoryError(
                 f"{what}: out of CUDA memory on a single input of {width} tokens ({budget.key} now {budget.max_tokens}, "
                 f"after {budget.halvings} halving(s)); it needs a larger GPU, lower-precision weights (dtype) or "
-                f"shorter inputs. CUDA said: {message}")
+                f"shorter inputs. CUDA said: {message}"
+            )
         budget.max_tokens = ((rows + 1) // 2) * width
         budget.halvings += 1
         if stats is not None:
             stats.oom_halvings += 1
-        log.warning("%s: out of CUDA memory on a batch of %d x %d tokens; halved: %s now %d padded tokens per "
-                    "forward pass (halving %d)", what, rows, width, budget.key, budget.max_tokens, budget.halvings)
+        log.warning(
+            "%s: out of CUDA memory on a batch of %d x %d tokens; halved: %s now %d padded tokens per "
+            "forward pass (halving %d)",
+            what,
+            rows,
+            width,
+            budget.key,
+            budget.max_tokens,
+            budget.halvings,
+        )
         if torch.cuda.is_available():
             torch.cuda.empty_cache()
 
@@ -219,6 +237,7 @@ def input_device(device_map: dict) -> str:
     """The device a model dispatched by Accelerate (`hf_device_map`) takes its inputs on: its first module's,
     or, when that module is offloaded (cpu, disk), Accelerate's main device (the first accelerator in the map;
     cpu when there is none), where offloaded modules run."""
+
     def name(device):
         return f"cuda:{device}" if isinstance(device, int) else str(device)
 

@@ -72,8 +72,11 @@ def load_subspace(method_dir) -> tuple[torch.Tensor, dict]:
     tensors, info, path = _read_fitted(method_dir, SUBSPACE_FILE, INFO_FILE, "SentenceDebias subspace")
     comps = tensors.get("components")
     if comps is None or comps.ndim != 2 or comps.shape[0] < 1:
-        raise DataError(f"SentenceDebias subspace: expected a (k, hidden) tensor 'components', got "
-                        f"{None if comps is None else tuple(comps.shape)}", path)
+        raise DataError(
+            f"SentenceDebias subspace: expected a (k, hidden) tensor 'components', got "
+            f"{None if comps is None else tuple(comps.shape)}",
+            path,
+        )
     return comps.float(), info
 
 
@@ -93,8 +96,12 @@ class Projection(torch.nn.Module):
     """Holds the subspace (or, for INLP, the full projection matrix) as a (non-persistent) buffer, so it
     follows model.to(device), and the application."""
 
-    def __init__(self, components: torch.Tensor | None, application: str = DEFAULT_APPLICATION,
-                 matrix: torch.Tensor | None = None):
+    def __init__(
+        self,
+        components: torch.Tensor | None,
+        application: str = DEFAULT_APPLICATION,
+        matrix: torch.Tensor | None = None,
+    ):
         super().__init__()
         self.register_buffer("components", None if components is None else components.float(), persistent=False)
         self.register_buffer("matrix", None if matrix is None else matrix.float(), persistent=False)
@@ -159,7 +166,9 @@ def install_projection(model, components, application: str = DEFAULT_APPLICATION
     hidden = getattr(model.config, "d_model", None) or getattr(model.config, "hidden_size", None) or model.config.n_embd
     comps = torch.as_tensor(components, dtype=torch.float32)
     if comps.ndim != 2 or comps.shape[1] != hidden:
-        raise DataError(f"SentenceDebias subspace of shape {tuple(comps.shape)} does not fit a model with hidden size {hidden}")
+        raise DataError(
+            f"SentenceDebias subspace of shape {tuple(comps.shape)} does not fit a model with hidden size {hidden}"
+        )
     q, _ = torch.linalg.qr(comps.double().T)  # orthonormalise (a no-op for fit_subspace's output)
     comps = q.T.float()
     device = next(model.parameters()).device
@@ -199,8 +208,9 @@ def load_projection_matrix(method_dir) -> tuple[torch.Tensor, dict]:
     tensors, info, path = _read_fitted(method_dir, INLP_FILE, INLP_INFO_FILE, "INLP projection")
     P = tensors.get("projection")
     if P is None or P.ndim != 2 or P.shape[0] != P.shape[1]:
-        raise DataError(f"INLP projection: expected a square tensor 'projection', got "
-                        f"{None if P is None else tuple(P.shape)}", path)
+        raise DataError(
+            f"INLP projection: expected a square tensor 'projection', got {None if P is None else tuple(P.shape)}", path
+        )
     return P.float(), info
 
 

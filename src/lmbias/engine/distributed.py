@@ -87,9 +87,19 @@ def score_table_sharded(items: pa.Table, dataset: str, rank: int, world: int, sc
     return rank, (score_fn(items) if rank == 0 else None)
 
 
-def score_distributed_job(items_path, output_path, model_name, model_entry, method_entry, benchmark_name,
-                          benchmark_entry, weights_dir=None, threads: int | None = None, max_tokens: int | None = None,
-                          timing_path=None) -> None:
+def score_distributed_job(
+    items_path,
+    output_path,
+    model_name,
+    model_entry,
+    method_entry,
+    benchmark_name,
+    benchmark_entry,
+    weights_dir=None,
+    threads: int | None = None,
+    max_tokens: int | None = None,
+    timing_path=None,
+) -> None:
     """score_benchmark_job across the processes of an `accelerate launch` (or one plain process). Each process
     batches within `max_tokens`; the main process writes the timing file, with the largest peak memory of the
     processes and the halvings of all of them."""
@@ -102,9 +112,19 @@ def score_distributed_job(items_path, output_path, model_name, model_entry, meth
     # host without CUDA, so `accelerate launch` of the cpu.yaml config really runs N gloo processes.
     state = PartialState(cpu=parse_flag_from_env("ACCELERATE_USE_CPU") or not torch.cuda.is_available())
     if state.num_processes == 1:
-        score_benchmark_job(items_path, output_path, model_name, model_entry, method_entry, benchmark_name,
-                            benchmark_entry, weights_dir=weights_dir, threads=threads, max_tokens=max_tokens,
-                            timing_path=timing_path)
+        score_benchmark_job(
+            items_path,
+            output_path,
+            model_name,
+            model_entry,
+            method_entry,
+            benchmark_name,
+            benchmark_entry,
+            weights_dir=weights_dir,
+            threads=threads,
+            max_tokens=max_tokens,
+            timing_path=timing_path,
+        )
         return
     dataset = registry.measure_of(benchmark_entry)  # the definition that scores it (its dataset's own by default)
     definition = registry.definition(dataset, benchmark_name)
@@ -131,52 +151,90 @@ def score_distributed_job(items_path, output_path, model_name, model_entry, meth
         key = f"models.{model_name}.precision"
         precision[0] = effective_precision(model_entry.get("precision", "auto"), model, state.device, key)
         # the main process's bar: its own shard (the others run shards of about the same size)
-        with scoring_budget(max_tokens, f"models.{model_name}.max_tokens") as budget, \
-                scoring_precision(precision[0], key), \
-                job_progress(f"scoring {benchmark_name} (process 0 of {state.num_processes})", unit="inputs",
-                             enabled=state.is_main_process):
+        with (
+            scoring_budget(max_tokens, f"models.{model_name}.max_tokens") as budget,
+            scoring_precision(precision[0], key),
+            job_progress(
+                f"scoring {benchmark_name} (process 0 of {state.num_processes})",
+                unit="inputs",
+                enabled=state.is_main_process,
+            ),
+        ):
             budgets.append(budget)
-            scores = definition.score(part, model, tokenizer, model_entry["family"], benchmark_entry.get("scoring", {}),
-                                      stats)
+            scores = definition.score(
+                part, model, tokenizer, model_entry["family"], benchmark_entry.get("scoring", {}), stats
+            )
         elapsed[0] = time.perf_counter() - start
         return scores
 
     part = score_table_sharded(items, dataset, state.process_index, state.num_processes, score_fn)
-    log.info("process %d/%d on %s: %s rows of %d items of %s in %.2f s (%d requests, %d unique inputs, "
-             "%d forward passes)", state.process_index, state.num_processes, state.device,
-             part[1].num_rows if part[1] is not None else 0, items.num_rows, benchmark_name,
-             elapsed[0], stats.requests, stats.unique_inputs, stats.forward_passes)
+    log.info(
+        "process %d/%d on %s: %s rows of %d items of %s in %.2f s (%d requests, %d unique inputs, %d forward passes)",
+        state.process_index,
+        state.num_processes,
+        state.device,
+        part[1].num_rows if part[1] is not None else 0,
+        items.num_rows,
+        benchmark_name,
+        elapsed[0],
+        stats.requests,
+        stats.unique_inputs,
+        stats.forward_passes,
+    )
     parts = gather_object([part])
     # every process's peak memory and budget (a process with nothing to score has none of the latter)
-    own = {**job_timing.peak_memory(state.device), "forward_passes": stats.forward_passes,
-           "halvings": budgets[0].halvings if budgets else 0, "final": budgets[0].max_tokens if budgets else None,
-           "load_s": (began[0] - began_job) if began else None}
+    own = {
+        **job_timing.peak_memory(state.device),
+        "forward_passes": stats.forward_passes,
+        "halvings": budgets[0].halvings if budgets else 0,
+        "final": budgets[0].max_tokens if budgets else None,
+        "load_s": (began[0] - began_job) if began else None,
+    }
     everyone = gather_object([own])
     if state.is_main_process and timing_path:
         finals = [p["final"] for p in everyone if p["final"] is not None]
         loads = [p["load_s"] for p in everyone if p["load_s"] is not None]
         score_s = time.perf_counter() - began[0] if began else None
-        job_timing.write_timing(timing_path, {
-            "status": "ok", "device": str(state.device), "processes": state.num_processes,
-            "load_s": max(loads) if loads else None, "score_s": score_s, "items": items.num_rows,
-            "items_per_s": items.num_rows / score_s if score_s else None,
-            "forward_passes": sum(p["forward_passes"] for p in everyone),
-            "max_tokens": budgets[0].configured if budgets else max_tokens,
-            "max_tokens_final": min(finals) if finals else None,
-            "oom_halvings": sum(p["halvings"] for p in everyone), **job_timing.largest(everyone)})
+        job_timing.write_timing(
+            timing_path,
+            {
+                "status": "ok",
+                "device": str(state.device),
+                "processes": state.num_processes,
+                "load_s": max(loads) if loads else None,
+                "score_s": score_s,
+                "items": items.num_rows,
+                "items_per_s": items.num_rows / score_s if score_s else None,
+                "forward_passes": sum(p["forward_passes"] for p in everyone),
+                "max_tokens": budgets[0].configured if budgets else max_tokens,
+                "max_tokens_final": min(finals) if finals else None,
+                "oom_halvings": sum(p["halvings"] for p in everyone),
+                **job_timing.largest(everyone),
+            },
+        )
     if state.is_main_process:
         scores = reassemble(parts)
-        write_table_atomic(scores, output_path,
-                           metadata=scoring_provenance(loaded[0][0] if loaded else None, method_entry,
-                                                       state.num_processes, precision[0]))
-        log.info("wrote %d score rows of %s from %d processes to %s", scores.num_rows, benchmark_name,
-                 state.num_processes, output_path)
+        write_table_atomic(
+            scores,
+            output_path,
+            metadata=scoring_provenance(
+                loaded[0][0] if loaded else None, method_entry, state.num_processes, precision[0]
+            ),
+        )
+        log.info(
+            "wrote %d score rows of %s from %d processes to %s",
+            scores.num_rows,
+            benchmark_name,
+            state.num_processes,
+            output_path,
+        )
         if began:  # every process's items, over the main process's scoring time up to the gathered table
             log.info(rate_line("scored", items.num_rows, "items", time.perf_counter() - began[0]))
     state.wait_for_everyone()
 
 
 # ------------------------------------------------------------------------------------------- launching
+
 
 def main_process_port(key: str, low: int = 20000, span: int = 20000) -> int:
     """A rendezvous port for one job: derived from `key` (the job's output path), so concurrent launches
@@ -193,8 +251,14 @@ def main_process_port(key: str, low: int = 20000, span: int = 20000) -> int:
     raise RuntimeError(f"no free port in {port}..{port + 199}")
 
 
-def launch_command(num_processes: int, port: int, score_args: list[str], config: str = "multi_gpu.yaml",
-                   cpu: bool = False, subcommand: str = "score") -> list[str]:
+def launch_command(
+    num_processes: int,
+    port: int,
+    score_args: list[str],
+    config: str = "multi_gpu.yaml",
+    cpu: bool = False,
+    subcommand: str = "score",
+) -> list[str]:
     """`accelerate launch ... -m lmbias.cli <subcommand> <score_args>` with this interpreter (score or train).
 
     cpu: the cpu.yaml config (use_cpu: true -> ACCELERATE_USE_CPU=true) started by the torchrun launcher
@@ -203,8 +267,17 @@ def launch_command(num_processes: int, port: int, score_args: list[str], config:
     """
     if cpu:
         config = "cpu.yaml"
-    cmd = [sys.executable, "-m", "accelerate.commands.launch", "--config_file", str(ACCELERATE_CONFIGS / config),
-           "--num_processes", str(num_processes), "--main_process_port", str(port)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "accelerate.commands.launch",
+        "--config_file",
+        str(ACCELERATE_CONFIGS / config),
+        "--num_processes",
+        str(num_processes),
+        "--main_process_port",
+        str(port),
+    ]
     if cpu:
         cmd.append("--multi_gpu")
     return cmd + ["-m", "lmbias.cli", "-v", subcommand, *score_args]
@@ -230,8 +303,17 @@ def slurm_launch_command(tasks: int, args: list[str], launcher: str = "srun", su
     run a job's own `srun`; e.g. "srun --mpi=none")."""
     import shlex
 
-    return [*shlex.split(launcher), f"--ntasks={tasks}", "--kill-on-bad-exit=1", sys.executable, "-m", "lmbias.cli",
-            "-v", subcommand, *args]
+    return [
+        *shlex.split(launcher),
+        f"--ntasks={tasks}",
+        "--kill-on-bad-exit=1",
+        sys.executable,
+        "-m",
+        "lmbias.cli",
+        "-v",
+        subcommand,
+        *args,
+    ]
 
 
 def slurm_launch_env() -> dict[str, str]:
@@ -263,13 +345,19 @@ def slurm_rendezvous(environ: dict[str, str], first_host=_first_host, visible_gp
     try:
         nodelist = environ.get("SLURM_STEP_NODELIST") or environ.get("SLURM_JOB_NODELIST") or environ["SLURM_NODELIST"]
         tasks_here = environ.get("SLURM_STEP_TASKS_PER_NODE") or environ.get("SLURM_TASKS_PER_NODE") or "1"
-        return {"RANK": environ["SLURM_PROCID"], "WORLD_SIZE": environ["SLURM_NTASKS"],
-                "LOCAL_RANK": "0" if visible_gpus == 1 else environ["SLURM_LOCALID"],
-                "LOCAL_WORLD_SIZE": str(int(tasks_here.split("(")[0].split(",")[0])),
-                "MASTER_ADDR": environ.get("MASTER_ADDR") or first_host(nodelist), "MASTER_PORT": str(20000 + int(environ["SLURM_JOB_ID"]) % 20000)}
+        return {
+            "RANK": environ["SLURM_PROCID"],
+            "WORLD_SIZE": environ["SLURM_NTASKS"],
+            "LOCAL_RANK": "0" if visible_gpus == 1 else environ["SLURM_LOCALID"],
+            "LOCAL_WORLD_SIZE": str(int(tasks_here.split("(")[0].split(",")[0])),
+            "MASTER_ADDR": environ.get("MASTER_ADDR") or first_host(nodelist),
+            "MASTER_PORT": str(20000 + int(environ["SLURM_JOB_ID"]) % 20000),
+        }
     except KeyError as exc:
-        raise RuntimeError(f"{SLURM_LAUNCH_ENV} is set but the Slurm variable {exc.args[0]} is missing: start "
-                           "this process with srun inside a Slurm job") from None
+        raise RuntimeError(
+            f"{SLURM_LAUNCH_ENV} is set but the Slurm variable {exc.args[0]} is missing: start "
+            "this process with srun inside a Slurm job"
+        ) from None
 
 
 def apply_slurm_rendezvous() -> None:

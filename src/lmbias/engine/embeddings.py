@@ -74,8 +74,10 @@ def _parse_pooling(name: str) -> _Pool:
     base = name
     for prefix in ("encoder_", "decoder_"):
         if name.startswith(prefix):
-            stack, base = prefix[:-1], name[len(prefix):]
-    how = {"mean": "mean", "mean_padded": "mean_padded", "first_piece": "first", "cls": "first", "last": "last"}.get(base)
+            stack, base = prefix[:-1], name[len(prefix) :]
+    how = {"mean": "mean", "mean_padded": "mean_padded", "first_piece": "first", "cls": "first", "last": "last"}.get(
+        base
+    )
     if how is None:
         raise ConfigError(f"unknown pooling {name!r}; known: {sorted({p for ps in POOLINGS.values() for p in ps})}")
     return _Pool(stack=stack, how=how, special_tokens=(base != "first_piece"))
@@ -90,7 +92,9 @@ def check_poolings(family: str, poolings: Sequence[str], key: str = "poolings") 
         raise ConfigError(f"{key}: at least one pooling is needed")
     bad = [p for p in poolings if p not in POOLINGS[family]]
     if bad:
-        raise ConfigError(f"{key}: pooling(s) {bad} do not apply to family {family}; choose from {list(POOLINGS[family])}")
+        raise ConfigError(
+            f"{key}: pooling(s) {bad} do not apply to family {family}; choose from {list(POOLINGS[family])}"
+        )
     if len(set(poolings)) != len(poolings):
         raise ConfigError(f"{key}: repeated pooling in {poolings}")
     return poolings
@@ -109,7 +113,9 @@ def _encode(tokenizer, texts: Sequence[str], special_tokens: bool, max_length: i
         if not ids:
             raise DataError(f"sentence embedding: {text!r} encodes to no tokens")
         if len(ids) > max_length:
-            raise DataError(f"sentence embedding: input of {len(ids)} tokens exceeds max_length={max_length}: {text[:80]!r}")
+            raise DataError(
+                f"sentence embedding: input of {len(ids)} tokens exceeds max_length={max_length}: {text[:80]!r}"
+            )
     return encoded
 
 
@@ -183,7 +189,9 @@ def sentence_embeddings(
             lengths = [len(ids) for ids in encoded]
             fixed_width = pad_to if padded else None
             if fixed_width is not None and max(lengths) > fixed_width:
-                raise DataError(f"sentence embedding: an input of {max(lengths)} tokens is longer than pad_to={fixed_width}")
+                raise DataError(
+                    f"sentence embedding: an input of {max(lengths)} tokens is longer than pad_to={fixed_width}"
+                )
             pools = {n: _parse_pooling(n) for n in names}
             stacks = {p.stack for p in pools.values()}
             out = {n: None for n in names}
@@ -225,8 +233,9 @@ def _pooled_states(model):
     return pooled_states(model)
 
 
-def naive_sentence_embeddings(model, tokenizer, texts: Sequence[str], pooling: str, family: str,
-                              pad_to: int | None = DA_GENDER_PAD_TO) -> np.ndarray:
+def naive_sentence_embeddings(
+    model, tokenizer, texts: Sequence[str], pooling: str, family: str, pad_to: int | None = DA_GENDER_PAD_TO
+) -> np.ndarray:
     """Reference: one text at a time through the model's full forward pass (output_hidden_states=True),
     no batching, no dedup. ``mean_padded`` pads the single text to ``pad_to`` (unpadded when None)."""
     check_poolings(family, [pooling])

@@ -18,9 +18,19 @@ from lmbias.io import write_table_atomic
 from lmbias.engine import job_timing
 from lmbias.engine.batching import EngineStats, scoring_budget, scoring_precision
 from lmbias.metrics.summary import (
-    METRIC_SCHEMA, SUMMARY_SCHEMA, AggregateSettings, aggregate_over_seeds, carried_metadata, dataset_sha256,
-    left_out_metadata, provenance, provenance_by_benchmark, scores_metadata, scores_metadata_by_benchmark,
-    training_world_size, with_context,
+    METRIC_SCHEMA,
+    SUMMARY_SCHEMA,
+    AggregateSettings,
+    aggregate_over_seeds,
+    carried_metadata,
+    dataset_sha256,
+    left_out_metadata,
+    provenance,
+    provenance_by_benchmark,
+    scores_metadata,
+    scores_metadata_by_benchmark,
+    training_world_size,
+    with_context,
 )
 from lmbias.progress import job_progress, rate_line
 from lmbias.job_runtime import pick_device
@@ -53,16 +63,28 @@ def load_for_method(model_name: str, model_entry: dict, method_entry: dict, devi
         return wrap(model, tokenizer, spec.family, settings), tokenizer
     method_dir = method_entry.get("model_dir")
     if not method_dir:
-        raise ConfigError(f"method kind {kind!r} of model {model_name!r}: no model folder given to score "
-                          "(results/{model}/{method}/seed{k}/model)")
+        raise ConfigError(
+            f"method kind {kind!r} of model {model_name!r}: no model folder given to score "
+            "(results/{model}/{method}/seed{k}/model)"
+        )
     from lmbias.engine.method_folders import load_method_model
 
     return load_method_model(spec, method_dir, device=device)
 
 
-def score_benchmark_job(items_path, output_path, model_name, model_entry, method_entry, benchmark_name,
-                        benchmark_entry, weights_dir=None, threads: int | None = None, max_tokens: int | None = None,
-                        timing_path=None) -> None:
+def score_benchmark_job(
+    items_path,
+    output_path,
+    model_name,
+    model_entry,
+    method_entry,
+    benchmark_name,
+    benchmark_entry,
+    weights_dir=None,
+    threads: int | None = None,
+    max_tokens: int | None = None,
+    timing_path=None,
+) -> None:
     """Score one benchmark's items. `max_tokens`: padded tokens per forward pass (models.<model>.max_tokens,
     the rule's resource; None: the engine's default); `timing_path`: the job's timing file with its peak
     memory (lmbias.engine.job_timing; None: none written)."""
@@ -79,22 +101,44 @@ def score_benchmark_job(items_path, output_path, model_name, model_entry, method
         stats = EngineStats()
         start = time.perf_counter()
         record.update(load_s=start - began, items=items.num_rows)
-        precision = effective_precision(model_entry.get("precision", "auto"), model, device,
-                                        f"models.{model_name}.precision")
-        log.info("weights %s, autocast %s (models.%s.dtype %s, precision %s) on %s", _weights_dtype(model), precision,
-                 model_name, model_entry.get("dtype", "auto"), model_entry.get("precision", "auto"), device)
-        with scoring_budget(max_tokens, f"models.{model_name}.max_tokens") as budget, \
-                scoring_precision(precision, f"models.{model_name}.precision"), \
-                job_progress(f"scoring {benchmark_name}", unit="inputs"):
+        precision = effective_precision(
+            model_entry.get("precision", "auto"), model, device, f"models.{model_name}.precision"
+        )
+        log.info(
+            "weights %s, autocast %s (models.%s.dtype %s, precision %s) on %s",
+            _weights_dtype(model),
+            precision,
+            model_name,
+            model_entry.get("dtype", "auto"),
+            model_entry.get("precision", "auto"),
+            device,
+        )
+        with (
+            scoring_budget(max_tokens, f"models.{model_name}.max_tokens") as budget,
+            scoring_precision(precision, f"models.{model_name}.precision"),
+            job_progress(f"scoring {benchmark_name}", unit="inputs"),
+        ):
             try:
-                scores = definition.score(items, model, tokenizer, model_entry["family"],
-                                          benchmark_entry.get("scoring", {}), stats)
+                scores = definition.score(
+                    items, model, tokenizer, model_entry["family"], benchmark_entry.get("scoring", {}), stats
+                )
             finally:  # a failed job's record too: how far it got, and what it held
                 job_timing.record_scoring(record, stats, budget, time.perf_counter() - start)
         elapsed = time.perf_counter() - start
-        log.info("scored %d items of %s with %s on %s: %d requests, %d unique inputs, %d forward passes (%s %d, "
-                 "%d halving(s))", items.num_rows, benchmark_name, model_name, device, stats.requests,
-                 stats.unique_inputs, stats.forward_passes, budget.key, budget.max_tokens, budget.halvings)
+        log.info(
+            "scored %d items of %s with %s on %s: %d requests, %d unique inputs, %d forward passes (%s %d, "
+            "%d halving(s))",
+            items.num_rows,
+            benchmark_name,
+            model_name,
+            device,
+            stats.requests,
+            stats.unique_inputs,
+            stats.forward_passes,
+            budget.key,
+            budget.max_tokens,
+            budget.halvings,
+        )
         log.info(rate_line("scored", items.num_rows, "items", elapsed))
         write_table_atomic(scores, output_path, metadata=scoring_provenance(model, method_entry, 1, precision))
 
@@ -126,8 +170,13 @@ def scoring_provenance(model, method_entry: dict, world_size: int, precision: st
     and the autocast `precision` the forward passes ran under."""
     from lmbias.engine.models import resolved_commit
 
-    return scores_metadata(resolved_commit(model), world_size, training_world_size(method_entry.get("model_dir")),
-                           weights_dtype=_weights_dtype(model), precision=precision)
+    return scores_metadata(
+        resolved_commit(model),
+        world_size,
+        training_world_size(method_entry.get("model_dir")),
+        weights_dtype=_weights_dtype(model),
+        precision=precision,
+    )
 
 
 def _metric_rows(benchmark: str, benchmark_entry: dict, scores_path) -> list[dict]:
@@ -168,8 +217,10 @@ def compute_seed_metrics_job(benchmarks: dict, scores_paths, output_path, model,
             raise ConfigError(f"{path}: benchmark {name!r} is given twice")
         by_name[name] = path
     if set(by_name) != set(benchmarks):
-        raise ConfigError(f"{output_path}: the scores files ({', '.join(sorted(by_name)) or 'none'}) do not match "
-                          f"the benchmarks to compute ({', '.join(sorted(benchmarks)) or 'none'})")
+        raise ConfigError(
+            f"{output_path}: the scores files ({', '.join(sorted(by_name)) or 'none'}) do not match "
+            f"the benchmarks to compute ({', '.join(sorted(benchmarks)) or 'none'})"
+        )
     start = time.perf_counter()
     rows = []
     for name in sorted(benchmarks):
@@ -186,8 +237,11 @@ def summarise_job(metric_paths, output_path, slices, left_out=(), aggregate: dic
     # The aggregation settings shape the mean rows, so they are part of what config_hash covers.
     hashed = {**slices, "aggregate": settings.to_dict()}
     # Generated benchmarks (no `data` entry) are pinned by the code and templates, i.e. by lmbias_version.
-    data_sha = {name: dataset_sha256(slices["data"][entry["dataset"]])
-                for name, entry in slices["benchmarks"].items() if entry["dataset"] in slices["data"]}
+    data_sha = {
+        name: dataset_sha256(slices["data"][entry["dataset"]])
+        for name, entry in slices["benchmarks"].items()
+        if entry["dataset"] in slices["data"]
+    }
     config_side = {b: provenance(slices["model"], data_sha.get(b, ""), hashed) for b in slices["benchmarks"]}
     rows = []
     for path in metric_paths:
@@ -197,8 +251,13 @@ def summarise_job(metric_paths, output_path, slices, left_out=(), aggregate: dic
             prov = config_side.get(r["benchmark"]) or provenance(slices["model"], "", hashed)
             rows.append({**r, **prov, **scored_by_benchmark.get(r["benchmark"], scored)})
     table = aggregate_over_seeds(rows, settings)
-    log.info("summary: %d rows from %d metric files (interval across seeds: %s, confidence %g)", table.num_rows,
-             len(metric_paths), settings.interval, settings.confidence)
+    log.info(
+        "summary: %d rows from %d metric files (interval across seeds: %s, confidence %g)",
+        table.num_rows,
+        len(metric_paths),
+        settings.interval,
+        settings.confidence,
+    )
     for entry in left_out:
         log.warning("left out of the summary: %s (%s; %s)", entry["benchmark"], entry["reason"], entry["config_key"])
     write_table_atomic(table, output_path, SUMMARY_SCHEMA, metadata=left_out_metadata(list(left_out)))

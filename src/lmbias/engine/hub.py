@@ -80,7 +80,11 @@ def warn_unpinned(spec: ModelSpec, commit: str) -> None:
     log.warning(
         "models.%s: revision %r of %s is not a commit, so these numbers cannot be reproduced exactly once the "
         "hub moves on; it resolved to commit %s (recorded in the summary's model_commit). Pin it: revision: %s",
-        spec.name, spec.revision or "main", spec.source, commit or "?", commit or "<commit>",
+        spec.name,
+        spec.revision or "main",
+        spec.source,
+        commit or "?",
+        commit or "<commit>",
     )
 
 
@@ -111,7 +115,8 @@ def _access_error(key: str, repo: str, exc) -> HubAccessError:
         f"{key}: {page} refused access (HTTP {status or '401/403'}): it is gated or private, and {why}. If it is a "
         f"gated model (Llama, Gemma, ...), log in on {_endpoint()}, accept its licence at {page}, create a read "
         f"token and set {TOKEN_ENV}=<token> in the environment of the host that fetches models (where snakemake "
-        f"runs; on Slurm, the submit host); if it is not, check {key}.hub_id. Nothing was kept.")
+        f"runs; on Slurm, the submit host); if it is not, check {key}.hub_id. Nothing was kept."
+    )
 
 
 def _is_access_refused(exc) -> bool:
@@ -151,33 +156,45 @@ def _resolve(name: str, repo: str, revision: str):
     revision, HubDownloadError when the hub cannot be reached."""
     from huggingface_hub import HfApi
     from huggingface_hub.errors import (
-        GatedRepoError, HfHubHTTPError, OfflineModeIsEnabled, RepositoryNotFoundError, RevisionNotFoundError,
+        GatedRepoError,
+        HfHubHTTPError,
+        OfflineModeIsEnabled,
+        RepositoryNotFoundError,
+        RevisionNotFoundError,
     )
 
     key = f"models.{name}"
     try:
         info = HfApi(endpoint=_endpoint(), token=hub_token()).model_info(repo, revision=revision)
     except RevisionNotFoundError:
-        raise ConfigError(f"{key}.revision: {revision!r} is not a revision (commit, branch or tag) of {repo} on "
-                          f"{_endpoint()}; fix {key}.revision") from None
+        raise ConfigError(
+            f"{key}.revision: {revision!r} is not a revision (commit, branch or tag) of {repo} on "
+            f"{_endpoint()}; fix {key}.revision"
+        ) from None
     except (GatedRepoError, RepositoryNotFoundError) as exc:
         if _is_access_refused(exc):  # the hub answers 401 for gated, private and (without a token) missing repos
             raise _access_error(key, repo, exc) from None
-        raise ConfigError(f"{key}.hub_id: {repo} is not a model on {_endpoint()} (or it is private: set "
-                          f"{TOKEN_ENV}); fix {key}.hub_id") from None
+        raise ConfigError(
+            f"{key}.hub_id: {repo} is not a model on {_endpoint()} (or it is private: set "
+            f"{TOKEN_ENV}); fix {key}.hub_id"
+        ) from None
     except OfflineModeIsEnabled:
-        raise HubDownloadError(f"{key}: HF_HUB_OFFLINE is set, so {repo} cannot be fetched; unset it where the "
-                               f"model is fetched (the submit host), or download the model yourself and set "
-                               f"{key}.path") from None
+        raise HubDownloadError(
+            f"{key}: HF_HUB_OFFLINE is set, so {repo} cannot be fetched; unset it where the "
+            f"model is fetched (the submit host), or download the model yourself and set "
+            f"{key}.path"
+        ) from None
     except (HfHubHTTPError, OSError) as exc:  # httpx's transport errors are not OSErrors
         if _is_access_refused(exc):
             raise _access_error(key, repo, exc) from None
-        raise HubDownloadError(f"{key}: cannot reach {_endpoint()} to resolve {repo}@{revision}: "
-                               f"{type(exc).__name__}: {exc}") from exc
+        raise HubDownloadError(
+            f"{key}: cannot reach {_endpoint()} to resolve {repo}@{revision}: {type(exc).__name__}: {exc}"
+        ) from exc
     except Exception as exc:
         if type(exc).__module__.startswith(_TRANSPORT_MODULES):
-            raise HubDownloadError(f"{key}: cannot reach {_endpoint()} to resolve {repo}@{revision}: "
-                                   f"{type(exc).__name__}: {exc}") from exc
+            raise HubDownloadError(
+                f"{key}: cannot reach {_endpoint()} to resolve {repo}@{revision}: {type(exc).__name__}: {exc}"
+            ) from exc
         raise
     if not info.sha:
         raise HubDownloadError(f"{key}: {_endpoint()} did not say which commit {repo}@{revision} is")
@@ -188,15 +205,25 @@ def fetch_hub_model(name: str, entry: Mapping, out_dir: str | os.PathLike) -> Pa
     """Download models.<name> (its `hub_id`, `revision` and `allow_pickle`) at its revision into `out_dir`,
     atomically; see the module doc."""
     key = f"models.{name}"
-    repo, revision, allow_pickle = entry.get("hub_id"), entry.get("revision") or "main", entry.get("allow_pickle", False)
+    repo, revision, allow_pickle = (
+        entry.get("hub_id"),
+        entry.get("revision") or "main",
+        entry.get("allow_pickle", False),
+    )
     if not isinstance(repo, str) or not repo.strip():
         raise ConfigError(f"{key}.hub_id: {repo!r} is not a hub id (only hub models are fetched)")
     if not isinstance(revision, str):
         raise ConfigError(f"{key}.revision: {revision!r} is not a string (quote commit hashes)")
     if not isinstance(allow_pickle, bool):
         raise ConfigError(f"{key}.allow_pickle: {allow_pickle!r} is not true or false")
-    spec = ModelSpec(name=name, family=str(entry.get("family", "")), source=repo, revision=revision,
-                     is_local=False, allow_pickle=allow_pickle)
+    spec = ModelSpec(
+        name=name,
+        family=str(entry.get("family", "")),
+        source=repo,
+        revision=revision,
+        is_local=False,
+        allow_pickle=allow_pickle,
+    )
     commit, repo_files = _resolve(name, repo, revision)
     files, weights = wanted_files(repo_files, spec.allow_pickle)
     if not weights:
@@ -205,21 +232,35 @@ def fetch_hub_model(name: str, entry: Mapping, out_dir: str | os.PathLike) -> Pa
         if pickled:
             raise ConfigError(
                 f"{key}.allow_pickle: {repo}@{commit} has no safetensors weights, only pickled ones "
-                f"({', '.join(pickled)}), which can run code when loaded; if you trust it, set {key}.allow_pickle: true")
+                f"({', '.join(pickled)}), which can run code when loaded; if you trust it, set {key}.allow_pickle: true"
+            )
         raise ConfigError(f"{key}.hub_id: {repo}@{commit} has no weight files (*.safetensors) at its top level")
     warn_unpinned(spec, commit)
     out = Path(out_dir)
-    log.info("%s: fetching %d files of %s@%s (revision %s) from %s into %s", key, len(files), repo, commit,
-             revision, _endpoint(), out)
+    log.info(
+        "%s: fetching %d files of %s@%s (revision %s) from %s into %s",
+        key,
+        len(files),
+        repo,
+        commit,
+        revision,
+        _endpoint(),
+        out,
+    )
     with atomic_folder(out) as tmp:
         _download(key, repo, commit, files, tmp)
         shutil.rmtree(tmp / ".cache", ignore_errors=True)  # huggingface_hub's download metadata
         missing = [f for f in files if not (tmp / f).is_file()]
         if missing:
             raise HubDownloadError(f"{key}: {repo}@{commit}: {', '.join(missing)} did not arrive")
-        record = {"hub_id": repo, "revision": revision, "commit": commit, "allow_pickle": spec.allow_pickle,
-                  "endpoint": _endpoint(),
-                  "files": {f: {"size": (tmp / f).stat().st_size, "sha256": sha256_file(tmp / f)} for f in files}}
+        record = {
+            "hub_id": repo,
+            "revision": revision,
+            "commit": commit,
+            "allow_pickle": spec.allow_pickle,
+            "endpoint": _endpoint(),
+            "files": {f: {"size": (tmp / f).stat().st_size, "sha256": sha256_file(tmp / f)} for f in files},
+        }
         (tmp / SOURCE_FILE).write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
     log.info("%s: %s@%s in %s", key, repo, commit, out)
     return out
@@ -230,16 +271,26 @@ def _download(key: str, repo: str, commit: str, files: list[str], folder: Path) 
     from huggingface_hub.errors import HfHubHTTPError
 
     try:
-        snapshot_download(repo, revision=commit, allow_patterns=files, local_dir=folder, max_workers=4,
-                          endpoint=_endpoint(), token=hub_token())
+        snapshot_download(
+            repo,
+            revision=commit,
+            allow_patterns=files,
+            local_dir=folder,
+            max_workers=4,
+            endpoint=_endpoint(),
+            token=hub_token(),
+        )
     except (HfHubHTTPError, OSError) as exc:  # includes huggingface_hub's size check of each file
         if _is_access_refused(exc):  # a gated repo's metadata is public, its files are not
             raise _access_error(key, repo, exc) from None
-        raise HubDownloadError(f"{key}: downloading {repo}@{commit} from {_endpoint()} failed: "
-                               f"{type(exc).__name__}: {exc}; nothing was kept, run again to retry") from exc
+        raise HubDownloadError(
+            f"{key}: downloading {repo}@{commit} from {_endpoint()} failed: "
+            f"{type(exc).__name__}: {exc}; nothing was kept, run again to retry"
+        ) from exc
     except Exception as exc:
         if type(exc).__module__.startswith(_TRANSPORT_MODULES):  # broke off mid-download, server gone
-            raise HubDownloadError(f"{key}: downloading {repo}@{commit} from {_endpoint()} broke off: "
-                                   f"{type(exc).__name__}: {exc}; nothing was kept, run again to retry") from exc
+            raise HubDownloadError(
+                f"{key}: downloading {repo}@{commit} from {_endpoint()} broke off: "
+                f"{type(exc).__name__}: {exc}; nothing was kept, run again to retry"
+            ) from exc
         raise
-

@@ -28,8 +28,21 @@ from lmbias.lazy import lazy_module
 
 torch = lazy_module("torch")
 
-COLUMNS = ("status", "device", "processes", "load_s", "score_s", "items", "items_per_s", "forward_passes",
-           "max_tokens", "max_tokens_final", "oom_halvings", "peak_rss_mib", "peak_cuda_allocated_mib")
+COLUMNS = (
+    "status",
+    "device",
+    "processes",
+    "load_s",
+    "score_s",
+    "items",
+    "items_per_s",
+    "forward_passes",
+    "max_tokens",
+    "max_tokens_final",
+    "oom_halvings",
+    "peak_rss_mib",
+    "peak_cuda_allocated_mib",
+)
 
 
 def peak_rss_mib() -> float:
@@ -74,8 +87,9 @@ def write_timing(path: str | os.PathLike, record: dict) -> None:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text("\t".join(COLUMNS) + "\n" + "\t".join(_cell(record.get(c)) for c in COLUMNS) + "\n",
-                   encoding="utf-8")
+    tmp.write_text(
+        "\t".join(COLUMNS) + "\n" + "\t".join(_cell(record.get(c)) for c in COLUMNS) + "\n", encoding="utf-8"
+    )
     os.replace(tmp, path)
 
 
@@ -110,6 +124,11 @@ def record_scoring(record: dict, stats, budget, seconds: float) -> None:
     """The scoring part of a job's record: seconds, items/s, forward passes, the token budget (lmbias.engine.
     batching.TokenBudget) as configured and after its halvings."""
     items = record.get("items")
-    record.update(score_s=seconds, items_per_s=(items / seconds if items is not None and seconds > 0 else None),
-                  forward_passes=stats.forward_passes, max_tokens=budget.configured,
-                  max_tokens_final=budget.max_tokens, oom_halvings=budget.halvings)
+    record.update(
+        score_s=seconds,
+        items_per_s=(items / seconds if items is not None and seconds > 0 else None),
+        forward_passes=stats.forward_passes,
+        max_tokens=budget.configured,
+        max_tokens_final=budget.max_tokens,
+        oom_halvings=budget.halvings,
+    )

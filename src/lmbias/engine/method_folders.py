@@ -53,8 +53,11 @@ def _finetuned_spec(spec: ModelSpec, method_dir) -> ModelSpec:
 
     folder = Path(method_dir).resolve()
     if not (folder / "config.json").is_file() or not any((folder / f).is_file() for f in _WEIGHT_FILES):
-        raise DataError(f"not a model folder of models.{spec.name}: config.json and model.safetensors are needed "
-                        f"(found: {', '.join(sorted(p.name for p in folder.iterdir())) or 'nothing'})", folder)
+        raise DataError(
+            f"not a model folder of models.{spec.name}: config.json and model.safetensors are needed "
+            f"(found: {', '.join(sorted(p.name for p in folder.iterdir())) or 'nothing'})",
+            folder,
+        )
     return replace(spec, source=str(folder), is_local=True, revision=None, tiny=False)
 
 
@@ -65,8 +68,9 @@ def load_method_tokenizer(spec: ModelSpec, method_dir: str | os.PathLike | None)
     return load_tokenizer(spec)
 
 
-def load_method_model(spec: ModelSpec, method_dir: str | os.PathLike | None, device: str = "cpu", torch_dtype=None,
-                      strict: bool = True):
+def load_method_model(
+    spec: ModelSpec, method_dir: str | os.PathLike | None, device: str = "cpu", torch_dtype=None, strict: bool = True
+):
     """(model, tokenizer) of a method, as load_model returns them.
 
     `method_dir` None: the base model (`spec`). A folder with sentence_debias.safetensors: the base model with
@@ -91,8 +95,15 @@ def load_method_model(spec: ModelSpec, method_dir: str | os.PathLike | None, dev
         application = fitted_application(method_dir, info)
         base = info.get("base_model") or {}
         if base.get("source") not in (None, spec.source) or base.get("family") not in (None, spec.family):
-            log.warning("%s was fitted on %s (%s), now applied to models.%s = %s (%s)", method_dir, base.get("source"),
-                        base.get("family"), spec.name, spec.source, spec.family)
+            log.warning(
+                "%s was fitted on %s (%s), now applied to models.%s = %s (%s)",
+                method_dir,
+                base.get("source"),
+                base.get("family"),
+                spec.name,
+                spec.source,
+                spec.family,
+            )
         model, tokenizer = load_model(spec, device=device, torch_dtype=torch_dtype, strict=strict)
         install_projection(model, components, application)
         return model, tokenizer
@@ -102,8 +113,15 @@ def load_method_model(spec: ModelSpec, method_dir: str | os.PathLike | None, dev
         matrix, info = load_projection_matrix(method_dir)
         base = info.get("base_model") or {}
         if base.get("source") not in (None, spec.source) or base.get("family") not in (None, spec.family):
-            log.warning("%s was fitted on %s (%s), now applied to models.%s = %s (%s)", method_dir, base.get("source"),
-                        base.get("family"), spec.name, spec.source, spec.family)
+            log.warning(
+                "%s was fitted on %s (%s), now applied to models.%s = %s (%s)",
+                method_dir,
+                base.get("source"),
+                base.get("family"),
+                spec.name,
+                spec.source,
+                spec.family,
+            )
         model, tokenizer = load_model(spec, device=device, torch_dtype=torch_dtype, strict=strict)
         install_projection_matrix(model, matrix)
         return model, tokenizer
@@ -143,8 +161,15 @@ def load_adapter(model, spec: ModelSpec, method_dir):
     trained_on = (record.get("base_model"), record.get("base_model_commit") or "")
     now = (spec.source, resolved_commit(model))
     if record and (trained_on[0] != now[0] or (trained_on[1] and now[1] and trained_on[1] != now[1])):
-        log.warning("%s: the adapter was trained on %s (commit %s), now applied to models.%s = %s (commit %s)",
-                    folder, trained_on[0], trained_on[1] or "-", spec.name, now[0], now[1] or "-")
+        log.warning(
+            "%s: the adapter was trained on %s (commit %s), now applied to models.%s = %s (commit %s)",
+            folder,
+            trained_on[0],
+            trained_on[1] or "-",
+            spec.name,
+            now[0],
+            now[1] or "-",
+        )
     try:
         with quiet_peft():
             peft_model = PeftModel.from_pretrained(model, str(folder), is_trainable=False)

@@ -29,9 +29,24 @@ FAMILIES = ("mlm", "clm", "seq2seq", "encoder")
 
 # `training` (defaults of the methods trained from this model) is checked by lmbias.registry, not here.
 # `snapshot` is set by the workflow, not the user: the folder a hub id was fetched into (lmbias.engine.hub).
-_KNOWN_KEYS = ("path", "hub_id", "family", "revision", "tiny", "precision", "dtype", "attn_implementation",
-               "allow_pickle", "training", "snapshot", "device_map", "max_memory", "offload", "offload_folder",
-               "max_tokens")
+_KNOWN_KEYS = (
+    "path",
+    "hub_id",
+    "family",
+    "revision",
+    "tiny",
+    "precision",
+    "dtype",
+    "attn_implementation",
+    "allow_pickle",
+    "training",
+    "snapshot",
+    "device_map",
+    "max_memory",
+    "offload",
+    "offload_folder",
+    "max_tokens",
+)
 #: models.<name>.device_map strategies (Accelerate's big-model loading); or an explicit {module: device} map.
 DEVICE_MAP_STRATEGIES = ("auto", "balanced", "balanced_low_0", "sequential")
 _DEVICE = re.compile(r"(cpu|disk|mps|cuda(:\d+)?|xpu(:\d+)?)")
@@ -39,7 +54,14 @@ _DEVICE = re.compile(r"(cpu|disk|mps|cuda(:\d+)?|xpu(:\d+)?)")
 DTYPES = ("auto", "fp32", "bf16", "fp16")
 #: models.<name>.attn_implementation: transformers 5's built-in kernels (hub kernel repos are not allowed:
 #: they run downloaded code). Unset: transformers' default (sdpa where the model supports it, else eager).
-ATTN_IMPLEMENTATIONS = ("eager", "sdpa", "flash_attention_2", "flash_attention_3", "flash_attention_4", "flex_attention")
+ATTN_IMPLEMENTATIONS = (
+    "eager",
+    "sdpa",
+    "flash_attention_2",
+    "flash_attention_3",
+    "flash_attention_4",
+    "flex_attention",
+)
 
 
 @dataclass(frozen=True)
@@ -100,19 +122,25 @@ def model_spec(name: str, entry: Mapping, root: str | os.PathLike | None = None)
 
     dtype = entry.get("dtype", "auto")
     if dtype not in DTYPES:
-        raise ConfigError(f"{key}.dtype: {dtype!r} is not one of {', '.join(DTYPES)} (the weights' dtype at load; "
-                          f"autocast is {key}.precision)")
+        raise ConfigError(
+            f"{key}.dtype: {dtype!r} is not one of {', '.join(DTYPES)} (the weights' dtype at load; "
+            f"autocast is {key}.precision)"
+        )
     attn = entry.get("attn_implementation")
     if attn is not None and attn not in ATTN_IMPLEMENTATIONS:
         raise ConfigError(f"{key}.attn_implementation: {attn!r} is not one of {', '.join(ATTN_IMPLEMENTATIONS)}")
     if attn is not None and attn.startswith("flash_attention") and dtype == "fp32":
-        raise ConfigError(f"{key}.attn_implementation: {attn} runs in half precision only; it needs {key}.dtype "
-                          "auto (on a GPU), bf16 or fp16, not fp32")
+        raise ConfigError(
+            f"{key}.attn_implementation: {attn} runs in half precision only; it needs {key}.dtype "
+            "auto (on a GPU), bf16 or fp16, not fp32"
+        )
 
     # the scoring budget (lmbias.engine.batching.run_batches); the workflow hands it to jobs as a resource
     max_tokens = entry.get("max_tokens")
     if max_tokens is not None and (isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1):
-        raise ConfigError(f"{key}.max_tokens: {max_tokens!r} is not a positive integer (padded tokens per forward pass)")
+        raise ConfigError(
+            f"{key}.max_tokens: {max_tokens!r} is not a positive integer (padded tokens per forward pass)"
+        )
 
     revision = entry.get("revision")
     if revision is not None and not isinstance(revision, str):
@@ -146,11 +174,23 @@ def model_spec(name: str, entry: Mapping, root: str | os.PathLike | None = None)
         if has_path:
             raise ConfigError(f"{key}.snapshot: only hub ids are fetched into a snapshot folder; this model has a path")
         folder = Path(snapshot).expanduser()
-        snapshot = str((folder if folder.is_absolute() else Path(root if root is not None else os.getcwd()) / folder).resolve())
+        snapshot = str(
+            (folder if folder.is_absolute() else Path(root if root is not None else os.getcwd()) / folder).resolve()
+        )
     placement = _placement(key, entry, root)
-    return ModelSpec(name=name, family=family, source=source, revision=revision, is_local=has_path,
-                     tiny=tiny is not None, allow_pickle=allow_pickle, snapshot=snapshot, dtype=dtype,
-                     attn_implementation=attn, **placement)
+    return ModelSpec(
+        name=name,
+        family=family,
+        source=source,
+        revision=revision,
+        is_local=has_path,
+        tiny=tiny is not None,
+        allow_pickle=allow_pickle,
+        snapshot=snapshot,
+        dtype=dtype,
+        attn_implementation=attn,
+        **placement,
+    )
 
 
 def _device_name(value, where: str) -> str | int:
@@ -171,23 +211,35 @@ def _placement(key: str, entry: Mapping, root) -> dict:
         return {}
     if isinstance(device_map, str):
         if device_map not in DEVICE_MAP_STRATEGIES:
-            raise ConfigError(f"{key}.device_map: {device_map!r} is not one of {', '.join(DEVICE_MAP_STRATEGIES)} "
-                              "or a {module: device} mapping")
+            raise ConfigError(
+                f"{key}.device_map: {device_map!r} is not one of {', '.join(DEVICE_MAP_STRATEGIES)} "
+                "or a {module: device} mapping"
+            )
         resolved = device_map
     elif isinstance(device_map, Mapping) and device_map:
-        resolved = tuple((str(module), _device_name(device, f"{key}.device_map.{module}"))
-                         for module, device in device_map.items())
+        resolved = tuple(
+            (str(module), _device_name(device, f"{key}.device_map.{module}")) for module, device in device_map.items()
+        )
     else:
-        raise ConfigError(f"{key}.device_map: {device_map!r} is not a strategy ({', '.join(DEVICE_MAP_STRATEGIES)}) "
-                          "or a non-empty {module: device} mapping")
+        raise ConfigError(
+            f"{key}.device_map: {device_map!r} is not a strategy ({', '.join(DEVICE_MAP_STRATEGIES)}) "
+            "or a non-empty {module: device} mapping"
+        )
     max_memory = entry.get("max_memory")
     if max_memory is not None:
         if not isinstance(max_memory, Mapping) or not max_memory:
-            raise ConfigError(f"{key}.max_memory: {max_memory!r} is not a {{device: size}} mapping (e.g. {{0: 70GiB, cpu: 100GiB}})")
+            raise ConfigError(
+                f"{key}.max_memory: {max_memory!r} is not a {{device: size}} mapping (e.g. {{0: 70GiB, cpu: 100GiB}})"
+            )
         for device, size in max_memory.items():
             _device_name(device, f"{key}.max_memory")
-            if not (isinstance(size, str) and re.fullmatch(r"\d+(\.\d+)?\s*[KMGT]i?B", size.strip())
-                    or isinstance(size, int) and not isinstance(size, bool) and size > 0):
+            if not (
+                isinstance(size, str)
+                and re.fullmatch(r"\d+(\.\d+)?\s*[KMGT]i?B", size.strip())
+                or isinstance(size, int)
+                and not isinstance(size, bool)
+                and size > 0
+            ):
                 raise ConfigError(f"{key}.max_memory.{device}: {size!r} is not a size (bytes, or e.g. 70GiB, 500MB)")
         max_memory = tuple((d, s) for d, s in max_memory.items())
     offload = entry.get("offload", False)
@@ -198,14 +250,18 @@ def _placement(key: str, entry: Mapping, root) -> dict:
         if not isinstance(folder, (str, os.PathLike)) or not str(folder):
             raise ConfigError(f"{key}.offload_folder: {folder!r} is not a folder path")
         folder = Path(folder).expanduser()
-        folder = str((folder if folder.is_absolute() else Path(root if root is not None else os.getcwd()) / folder).resolve())
+        folder = str(
+            (folder if folder.is_absolute() else Path(root if root is not None else os.getcwd()) / folder).resolve()
+        )
         offload = True
     if isinstance(resolved, tuple) and not offload:
         on_disk = [module for module, device in resolved if device == "disk"]
         if on_disk:
-            raise DiskOffloadError(f"{key}.device_map.{on_disk[0]}: disk puts weights on disk, read back at every "
-                                   f"forward pass; allow it with {key}.offload: true (or {key}.offload_folder), or "
-                                   "give the module a device")
+            raise DiskOffloadError(
+                f"{key}.device_map.{on_disk[0]}: disk puts weights on disk, read back at every "
+                f"forward pass; allow it with {key}.offload: true (or {key}.offload_folder), or "
+                "give the module a device"
+            )
     return {"device_map": resolved, "max_memory": max_memory, "offload": offload, "offload_folder": folder}
 
 
@@ -218,4 +274,5 @@ def check_trainable(name: str, entry: Mapping, method: str | None = None) -> Non
             f"{who} device_map is for scoring only (Accelerate's big-model loading runs the model one device at "
             f"a time); to fine-tune a model larger than one GPU, shard it with FSDP (the method's "
             f"training.distributed: fsdp) from a model entry without device_map (a second entry of the same weights "
-            f"may set device_map for scoring)")
+            f"may set device_map for scoring)"
+        )

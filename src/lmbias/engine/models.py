@@ -80,8 +80,12 @@ def _corrupt_file(spec: ModelSpec) -> Path | None:
 def _auto_class(family: str):
     from transformers import AutoModel, AutoModelForCausalLM, AutoModelForMaskedLM, AutoModelForSeq2SeqLM
 
-    return {"mlm": AutoModelForMaskedLM, "clm": AutoModelForCausalLM, "seq2seq": AutoModelForSeq2SeqLM,
-            "encoder": AutoModel}[family]
+    return {
+        "mlm": AutoModelForMaskedLM,
+        "clm": AutoModelForCausalLM,
+        "seq2seq": AutoModelForSeq2SeqLM,
+        "encoder": AutoModel,
+    }[family]
 
 
 def _source_kwargs(spec: ModelSpec) -> dict:
@@ -98,8 +102,10 @@ def _load_path(spec: ModelSpec) -> str:
 def _check_snapshot(spec: ModelSpec) -> None:
     if spec.is_local or not spec.snapshot or Path(spec.snapshot).is_dir():
         return
-    raise ConfigError(f"models.{spec.name}: {spec.source} has not been fetched into {spec.snapshot}; fetch it with "
-                      f"`snakemake --cores 1 {spec.snapshot}` (rule fetch_hub_model, on a host that reaches the hub)")
+    raise ConfigError(
+        f"models.{spec.name}: {spec.source} has not been fetched into {spec.snapshot}; fetch it with "
+        f"`snakemake --cores 1 {spec.snapshot}` (rule fetch_hub_model, on a host that reaches the hub)"
+    )
 
 
 def _check_local(spec: ModelSpec) -> None:
@@ -121,7 +127,9 @@ def _check_family(spec: ModelSpec, config) -> None:
     model_type = getattr(config, "model_type", "?")
     enc_dec = bool(getattr(config, "is_encoder_decoder", False))
     if spec.family == "seq2seq" and not enc_dec:
-        raise ConfigError(f"{where}: {spec.source} is a {model_type} model, not an encoder-decoder; family seq2seq does not fit")
+        raise ConfigError(
+            f"{where}: {spec.source} is a {model_type} model, not an encoder-decoder; family seq2seq does not fit"
+        )
     if spec.family in ("mlm", "clm", "encoder") and enc_dec:
         raise ConfigError(
             f"{where}: {spec.source} is an encoder-decoder ({model_type}) model; use family seq2seq, not {spec.family}"
@@ -221,10 +229,15 @@ def _placed(model, spec: ModelSpec, device):
         raise DiskOffloadError(
             f"models.{spec.name}.device_map: {spec.device_map if isinstance(spec.device_map, str) else 'the map'} "
             f"put {len(on_disk)} module(s) on disk (e.g. {on_disk[0]}; the devices' max_memory is too small); "
-            f"allow it with models.{spec.name}.offload: true (or offload_folder), or give it more device memory")
+            f"allow it with models.{spec.name}.offload: true (or offload_folder), or give it more device memory"
+        )
     if resolved:
-        log.info("models.%s dispatched over %s: %s", spec.name, ", ".join(sorted({str(v) for v in resolved.values()})),
-                 resolved)
+        log.info(
+            "models.%s dispatched over %s: %s",
+            spec.name,
+            ", ".join(sorted({str(v) for v in resolved.values()})),
+            resolved,
+        )
     return model
 
 
@@ -233,8 +246,10 @@ def _raise_attn_error(spec: ModelSpec, exc: Exception) -> None:
     the key (transformers raises ValueError or ImportError, e.g. flash-attn not installed)."""
     if spec.attn_implementation is None or "attn" not in str(exc).lower() and "attention" not in str(exc).lower():
         return
-    raise ConfigError(f"models.{spec.name}.attn_implementation: {spec.attn_implementation} cannot be used for "
-                      f"{spec.source}: {str(exc).splitlines()[0]}") from exc
+    raise ConfigError(
+        f"models.{spec.name}.attn_implementation: {spec.attn_implementation} cannot be used for "
+        f"{spec.source}: {str(exc).splitlines()[0]}"
+    ) from exc
 
 
 def load_tokenizer(spec: ModelSpec):
@@ -268,7 +283,13 @@ def _load_config(spec: ModelSpec):
     try:
         config = AutoConfig.from_pretrained(_load_path(spec), trust_remote_code=False, **_source_kwargs(spec))
     except (OSError, ValueError) as exc:
-        where = "a local folder" if spec.is_local else f"fetched into {spec.snapshot}" if spec.snapshot else f"hub id at revision {spec.revision or 'main'} (offline? not in the HF cache?)"
+        where = (
+            "a local folder"
+            if spec.is_local
+            else f"fetched into {spec.snapshot}"
+            if spec.snapshot
+            else f"hub id at revision {spec.revision or 'main'} (offline? not in the HF cache?)"
+        )
         raise ConfigError(f"models.{spec.name}: cannot read the config of {spec.source} ({where}): {exc}") from exc
     _check_family(spec, config)
     return config
@@ -282,8 +303,11 @@ def empty_from_config(model_class, config, dtype, **kwargs):
     from accelerate import init_empty_weights
 
     with init_empty_weights(include_buffers=False):
-        model = model_class.from_config(config, dtype=dtype, **kwargs) if hasattr(model_class, "from_config") \
+        model = (
+            model_class.from_config(config, dtype=dtype, **kwargs)
+            if hasattr(model_class, "from_config")
             else model_class._from_config(config, dtype=dtype, **kwargs)
+        )
     model.tie_weights()  # init_empty_weights re-creates a tied parameter on meta: tie it again
     return model
 
@@ -297,8 +321,9 @@ def load_empty_model(spec: ModelSpec, torch_dtype=None):
     kwargs = {} if spec.attn_implementation is None else {"attn_implementation": spec.attn_implementation}
     dtype = _dtype(torch_dtype) or weights_dtype(spec.dtype)
     try:
-        model = empty_from_config(_auto_class(spec.family), config, dtype if dtype != "auto" else torch.float32,
-                                  **kwargs)
+        model = empty_from_config(
+            _auto_class(spec.family), config, dtype if dtype != "auto" else torch.float32, **kwargs
+        )
     except (ValueError, ImportError) as exc:
         _raise_attn_error(spec, exc)
         raise
@@ -371,9 +396,14 @@ def load_model(spec: ModelSpec, device: str = "cpu", torch_dtype=None, strict: b
             ) from exc
         raise ConfigError(f"models.{spec.name}: cannot load {spec.source} as {spec.family}: {exc}") from exc
     except OSError as exc:
-        hint = "" if spec.is_local or spec.allow_pickle else (
-            " (hub ids load safetensors only; if it ships only pickled pytorch_model.bin weights and you "
-            f"trust it, set models.{spec.name}.allow_pickle: true)")
+        hint = (
+            ""
+            if spec.is_local or spec.allow_pickle
+            else (
+                " (hub ids load safetensors only; if it ships only pickled pytorch_model.bin weights and you "
+                f"trust it, set models.{spec.name}.allow_pickle: true)"
+            )
+        )
         raise ConfigError(f"models.{spec.name}: cannot load the weights of {spec.source}: {exc}{hint}") from exc
     except Exception as exc:  # safetensors' SafetensorError, torch's unpickling errors: a damaged file
         if type(exc).__name__ not in ("SafetensorError", "UnpicklingError", "RuntimeError", "EOFError"):
@@ -382,7 +412,11 @@ def load_model(spec: ModelSpec, device: str = "cpu", torch_dtype=None, strict: b
         where = str(bad) if bad else f"the weights of {spec.source}"
         raise ConfigError(
             f"models.{spec.name}: {where} is truncated or corrupt and cannot be read ({type(exc).__name__}: {exc}); "
-            + (f"rebuild it with `snakemake --cores 1 {spec.build_target}`" if spec.tiny else "download or copy it again")
+            + (
+                f"rebuild it with `snakemake --cores 1 {spec.build_target}`"
+                if spec.tiny
+                else "download or copy it again"
+            )
         ) from exc
     if not spec.is_local:
         if spec.snapshot:
@@ -412,7 +446,9 @@ def mask_token(tokenizer, model_name: str | None = None) -> str:
     token = getattr(tokenizer, "mask_token", None)
     if token is None or getattr(tokenizer, "mask_token_id", None) is None:
         who = f"models.{model_name}: " if model_name else ""
-        raise ConfigError(f"{who}the tokenizer {type(tokenizer).__name__} has no mask token (needed by mlm and seq2seq)")
+        raise ConfigError(
+            f"{who}the tokenizer {type(tokenizer).__name__} has no mask token (needed by mlm and seq2seq)"
+        )
     return str(token)
 
 
@@ -422,17 +458,27 @@ def load_weights_only(spec: ModelSpec, device, torch_dtype, strict: bool):
 
     config = AutoConfig.from_pretrained(spec.source, trust_remote_code=False, local_files_only=True)
     _check_family(spec, config)
-    kwargs = dict(config=config, trust_remote_code=False, output_loading_info=True, local_files_only=True,
-                  use_safetensors=True, **_weights_kwargs(spec, device, torch_dtype))
+    kwargs = dict(
+        config=config,
+        trust_remote_code=False,
+        output_loading_info=True,
+        local_files_only=True,
+        use_safetensors=True,
+        **_weights_kwargs(spec, device, torch_dtype),
+    )
     try:
         model, info = _auto_class(spec.family).from_pretrained(spec.source, **kwargs)
     except (OSError, ValueError, ImportError) as exc:
         _raise_attn_error(spec, exc)
         if isinstance(exc, ImportError):
             raise
-        raise ConfigError(f"models.{spec.name}: cannot load the weights of {spec.source} as {spec.family}: {exc}") from exc
+        raise ConfigError(
+            f"models.{spec.name}: cannot load the weights of {spec.source} as {spec.family}: {exc}"
+        ) from exc
     missing = sorted(info.get("missing_keys") or [])
     if missing and strict:
-        raise ConfigError(f"models.{spec.name}: {spec.source} has no weights for {len(missing)} parameter(s) of the "
-                          f"{spec.family} model (e.g. {', '.join(missing[:3])})")
+        raise ConfigError(
+            f"models.{spec.name}: {spec.source} has no weights for {len(missing)} parameter(s) of the "
+            f"{spec.family} model (e.g. {', '.join(missing[:3])})"
+        )
     return _placed(model, spec, device).eval()

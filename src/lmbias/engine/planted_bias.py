@@ -161,9 +161,13 @@ def _llama_like(model) -> bool:
         return False
     if not all(hasattr(inner, name) for name in ("embed_tokens", "norm")):
         return False
-    return all(hasattr(layer, "input_layernorm") and hasattr(layer, "post_attention_layernorm")
-               and hasattr(getattr(layer, "self_attn", None), "o_proj") and hasattr(getattr(layer, "mlp", None), "down_proj")
-               for layer in layers)
+    return all(
+        hasattr(layer, "input_layernorm")
+        and hasattr(layer, "post_attention_layernorm")
+        and hasattr(getattr(layer, "self_attn", None), "o_proj")
+        and hasattr(getattr(layer, "mlp", None), "down_proj")
+        for layer in layers
+    )
 
 
 def _llama_reserved(model) -> bool:
@@ -175,7 +179,8 @@ def _llama_reserved(model) -> bool:
     value = float(model.config.hidden_size) ** 0.5
     return bool(torch.all(column == value)) and all(
         not torch.any(layer.self_attn.o_proj.weight[k]) and not torch.any(layer.mlp.down_proj.weight[k])
-        for layer in model.model.layers)
+        for layer in model.model.layers
+    )
 
 
 def _reserve_llama_coordinate(model) -> None:

@@ -40,7 +40,9 @@ def content_positions(tokenizer, ids: Sequence[int]) -> list[int]:
 
 def _mask_id(tokenizer) -> int:
     if tokenizer.mask_token_id is None:
-        raise ConfigError(f"pseudo-log-likelihood needs a tokenizer with a mask token ({type(tokenizer).__name__} has none)")
+        raise ConfigError(
+            f"pseudo-log-likelihood needs a tokenizer with a mask token ({type(tokenizer).__name__} has none)"
+        )
     return tokenizer.mask_token_id
 
 
@@ -51,8 +53,9 @@ def _decoder_start(model) -> int:
     return int(start)
 
 
-def pll_requests(model, tokenizer, family: str, sequences: Sequence[Sequence[int]],
-                 positions: Sequence[Sequence[int]]) -> list:
+def pll_requests(
+    model, tokenizer, family: str, sequences: Sequence[Sequence[int]], positions: Sequence[Sequence[int]]
+) -> list:
     """One engine request per (sequence, position): hide that token, ask for its log-probability."""
     if family not in FAMILIES:
         raise ConfigError(f"pseudo-log-likelihood applies to families {FAMILIES}, not {family!r}")
@@ -69,32 +72,45 @@ def pll_requests(model, tokenizer, family: str, sequences: Sequence[Sequence[int
             if family == "mlm":
                 requests.append(MaskedIdsRequest(input_ids=tuple(masked), position=pos, candidates=(ids[pos],)))
             else:
-                requests.append(InfillIdsRequest(encoder_ids=tuple(masked), decoder_ids=tuple([start] + ids[:pos]),
-                                                 candidates=(ids[pos],)))
+                requests.append(
+                    InfillIdsRequest(
+                        encoder_ids=tuple(masked), decoder_ids=tuple([start] + ids[:pos]), candidates=(ids[pos],)
+                    )
+                )
     return requests
 
 
 def _split(values: list[np.ndarray], positions: Sequence[Sequence[int]]) -> list[np.ndarray]:
     out, k = [], 0
     for where in positions:
-        out.append(np.array([float(v[0]) for v in values[k: k + len(where)]], dtype=np.float64))
+        out.append(np.array([float(v[0]) for v in values[k : k + len(where)]], dtype=np.float64))
         k += len(where)
     return out
 
 
-def token_logprobs(model, tokenizer, family: str, sequences: Sequence[Sequence[int]],
-                   positions: Sequence[Sequence[int]], batch_size: int = 64, max_length: int = 512,
-                   stats: EngineStats | None = None, max_tokens: int | None = None) -> list[np.ndarray]:
+def token_logprobs(
+    model,
+    tokenizer,
+    family: str,
+    sequences: Sequence[Sequence[int]],
+    positions: Sequence[Sequence[int]],
+    batch_size: int = 64,
+    max_length: int = 512,
+    stats: EngineStats | None = None,
+    max_tokens: int | None = None,
+) -> list[np.ndarray]:
     """For each sequence, log p(ids[i]) with token i hidden, for i in its positions (same order)."""
     requests = pll_requests(model, tokenizer, family, sequences, positions)
     engine = masked_logprobs_ids if family == "mlm" else infill_logprobs_ids
-    values = engine(model, tokenizer, requests, batch_size=batch_size, max_length=max_length, max_tokens=max_tokens,
-                    stats=stats)
+    values = engine(
+        model, tokenizer, requests, batch_size=batch_size, max_length=max_length, max_tokens=max_tokens, stats=stats
+    )
     return _split(values, positions)
 
 
-def naive_token_logprobs(model, tokenizer, family: str, sequences: Sequence[Sequence[int]],
-                         positions: Sequence[Sequence[int]]) -> list[np.ndarray]:
+def naive_token_logprobs(
+    model, tokenizer, family: str, sequences: Sequence[Sequence[int]], positions: Sequence[Sequence[int]]
+) -> list[np.ndarray]:
     """Reference for token_logprobs: one full forward pass per hidden token."""
     requests = pll_requests(model, tokenizer, family, sequences, positions)
     if family == "mlm":
@@ -104,8 +120,16 @@ def naive_token_logprobs(model, tokenizer, family: str, sequences: Sequence[Sequ
     return _split(values, positions)
 
 
-def sentence_pll(model, tokenizer, family: str, texts: Sequence[str], batch_size: int = 64,
-                 max_length: int = 512, stats: EngineStats | None = None, max_tokens: int | None = None) -> np.ndarray:
+def sentence_pll(
+    model,
+    tokenizer,
+    family: str,
+    texts: Sequence[str],
+    batch_size: int = 64,
+    max_length: int = 512,
+    stats: EngineStats | None = None,
+    max_tokens: int | None = None,
+) -> np.ndarray:
     """Pseudo-log-likelihood of each text: the sum over its non-special tokens."""
     seqs = [encode(tokenizer, t) for t in texts]
     where = [content_positions(tokenizer, s) for s in seqs]

@@ -74,11 +74,13 @@ def mlm_head(model) -> Callable[[torch.Tensor], torch.Tensor] | None:
     if hasattr(model, "predictions") and model.config.model_type == "albert":
         return model.predictions
     if model.config.model_type == "distilbert":
+
         def head(hidden):
             hidden = model.vocab_transform(hidden)
             hidden = model.activation(hidden)
             hidden = model.vocab_layer_norm(hidden)
             return model.vocab_projector(hidden)
+
         return head
     return None
 
@@ -118,10 +120,13 @@ def masked_logprobs(
         uid = unique_texts[req.text]
         positions = mask_positions[uid]
         if req.mask_index >= len(positions):
-            raise DataError(f"masked scoring: text has {len(positions)} mask token(s), asked for #{req.mask_index}: {req.text[:80]!r}")
+            raise DataError(
+                f"masked scoring: text has {len(positions)} mask token(s), asked for #{req.mask_index}: {req.text[:80]!r}"
+            )
         id_requests.append(MaskedIdsRequest(tuple(encoded[uid]), positions[req.mask_index], tuple(req.candidates)))
-    return masked_logprobs_ids(model, tokenizer, id_requests, batch_size=batch_size, max_length=max_length,
-                               max_tokens=max_tokens, stats=stats)
+    return masked_logprobs_ids(
+        model, tokenizer, id_requests, batch_size=batch_size, max_length=max_length, max_tokens=max_tokens, stats=stats
+    )
 
 
 #: How a causal LM's sentence is conditioned (benchmarks' `scoring.clm_context`):
@@ -159,7 +164,9 @@ def clm_inputs(tokenizer, texts: Sequence[str], max_length: int, context: str = 
         seqs = [list(ids) for ids in encoded]
     for text, ids in zip(texts, seqs):
         if len(ids) > max_length:
-            raise DataError(f"sentence scoring: input of {len(ids)} tokens exceeds max_length={max_length}: {text[:80]!r}")
+            raise DataError(
+                f"sentence scoring: input of {len(ids)} tokens exceeds max_length={max_length}: {text[:80]!r}"
+            )
         if not ids:
             raise DataError(f"sentence scoring: a text without tokens: {text!r}")
     return seqs
@@ -252,7 +259,9 @@ def _seq2seq_pairs(tokenizer, requests: Sequence[InfillRequest], max_length: int
     prefixes = tokenizer([r.prefix for r in requests], add_special_tokens=False)["input_ids"]
     for text, ids in zip(enc_texts, enc):
         if len(ids) > max_length:
-            raise DataError(f"infill scoring: input of {len(ids)} tokens exceeds max_length={max_length}: {text[:80]!r}")
+            raise DataError(
+                f"infill scoring: input of {len(ids)} tokens exceeds max_length={max_length}: {text[:80]!r}"
+            )
     return enc, prefixes
 
 
@@ -425,7 +434,9 @@ class InfillIdsRequest:
 def _seq2seq_logits_at(model, enc_ids, enc_attn, dec_ids, dec_attn, rows, cols) -> torch.Tensor:
     """Decoder logits at (rows, cols) only. BART-like models: the LM head (plus final_logits_bias) is
     applied to those hidden states alone; other architectures run the full forward pass."""
-    kwargs = dict(input_ids=enc_ids, attention_mask=enc_attn, decoder_input_ids=dec_ids, decoder_attention_mask=dec_attn)
+    kwargs = dict(
+        input_ids=enc_ids, attention_mask=enc_attn, decoder_input_ids=dec_ids, decoder_attention_mask=dec_attn
+    )
     if getattr(model.config, "model_type", None) in ("bart", "mbart") and hasattr(model, "lm_head"):
         hidden = model.model(**kwargs).last_hidden_state[rows, cols]
         logits = model.lm_head(hidden)

@@ -82,8 +82,10 @@ class SelfDebiasSettings:
             raise ConfigError(f"{key}.decay_constant: {decay!r} must be > 0 (bias-bench's lambda, default 50)")
         epsilon = _number(entry.get("epsilon", DEFAULT_EPSILON), f"{key}.epsilon")
         if not 0 < epsilon <= 1:
-            raise ConfigError(f"{key}.epsilon: {epsilon!r} must be in (0, 1] (the smallest factor a probability is "
-                              "multiplied by; default 0.01)")
+            raise ConfigError(
+                f"{key}.epsilon: {epsilon!r} must be in (0, 1] (the smallest factor a probability is "
+                "multiplied by; default 0.01)"
+            )
         return cls(prefix=prefix, decay_constant=decay, epsilon=epsilon)
 
     def to_dict(self) -> dict:
@@ -126,7 +128,9 @@ def prefix_token_ids(tokenizer, family: str, prefix: str) -> list[int]:
     (module docstring: the model never read a text without it)."""
     if family == "mlm":
         if tokenizer.cls_token is None:
-            raise ConfigError(f"Self-Debias on a masked LM needs a tokenizer with a CLS token ({type(tokenizer).__name__} has none)")
+            raise ConfigError(
+                f"Self-Debias on a masked LM needs a tokenizer with a CLS token ({type(tokenizer).__name__} has none)"
+            )
         text = " ".join([tokenizer.cls_token, prefix])
     elif family == "clm":
         text = prefix
@@ -223,17 +227,23 @@ class SelfDebiasingLM:
             attention_mask = torch.ones_like(input_ids)
         drop = 0 if self.prepend else 1  # the input tokens the prefix replaces
         if drop and not bool((input_ids[:, 0] == self.start_id).all()):
-            raise DataError(f"Self-Debias: every input must start with token id {self.start_id} (the {self.family} "
-                            f"start token the prefix replaces); got {input_ids[:, 0].tolist()}")
+            raise DataError(
+                f"Self-Debias: every input must start with token id {self.start_id} (the {self.family} "
+                f"start token the prefix replaces); got {input_ids[:, 0].tolist()}"
+            )
         rows, k = input_ids.shape[0], len(self.prefix_ids)
         limit = self._max_positions()
         if limit is not None and input_ids.shape[1] + k - drop > limit:
-            raise DataError(f"Self-Debias: an input of {input_ids.shape[1]} tokens behind the {k}-token prefix exceeds "
-                            f"the model's {limit} positions")
+            raise DataError(
+                f"Self-Debias: an input of {input_ids.shape[1]} tokens behind the {k}-token prefix exceeds "
+                f"the model's {limit} positions"
+            )
         regular = {"input_ids": input_ids, "attention_mask": attention_mask}
         prefix = torch.tensor(self.prefix_ids, dtype=input_ids.dtype, device=input_ids.device).expand(rows, k)
-        prefixed = {"input_ids": torch.cat([prefix, input_ids[:, drop:]], dim=1),
-                    "attention_mask": torch.cat([torch.ones_like(prefix), attention_mask[:, drop:]], dim=1)}
+        prefixed = {
+            "input_ids": torch.cat([prefix, input_ids[:, drop:]], dim=1),
+            "attention_mask": torch.cat([torch.ones_like(prefix), attention_mask[:, drop:]], dim=1),
+        }
         if token_type_ids is not None:
             regular["token_type_ids"] = token_type_ids
             prefixed["token_type_ids"] = torch.cat([torch.zeros_like(prefix), token_type_ids[:, drop:]], dim=1)
@@ -247,8 +257,12 @@ class SelfDebiasingLM:
             raise TypeError(f"SelfDebiasingLM.forward: unsupported argument(s) {', '.join(unknown)}")
         regular, prefixed = self._prefixed(input_ids, attention_mask, token_type_ids)
         shift = len(self.prefix_ids) - (0 if self.prepend else 1)
-        logits = rescaled_logprobs(self.inner(**regular).logits, self.inner(**prefixed).logits[:, shift:],
-                                   self.settings.decay_constant, self.settings.epsilon)
+        logits = rescaled_logprobs(
+            self.inner(**regular).logits,
+            self.inner(**prefixed).logits[:, shift:],
+            self.settings.decay_constant,
+            self.settings.epsilon,
+        )
         return SimpleNamespace(logits=logits)
 
     def logits_at(self, input_ids, attention_mask, rows, cols):
@@ -263,11 +277,14 @@ class SelfDebiasingLM:
         shift = len(self.prefix_ids) - (0 if self.prepend else 1)
         hidden = self.inner.base_model(**regular).last_hidden_state[rows, cols]
         hidden_prefixed = self.inner.base_model(**prefixed).last_hidden_state[rows, [c + shift for c in cols]]
-        return rescaled_logprobs(head(hidden), head(hidden_prefixed), self.settings.decay_constant, self.settings.epsilon)
+        return rescaled_logprobs(
+            head(hidden), head(hidden_prefixed), self.settings.decay_constant, self.settings.epsilon
+        )
 
 
-def wrap(model, tokenizer, family: str, settings: SelfDebiasSettings | dict | None = None,
-         key: str = "methods.self_debias") -> SelfDebiasingLM:
+def wrap(
+    model, tokenizer, family: str, settings: SelfDebiasSettings | dict | None = None, key: str = "methods.self_debias"
+) -> SelfDebiasingLM:
     """`model` behind Self-Debias with `settings` (a SelfDebiasSettings, or a method entry's options checked
     under config key `key`)."""
     if not isinstance(settings, SelfDebiasSettings):

@@ -74,7 +74,9 @@ def build_bert_tokenizer(words: list[str]):
     from tokenizers import normalizers
     from transformers import BertTokenizer
 
-    normalizer = normalizers.BertNormalizer(clean_text=True, handle_chinese_chars=True, strip_accents=None, lowercase=True)
+    normalizer = normalizers.BertNormalizer(
+        clean_text=True, handle_chinese_chars=True, strip_accents=None, lowercase=True
+    )
     normalized = [normalizer.normalize_str(w) for w in words]
     chars = _bert_chars(normalized)
     tokens: list[str] = list(BERT_SPECIALS) + chars + ["##" + ch for ch in chars]
@@ -130,15 +132,24 @@ def build_bpe_tokenizer(words: list[str], architecture: str):
         vocab = {tok: i for i, tok in enumerate(tokens)}
         # Like the hub's gpt2: no pad token is saved; lmbias.engine.models.load_tokenizer sets pad = eos.
         return GPT2Tokenizer(
-            vocab=vocab, merges=merges, unk_token=GPT2_EOS, bos_token=GPT2_EOS, eos_token=GPT2_EOS,
-            add_prefix_space=False, model_max_length=max_len,
+            vocab=vocab,
+            merges=merges,
+            unk_token=GPT2_EOS,
+            bos_token=GPT2_EOS,
+            eos_token=GPT2_EOS,
+            add_prefix_space=False,
+            model_max_length=max_len,
         )
     tokens = list(ROBERTA_SPECIALS) + trained + ["<mask>"]
     vocab = {tok: i for i, tok in enumerate(tokens)}
     # As in roberta-base/bart-base, <mask> absorbs the space before it, so "because <mask> did" predicts "Ġhe".
     mask = AddedToken("<mask>", lstrip=True, rstrip=False, normalized=False, special=True)
     return RobertaTokenizer(
-        vocab=vocab, merges=merges, mask_token=mask, add_prefix_space=False, model_max_length=max_len,
+        vocab=vocab,
+        merges=merges,
+        mask_token=mask,
+        add_prefix_space=False,
+        model_max_length=max_len,
     )
 
 
@@ -163,8 +174,14 @@ def build_llama_tokenizer(words: list[str]):
     backend.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in LLAMA_SPECIALS])
     unk, bos, eos = LLAMA_SPECIALS
     return PreTrainedTokenizerFast(
-        tokenizer_object=backend, unk_token=unk, bos_token=bos, eos_token=eos, add_bos_token=True,
-        add_eos_token=False, clean_up_tokenization_spaces=False, model_max_length=TINY_SIZE["max_positions"],
+        tokenizer_object=backend,
+        unk_token=unk,
+        bos_token=bos,
+        eos_token=eos,
+        add_bos_token=True,
+        add_eos_token=False,
+        clean_up_tokenization_spaces=False,
+        model_max_length=TINY_SIZE["max_positions"],
     )
 
 
@@ -195,47 +212,82 @@ def tiny_config(architecture: str, tokenizer):
     vocab_size = len(tokenizer)
     if architecture == "bert":
         return BertConfig(
-            vocab_size=vocab_size, hidden_size=s["hidden"], num_hidden_layers=s["layers"],
-            num_attention_heads=s["heads"], intermediate_size=s["intermediate"],
-            max_position_embeddings=s["max_positions"], type_vocab_size=2, pad_token_id=tokenizer.pad_token_id,
+            vocab_size=vocab_size,
+            hidden_size=s["hidden"],
+            num_hidden_layers=s["layers"],
+            num_attention_heads=s["heads"],
+            intermediate_size=s["intermediate"],
+            max_position_embeddings=s["max_positions"],
+            type_vocab_size=2,
+            pad_token_id=tokenizer.pad_token_id,
         )
     if architecture == "roberta":
         return RobertaConfig(
-            vocab_size=vocab_size, hidden_size=s["hidden"], num_hidden_layers=s["layers"],
-            num_attention_heads=s["heads"], intermediate_size=s["intermediate"],
+            vocab_size=vocab_size,
+            hidden_size=s["hidden"],
+            num_hidden_layers=s["layers"],
+            num_attention_heads=s["heads"],
+            intermediate_size=s["intermediate"],
             # RoBERTa positions start after padding_idx: 512 tokens need 514 rows.
-            max_position_embeddings=s["max_positions"] + 2, type_vocab_size=1,
-            pad_token_id=tokenizer.pad_token_id, bos_token_id=tokenizer.bos_token_id,
+            max_position_embeddings=s["max_positions"] + 2,
+            type_vocab_size=1,
+            pad_token_id=tokenizer.pad_token_id,
+            bos_token_id=tokenizer.bos_token_id,
             eos_token_id=tokenizer.eos_token_id,
         )
     if architecture == "gpt2":
         eos = tokenizer.eos_token_id
         return GPT2Config(
-            vocab_size=vocab_size, n_positions=s["max_positions"], n_embd=s["hidden"], n_layer=s["layers"],
-            n_head=s["heads"], n_inner=s["intermediate"], bos_token_id=eos, eos_token_id=eos,
+            vocab_size=vocab_size,
+            n_positions=s["max_positions"],
+            n_embd=s["hidden"],
+            n_layer=s["layers"],
+            n_head=s["heads"],
+            n_inner=s["intermediate"],
+            bos_token_id=eos,
+            eos_token_id=eos,
         )
     if architecture == "llama":
         # One key/value head for two query heads: grouped-query attention, as in today's Llamas; untied
         # input and output embeddings and no pad id, as in Llama 2/3.
         return LlamaConfig(
-            vocab_size=vocab_size, hidden_size=s["hidden"], intermediate_size=s["intermediate"],
-            num_hidden_layers=s["layers"], num_attention_heads=s["heads"], num_key_value_heads=1,
-            max_position_embeddings=s["max_positions"], bos_token_id=tokenizer.bos_token_id,
-            eos_token_id=tokenizer.eos_token_id, pad_token_id=None, tie_word_embeddings=False,
+            vocab_size=vocab_size,
+            hidden_size=s["hidden"],
+            intermediate_size=s["intermediate"],
+            num_hidden_layers=s["layers"],
+            num_attention_heads=s["heads"],
+            num_key_value_heads=1,
+            max_position_embeddings=s["max_positions"],
+            bos_token_id=tokenizer.bos_token_id,
+            eos_token_id=tokenizer.eos_token_id,
+            pad_token_id=None,
+            tie_word_embeddings=False,
         )
     return BartConfig(
-        vocab_size=vocab_size, max_position_embeddings=s["max_positions"], d_model=s["hidden"],
-        encoder_layers=s["layers"], decoder_layers=s["layers"], encoder_attention_heads=s["heads"],
-        decoder_attention_heads=s["heads"], encoder_ffn_dim=s["intermediate"], decoder_ffn_dim=s["intermediate"],
-        pad_token_id=tokenizer.pad_token_id, bos_token_id=tokenizer.bos_token_id,
-        eos_token_id=tokenizer.eos_token_id, decoder_start_token_id=tokenizer.eos_token_id,
+        vocab_size=vocab_size,
+        max_position_embeddings=s["max_positions"],
+        d_model=s["hidden"],
+        encoder_layers=s["layers"],
+        decoder_layers=s["layers"],
+        encoder_attention_heads=s["heads"],
+        decoder_attention_heads=s["heads"],
+        encoder_ffn_dim=s["intermediate"],
+        decoder_ffn_dim=s["intermediate"],
+        pad_token_id=tokenizer.pad_token_id,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        decoder_start_token_id=tokenizer.eos_token_id,
         forced_eos_token_id=tokenizer.eos_token_id,
     )
 
 
 def _model_class(architecture: str):
     from transformers import (
-        BartForConditionalGeneration, BertForMaskedLM, GPT2LMHeadModel, LlamaForCausalLM, RobertaForMaskedLM,
+        BartForConditionalGeneration,
+        BertForMaskedLM,
+        GPT2LMHeadModel,
+        LlamaForCausalLM,
+        RobertaForMaskedLM,
     )
 
     return {
@@ -314,7 +366,12 @@ def build_tiny_model(
         (tmp / INFO_FILE).write_text(json.dumps(info, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     log.info(
         "built tiny %s (seed %d, %d parameters, vocab %d, planted %s) in %s in %.1f s",
-        architecture, seed, info["parameters"], info["vocab_size"], info["planted_bias"] or "none", out_dir,
+        architecture,
+        seed,
+        info["parameters"],
+        info["vocab_size"],
+        info["planted_bias"] or "none",
+        out_dir,
         time.perf_counter() - started,
     )
     return out_dir
@@ -323,7 +380,9 @@ def build_tiny_model(
 _TINY_KEYS = ("architecture", "seed", "planted_bias")
 
 
-def build_from_config(name: str, entry: dict, out_dir: str | os.PathLike, words: str | os.PathLike | None = None) -> Path:
+def build_from_config(
+    name: str, entry: dict, out_dir: str | os.PathLike, words: str | os.PathLike | None = None
+) -> Path:
     """Build the tiny model of ``config["models"][name]`` (its ``tiny`` block) into `out_dir`.
 
     Checks the block (keys, architecture, and that the architecture fits the entry's family) and

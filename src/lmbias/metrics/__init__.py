@@ -2,7 +2,7 @@
 
 
 def clm_context_label(scores, key: str) -> str:
-    """",context=<name>" for causal-LM scores conditioned otherwise than the default (`bos`), as their
+    """ ",context=<name>" for causal-LM scores conditioned otherwise than the default (`bos`), as their
     `clm_context` column records (`scoring.clm_context`, lmbias.engine.scoring.CLM_CONTEXTS); "" for bos and for
     scores written before the option. Scores that mix contexts are refused, naming `key`."""
     from lmbias.errors import ConfigError

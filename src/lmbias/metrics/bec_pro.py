@@ -96,21 +96,29 @@ def paired_test(before, after, test: str = "wilcoxon") -> dict:
     if test not in TESTS:
         raise ConfigError(f"paired test: {test!r} is not one of {', '.join(TESTS)}")
     d = y - x
-    out = {"mean_diff": float(d.mean()) if len(d) else math.nan, "statistic": math.nan, "p_value": math.nan,
-           "effect_size_r": math.nan, "n": int(len(d))}
+    out = {
+        "mean_diff": float(d.mean()) if len(d) else math.nan,
+        "statistic": math.nan,
+        "p_value": math.nan,
+        "effect_size_r": math.nan,
+        "n": int(len(d)),
+    }
     if test == "wilcoxon":
         if np.count_nonzero(d) == 0:
             return out
         res = sps.wilcoxon(y, x, zero_method="wilcox", alternative="two-sided")
         z, n = wilcoxon_z(d)
-        out.update(statistic=float(res.statistic), p_value=float(res.pvalue),
-                   effect_size_r=z / math.sqrt(n) if n else math.nan)
+        out.update(
+            statistic=float(res.statistic), p_value=float(res.pvalue), effect_size_r=z / math.sqrt(n) if n else math.nan
+        )
     else:
         if len(d) < 2 or np.all(d == d[0]):
             return out
         res = sps.ttest_rel(y, x)
         t, df = float(res.statistic), len(d) - 1
-        out.update(statistic=t, p_value=float(res.pvalue), effect_size_r=math.copysign(math.sqrt(t * t / (t * t + df)), t))
+        out.update(
+            statistic=t, p_value=float(res.pvalue), effect_size_r=math.copysign(math.sqrt(t * t / (t * t + df)), t)
+        )
     return out
 
 
@@ -156,16 +164,32 @@ def bec_pro_metric_rows(scores: pa.Table, options: BecProOptions) -> list[dict]:
     rows: list[dict] = []
 
     def row(metric, subset, value, n, ci=(math.nan, math.nan), p=math.nan):
-        rows.append({"benchmark": "bec_pro", "metric": metric, "variant": options.variant, "subset": subset,
-                     "value": value, "ci_low": ci[0], "ci_high": ci[1], "interval": "t_items", "p_value": p,
-                     "n": int(n)})
+        rows.append(
+            {
+                "benchmark": "bec_pro",
+                "metric": metric,
+                "variant": options.variant,
+                "subset": subset,
+                "value": value,
+                "ci_low": ci[0],
+                "ci_high": ci[1],
+                "interval": "t_items",
+                "p_value": p,
+                "n": int(n),
+            }
+        )
 
     for g in GROUPS + ("all",):
         for person in GENDERS:
             sel = (gender == person) & ((group == g) if g != "all" else True)
             vals = assoc[sel]
-            row("association_mean", f"prof={g}/person={person}", float(vals.mean()) if len(vals) else math.nan,
-                len(vals), _t_interval(vals))
+            row(
+                "association_mean",
+                f"prof={g}/person={person}",
+                float(vals.mean()) if len(vals) else math.nan,
+                len(vals),
+                _t_interval(vals),
+            )
     pairs = matched_pairs(cols)
     for g in GROUPS + ("all",):
         chosen = [v for k, v in pairs.items() if g == "all" or k[0] == g]
@@ -181,8 +205,13 @@ def bec_pro_metric_rows(scores: pa.Table, options: BecProOptions) -> list[dict]:
         for prof in sorted(set(cols["profession_en"].tolist())):
             for person in GENDERS:
                 vals = assoc[(cols["profession_en"] == prof) & (gender == person)]
-                row("association_mean", f"profession={prof}/person={person}", float(vals.mean()) if len(vals) else math.nan,
-                    len(vals), _t_interval(vals))
+                row(
+                    "association_mean",
+                    f"profession={prof}/person={person}",
+                    float(vals.mean()) if len(vals) else math.nan,
+                    len(vals),
+                    _t_interval(vals),
+                )
     return rows
 
 
@@ -199,8 +228,21 @@ def bec_pro_paired_rows(before: pa.Table, after: pa.Table, test: str = "wilcoxon
             ids = [i for i, r in b.items() if r["gender"] == person and (g == "all" or r["prof_gender"] == g)]
             res = paired_test([b[i]["association"] for i in ids], [a[i]["association"] for i in ids], test)
             subset = f"prof={g}/person={person}"
-            for metric, value in (("association_change", res["mean_diff"]), ("association_change_r", res["effect_size_r"])):
-                rows.append({"benchmark": "bec_pro", "metric": metric, "variant": f"test={test}", "subset": subset,
-                             "value": value, "ci_low": math.nan, "ci_high": math.nan, "p_value": res["p_value"],
-                             "n": res["n"]})
+            for metric, value in (
+                ("association_change", res["mean_diff"]),
+                ("association_change_r", res["effect_size_r"]),
+            ):
+                rows.append(
+                    {
+                        "benchmark": "bec_pro",
+                        "metric": metric,
+                        "variant": f"test={test}",
+                        "subset": subset,
+                        "value": value,
+                        "ci_low": math.nan,
+                        "ci_high": math.nan,
+                        "p_value": res["p_value"],
+                        "n": res["n"],
+                    }
+                )
     return rows

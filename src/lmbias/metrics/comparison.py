@@ -36,9 +36,16 @@ log = logging.getLogger(__name__)
 
 SIDES = ("before", "after")
 PAIRED_SCHEMA = pa.schema(
-    [("comparison", pa.string()), ("before_model", pa.string()), ("before_method", pa.string()),
-     ("before_seeds", pa.int64()), ("after_model", pa.string()), ("after_method", pa.string()),
-     ("after_seeds", pa.int64())] + METRIC_COLUMNS
+    [
+        ("comparison", pa.string()),
+        ("before_model", pa.string()),
+        ("before_method", pa.string()),
+        ("before_seeds", pa.int64()),
+        ("after_model", pa.string()),
+        ("after_method", pa.string()),
+        ("after_seeds", pa.int64()),
+    ]
+    + METRIC_COLUMNS
 )
 
 
@@ -49,8 +56,11 @@ class Side:
 
 
 def comparable_benchmarks(benchmarks: dict) -> list[str]:
-    return sorted(b for b, cfg in benchmarks.items() if registry.is_measurable(cfg)
-                  and registry.definitions()[registry.measure_of(cfg)].paired is not None)
+    return sorted(
+        b
+        for b, cfg in benchmarks.items()
+        if registry.is_measurable(cfg) and registry.definitions()[registry.measure_of(cfg)].paired is not None
+    )
 
 
 def check_comparison(name: str, entry: dict, config: dict) -> tuple[Side, Side]:
@@ -58,17 +68,25 @@ def check_comparison(name: str, entry: dict, config: dict) -> tuple[Side, Side]:
     key = f"comparisons.{name}"
     bench = entry["benchmark"]
     if bench not in config["benchmarks"]:
-        raise ConfigError(f"{key}.benchmark: unknown benchmark {bench!r}; configured: {', '.join(sorted(config['benchmarks']))}")
+        raise ConfigError(
+            f"{key}.benchmark: unknown benchmark {bench!r}; configured: {', '.join(sorted(config['benchmarks']))}"
+        )
     if bench not in comparable_benchmarks(config["benchmarks"]):
-        raise ConfigError(f"{key}.benchmark: {bench!r} has no paired pre/post test; "
-                          f"benchmarks that have one: {', '.join(comparable_benchmarks(config['benchmarks'])) or 'none'}")
+        raise ConfigError(
+            f"{key}.benchmark: {bench!r} has no paired pre/post test; "
+            f"benchmarks that have one: {', '.join(comparable_benchmarks(config['benchmarks'])) or 'none'}"
+        )
     sides = []
     for side in SIDES:
         model, method = entry[side]["model"], entry[side]["method"]
         if model not in config["models"]:
-            raise ConfigError(f"{key}.{side}.model: unknown model {model!r}; configured: {', '.join(sorted(config['models']))}")
+            raise ConfigError(
+                f"{key}.{side}.model: unknown model {model!r}; configured: {', '.join(sorted(config['models']))}"
+            )
         if method not in config["methods"]:
-            raise ConfigError(f"{key}.{side}.method: unknown method {method!r}; configured: {', '.join(sorted(config['methods']))}")
+            raise ConfigError(
+                f"{key}.{side}.method: unknown method {method!r}; configured: {', '.join(sorted(config['methods']))}"
+            )
         try:
             registry.check_family(bench, config["benchmarks"][bench], config["models"][model]["family"], model)
         except ConfigError as err:
@@ -105,7 +123,9 @@ def mean_over_seeds(tables: list[pa.Table], key: str = "row_id") -> pa.Table:
     return out
 
 
-def paired_rows(benchmark: str, benchmark_entry: dict, before: list[pa.Table], after: list[pa.Table], test: str) -> list[dict]:
+def paired_rows(
+    benchmark: str, benchmark_entry: dict, before: list[pa.Table], after: list[pa.Table], test: str
+) -> list[dict]:
     definition = registry.definition(registry.measure_of(benchmark_entry), benchmark)
     if definition.paired is None:
         raise ConfigError(f"benchmark {benchmark!r} has no paired pre/post test")
@@ -114,14 +134,23 @@ def paired_rows(benchmark: str, benchmark_entry: dict, before: list[pa.Table], a
     return [{**r, "benchmark": benchmark} for r in rows]
 
 
-def paired_comparison_job(name: str, entry: dict, benchmark_entry: dict, before_paths: list[str],
-                          after_paths: list[str], output_path: str) -> None:
+def paired_comparison_job(
+    name: str, entry: dict, benchmark_entry: dict, before_paths: list[str], after_paths: list[str], output_path: str
+) -> None:
     before = [pq.read_table(p) for p in before_paths]
     after = [pq.read_table(p) for p in after_paths]
     rows = paired_rows(entry["benchmark"], benchmark_entry, before, after, entry.get("test", "wilcoxon"))
-    context = {"comparison": name, "before_seeds": len(before), "after_seeds": len(after),
-               **{f"{side}_{part}": entry[side][part] for side in SIDES for part in ("model", "method")}}
-    rows = [{**context, **{k: v for k, v in r.items() if k not in ("model", "method", "seed")}}
-            for r in with_context(rows, "", "", "")]
-    log.info("comparison %s: %d rows (%s, %d vs %d seeds)", name, len(rows), entry["benchmark"], len(before), len(after))
+    context = {
+        "comparison": name,
+        "before_seeds": len(before),
+        "after_seeds": len(after),
+        **{f"{side}_{part}": entry[side][part] for side in SIDES for part in ("model", "method")},
+    }
+    rows = [
+        {**context, **{k: v for k, v in r.items() if k not in ("model", "method", "seed")}}
+        for r in with_context(rows, "", "", "")
+    ]
+    log.info(
+        "comparison %s: %d rows (%s, %d vs %d seeds)", name, len(rows), entry["benchmark"], len(before), len(after)
+    )
     write_table_atomic(pa.Table.from_pylist(rows, schema=PAIRED_SCHEMA), output_path, PAIRED_SCHEMA)

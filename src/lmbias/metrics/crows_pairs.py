@@ -74,14 +74,17 @@ def pair_scores(scores: pa.Table, options: CrowsPairsOptions) -> tuple[np.ndarra
         raise ConfigError(f"CrowS-Pairs scores mix score kinds {sorted(kinds)}")
     kind = kinds.pop() if kinds else "pll"
     if options.variant == "lm_eval" and kind != "sentence_loglik":
-        raise ConfigError(f"benchmarks.crows_pairs.metric.variant: 'lm_eval' reads causal sentence log-likelihoods "
-                          f"(lm-evaluation-harness scores causal LMs only); these scores are {kind!r}")
+        raise ConfigError(
+            f"benchmarks.crows_pairs.metric.variant: 'lm_eval' reads causal sentence log-likelihoods "
+            f"(lm-evaluation-harness scores causal LMs only); these scores are {kind!r}"
+        )
     if "variants" in scores.column_names and options.variant != "lm_eval":
         for served in set(scores.column("variants").to_pylist()) - {None}:  # null: scores from before the option
             if options.variant not in served.split(","):
                 raise ConfigError(
                     f"benchmarks.crows_pairs.metric.variant: {options.variant!r} was not scored (scores hold "
-                    f"{served!r}); add it to benchmarks.crows_pairs.scoring.variants, which rescores")
+                    f"{served!r}); add it to benchmarks.crows_pairs.scoring.variants, which rescores"
+                )
 
     def col(name):
         return np.asarray(scores.column(name).to_numpy(zero_copy_only=False), dtype=np.float64)
@@ -117,9 +120,20 @@ def crows_pairs_metric_rows(scores: pa.Table, options: CrowsPairsOptions) -> lis
     rows: list[dict] = []
 
     def row(metric, subset, value, n, ci=(math.nan, math.nan), p=math.nan):
-        rows.append({"benchmark": "crows_pairs", "metric": metric, "variant": variant, "subset": subset,
-                     "value": value, "ci_low": ci[0], "ci_high": ci[1], "interval": "clopper_pearson", "p_value": p,
-                     "n": int(n)})
+        rows.append(
+            {
+                "benchmark": "crows_pairs",
+                "metric": metric,
+                "variant": variant,
+                "subset": subset,
+                "value": value,
+                "ci_low": ci[0],
+                "ci_high": ci[1],
+                "interval": "clopper_pearson",
+                "p_value": p,
+                "n": int(n),
+            }
+        )
 
     subsets = [("all", np.ones(len(bias), dtype=bool))] + [(b, bias == b) for b in sorted(set(bias.tolist()))]
     for name, sel in subsets:
@@ -156,9 +170,22 @@ def _lm_eval_rows(more, less, usable, bias, variant) -> list[dict]:
             interval = test.proportion_ci(confidence_level=0.95, method="exact")
             ci, p = (float(interval.low), float(interval.high)), float(test.pvalue)
         diff = float(np.abs(more[sel] - less[sel]).mean()) if n else math.nan
-        for metric, value, c, pv in (("pct_stereotype", k / n if n else math.nan, ci, p),
-                                     ("likelihood_diff", diff, (math.nan, math.nan), math.nan)):
-            rows.append({"benchmark": "crows_pairs", "metric": metric, "variant": variant, "subset": name,
-                         "value": value, "ci_low": c[0], "ci_high": c[1], "interval": "clopper_pearson",
-                         "p_value": pv, "n": n})
+        for metric, value, c, pv in (
+            ("pct_stereotype", k / n if n else math.nan, ci, p),
+            ("likelihood_diff", diff, (math.nan, math.nan), math.nan),
+        ):
+            rows.append(
+                {
+                    "benchmark": "crows_pairs",
+                    "metric": metric,
+                    "variant": variant,
+                    "subset": name,
+                    "value": value,
+                    "ci_low": c[0],
+                    "ci_high": c[1],
+                    "interval": "clopper_pearson",
+                    "p_value": pv,
+                    "n": n,
+                }
+            )
     return rows

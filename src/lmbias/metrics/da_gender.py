@@ -43,8 +43,15 @@ class DaGenderOptions:
         if unknown:
             raise ConfigError(f"{key}.{unknown[0]}: unknown option; known: ['associations']")
         assoc = metric_cfg.get("associations", list(ASSOCIATIONS))
-        if not isinstance(assoc, list) or not assoc or any(a not in ASSOCIATIONS for a in assoc) or len(set(assoc)) != len(assoc):
-            raise ConfigError(f"{key}.associations: {assoc!r} must be a non-empty list of distinct values from {list(ASSOCIATIONS)}")
+        if (
+            not isinstance(assoc, list)
+            or not assoc
+            or any(a not in ASSOCIATIONS for a in assoc)
+            or len(set(assoc)) != len(assoc)
+        ):
+            raise ConfigError(
+                f"{key}.associations: {assoc!r} must be a non-empty list of distinct values from {list(ASSOCIATIONS)}"
+            )
         return cls(tuple(assoc))
 
 
@@ -61,8 +68,10 @@ def wilson_interval(k: int, n: int, z: float = Z95) -> tuple[float, float]:
 
 def margins(scores: pa.Table, association: str) -> np.ndarray:
     """Genuine-minus-other margin of every pair (> 0: the pair prefers the genuine target)."""
-    col = {name: np.asarray(scores.column(name).to_numpy(zero_copy_only=False), dtype=np.float64)
-           for name in ("tm_male", "tam_male", "tm_female", "tam_female", "sentence_male", "sentence_female")}
+    col = {
+        name: np.asarray(scores.column(name).to_numpy(zero_copy_only=False), dtype=np.float64)
+        for name in ("tm_male", "tam_male", "tm_female", "tam_female", "sentence_male", "sentence_female")
+    }
     if association == "ratio":
         male_minus_female = (col["tm_male"] - col["tam_male"]) - (col["tm_female"] - col["tam_female"])
     elif association == "tm":
@@ -87,7 +96,11 @@ def da_gender_metric_rows(scores: pa.Table, options: DaGenderOptions) -> list[di
     masks = sorted(set(scores.column("attribute_masks").to_pylist()))
     ideal = np.asarray(scores.column("ideal").to_pylist(), dtype=object)
     template = np.asarray(scores.column("template_id").to_pylist(), dtype=object)
-    subsets = [("all", np.ones(len(ideal), dtype=bool)), ("ideal=male", ideal == "male"), ("ideal=female", ideal == "female")]
+    subsets = [
+        ("all", np.ones(len(ideal), dtype=bool)),
+        ("ideal=male", ideal == "male"),
+        ("ideal=female", ideal == "female"),
+    ]
     subsets += [(f"template={t}", template == t) for t in sorted(set(template.tolist()))]
     rows: list[dict] = []
     for association in associations:
@@ -100,8 +113,23 @@ def da_gender_metric_rows(scores: pa.Table, options: DaGenderOptions) -> list[di
             ok = int(np.sum(margin[sel] > 0))
             lo, hi = wilson_interval(ok, n)
             base = {"benchmark": "da_gender", "variant": variant, "subset": subset, "p_value": math.nan, "n": n}
-            rows.append({**base, "metric": "da_score", "value": 100.0 * ok / n, "ci_low": 100.0 * lo, "ci_high": 100.0 * hi,
-                         "interval": "wilson"})
-            rows.append({**base, "metric": "mean_margin", "value": float(margin[sel].mean()),
-                         "ci_low": math.nan, "ci_high": math.nan})
+            rows.append(
+                {
+                    **base,
+                    "metric": "da_score",
+                    "value": 100.0 * ok / n,
+                    "ci_low": 100.0 * lo,
+                    "ci_high": 100.0 * hi,
+                    "interval": "wilson",
+                }
+            )
+            rows.append(
+                {
+                    **base,
+                    "metric": "mean_margin",
+                    "value": float(margin[sel].mean()),
+                    "ci_low": math.nan,
+                    "ci_high": math.nan,
+                }
+            )
     return rows

@@ -49,17 +49,31 @@ class Headline:
 
 
 HEADLINES: dict[str, tuple[Headline, ...]] = {
-    "winobias": (Headline("mu_skew", None, "WinoBias mean skew", "0"),
-                 Headline("mu_stereo", None, "WinoBias mean stereotype", "0")),
+    "winobias": (
+        Headline("mu_skew", None, "WinoBias mean skew", "0"),
+        Headline("mu_stereo", None, "WinoBias mean stereotype", "0"),
+    ),
     "crows_pairs": (Headline("metric_score", "gender", "CrowS-Pairs metric score (gender)", "50"),),
     "stereoset": (Headline("ss", "gender", "StereoSet stereotype score (gender)", "50"),),
-    "seat": (Headline("effect_size", None, "SEAT mean |effect size| over the tests", "0",
-                      variant_contains="pooling=mean,ddof=1", mean_abs_over_subsets=True),),
-    "seat_templates": (Headline("effect_size", None, "effect size (test terms)", "0",
-                                variant_contains="pooling=mean,ddof=1"),),
+    "seat": (
+        Headline(
+            "effect_size",
+            None,
+            "SEAT mean |effect size| over the tests",
+            "0",
+            variant_contains="pooling=mean,ddof=1",
+            mean_abs_over_subsets=True,
+        ),
+    ),
+    "seat_templates": (
+        Headline("effect_size", None, "effect size (test terms)", "0", variant_contains="pooling=mean,ddof=1"),
+    ),
     "logprob": (Headline("effect_size", "test", "logprob-score effect size (test terms)", "0"),),
-    "da_gender": (Headline("da_score", "all", "DA-score (genuine associations kept)", "100",
-                           variant_contains="association=ratio"),),
+    "da_gender": (
+        Headline(
+            "da_score", "all", "DA-score (genuine associations kept)", "100", variant_contains="association=ratio"
+        ),
+    ),
     "bec_pro": (Headline("association_gap", "prof=all", "BEC-Pro male - female association gap", "0"),),
     "occupations": (Headline("aob", "all", "occupation bias (AOB)", "0"),),
     # Not a bias: language-modelling ability (lower = better; a stand-in's variant says so)
@@ -98,8 +112,11 @@ def _number(value) -> float:
 
 def headline_value(summary: pd.DataFrame, benchmark: str, headline: Headline) -> HeadlineValue | None:
     """The headline's row in one summary frame (one model and method) as numbers; None when absent."""
-    rows = summary[(summary["benchmark"] == benchmark) & (summary["metric"] == headline.metric)
-                   & (summary["seed"].astype(str) == AGGREGATE_SEED)]
+    rows = summary[
+        (summary["benchmark"] == benchmark)
+        & (summary["metric"] == headline.metric)
+        & (summary["seed"].astype(str) == AGGREGATE_SEED)
+    ]
     every = sorted(rows["variant"].unique())
     plain = [v for v in every if "online_skew=" not in v] or every  # `online` has only online_skew variants
     variants = [v for v in plain if headline.variant_contains in v] or plain
@@ -114,8 +131,9 @@ def headline_value(summary: pd.DataFrame, benchmark: str, headline: Headline) ->
     if not len(rows):
         return None
     row = rows.iloc[0]
-    return HeadlineValue(_number(row["value"]), _number(row.get("ci_low")), _number(row.get("ci_high")),
-                         _number(row.get("p_value")))
+    return HeadlineValue(
+        _number(row["value"]), _number(row.get("ci_low")), _number(row.get("ci_high")), _number(row.get("p_value"))
+    )
 
 
 def format_headline_value(found: HeadlineValue | None) -> str:
@@ -140,8 +158,13 @@ def headline_cell(summary: pd.DataFrame, benchmark: str, headline: Headline) -> 
 def _subset_label(summaries: list[pd.DataFrame], benchmark: str, headline: Headline) -> str:
     if headline.subset is not None or headline.mean_abs_over_subsets:
         return headline.label
-    subsets = sorted({s for f in summaries for s in f.loc[(f["benchmark"] == benchmark)
-                                                          & (f["metric"] == headline.metric), "subset"]})
+    subsets = sorted(
+        {
+            s
+            for f in summaries
+            for s in f.loc[(f["benchmark"] == benchmark) & (f["metric"] == headline.metric), "subset"]
+        }
+    )
     return f"{headline.label} ({subsets[0]})" if subsets else headline.label
 
 
@@ -172,8 +195,10 @@ def headline_rows(summaries: dict[tuple[str, str], pd.DataFrame], datasets: dict
 
 def headline_table(summaries: dict[tuple[str, str], pd.DataFrame], datasets: dict[str, str]) -> list[list[str]]:
     """Rows [benchmark, headline, unbiased, cell per (model, method)] of `headline_rows`."""
-    return [[row.benchmark, row.label, row.headline.unbiased, *map(format_headline_value, row.values.values())]
-            for row in headline_rows(summaries, datasets)]
+    return [
+        [row.benchmark, row.label, row.headline.unbiased, *map(format_headline_value, row.values.values())]
+        for row in headline_rows(summaries, datasets)
+    ]
 
 
 PAIRED_HEADER = ["comparison", "before", "after", "association change (p)"]
@@ -187,10 +212,20 @@ def paired_lines(paths: list[str | Path]) -> list[list[str]]:
         if frame.empty:
             continue
         first = frame.iloc[0]
-        gap = frame[(frame["metric"] == "association_change") & (frame["subset"].astype(str).str.startswith("prof=all"))]
-        cells = "; ".join(f"{r['subset']}: {_fmt(r['value'])} (p {_fmt(r['p_value'])})" for _, r in gap.iterrows()) or "–"
-        out.append([str(first["comparison"]), f"{first['before_model']} / {first['before_method']}",
-                     f"{first['after_model']} / {first['after_method']}", cells])
+        gap = frame[
+            (frame["metric"] == "association_change") & (frame["subset"].astype(str).str.startswith("prof=all"))
+        ]
+        cells = (
+            "; ".join(f"{r['subset']}: {_fmt(r['value'])} (p {_fmt(r['p_value'])})" for _, r in gap.iterrows()) or "–"
+        )
+        out.append(
+            [
+                str(first["comparison"]),
+                f"{first['before_model']} / {first['before_method']}",
+                f"{first['after_model']} / {first['after_method']}",
+                cells,
+            ]
+        )
     return out
 
 
@@ -211,20 +246,31 @@ def read_summaries(summary_paths: list[str | Path]) -> dict[tuple[str, str], pd.
     return summaries
 
 
-def headline_markdown(summaries: dict[tuple[str, str], pd.DataFrame], datasets: dict[str, str],
-                      paired: Sequence[Sequence[str]] = ()) -> str:
+def headline_markdown(
+    summaries: dict[tuple[str, str], pd.DataFrame], datasets: dict[str, str], paired: Sequence[Sequence[str]] = ()
+) -> str:
     """The markdown page: the headline table of the summaries (one column per model / method, in their
     order), then the paired tests' lines (`paired_lines`)."""
     header = ["benchmark", "headline", "unbiased", *[f"{m} / {k}" for m, k in summaries]]
-    lines = ["# lmbias: before and after mitigation", "",
-             "Mean over seeds; [95 % interval] where the metric has one, (p) where it has a test instead. "
-             "`unbiased` is what a model without gender bias scores. Every row of every benchmark is in "
-             "`results/<model>/<method>/summary.parquet`.", "",
-             _md_row(header), "|" + "---|" * len(header)]
+    lines = [
+        "# lmbias: before and after mitigation",
+        "",
+        "Mean over seeds; [95 % interval] where the metric has one, (p) where it has a test instead. "
+        "`unbiased` is what a model without gender bias scores. Every row of every benchmark is in "
+        "`results/<model>/<method>/summary.parquet`.",
+        "",
+        _md_row(header),
+        "|" + "---|" * len(header),
+    ]
     lines += [_md_row(r) for r in headline_table(summaries, datasets)]
     if paired:
-        lines += ["", "Paired pre/post tests (item by item; mean association change after - before, all professions):",
-                  "", _md_row(PAIRED_HEADER), "|---|---|---|---|"]
+        lines += [
+            "",
+            "Paired pre/post tests (item by item; mean association change after - before, all professions):",
+            "",
+            _md_row(PAIRED_HEADER),
+            "|---|---|---|---|",
+        ]
         lines += [_md_row(r) for r in paired]
     return "\n".join(lines) + "\n"
 

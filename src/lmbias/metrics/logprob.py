@@ -100,8 +100,19 @@ def logprob_metric_rows(scores: pa.Table, options: LogprobOptions) -> list[dict]
     rows: list[dict] = []
 
     def row(metric, subset, value, n, p=math.nan):
-        rows.append({"benchmark": "logprob", "metric": metric, "variant": variant, "subset": subset,
-                     "value": float(value), "ci_low": math.nan, "ci_high": math.nan, "p_value": float(p), "n": int(n)})
+        rows.append(
+            {
+                "benchmark": "logprob",
+                "metric": metric,
+                "variant": variant,
+                "subset": subset,
+                "value": float(value),
+                "ci_low": math.nan,
+                "ci_high": math.nan,
+                "p_value": float(p),
+                "n": int(n),
+            }
+        )
 
     for subset in SUBSETS:
         sel = np.ones(len(target), dtype=bool) if subset == "all" else split == subset
@@ -112,13 +123,23 @@ def logprob_metric_rows(scores: pa.Table, options: LogprobOptions) -> list[dict]
             raise DataError(f"logprob scores, subset {subset}: needs male and female targets")
         n = int(sel.sum())
         es = effect_size(s_m, s_f, ddof=options.ddof, std_epsilon=options.std_epsilon)
-        p = permutation_test(s_m, s_f, exact_max=options.exact_max, n_samples=options.n_samples,
-                             seed=options.seed, alternative=options.alternative).p_value
+        p = permutation_test(
+            s_m,
+            s_f,
+            exact_max=options.exact_max,
+            n_samples=options.n_samples,
+            seed=options.seed,
+            alternative=options.alternative,
+        ).p_value
         row("effect_size", subset, es, n, p)
         row("association_difference", subset, s_m.mean() - s_f.mean(), n)
         for tg in ("male", "female"):
             for ag in ("male", "female"):
                 cell = sel & (gender == tg) & (group == ag)
-                row("mean_association", f"{subset}/target={tg}/profession={ag}",
-                    asso[cell].mean() if cell.any() else math.nan, int(cell.sum()))
+                row(
+                    "mean_association",
+                    f"{subset}/target={tg}/profession={ag}",
+                    asso[cell].mean() if cell.any() else math.nan,
+                    int(cell.sum()),
+                )
     return rows

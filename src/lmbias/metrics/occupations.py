@@ -69,9 +69,20 @@ def occupation_metric_rows(scores: pa.Table, options: OccupationOptions) -> list
     rows: list[dict] = []
 
     def row(metric, subset, value, n, ci=(math.nan, math.nan), p=math.nan):
-        rows.append({"benchmark": "occupations", "metric": metric, "variant": variant, "subset": subset,
-                     "value": value, "ci_low": ci[0], "ci_high": ci[1], "interval": "bootstrap_occupations",
-                     "p_value": p, "n": int(n)})
+        rows.append(
+            {
+                "benchmark": "occupations",
+                "metric": metric,
+                "variant": variant,
+                "subset": subset,
+                "value": value,
+                "ci_low": ci[0],
+                "ci_high": ci[1],
+                "interval": "bootstrap_occupations",
+                "p_value": p,
+                "n": int(n),
+            }
+        )
 
     for occ, (b, n) in per.items():
         row("occupation_bias", f"occupation/{occ}", b, n)

@@ -55,7 +55,11 @@ def _units(scores: pa.Table) -> tuple[np.ndarray, np.ndarray, str]:
     if len(np.unique(text)) <= 1:
         return nll, tokens, "windows"
     ids, inverse = np.unique(text, return_inverse=True)
-    return np.bincount(inverse, weights=nll, minlength=len(ids)), np.bincount(inverse, weights=tokens, minlength=len(ids)), "texts"
+    return (
+        np.bincount(inverse, weights=nll, minlength=len(ids)),
+        np.bincount(inverse, weights=tokens, minlength=len(ids)),
+        "texts",
+    )
 
 
 def _bootstrap_mean_nll(nll: np.ndarray, tokens: np.ndarray, options: PerplexityOptions) -> tuple[float, float]:
@@ -89,8 +93,20 @@ def perplexity_metric_rows(scores: pa.Table, options: PerplexityOptions) -> list
     interval = None if math.isnan(low) else f"bootstrap_{unit}"
 
     def row(metric, value, ci):
-        return {"benchmark": "perplexity", "metric": metric, "variant": variant, "subset": "all", "value": value,
-                "ci_low": ci[0], "ci_high": ci[1], "interval": interval, "p_value": math.nan, "n": int(total)}
+        return {
+            "benchmark": "perplexity",
+            "metric": metric,
+            "variant": variant,
+            "subset": "all",
+            "value": value,
+            "ci_low": ci[0],
+            "ci_high": ci[1],
+            "interval": interval,
+            "p_value": math.nan,
+            "n": int(total),
+        }
 
-    return [row("perplexity", math.exp(mean_nll) if total else math.nan, (math.exp(low), math.exp(high))),
-            row("mean_nll", mean_nll, (low, high))]
+    return [
+        row("perplexity", math.exp(mean_nll) if total else math.nan, (math.exp(low), math.exp(high))),
+        row("mean_nll", mean_nll, (low, high)),
+    ]

@@ -123,6 +123,17 @@ def stereoset_metric_rows(scores: pa.Table, options: StereoSetOptions) -> list[d
         ss, lms, ic = ss_lms_icat(counts)
         n = len(examples[subset])
         for metric, value in (("ss", ss), ("lms", lms), ("icat", ic), ("n_terms", float(len(counts)))):
-            rows.append({"benchmark": "stereoset", "metric": metric, "variant": variant, "subset": subset,
-                         "value": value, "ci_low": math.nan, "ci_high": math.nan, "p_value": math.nan, "n": n})
+            rows.append(
+                {
+                    "benchmark": "stereoset",
+                    "metric": metric,
+                    "variant": variant,
+                    "subset": subset,
+                    "value": value,
+                    "ci_low": math.nan,
+                    "ci_high": math.nan,
+                    "p_value": math.nan,
+                    "n": n,
+                }
+            )
     return rows

@@ -67,19 +67,26 @@ VERSION_PACKAGES = {
     "spacy_version": "spacy",
 }
 WORLD_SIZE_COLUMNS = ("train_world_size", "score_world_size")
-PROVENANCE_COLUMNS = [
-    ("model_id", pa.string()),
-    ("model_revision", pa.string()),
-    ("model_commit", pa.string()),  # the hub commit the weights were read from ("" for local folders)
-    ("data_sha256", pa.string()),
-    ("lmbias_version", pa.string()),
-    ("config_hash", pa.string()),
-] + [(name, pa.string()) for name in VERSION_PACKAGES] + [
-    ("weights_dtype", pa.string()),  # the scored model's weights at load: fp32, bf16 or fp16 (models.<m>.dtype)
-    ("precision", pa.string()),  # the scoring forward passes' autocast: fp32 (none), bf16 or fp16 (models.<m>.precision)
-    ("train_world_size", pa.int64()),  # processes that trained the model (null: pretrained, online, sd)
-    ("score_world_size", pa.int64()),  # processes that scored the benchmark
-]
+PROVENANCE_COLUMNS = (
+    [
+        ("model_id", pa.string()),
+        ("model_revision", pa.string()),
+        ("model_commit", pa.string()),  # the hub commit the weights were read from ("" for local folders)
+        ("data_sha256", pa.string()),
+        ("lmbias_version", pa.string()),
+        ("config_hash", pa.string()),
+    ]
+    + [(name, pa.string()) for name in VERSION_PACKAGES]
+    + [
+        ("weights_dtype", pa.string()),  # the scored model's weights at load: fp32, bf16 or fp16 (models.<m>.dtype)
+        (
+            "precision",
+            pa.string(),
+        ),  # the scoring forward passes' autocast: fp32 (none), bf16 or fp16 (models.<m>.precision)
+        ("train_world_size", pa.int64()),  # processes that trained the model (null: pretrained, online, sd)
+        ("score_world_size", pa.int64()),  # processes that scored the benchmark
+    ]
+)
 _KEY_COLUMNS = [("model", pa.string()), ("method", pa.string()), ("seed", pa.string())]
 SUMMARY_SCHEMA = pa.schema(_KEY_COLUMNS + METRIC_COLUMNS + SEED_COLUMNS + PROVENANCE_COLUMNS)
 METRIC_SCHEMA = pa.schema(_KEY_COLUMNS + METRIC_COLUMNS)
@@ -120,7 +127,9 @@ class AggregateSettings:
         if entry is None:
             return cls()
         if not isinstance(entry, dict):
-            raise ConfigError(f"{key}: expected a mapping (interval, confidence, bootstrap_samples, seed), got {entry!r}")
+            raise ConfigError(
+                f"{key}: expected a mapping (interval, confidence, bootstrap_samples, seed), got {entry!r}"
+            )
         known = set(cls.__dataclass_fields__)
         unknown = sorted(set(entry) - known)
         if unknown:
@@ -128,9 +137,10 @@ class AggregateSettings:
         s = cls(**entry)
         if s.interval not in INTERVALS:
             raise ConfigError(f"{key}.interval: {s.interval!r} is not one of {', '.join(INTERVALS)}")
-        if isinstance(s.confidence, bool) or not isinstance(s.confidence, (int, float)) \
-                or not 0.0 < s.confidence < 1.0:
-            raise ConfigError(f"{key}.confidence: {s.confidence!r} must be a number strictly between 0 and 1 (e.g. 0.95)")
+        if isinstance(s.confidence, bool) or not isinstance(s.confidence, (int, float)) or not 0.0 < s.confidence < 1.0:
+            raise ConfigError(
+                f"{key}.confidence: {s.confidence!r} must be a number strictly between 0 and 1 (e.g. 0.95)"
+            )
         for name, low in (("bootstrap_samples", 1), ("seed", 0)):
             value = getattr(s, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < low:
@@ -193,12 +203,20 @@ def library_versions() -> dict[str, str | None]:
     return out
 
 
-def scores_metadata(commit: str, score_world_size: int, train_world_size: int | None, weights_dtype: str | None = None,
-                    precision: str | None = None) -> dict[str, str]:
+def scores_metadata(
+    commit: str,
+    score_world_size: int,
+    train_world_size: int | None,
+    weights_dtype: str | None = None,
+    precision: str | None = None,
+) -> dict[str, str]:
     """Metadata of a scores file: what computed it (model commit, library versions, processes, the weights'
     dtype and the forward passes' autocast)."""
-    meta = {COMMIT_KEY: commit, VERSIONS_KEY: json.dumps(library_versions(), sort_keys=True),
-            SCORE_WORLD_SIZE_KEY: str(int(score_world_size))}
+    meta = {
+        COMMIT_KEY: commit,
+        VERSIONS_KEY: json.dumps(library_versions(), sort_keys=True),
+        SCORE_WORLD_SIZE_KEY: str(int(score_world_size)),
+    }
     for key, value in ((DTYPE_KEY, weights_dtype), (PRECISION_KEY, precision)):
         if value:
             meta[key] = str(value)
@@ -214,8 +232,11 @@ def carried_metadata(path: str | os.PathLike) -> dict[str, str]:
 
 
 def _file_metadata(path: str | os.PathLike) -> dict[str, str]:
-    return {k.decode(): v.decode() for k, v in (pq.read_schema(path).metadata or {}).items()
-            if k.decode().startswith("lmbias.")}
+    return {
+        k.decode(): v.decode()
+        for k, v in (pq.read_schema(path).metadata or {}).items()
+        if k.decode().startswith("lmbias.")
+    }
 
 
 def _provenance_of(metadata: dict[str, str], path) -> dict:
@@ -223,9 +244,11 @@ def _provenance_of(metadata: dict[str, str], path) -> dict:
         versions = json.loads(metadata.get(VERSIONS_KEY, "{}"))
         score_ws = metadata.get(SCORE_WORLD_SIZE_KEY)
         train_ws = metadata.get(TRAIN_WORLD_SIZE_KEY)
-        out = {"model_commit": metadata.get(COMMIT_KEY, ""),
-               "score_world_size": int(score_ws) if score_ws is not None else None,
-               "train_world_size": int(train_ws) if train_ws is not None else None}
+        out = {
+            "model_commit": metadata.get(COMMIT_KEY, ""),
+            "score_world_size": int(score_ws) if score_ws is not None else None,
+            "train_world_size": int(train_ws) if train_ws is not None else None,
+        }
     except (ValueError, TypeError) as exc:
         raise DataError(f"unreadable lmbias provenance metadata: {exc}", path) from exc
     for column in VERSION_PACKAGES:
@@ -257,8 +280,9 @@ def provenance_by_benchmark(path: str | os.PathLike) -> tuple[dict, dict[str, di
 
 def scores_metadata_by_benchmark(scores_paths: dict[str, str | os.PathLike]) -> dict[str, str]:
     """The metadata of a seed's metrics.parquet: each benchmark's scores-file provenance (BY_BENCHMARK_KEY)."""
-    return {BY_BENCHMARK_KEY: json.dumps({b: carried_metadata(p) for b, p in sorted(scores_paths.items())},
-                                         sort_keys=True)}
+    return {
+        BY_BENCHMARK_KEY: json.dumps({b: carried_metadata(p) for b, p in sorted(scores_paths.items())}, sort_keys=True)
+    }
 
 
 def training_world_size(model_dir: str | os.PathLike | None) -> int | None:
@@ -304,7 +328,9 @@ def _is_null(v) -> bool:
     return v is None or (isinstance(v, float) and math.isnan(v))
 
 
-def with_context(rows: Iterable[dict], model: str, method: str, seed: str | int, prov: dict | None = None) -> list[dict]:
+def with_context(
+    rows: Iterable[dict], model: str, method: str, seed: str | int, prov: dict | None = None
+) -> list[dict]:
     """Metric rows with their model/method/seed (and, for the summary, provenance); NaN becomes null.
 
     `interval` is kept only where the row has an interval (UNNAMED_INTERVAL when a metric gave none)."""
@@ -361,14 +387,23 @@ def aggregate_over_seeds(rows: list[dict], settings: AggregateSettings | None = 
         if len(valued) == 1:  # that seed's row, its own interval and p-value included
             agg.append(base)
             continue
-        base.update(n=int(sum(m["n"] or 0 for m in valued)) if valued else int(sum(m["n"] or 0 for m in members)),
-                    n_seeds=len(valued), p_value=None, std=None, value=None, ci_low=None, ci_high=None, interval=None)
+        base.update(
+            n=int(sum(m["n"] or 0 for m in valued)) if valued else int(sum(m["n"] or 0 for m in members)),
+            n_seeds=len(valued),
+            p_value=None,
+            std=None,
+            value=None,
+            ci_low=None,
+            ci_high=None,
+            interval=None,
+        )
         if len(valued) >= 2:
             base.update(value=float(vals.mean()), std=float(vals.std(ddof=1)), interval=settings.interval)
             if settings.interval == "t":
                 base["ci_low"], base["ci_high"] = t_interval(vals, settings.confidence)
             else:
-                base["ci_low"], base["ci_high"] = bootstrap_interval(vals, settings.confidence,
-                                                                     settings.bootstrap_samples, settings.seed)
+                base["ci_low"], base["ci_high"] = bootstrap_interval(
+                    vals, settings.confidence, settings.bootstrap_samples, settings.seed
+                )
         agg.append(base)
     return pa.Table.from_pylist(seeds + agg, schema=SUMMARY_SCHEMA)

@@ -65,8 +65,16 @@ STYLE = {
 }
 #: The paper figures' colours for the project's methods (lmbias.papers.figures.METHOD_COLOURS, Okabe & Ito),
 #: so a method looks the same on this page and in the report; other names take EXTRA_COLOURS in turn.
-METHOD_COLOURS = {"pretrained": "#000000", "cds": "#0072B2", "cda": "#E69F00", "er": "#009E73", "sd": "#CC79A7",
-                  "gpr-u": "#56B4E9", "gpr-a": "#D55E00", "online": "#7F7F7F"}
+METHOD_COLOURS = {
+    "pretrained": "#000000",
+    "cds": "#0072B2",
+    "cda": "#E69F00",
+    "er": "#009E73",
+    "sd": "#CC79A7",
+    "gpr-u": "#56B4E9",
+    "gpr-a": "#D55E00",
+    "online": "#7F7F7F",
+}
 EXTRA_COLOURS = ("#882255", "#44AA99", "#999933", "#AA4499", "#332288", "#117733", "#DDCC77", "#88CCEE")
 UNBIASED_COLOUR = "#009E73"
 RULE_COLOUR = "#d9dce1"
@@ -74,12 +82,19 @@ MUTED = "#555555"
 #: Figure geometry in inches: width; height per method row, per model panel and for the axis below.
 FIGURE_WIDTH, ROW_HEIGHT, PANEL_HEIGHT, AXIS_HEIGHT = 5.6, 0.25, 0.36, 0.4
 #: Provenance shown at the foot of the page: (column of summary.parquet, heading).
-MODEL_PROVENANCE = (("model_id", "model id"), ("model_revision", "revision"), ("model_commit", "hub commit"),
-                    ("lmbias_version", "lmbias version"), ("config_hash", "config hash"))
+MODEL_PROVENANCE = (
+    ("model_id", "model id"),
+    ("model_revision", "revision"),
+    ("model_commit", "hub commit"),
+    ("lmbias_version", "lmbias version"),
+    ("config_hash", "config hash"),
+)
 NOT_RECORDED = "not recorded"
 #: What an empty (recorded, "") value of a provenance column means (lmbias.metrics.summary.provenance).
-EMPTY_MEANS = {"model_commit": "none (a local folder)",
-               "data_sha256": "generated (no data files; pinned by the lmbias version)"}
+EMPTY_MEANS = {
+    "model_commit": "none (a local folder)",
+    "data_sha256": "generated (no data files; pinned by the lmbias version)",
+}
 
 
 # ------------------------------------------------------------------------------------------ figures
@@ -105,8 +120,9 @@ def _finite(*numbers: float) -> list[float]:
 
 def _x_limits(values: Sequence[HeadlineValue], unbiased: float | None) -> tuple[float, float]:
     """Limits holding every value, interval end and the unbiased value, with a margin."""
-    xs = _finite(*(x for v in values for x in (v.value, v.ci_low, v.ci_high)), *([unbiased] if unbiased is not None
-                                                                                 else []))
+    xs = _finite(
+        *(x for v in values for x in (v.value, v.ci_low, v.ci_high)), *([unbiased] if unbiased is not None else [])
+    )
     if not xs:
         return 0.0, 1.0
     low, high = min(xs), max(xs)
@@ -140,21 +156,31 @@ def headline_figure(row: HeadlineRow) -> Figure:
             if i > 0:  # a rule between two models' panels
                 ax.spines["top"].set_visible(True)
                 ax.spines["top"].set_color(RULE_COLOUR)
-        fig.subplots_adjust(left=0.22, right=0.97, top=1 - 0.04 / sum(heights),
-                            bottom=AXIS_HEIGHT / fig.get_figheight())
+        fig.subplots_adjust(
+            left=0.22, right=0.97, top=1 - 0.04 / sum(heights), bottom=AXIS_HEIGHT / fig.get_figheight()
+        )
         return fig
 
 
-def _model_panel(ax, model: str, methods: list[str], row: HeadlineRow, colours: dict[str, str],
-                 unbiased: float | None) -> None:
+def _model_panel(
+    ax, model: str, methods: list[str], row: HeadlineRow, colours: dict[str, str], unbiased: float | None
+) -> None:
     """One model's rows: method i at y = -i, the model's name in the left margin above them."""
     ys = {method: -i for i, method in enumerate(methods)}
     top = PANEL_HEIGHT / ROW_HEIGHT - 0.5  # the panel's head room (in rows) holds the model's name
     ax.set_ylim(-len(methods) + 0.5, top)
     ax.set_yticks(list(ys.values()), methods)
     ax.tick_params(axis="y", length=0)
-    ax.text(0.015, top - 0.15, model, transform=blended_transform_factory(ax.figure.transFigure, ax.transData),
-            ha="left", va="top", fontsize=9, fontweight="bold")
+    ax.text(
+        0.015,
+        top - 0.15,
+        model,
+        transform=blended_transform_factory(ax.figure.transFigure, ax.transData),
+        ha="left",
+        va="top",
+        fontsize=9,
+        fontweight="bold",
+    )
     if unbiased is not None:
         ax.axvline(unbiased, color=UNBIASED_COLOUR, linestyle=(0, (5, 3)), linewidth=1.2, label="unbiased", zorder=1)
     before = row.values.get((model, BEFORE_METHOD))
@@ -164,15 +190,41 @@ def _model_panel(ax, model: str, methods: list[str], row: HeadlineRow, colours: 
         value = row.values.get((model, method))
         colour = colours[method]
         if value is None or not math.isfinite(value.value):
-            ax.text(0.01, y, "no value", transform=ax.get_yaxis_transform(), va="center", ha="left", fontsize=7.5,
-                    color=MUTED, fontstyle="italic")
+            ax.text(
+                0.01,
+                y,
+                "no value",
+                transform=ax.get_yaxis_transform(),
+                va="center",
+                ha="left",
+                fontsize=7.5,
+                color=MUTED,
+                fontstyle="italic",
+            )
             continue
         if value.has_interval:
             ax.hlines(y, value.ci_low, value.ci_high, color=colour, linewidth=1.6, label=f"interval:{method}", zorder=2)
-            ax.plot([value.ci_low, value.ci_high], [y, y], linestyle="none", marker="|", markersize=7, color=colour,
-                    zorder=2)
-        ax.plot([value.value], [y], linestyle="none", marker="o", markersize=5.5, color=colour,
-                markeredgecolor="white", markeredgewidth=0.6, label=f"value:{method}", zorder=3)
+            ax.plot(
+                [value.ci_low, value.ci_high],
+                [y, y],
+                linestyle="none",
+                marker="|",
+                markersize=7,
+                color=colour,
+                zorder=2,
+            )
+        ax.plot(
+            [value.value],
+            [y],
+            linestyle="none",
+            marker="o",
+            markersize=5.5,
+            color=colour,
+            markeredgecolor="white",
+            markeredgewidth=0.6,
+            label=f"value:{method}",
+            zorder=3,
+        )
 
 
 _ID_USE = re.compile(r'(\bid="|href="#|url\(#)([^")]+)')
@@ -185,7 +237,7 @@ def figure_svg(fig: Figure, id_prefix: str, title: str) -> str:
     with matplotlib.rc_context(STYLE):
         fig.savefig(buffer, format="svg", metadata={"Date": None})
     svg = buffer.getvalue()
-    svg = svg[svg.index("<svg"):]
+    svg = svg[svg.index("<svg") :]
     svg = re.sub(r"<!--.*?-->\s*", "", svg, flags=re.S)
     svg = re.sub(r"\s*<metadata>.*?</metadata>", "", svg, flags=re.S)
     ids = set(re.findall(r'\bid="([^"]+)"', svg))
@@ -198,14 +250,20 @@ def figure_caption(row: HeadlineRow) -> str:
     """What the figure shows beyond its dots: the unbiased value and where intervals are missing (HTML)."""
     notes = [f"benchmark <code>{html.escape(row.benchmark)}</code>"]
     unbiased = row.headline.unbiased_value
-    notes.append(f"unbiased: {html.escape(row.headline.unbiased)}" if unbiased is not None
-                 else "no unbiased value (not a bias measure)")
+    notes.append(
+        f"unbiased: {html.escape(row.headline.unbiased)}"
+        if unbiased is not None
+        else "no unbiased value (not a bias measure)"
+    )
     values = [v for v in row.values.values() if v is not None]
     if any(v.tests is not None for v in values):
         notes.append("mean over the tests, no interval")
     elif values and not any(v.has_interval for v in values):
-        notes.append("no interval (see the table for p-values)" if any(not math.isnan(v.p_value) for v in values)
-                     else "no interval")
+        notes.append(
+            "no interval (see the table for p-values)"
+            if any(not math.isnan(v.p_value) for v in values)
+            else "no interval"
+        )
     return " · ".join(notes)
 
 
@@ -249,11 +307,13 @@ footer{margin-top:40px;color:var(--muted);font-size:13px}
 footer h2{color:var(--ink)}
 """
 
-KEY = ('<div class="key"><span><span class="dot"></span>mean over seeds (pretrained, the &ldquo;before&rdquo;, '
-       'in black)</span><span><span class="swatch bar"></span>its 95 % interval, where the metric has one</span>'
-       f'<span><span class="swatch" style="border-color:{UNBIASED_COLOUR};border-top-style:dashed"></span>'
-       f'what an unbiased model scores</span><span><span class="swatch" style="border-color:{MUTED};'
-       "border-top-style:dotted\"></span>pretrained&rsquo;s value</span></div>")
+KEY = (
+    '<div class="key"><span><span class="dot"></span>mean over seeds (pretrained, the &ldquo;before&rdquo;, '
+    'in black)</span><span><span class="swatch bar"></span>its 95 % interval, where the metric has one</span>'
+    f'<span><span class="swatch" style="border-color:{UNBIASED_COLOUR};border-top-style:dashed"></span>'
+    f'what an unbiased model scores</span><span><span class="swatch" style="border-color:{MUTED};'
+    'border-top-style:dotted"></span>pretrained&rsquo;s value</span></div>'
+)
 
 
 def _table(header: Sequence[str], rows: Sequence[Sequence[str]], css_class: str) -> str:
@@ -296,9 +356,10 @@ def _code(text: str) -> str:
 def provenance_tables(summaries: dict[tuple[str, str], pd.DataFrame]) -> str:
     """The page's foot: per (model, method) the model id, revision, hub commit, lmbias version and config
     hash; per benchmark its data sha256 (a generated benchmark has none: the lmbias version pins it)."""
-    model_rows = [[html.escape(model), html.escape(method),
-                   *(_code(_distinct(frame, column)) for column, _ in MODEL_PROVENANCE)]
-                  for (model, method), frame in summaries.items()]
+    model_rows = [
+        [html.escape(model), html.escape(method), *(_code(_distinct(frame, column)) for column, _ in MODEL_PROVENANCE)]
+        for (model, method), frame in summaries.items()
+    ]
     out = [_table(["model", "method", *(heading for _, heading in MODEL_PROVENANCE)], model_rows, "provenance")]
     benchmarks = sorted({b for frame in summaries.values() for b in frame["benchmark"].unique()})
     data_rows = []
@@ -309,37 +370,51 @@ def provenance_tables(summaries: dict[tuple[str, str], pd.DataFrame]) -> str:
     return "".join(out)
 
 
-def summary_html(summaries: dict[tuple[str, str], pd.DataFrame], datasets: dict[str, str],
-                 paired: Sequence[Sequence[str]] = ()) -> str:
+def summary_html(
+    summaries: dict[tuple[str, str], pd.DataFrame], datasets: dict[str, str], paired: Sequence[Sequence[str]] = ()
+) -> str:
     """The self-contained results page: figures, the headline table, the paired tests and the provenance."""
     rows = headline_rows(summaries, datasets)
     figures = []
     for i, row in enumerate(rows):
         fig = headline_figure(row)
         svg = figure_svg(fig, f"f{i}-", f"{row.label}: every model and method")
-        figures.append(f"<figure><figcaption><strong>{html.escape(row.label)}</strong>"
-                       f"<span>{figure_caption(row)}</span></figcaption>{svg}</figure>")
+        figures.append(
+            f"<figure><figcaption><strong>{html.escape(row.label)}</strong>"
+            f"<span>{figure_caption(row)}</span></figcaption>{svg}</figure>"
+        )
     header = ["benchmark", "headline", "unbiased", *[f"{m} / {k}" for m, k in summaries]]
-    parts = ["<h1>lmbias: before and after mitigation</h1>",
-             '<p class="lead">Mean over seeds; [95 % interval] where the metric has one, (p) where it has a test '
-             "instead. <em>unbiased</em> is what a model without gender bias scores. Every row of every benchmark "
-             "is in <code>results/&lt;model&gt;/&lt;method&gt;/summary.parquet</code>.</p>",
-             "<h2>Headline figures</h2>",
-             "<p>One figure per benchmark headline, one panel per model, one row per method. The closer a dot to "
-             "the dashed line, the less biased the model by that measure.</p>", KEY,
-             f'<div class="figures">{"".join(figures)}</div>' if figures else "<p>No headline in these summaries.</p>",
-             "<h2>Headline table</h2>",
-             _table(header, _headline_cells(headline_table(summaries, datasets)), "headline")]
+    parts = [
+        "<h1>lmbias: before and after mitigation</h1>",
+        '<p class="lead">Mean over seeds; [95 % interval] where the metric has one, (p) where it has a test '
+        "instead. <em>unbiased</em> is what a model without gender bias scores. Every row of every benchmark "
+        "is in <code>results/&lt;model&gt;/&lt;method&gt;/summary.parquet</code>.</p>",
+        "<h2>Headline figures</h2>",
+        "<p>One figure per benchmark headline, one panel per model, one row per method. The closer a dot to "
+        "the dashed line, the less biased the model by that measure.</p>",
+        KEY,
+        f'<div class="figures">{"".join(figures)}</div>' if figures else "<p>No headline in these summaries.</p>",
+        "<h2>Headline table</h2>",
+        _table(header, _headline_cells(headline_table(summaries, datasets)), "headline"),
+    ]
     if paired:
-        parts += ["<h2>Paired pre/post tests</h2>",
-                  "<p>Item by item; mean association change after &minus; before, all professions.</p>",
-                  _table(PAIRED_HEADER, _escaped(paired), "paired")]
-    parts += ["<footer><h2>Provenance</h2>", "<p>What computed these numbers, as the summaries record it.</p>",
-              provenance_tables(summaries), "</footer>"]
-    return ('<!doctype html>\n<html lang="en"><head><meta charset="utf-8">'
-            '<meta name="viewport" content="width=device-width, initial-scale=1">'
-            f"<title>lmbias: before and after mitigation</title><style>{CSS.strip()}</style></head>\n"
-            "<body><main>\n" + "\n".join(parts) + "\n</main></body></html>\n")
+        parts += [
+            "<h2>Paired pre/post tests</h2>",
+            "<p>Item by item; mean association change after &minus; before, all professions.</p>",
+            _table(PAIRED_HEADER, _escaped(paired), "paired"),
+        ]
+    parts += [
+        "<footer><h2>Provenance</h2>",
+        "<p>What computed these numbers, as the summaries record it.</p>",
+        provenance_tables(summaries),
+        "</footer>",
+    ]
+    return (
+        '<!doctype html>\n<html lang="en"><head><meta charset="utf-8">'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        f"<title>lmbias: before and after mitigation</title><style>{CSS.strip()}</style></head>\n"
+        "<body><main>\n" + "\n".join(parts) + "\n</main></body></html>\n"
+    )
 
 
 def write_summary_pages(summary_paths, datasets: dict[str, str], paired_paths, markdown_path, html_path) -> str:

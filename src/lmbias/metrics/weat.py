@@ -116,7 +116,7 @@ def _first_set_sums(values: np.ndarray, n1: int, method: str, n_samples: int, se
         # A uniformly random n1-subset per row: the n1 smallest of n iid uniforms.
         keys = rng.random((size, n))
         picked = np.argpartition(keys, n1 - 1, axis=1)[:, :n1] if n1 < n else np.tile(np.arange(n), (size, 1))
-        sums[done: done + size] = values[picked].sum(axis=1)
+        sums[done : done + size] = values[picked].sum(axis=1)
         done += size
     return sums
 

@@ -84,17 +84,29 @@ class WinoBiasOptions:
 
     @classmethod
     def from_config(cls, metric_cfg: dict, key: str = "benchmarks.winobias.metric") -> "WinoBiasOptions":
-        known = {"confidence_cutoff", "probability", "bootstrap", "seed", "online_skew", "alice_bob",
-                 "competency_labels", "other_pronouns"}
+        known = {
+            "confidence_cutoff",
+            "probability",
+            "bootstrap",
+            "seed",
+            "online_skew",
+            "alice_bob",
+            "competency_labels",
+            "other_pronouns",
+        }
         unknown = set(metric_cfg) - known
         if unknown:
             raise ConfigError(f"{key}: unknown option(s) {sorted(unknown)}; known: {sorted(known)}")
         cfg = dict(metric_cfg)
         online = cfg.get("online_skew")
         if online is not None:
-            if isinstance(online, str) or not isinstance(online, (list, tuple)) or not online or any(
-                v not in ONLINE_SKEW for v in online
-            ) or len(set(online)) != len(online):
+            if (
+                isinstance(online, str)
+                or not isinstance(online, (list, tuple))
+                or not online
+                or any(v not in ONLINE_SKEW for v in online)
+                or len(set(online)) != len(online)
+            ):
                 raise ConfigError(
                     f"{key}.online_skew: expected a non-empty list of distinct values from {list(ONLINE_SKEW)}, "
                     f"got {online!r}"
@@ -111,7 +123,9 @@ class WinoBiasOptions:
         if not 0.0 <= opts.confidence_cutoff < 1.0:
             raise ConfigError(f"{key}.confidence_cutoff: {opts.confidence_cutoff} must be in [0, 1)")
         if opts.other_pronouns not in OTHER_PRONOUNS:
-            raise ConfigError(f"{key}.other_pronouns: {opts.other_pronouns!r} is not one of {', '.join(OTHER_PRONOUNS)}")
+            raise ConfigError(
+                f"{key}.other_pronouns: {opts.other_pronouns!r} is not one of {', '.join(OTHER_PRONOUNS)}"
+            )
         return opts
 
     @property
@@ -186,8 +200,10 @@ def _eligible(scores: pa.Table, options: WinoBiasOptions) -> np.ndarray:
     if options.other_pronouns == "keep":
         return np.ones(scores.num_rows, dtype=bool)
     if "other_pronouns" not in scores.schema.names:
-        raise DataError("WinoBias scores carry no 'other_pronouns' column (scored by an older lmbias): "
-                        "score again, or set benchmarks.winobias.metric.other_pronouns: keep")
+        raise DataError(
+            "WinoBias scores carry no 'other_pronouns' column (scored by an older lmbias): "
+            "score again, or set benchmarks.winobias.metric.other_pronouns: keep"
+        )
     counts = scores.column("other_pronouns").fill_null(0).to_numpy(zero_copy_only=False)
     return np.asarray(counts) == 0
 
@@ -198,8 +214,13 @@ def _line_units(scores: pa.Table) -> np.ndarray:
     types = scores.column("type").to_pylist()
     lines = scores.column("line").to_pylist() if "line" in scores.schema.names else [None] * len(types)
     ids: dict = {}
-    return np.asarray([ids.setdefault((t, ln) if ln is not None else (t, None, i), len(ids))
-                       for i, (t, ln) in enumerate(zip(types, lines))], dtype=np.int64)
+    return np.asarray(
+        [
+            ids.setdefault((t, ln) if ln is not None else (t, None, i), len(ids))
+            for i, (t, ln) in enumerate(zip(types, lines))
+        ],
+        dtype=np.int64,
+    )
 
 
 def _draw_weights(rng, units: np.ndarray) -> np.ndarray:
@@ -313,9 +334,7 @@ def read_competency_labels(path: str | os.PathLike, known_ids) -> dict[str, str]
         if item_id in labels:
             raise DataError(f"item_id {item_id!r} repeats line {first_line[item_id]}", path, line)
         if label.lower() not in COMPETENCY_CLASSES:
-            raise DataError(
-                f"label {label!r} is not one of Incompetent, Neutral, Competent", path, line
-            )
+            raise DataError(f"label {label!r} is not one of Incompetent, Neutral, Competent", path, line)
         labels[item_id] = label.lower()
         first_line[item_id] = line
     if not labels:
@@ -361,8 +380,11 @@ def _person_rows(scores, options, variant, row) -> None:
                 u = int(units[i])
                 seen = by_unit.setdefault(u, (labels[item_id], item_id))
                 if seen[0] != labels[item_id]:
-                    raise DataError(f"{seen[1]} is labelled {seen[0]!r} but {item_id}, the same sentence with the "
-                                    f"other pronoun, {labels[item_id]!r}", options.competency_labels)
+                    raise DataError(
+                        f"{seen[1]} is labelled {seen[0]!r} but {item_id}, the same sentence with the "
+                        f"other pronoun, {labels[item_id]!r}",
+                        options.competency_labels,
+                    )
         cls = np.asarray([by_unit.get(int(u), ("", ""))[0] for u in units])
         for t in sorted(set(types.tolist())):
             for c in COMPETENCY_CLASSES:
@@ -383,9 +405,20 @@ def winobias_metric_rows(scores: pa.Table, options: WinoBiasOptions) -> list[dic
     rows: list[dict] = []
 
     def row(metric, variant, subset, value, n, ci=(math.nan, math.nan), interval="bootstrap_lines"):
-        rows.append({"benchmark": "winobias", "metric": metric, "variant": variant, "subset": subset,
-                     "value": value, "ci_low": ci[0], "ci_high": ci[1], "interval": interval, "p_value": math.nan,
-                     "n": int(n)})
+        rows.append(
+            {
+                "benchmark": "winobias",
+                "metric": metric,
+                "variant": variant,
+                "subset": subset,
+                "value": value,
+                "ci_low": ci[0],
+                "ci_high": ci[1],
+                "interval": interval,
+                "p_value": math.nan,
+                "n": int(n),
+            }
+        )
 
     carried = conditions_in(scores)
     key = "benchmarks.winobias.metric"
@@ -407,8 +440,10 @@ def winobias_metric_rows(scores: pa.Table, options: WinoBiasOptions) -> list[dic
     names = options.alice_bob if options.alice_bob is not None else "names" in carried
     if names:
         if "names" not in carried:
-            raise ConfigError(f"{key}.alice_bob: the scores carry no 'names' condition; add it to "
-                              "benchmarks.winobias.scoring.conditions")
+            raise ConfigError(
+                f"{key}.alice_bob: the scores carry no 'names' condition; add it to "
+                "benchmarks.winobias.scoring.conditions"
+            )
         for v in online:
             if v == "referent":
                 continue  # the prior of a names sentence with only the referent masked is not scored
@@ -420,6 +455,8 @@ def winobias_metric_rows(scores: pa.Table, options: WinoBiasOptions) -> list[dic
     if "person" in carried:
         _person_rows(scores, options, f"{base},entities=person", row)
     elif options.competency_labels:
-        raise ConfigError(f"{key}.competency_labels: the scores carry no 'person' condition; add it to "
-                          "benchmarks.winobias.scoring.conditions")
+        raise ConfigError(
+            f"{key}.competency_labels: the scores carry no 'person' condition; add it to "
+            "benchmarks.winobias.scoring.conditions"
+        )
     return rows

@@ -22,6 +22,7 @@ KEYS = ["model", "method", "benchmark", "metric", "variant", "subset"]
 @dataclass(frozen=True)
 class MethodName:
     """A method name, possibly a sweep instance `base@param=value[,param=value...]`."""
+
     name: str
     base: str
     param: str | None = None
@@ -52,8 +53,16 @@ def method_sort_key(name: str) -> tuple:
     """pretrained first, then by base name; a base's plain entry before its sweep instances, which sort by value."""
     m = parse_method(name)
     numeric = isinstance(m.value, float)
-    return (m.base != "pretrained", m.base, m.is_sweep, m.param or "", not numeric,
-            m.value if numeric else 0.0, str(m.value) if not numeric else "", m.name)
+    return (
+        m.base != "pretrained",
+        m.base,
+        m.is_sweep,
+        m.param or "",
+        not numeric,
+        m.value if numeric else 0.0,
+        str(m.value) if not numeric else "",
+        m.name,
+    )
 
 
 # ------------------------------------------------------------------------------------------ input handling
@@ -61,8 +70,10 @@ def method_sort_key(name: str) -> tuple:
 
 def check_summaries(summaries, figure: str) -> pd.DataFrame:
     """The summary rows as a DataFrame, or a ValueError naming what `figure` needs."""
-    need = (f"{figure} needs summary rows: the concatenated results/{{model}}/{{method}}/summary.parquet "
-            f"(columns {', '.join(SUMMARY_COLUMNS)})")
+    need = (
+        f"{figure} needs summary rows: the concatenated results/{{model}}/{{method}}/summary.parquet "
+        f"(columns {', '.join(SUMMARY_COLUMNS)})"
+    )
     if not isinstance(summaries, pd.DataFrame):
         raise ValueError(f"{need}; got {type(summaries).__name__}")
     missing = [c for c in SUMMARY_COLUMNS if c not in summaries.columns]
@@ -93,13 +104,21 @@ def aggregate_rows(summaries: pd.DataFrame) -> pd.DataFrame:
     # n_seeds for aggregate rows the summary gave without it
     fill = agg["n_seeds"].isna()
     if fill.any():
-        agg.loc[fill, "n_seeds"] = [float(seeds.get((m, k), 1)) for m, k in zip(agg.loc[fill, "model"], agg.loc[fill, "method"])]
+        agg.loc[fill, "n_seeds"] = [
+            float(seeds.get((m, k), 1)) for m, k in zip(agg.loc[fill, "model"], agg.loc[fill, "method"])
+        ]
     rest = per_seed[[(m, k) not in with_mean for m, k in zip(per_seed["model"], per_seed["method"])]]
     if not rest.empty:
         grouped = rest.groupby(KEYS, sort=True)
-        averaged = grouped.agg(value=("value", "mean"), std=("value", "std"), n_seeds=("seed", "nunique"),
-                               ci_low=("ci_low", "first"), ci_high=("ci_high", "first"),
-                               p_value=("p_value", "first"), n=("n", "sum")).reset_index()
+        averaged = grouped.agg(
+            value=("value", "mean"),
+            std=("value", "std"),
+            n_seeds=("seed", "nunique"),
+            ci_low=("ci_low", "first"),
+            ci_high=("ci_high", "first"),
+            p_value=("p_value", "first"),
+            n=("n", "sum"),
+        ).reset_index()
         several = averaged["n_seeds"] > 1
         averaged.loc[several, ["ci_low", "ci_high", "p_value"]] = np.nan
         averaged["seed"] = AGGREGATE_SEED
@@ -116,8 +135,9 @@ def variant_parts(variant: str) -> dict[str, str]:
     return parts
 
 
-def pick_one(values: Iterable[str], rank: Callable[[str], tuple] | None = None,
-             preferred: Iterable[str] = ()) -> str | None:
+def pick_one(
+    values: Iterable[str], rank: Callable[[str], tuple] | None = None, preferred: Iterable[str] = ()
+) -> str | None:
     """One of `values` (a variant or subset): the first of `preferred` present, else the lowest by `rank`, else the
     first in sorted order; None when there are none."""
     values = sorted(set(values))

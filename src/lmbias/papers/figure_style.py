@@ -45,8 +45,16 @@ STYLE = {
 #: Okabe & Ito (2008), colour-blind safe; black last.
 OKABE_ITO = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#000000")
 #: Fixed colours for the project's method names, so a method keeps its colour in every figure.
-METHOD_COLOURS = {"pretrained": "#000000", "cds": "#0072B2", "cda": "#E69F00", "er": "#009E73", "sd": "#CC79A7",
-                  "gpr-u": "#56B4E9", "gpr-a": "#D55E00", "online": "#7F7F7F"}
+METHOD_COLOURS = {
+    "pretrained": "#000000",
+    "cds": "#0072B2",
+    "cda": "#E69F00",
+    "er": "#009E73",
+    "sd": "#CC79A7",
+    "gpr-u": "#56B4E9",
+    "gpr-a": "#D55E00",
+    "online": "#7F7F7F",
+}
 #: Further colour-blind-safe colours (Paul Tol's muted scheme) for method names not listed above.
 EXTRA_COLOURS = ("#882255", "#44AA99", "#999933", "#AA4499", "#332288", "#117733", "#DDCC77", "#88CCEE")
 MALE_COLOUR, FEMALE_COLOUR = "#0072B2", "#D55E00"
@@ -98,18 +106,40 @@ def subplots(fig: Figure, nrows: int, ncols: int, **kwargs) -> np.ndarray:
 def placeholder(ax, message: str, width: int = 40) -> None:
     """An empty panel that says what is missing."""
     ax.set_axis_off()
-    ax.text(0.5, 0.5, textwrap.fill(message, width), ha="center", va="center", transform=ax.transAxes,
-            fontsize=8, color="#333333", bbox={"boxstyle": "round,pad=0.6", "fc": "#f5f5f5", "ec": "#bbbbbb"})
+    ax.text(
+        0.5,
+        0.5,
+        textwrap.fill(message, width),
+        ha="center",
+        va="center",
+        transform=ax.transAxes,
+        fontsize=8,
+        color="#333333",
+        bbox={"boxstyle": "round,pad=0.6", "fc": "#f5f5f5", "ec": "#bbbbbb"},
+    )
 
 
 def add_note(ax, message: str, width: int = 60, below: bool = False) -> None:
     """A small note in a panel (what is missing from it, which variant it shows): inside the lower left
     corner, or under the x label (constrained layout makes room for it)."""
-    text = textwrap.fill(message, width) if "\n" not in message else "\n".join(
-        textwrap.fill(line, width) for line in message.split("\n"))
+    text = (
+        textwrap.fill(message, width)
+        if "\n" not in message
+        else "\n".join(textwrap.fill(line, width) for line in message.split("\n"))
+    )
     if below:
-        ax.annotate(text, xy=(0.0, 0.0), xycoords="axes fraction", xytext=(0, -34), textcoords="offset points",
-                    ha="left", va="top", fontsize=6.5, color=MUTED, annotation_clip=False)
+        ax.annotate(
+            text,
+            xy=(0.0, 0.0),
+            xycoords="axes fraction",
+            xytext=(0, -34),
+            textcoords="offset points",
+            ha="left",
+            va="top",
+            fontsize=6.5,
+            color=MUTED,
+            annotation_clip=False,
+        )
     else:
         ax.text(0.01, 0.01, text, ha="left", va="bottom", transform=ax.transAxes, fontsize=6.5, color=MUTED, zorder=5)
 
@@ -150,5 +180,11 @@ def save_figure(fig: Figure, out_stem: str | os.PathLike) -> list[Path]:
 
 def add_legend(fig: Figure, handles: list, ncol: int | None = None, title: str | None = None) -> None:
     if handles:
-        fig.legend(handles=handles, loc="outside lower center", ncol=ncol or min(len(handles), 5), frameon=False,
-                   title=title, title_fontsize=8)
+        fig.legend(
+            handles=handles,
+            loc="outside lower center",
+            ncol=ncol or min(len(handles), 5),
+            frameon=False,
+            title=title,
+            title_fontsize=8,
+        )

@@ -41,11 +41,11 @@ from lmbias.papers.figures_over_debiasing import tradeoff_figure
 
 @dataclass(frozen=True)
 class FigureSpec:
-    paper: str            # manela2021 | bartl2020 | lu2018 | over_debiasing
-    id: str               # file stem: results/plots/{paper}/{id}.png and .svg
-    caption: str          # one or two sentences: what it shows and how it was computed
+    paper: str  # manela2021 | bartl2020 | lu2018 | over_debiasing
+    id: str  # file stem: results/plots/{paper}/{id}.png and .svg
+    caption: str  # one or two sentences: what it shows and how it was computed
     needs_train_logs: bool
-    draw: Callable[[pd.DataFrame, dict, Path], list[Path]]   # draw(summaries, train_logs, out_stem) -> [png, svg]
+    draw: Callable[[pd.DataFrame, dict, Path], list[Path]]  # draw(summaries, train_logs, out_stem) -> [png, svg]
 
 
 # ------------------------------------------------------------------------------------------ specs
@@ -63,44 +63,68 @@ def _drawer(make: Callable[[pd.DataFrame, dict], Figure]) -> Callable[[pd.DataFr
 
 FIGURES: dict[str, list[FigureSpec]] = {
     "over_debiasing": [
-        FigureSpec("over_debiasing", "tradeoff",
-                   "Trade-off between debiasing and over-debiasing: SEAT-v1, SEAT-v2 and logprob-score effect sizes "
-                   "(x; 0 = unbiased) against 1 - DA-score in percent (y) per model, one point per method and sweep "
-                   "instances of a method joined in order of their parameter. Values are the summaries' seed means.",
-                   False, _drawer(tradeoff_figure)),
+        FigureSpec(
+            "over_debiasing",
+            "tradeoff",
+            "Trade-off between debiasing and over-debiasing: SEAT-v1, SEAT-v2 and logprob-score effect sizes "
+            "(x; 0 = unbiased) against 1 - DA-score in percent (y) per model, one point per method and sweep "
+            "instances of a method joined in order of their parameter. Values are the summaries' seed means.",
+            False,
+            _drawer(tradeoff_figure),
+        ),
     ],
     "manela2021": [
-        FigureSpec("manela2021", "skew_stereotype",
-                   "WinoBias mu_skew against mu_stereo (percent) per model and method at the 0.1 confidence cut-off, "
-                   "one panel per test type; Online Skewness Mitigation (-O) and GPR fine-tunes (BERT-U/BERT-A) as "
-                   "distinct markers. Values are the summaries' seed means.",
-                   False, _drawer(skew_stereotype_figure)),
+        FigureSpec(
+            "manela2021",
+            "skew_stereotype",
+            "WinoBias mu_skew against mu_stereo (percent) per model and method at the 0.1 confidence cut-off, "
+            "one panel per test type; Online Skewness Mitigation (-O) and GPR fine-tunes (BERT-U/BERT-A) as "
+            "distinct markers. Values are the summaries' seed means.",
+            False,
+            _drawer(skew_stereotype_figure),
+        ),
     ],
     "bartl2020": [
-        FigureSpec("bartl2020", "associations",
-                   "Mean BEC-Pro association log(p_T(TM)/p_T(TAM)) of male and female person words per profession "
-                   "group, before (pretrained) and after each fine-tuning method, per language and model; error bars "
-                   "are 95 % t-intervals over sentences (over seeds where several).",
-                   False, _drawer(association_figure)),
+        FigureSpec(
+            "bartl2020",
+            "associations",
+            "Mean BEC-Pro association log(p_T(TM)/p_T(TAM)) of male and female person words per profession "
+            "group, before (pretrained) and after each fine-tuning method, per language and model; error bars "
+            "are 95 % t-intervals over sentences (over seeds where several).",
+            False,
+            _drawer(association_figure),
+        ),
     ],
     "lu2018": [
-        FigureSpec("lu2018", "occupation_bias",
-                   "Per-occupation bias B(o), the mean log-likelihood difference of the occupation after a male and a "
-                   "female prefix, per model with one bar per method, sorted by the pretrained model's bias; the "
-                   "legend gives each method's aggregate occupation bias (AOB).",
-                   False, _drawer(occupation_figure)),
-        FigureSpec("lu2018", "training_curves",
-                   "Training loss (thin) and the occupation-AOB bias probe (thick, recorded every "
-                   "eval_bias_every_steps) against the optimizer step for every fine-tuned model, method and seed.",
-                   True, _drawer(training_figure)),
+        FigureSpec(
+            "lu2018",
+            "occupation_bias",
+            "Per-occupation bias B(o), the mean log-likelihood difference of the occupation after a male and a "
+            "female prefix, per model with one bar per method, sorted by the pretrained model's bias; the "
+            "legend gives each method's aggregate occupation bias (AOB).",
+            False,
+            _drawer(occupation_figure),
+        ),
+        FigureSpec(
+            "lu2018",
+            "training_curves",
+            "Training loss (thin) and the occupation-AOB bias probe (thick, recorded every "
+            "eval_bias_every_steps) against the optimizer step for every fine-tuned model, method and seed.",
+            True,
+            _drawer(training_figure),
+        ),
     ],
     "llm_gender": [
-        FigureSpec("llm_gender", "bias_vs_perplexity",
-                   "Each benchmark's gender-bias headline (a panel; dashed: an unbiased model) against perplexity "
-                   "(WikiText-2 test where run, else the GAP stand-in; log scale), one point per model (marker) and "
-                   "method (colour), a line from each model's pretrained point to its mitigated ones. Values are "
-                   "the summaries' seed means, the metric's default variant as the table reads it.",
-                   False, _drawer(llm_bias_figure)),
+        FigureSpec(
+            "llm_gender",
+            "bias_vs_perplexity",
+            "Each benchmark's gender-bias headline (a panel; dashed: an unbiased model) against perplexity "
+            "(WikiText-2 test where run, else the GAP stand-in; log scale), one point per model (marker) and "
+            "method (colour), a line from each model's pretrained point to its mitigated ones. Values are "
+            "the summaries' seed means, the metric's default variant as the table reads it.",
+            False,
+            _drawer(llm_bias_figure),
+        ),
     ],
 }
 

@@ -1,5 +1,4 @@
-"""Bartl et al. (2020)'s figure: mean BEC-Pro associations per profession group and person gender.
-"""
+"""Bartl et al. (2020)'s figure: mean BEC-Pro associations per profession group and person gender."""
 
 from __future__ import annotations
 
@@ -52,8 +51,11 @@ def association_figure(summaries: pd.DataFrame, train_logs: dict | None = None) 
     rows = bec_pro_rows(check_summaries(summaries, "bartl2020/associations"))
     title = "BEC-Pro associations before and after fine-tuning (Bartl et al. 2020, Figure 1)"
     if rows.empty:
-        return placeholder_figure(title, "No BEC-Pro association_mean rows (subsets prof=<group>/person=<gender>) "
-                                         "in the summaries: run benchmark bec_pro_en (or bec_pro_de with a German model).")
+        return placeholder_figure(
+            title,
+            "No BEC-Pro association_mean rows (subsets prof=<group>/person=<gender>) "
+            "in the summaries: run benchmark bec_pro_en (or bec_pro_de with a German model).",
+        )
     pairs = sorted({(b, m) for b, m in zip(rows["benchmark"], rows["model"])})
     others = sorted(set(rows["method"]) - {"pretrained"}, key=method_sort_key)
     columns = ["pretrained"] + (others or [None])
@@ -65,11 +67,13 @@ def association_figure(summaries: pd.DataFrame, train_logs: dict | None = None) 
         sel = rows[(rows["benchmark"] == bench) & (rows["model"] == model)]
         for c, method in enumerate(columns):
             ax = axes[r, c]
-            head = f"{_language(bench)}\n{model}: " + ("after fine-tuning" if method is None else
-                                                      "before (pretrained)" if method == "pretrained" else method)
+            head = f"{_language(bench)}\n{model}: " + (
+                "after fine-tuning" if method is None else "before (pretrained)" if method == "pretrained" else method
+            )
             if method is None:
-                placeholder(ax, f"No fine-tuned method (e.g. cds) in the summaries: the 'after' side is missing.",
-                            width=30)
+                placeholder(
+                    ax, f"No fine-tuned method (e.g. cds) in the summaries: the 'after' side is missing.", width=30
+                )
                 ax.set_title(head)
                 continue
             cell = sel[sel["method"] == method].set_index(["group", "person"])
@@ -91,9 +95,18 @@ def association_figure(summaries: pd.DataFrame, train_logs: dict | None = None) 
                         highs.append(np.nan)
                 vals, lows, highs = map(np.asarray, (vals, lows, highs))
                 ok = np.isfinite(lows) & np.isfinite(highs)
-                yerr = np.vstack([np.where(ok, np.maximum(vals - lows, 0), 0), np.where(ok, np.maximum(highs - vals, 0), 0)])
-                ax.bar(x + offset, np.nan_to_num(vals), width, color=colour, label=f"{person} person words",
-                       yerr=yerr if ok.any() else None, error_kw={"elinewidth": 0.8, "capsize": 2, "ecolor": "#333333"})
+                yerr = np.vstack(
+                    [np.where(ok, np.maximum(vals - lows, 0), 0), np.where(ok, np.maximum(highs - vals, 0), 0)]
+                )
+                ax.bar(
+                    x + offset,
+                    np.nan_to_num(vals),
+                    width,
+                    color=colour,
+                    label=f"{person} person words",
+                    yerr=yerr if ok.any() else None,
+                    error_kw={"elinewidth": 0.8, "capsize": 2, "ecolor": "#333333"},
+                )
                 for i in np.flatnonzero(~np.isfinite(vals)):
                     ax.text(x[i] + offset, 0, "n/a", ha="center", va="bottom", fontsize=6.5, color=MUTED)
             ax.axhline(0, color="#333333", lw=0.8)
@@ -102,9 +115,16 @@ def association_figure(summaries: pd.DataFrame, train_logs: dict | None = None) 
             ax.grid(axis="x", visible=False)
             if c == 0:
                 ax.set_ylabel("mean association\nlog(p_T(TM) / p_T(TAM))")
-    handles = [Patch(color=MALE_COLOUR, label="male person words (he, my brother, …)"),
-               Patch(color=FEMALE_COLOUR, label="female person words (she, my sister, …)")]
-    add_legend(fig, handles, ncol=2, title="profession groups by U.S. employment statistics; bars: mean, "
-                                         "error bars: 95 % t-interval (or over seeds)")
+    handles = [
+        Patch(color=MALE_COLOUR, label="male person words (he, my brother, …)"),
+        Patch(color=FEMALE_COLOUR, label="female person words (she, my sister, …)"),
+    ]
+    add_legend(
+        fig,
+        handles,
+        ncol=2,
+        title="profession groups by U.S. employment statistics; bars: mean, "
+        "error bars: 95 % t-interval (or over seeds)",
+    )
     fig.suptitle(title, fontsize=10)
     return fig

@@ -1,5 +1,4 @@
-"""The llm_gender grid's figure: each bias metric against perplexity, one point per model and method.
-"""
+"""The llm_gender grid's figure: each bias metric against perplexity, one point per model and method."""
 
 from __future__ import annotations
 
@@ -38,8 +37,14 @@ LLM_PANELS = (
 )
 MODEL_MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
 #: The grid's methods in distinct Okabe & Ito colours (LoRA-CDS/CDA in the colours of CDS/CDA); others as elsewhere.
-LLM_METHOD_COLOURS = {"pretrained": "#000000", "cds-lora": "#0072B2", "cda-lora": "#E69F00", "self_debias": "#009E73",
-                      "sd": "#CC79A7", "inlp": "#D55E00"}
+LLM_METHOD_COLOURS = {
+    "pretrained": "#000000",
+    "cds-lora": "#0072B2",
+    "cda-lora": "#E69F00",
+    "self_debias": "#009E73",
+    "sd": "#CC79A7",
+    "inlp": "#D55E00",
+}
 
 
 def _first_variant_value(rows: pd.DataFrame):
@@ -61,11 +66,21 @@ def llm_points(summaries: pd.DataFrame) -> tuple[pd.DataFrame, str | None]:
     lm = names[0] if names else None
     records = []
     for (model, method), frame in mean.groupby(["model", "method"], sort=False):
-        x = _first_variant_value(frame[(frame["benchmark"] == lm) & (frame["metric"] == "perplexity")
-                                       & (frame["subset"] == "all")]) if lm else None
+        x = (
+            _first_variant_value(
+                frame[(frame["benchmark"] == lm) & (frame["metric"] == "perplexity") & (frame["subset"] == "all")]
+            )
+            if lm
+            else None
+        )
         for benchmark, metric, subset, label, _ in LLM_PANELS:
-            y = _first_variant_value(frame[(frame["benchmark"] == benchmark) & (frame["metric"] == metric)
-                                           & (frame["subset"].astype(str) == subset)])
+            y = _first_variant_value(
+                frame[
+                    (frame["benchmark"] == benchmark)
+                    & (frame["metric"] == metric)
+                    & (frame["subset"].astype(str) == subset)
+                ]
+            )
             records.append({"model": str(model), "method": str(method), "panel": label, "x": x, "y": y})
     return pd.DataFrame.from_records(records, columns=["model", "method", "panel", "x", "y"]), lm
 
@@ -78,8 +93,11 @@ def llm_bias_figure(summaries: pd.DataFrame, train_logs: dict | None = None) -> 
     points, lm = llm_points(summaries)
     title = "Gender bias against perplexity, open decoders (lmbias grid llm_gender)"
     if lm is None:
-        return placeholder_figure(title, "No perplexity rows (a benchmark with measure: perplexity, e.g. "
-                                         "perplexity_wikitext2 or perplexity_gap) in the summaries: run one.")
+        return placeholder_figure(
+            title,
+            "No perplexity rows (a benchmark with measure: perplexity, e.g. "
+            "perplexity_wikitext2 or perplexity_gap) in the summaries: run one.",
+        )
     models = list(dict.fromkeys(points["model"]))
     methods = sorted(dict.fromkeys(points["method"]), key=method_sort_key)
     colours = {**method_colours(methods), **LLM_METHOD_COLOURS}
@@ -91,8 +109,12 @@ def llm_bias_figure(summaries: pd.DataFrame, train_logs: dict | None = None) -> 
     for ax, (benchmark, metric, subset, label, unbiased) in zip(axes.flat, LLM_PANELS):
         sel = points[(points["panel"] == label) & points["x"].notna() & points["y"].notna()]
         if sel.empty:
-            placeholder(ax, f"{label}: no rows ({benchmark} {metric}, subset {subset}) with a perplexity in the "
-                            "summaries (benchmark not run, or not defined for these methods)", width=34)
+            placeholder(
+                ax,
+                f"{label}: no rows ({benchmark} {metric}, subset {subset}) with a perplexity in the "
+                "summaries (benchmark not run, or not defined for these methods)",
+                width=34,
+            )
             continue
         for model in models:
             own = sel[sel["model"] == model]
@@ -100,10 +122,24 @@ def llm_bias_figure(summaries: pd.DataFrame, train_logs: dict | None = None) -> 
             for _, row in own.iterrows():
                 colour = colours[parse_method(row["method"]).base]
                 if len(base) and row["method"] != "pretrained":
-                    ax.plot([base["x"].iloc[0], row["x"]], [base["y"].iloc[0], row["y"]], color=colour, lw=0.7,
-                            alpha=0.5, zorder=1)
-                ax.scatter([row["x"]], [row["y"]], color=colour, marker=markers[model], s=28, zorder=3,
-                           edgecolors="white", linewidths=0.4)
+                    ax.plot(
+                        [base["x"].iloc[0], row["x"]],
+                        [base["y"].iloc[0], row["y"]],
+                        color=colour,
+                        lw=0.7,
+                        alpha=0.5,
+                        zorder=1,
+                    )
+                ax.scatter(
+                    [row["x"]],
+                    [row["y"]],
+                    color=colour,
+                    marker=markers[model],
+                    s=28,
+                    zorder=3,
+                    edgecolors="white",
+                    linewidths=0.4,
+                )
         if unbiased is not None:
             ax.axhline(unbiased, color=MUTED, lw=0.8, ls="--", zorder=0)
         ax.set_xscale("log")
@@ -111,7 +147,7 @@ def llm_bias_figure(summaries: pd.DataFrame, train_logs: dict | None = None) -> 
         ax.xaxis.set_minor_formatter(NullFormatter())
         ax.set_title(label)
         ax.set_xlabel("perplexity (log scale)")
-    for ax in list(axes.flat)[len(LLM_PANELS):]:
+    for ax in list(axes.flat)[len(LLM_PANELS) :]:
         ax.set_axis_off()
     handles = [Line2D([], [], ls="", marker="o", color=colours[parse_method(m).base], label=m) for m in methods]
     handles += [Line2D([], [], ls="", marker=markers[m], color="#333333", label=m) for m in models]

@@ -49,8 +49,11 @@ def occupation_figure(summaries: pd.DataFrame, train_logs: dict | None = None) -
     rows = occupation_rows(summaries)
     title = "Per-occupation bias (Lu et al. 2018, Figure 2)"
     if rows.empty:
-        return placeholder_figure(title, "No occupation_bias rows (benchmark occupations, subsets "
-                                         "occupation/<name>) in the summaries: run the occupations benchmark.")
+        return placeholder_figure(
+            title,
+            "No occupation_bias rows (benchmark occupations, subsets "
+            "occupation/<name>) in the summaries: run the occupations benchmark.",
+        )
     agg = aggregate_rows(summaries)
     aob = agg[(agg["metric"] == "aob") & (agg["subset"] == "all")]
     models = sorted(rows["model"].unique())
@@ -71,8 +74,14 @@ def occupation_figure(summaries: pd.DataFrame, train_logs: dict | None = None) -
             vals = table[method].to_numpy(dtype=float) if method in table else np.full(len(table), np.nan)
             a = aob[(aob["model"] == model) & (aob["method"] == method) & (aob["variant"] == sel["variant"].iloc[0])]
             label = method + (f" (AOB {float(a['value'].iloc[0]):.3g})" if len(a) else "")
-            ax.barh(y - 0.4 + height * (k + 0.5), np.nan_to_num(vals), height, color=colours[parse_method(method).base],
-                    alpha=1.0 if k == 0 else 0.85, label=label)
+            ax.barh(
+                y - 0.4 + height * (k + 0.5),
+                np.nan_to_num(vals),
+                height,
+                color=colours[parse_method(method).base],
+                alpha=1.0 if k == 0 else 0.85,
+                label=label,
+            )
         ax.set_yticks(y, table.index.tolist(), fontsize=6.5)
         ax.set_ylim(-0.7, len(table) - 0.3)
         ax.axvline(0, color="#333333", lw=0.8)
@@ -93,8 +102,10 @@ LOSS_COLOUR, BIAS_COLOUR = "#0072B2", "#D55E00"
 
 
 def check_train_logs(train_logs, summaries, figure: str) -> dict:
-    need = (f"{figure} needs training logs: {{(model, method, seed): DataFrame of "
-            f"results/{{model}}/{{method}}/seed{{seed}}/model/train_log.parquet}}")
+    need = (
+        f"{figure} needs training logs: {{(model, method, seed): DataFrame of "
+        f"results/{{model}}/{{method}}/seed{{seed}}/model/train_log.parquet}}"
+    )
     if train_logs is None:
         train_logs = {}
     if not isinstance(train_logs, dict):
@@ -117,9 +128,12 @@ def training_figure(summaries: pd.DataFrame | None, train_logs: dict) -> Figure:
     logs = check_train_logs(train_logs, summaries, "lu2018/training_curves")
     title = "Loss and bias during fine-tuning (Lu et al. 2018, Figure 3)"
     if not logs:
-        return placeholder_figure(title, "No training logs: no fine-tuned (model, method, seed) in these results "
-                                         "(pretrained, online and sd are not trained). The figure reads "
-                                         "results/{model}/{method}/seed{seed}/model/train_log.parquet.")
+        return placeholder_figure(
+            title,
+            "No training logs: no fine-tuned (model, method, seed) in these results "
+            "(pretrained, online and sd are not trained). The figure reads "
+            "results/{model}/{method}/seed{seed}/model/train_log.parquet.",
+        )
     groups: dict[tuple[str, str], list] = {}
     for (model, method, seed), frame in logs.items():
         groups.setdefault((str(model), str(method)), []).append((str(seed), frame))
@@ -148,8 +162,16 @@ def training_figure(summaries: pd.DataFrame | None, train_logs: dict) -> Figure:
             steps = frame["step"].to_numpy(dtype=float)
             loss = pd.to_numeric(frame["loss"], errors="coerce").to_numpy(dtype=float)
             few = len(steps) <= 25
-            ax.plot(steps, loss, ls=style, lw=0.9, color=LOSS_COLOUR, marker="." if few else None, ms=4,
-                    label=f"loss (seed {seed})")
+            ax.plot(
+                steps,
+                loss,
+                ls=style,
+                lw=0.9,
+                color=LOSS_COLOUR,
+                marker="." if few else None,
+                ms=4,
+                label=f"loss (seed {seed})",
+            )
             bias = pd.to_numeric(frame["bias_metric"], errors="coerce") if "bias_metric" in frame.columns else None
             if bias is None or bias.isna().all():
                 no_bias.append(seed)
@@ -162,8 +184,16 @@ def training_figure(summaries: pd.DataFrame | None, train_logs: dict) -> Figure:
                 twin.set_ylabel("bias: occupation AOB (nats)", color=BIAS_COLOUR)
                 twin.tick_params(axis="y", colors=BIAS_COLOUR)
             ok = bias.notna().to_numpy()
-            twin.plot(steps[ok], bias.to_numpy(dtype=float)[ok], ls=style, lw=2.4, color=BIAS_COLOUR, marker="o",
-                      ms=3.5, label=f"bias (seed {seed})")
+            twin.plot(
+                steps[ok],
+                bias.to_numpy(dtype=float)[ok],
+                ls=style,
+                lw=2.4,
+                color=BIAS_COLOUR,
+                marker="o",
+                ms=3.5,
+                label=f"bias (seed {seed})",
+            )
         boundaries = []
         if "epoch" in runs[0][1].columns:
             frame = runs[0][1].sort_values("step")
@@ -176,16 +206,21 @@ def training_figure(summaries: pd.DataFrame | None, train_logs: dict) -> Figure:
         ax.set_ylabel("training loss (nats / token)", color=LOSS_COLOUR)
         ax.tick_params(axis="y", colors=LOSS_COLOUR)
         if no_bias:
-            add_note(ax, f"bias not recorded for seed {', '.join(no_bias)}: set training.eval_bias_every_steps",
-                  width=45)
+            add_note(
+                ax, f"bias not recorded for seed {', '.join(no_bias)}: set training.eval_bias_every_steps", width=45
+            )
     for j in range(len(keys), nrows * ncols):
         axes[j // ncols, j % ncols].set_axis_off()
     handles = [Line2D([], [], color=LOSS_COLOUR, lw=0.9, label="training loss (thin, left axis)")]
     if any_bias:
-        handles.append(Line2D([], [], color=BIAS_COLOUR, lw=2.4, label="bias probe: occupation AOB (thick, right axis)"))
+        handles.append(
+            Line2D([], [], color=BIAS_COLOUR, lw=2.4, label="bias probe: occupation AOB (thick, right axis)")
+        )
     if len(seeds_seen) > 1:
-        handles += [Line2D([], [], color=MUTED, ls=SEED_STYLES[k % len(SEED_STYLES)], label=f"seed {s}")
-                    for k, s in enumerate(seeds_seen)]
+        handles += [
+            Line2D([], [], color=MUTED, ls=SEED_STYLES[k % len(SEED_STYLES)], label=f"seed {s}")
+            for k, s in enumerate(seeds_seen)
+        ]
     add_legend(fig, handles, ncol=min(len(handles), 4))
     fig.suptitle(title, fontsize=10)
     return fig

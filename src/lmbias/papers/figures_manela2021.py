@@ -1,5 +1,4 @@
-"""Manela et al. (2021)'s figure: WinoBias mu_skew against mu_stereo per model and method (their Figure 4).
-"""
+"""Manela et al. (2021)'s figure: WinoBias mu_skew against mu_stereo per model and method (their Figure 4)."""
 
 from __future__ import annotations
 
@@ -38,8 +37,11 @@ WINOBIAS_DEFAULT = "cutoff=0.1,probability=pair"
 MANELA_MARKERS = {"pretrained": "o", "gpr-u": "s", "gpr-a": "D"}
 OTHER_MARKERS = ("P", "X", "v", "<", ">", "h", "p", "*")
 FILL_STYLES = {"none": "full", "all_professions": "none", "referent": "left"}
-FILL_LABELS = {"none": "filled: plain metric", "all_professions": "open: -O (Online Skewness Mitigation, professions masked)",
-               "referent": "half: -O with only the referent masked"}
+FILL_LABELS = {
+    "none": "filled: plain metric",
+    "all_professions": "open: -O (Online Skewness Mitigation, professions masked)",
+    "referent": "half: -O with only the referent masked",
+}
 
 
 def manela_markers(methods: Iterable[str]) -> dict[str, str]:
@@ -56,21 +58,27 @@ def skew_stereotype_points(summaries: pd.DataFrame) -> pd.DataFrame:
     the same point (an `online` method reproduces pretrained's -O rows) share it; `label` joins them."""
     empty = pd.DataFrame(columns=["model", "subset", "online", "methods", "label", "mu_skew", "mu_stereo"])
     agg = aggregate_rows(summaries)
-    rows = agg[(agg["benchmark"] == "winobias") & agg["metric"].isin(["mu_skew", "mu_stereo"])
-               & agg["subset"].str.fullmatch(r"type\d+")]
+    rows = agg[
+        (agg["benchmark"] == "winobias")
+        & agg["metric"].isin(["mu_skew", "mu_stereo"])
+        & agg["subset"].str.fullmatch(r"type\d+")
+    ]
     rows = rows[~rows["variant"].str.contains("entities=")]
     if rows.empty:
         return empty
     parts = rows["variant"].map(variant_parts)
-    rows = rows.assign(online=parts.map(lambda p: p.get("online_skew", "none")),
-                       base_variant=rows["variant"].str.replace(r",?online_skew=[^,]*", "", regex=True))
+    rows = rows.assign(
+        online=parts.map(lambda p: p.get("online_skew", "none")),
+        base_variant=rows["variant"].str.replace(r",?online_skew=[^,]*", "", regex=True),
+    )
     keep = []
     for model, group in rows.groupby("model", sort=True):
         base = pick_one(group["base_variant"], preferred=[WINOBIAS_DEFAULT])
         keep.append(group[group["base_variant"] == base])
     rows = pd.concat(keep)
-    wide = rows.pivot_table(index=["model", "method", "subset", "online"], columns="metric", values="value",
-                            aggfunc="first").reset_index()
+    wide = rows.pivot_table(
+        index=["model", "method", "subset", "online"], columns="metric", values="value", aggfunc="first"
+    ).reset_index()
     if "mu_skew" not in wide.columns or "mu_stereo" not in wide.columns:
         return empty
     wide = wide.dropna(subset=["mu_skew", "mu_stereo"])
@@ -78,11 +86,21 @@ def skew_stereotype_points(summaries: pd.DataFrame) -> pd.DataFrame:
         return empty
     out = []
     for (model, subset, online, skew, stereo), group in wide.groupby(
-            ["model", "subset", "online", "mu_skew", "mu_stereo"], sort=True):
+        ["model", "subset", "online", "mu_skew", "mu_stereo"], sort=True
+    ):
         methods = sorted(group["method"], key=method_sort_key)
         label = " = ".join(f"{m}{ONLINE_LABELS.get(online, '-' + online)}" for m in methods)
-        out.append({"model": model, "subset": subset, "online": online, "methods": tuple(methods), "label": label,
-                    "mu_skew": float(skew), "mu_stereo": float(stereo)})
+        out.append(
+            {
+                "model": model,
+                "subset": subset,
+                "online": online,
+                "methods": tuple(methods),
+                "label": label,
+                "mu_skew": float(skew),
+                "mu_stereo": float(stereo),
+            }
+        )
     frame = pd.DataFrame(out)
     order = {v: i for i, v in enumerate(ONLINE_ORDER)}
     frame["_o"] = frame["online"].map(lambda v: order.get(v, len(order)))
@@ -101,9 +119,12 @@ def skew_stereotype_figure(summaries: pd.DataFrame, train_logs: dict | None = No
     points = skew_stereotype_points(check_summaries(summaries, "manela2021/skew_stereotype"))
     title = "Skew and stereotype on WinoBias (Manela et al. 2021, Figure 4)"
     if points.empty:
-        return placeholder_figure(title, "No WinoBias mu_skew / mu_stereo rows (benchmark winobias, plain or "
-                                         "online_skew variants, subsets type1/type2) in the summaries: "
-                                         "run the winobias benchmark.")
+        return placeholder_figure(
+            title,
+            "No WinoBias mu_skew / mu_stereo rows (benchmark winobias, plain or "
+            "online_skew variants, subsets type1/type2) in the summaries: "
+            "run the winobias benchmark.",
+        )
     subsets = sorted(points["subset"].unique(), key=lambda s: (s != "type2", s))
     colours = model_colours(points["model"])
     markers = manela_markers(ms[0] for ms in points["methods"])  # a shared point is drawn as its first method
@@ -132,9 +153,19 @@ def skew_stereotype_figure(summaries: pd.DataFrame, train_logs: dict | None = No
             base = parse_method(p["methods"][0]).base
             fill = FILL_STYLES.get(p["online"], "bottom")
             fills_used.add(p["online"])
-            scatter.plot([p["mu_skew"]], [p["mu_stereo"]], marker=markers[base], ms=8, color=colours[p["model"]],
-                         fillstyle=fill, mew=1.3, ls="none", label=f"{p['model']} · {p['label']}", zorder=3,
-                         **({"markerfacecoloralt": "white"} if fill == "left" else {}))
+            scatter.plot(
+                [p["mu_skew"]],
+                [p["mu_stereo"]],
+                marker=markers[base],
+                ms=8,
+                color=colours[p["model"]],
+                fillstyle=fill,
+                mew=1.3,
+                ls="none",
+                label=f"{p['model']} · {p['label']}",
+                zorder=3,
+                **({"markerfacecoloralt": "white"} if fill == "left" else {}),
+            )
         scatter.set_title(f"WinoBias {name}: skew vs stereotype")
         scatter.set_xlabel(r"$\mu_{\mathrm{skew}}$ (%): male vs female F1")
         scatter.set_ylabel(r"$\mu_{\mathrm{stereo}}$ (%): pro vs anti F1")
@@ -152,9 +183,22 @@ def skew_stereotype_figure(summaries: pd.DataFrame, train_logs: dict | None = No
             add_note(scatter, "not in these summaries: " + "; ".join(missing), width=70, below=True)
     handles = [Line2D([], [], marker="s", color=colours[m], ls="none", ms=7, label=m) for m in sorted(colours)]
     handles += [Line2D([], [], marker=mk, color=MUTED, ls="none", ms=7, label=b) for b, mk in markers.items()]
-    handles += [Line2D([], [], marker="o", color=MUTED, ls="none", ms=7, fillstyle=FILL_STYLES[v], mew=1.3,
-                       label=FILL_LABELS[v], **({"markerfacecoloralt": "white"} if v == "referent" else {}))
-                for v in ONLINE_ORDER if v in fills_used]
+    handles += [
+        Line2D(
+            [],
+            [],
+            marker="o",
+            color=MUTED,
+            ls="none",
+            ms=7,
+            fillstyle=FILL_STYLES[v],
+            mew=1.3,
+            label=FILL_LABELS[v],
+            **({"markerfacecoloralt": "white"} if v == "referent" else {}),
+        )
+        for v in ONLINE_ORDER
+        if v in fills_used
+    ]
     add_legend(fig, handles, ncol=4, title="scatter: colour = model, marker = method, fill = variant")
     fig.suptitle(title, fontsize=10)
     return fig

@@ -51,8 +51,10 @@ def check_papers(config: dict) -> None:
                 raise ConfigError(f"papers.{paper}.{key}: expected a non-empty list of configured {key}")
             for i, name in enumerate(names):
                 if name not in known:
-                    raise ConfigError(f"papers.{paper}.{key}[{i}]: unknown {key[:-1]} {name!r}; configured: "
-                                      f"{', '.join(sorted(known))}")
+                    raise ConfigError(
+                        f"papers.{paper}.{key}[{i}]: unknown {key[:-1]} {name!r}; configured: "
+                        f"{', '.join(sorted(known))}"
+                    )
         _check_readings(config, paper, entry.get("readings"))
 
 
@@ -61,19 +63,27 @@ def _check_readings(config: dict, paper: str, readings) -> None:
         return
     key = f"papers.{paper}.readings"
     if not isinstance(readings, dict):
-        raise ConfigError(f"{key}: expected a mapping {{benchmark a table reads: benchmark entry to read}}, got {readings!r}")
+        raise ConfigError(
+            f"{key}: expected a mapping {{benchmark a table reads: benchmark entry to read}}, got {readings!r}"
+        )
     benchmarks = config["benchmarks"]
     for bench, entry in readings.items():
         for name in (bench, entry):
             if name not in benchmarks:
-                raise ConfigError(f"{key}.{bench}: unknown benchmark {name!r}; configured: {', '.join(sorted(benchmarks))}")
+                raise ConfigError(
+                    f"{key}.{bench}: unknown benchmark {name!r}; configured: {', '.join(sorted(benchmarks))}"
+                )
         if is_reading(benchmarks[bench]):
-            raise ConfigError(f"{key}.{bench}: {bench!r} is itself a reading (benchmarks.{bench}.{READING_KEY}); "
-                              "the key is the benchmark a table column selects")
+            raise ConfigError(
+                f"{key}.{bench}: {bench!r} is itself a reading (benchmarks.{bench}.{READING_KEY}); "
+                "the key is the benchmark a table column selects"
+            )
         same = [k for k in ("dataset", "measure") if benchmarks[bench].get(k) != benchmarks[entry].get(k)]
         if same:
-            raise ConfigError(f"{key}.{bench}: {entry!r} reads another {same[0]} ({benchmarks[entry].get(same[0])!r}, "
-                              f"not {benchmarks[bench].get(same[0])!r}); a reading is another computation of the same data")
+            raise ConfigError(
+                f"{key}.{bench}: {entry!r} reads another {same[0]} ({benchmarks[entry].get(same[0])!r}, "
+                f"not {benchmarks[bench].get(same[0])!r}); a reading is another computation of the same data"
+            )
 
 
 def runs(config: dict, model: str, method: str) -> bool:
@@ -172,8 +182,13 @@ def pair_info(config: dict, model: str, method: str, with_settings: bool) -> dic
     the method's `recipe` (whose code it reproduces; None for the papers' text) and (only when the table
     reads them) the resolved training settings."""
     model_entry, method_entry = config["models"][model], config["methods"][method]
-    info = {"model": model, "method": method, "kind": method_entry["kind"], "hub_id": model_entry.get("hub_id"),
-            "recipe": method_entry.get("recipe")}
+    info = {
+        "model": model,
+        "method": method,
+        "kind": method_entry["kind"],
+        "hub_id": model_entry.get("hub_id"),
+        "recipe": method_entry.get("recipe"),
+    }
     if with_settings:
         resolved = registry.resolve_method(model, model_entry, method, method_entry, config["models"])
         info["settings"] = pair_settings(model_entry, method_entry, resolved)

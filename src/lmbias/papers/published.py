@@ -148,7 +148,8 @@ def _construct_mapping(loader, node, deep=False):
         key = loader.construct_object(key_node, deep=deep)
         if key in seen:
             raise yaml.constructor.ConstructorError(
-                None, None, f"duplicate key {key!r} (first at line {seen[key] + 1})", key_node.start_mark)
+                None, None, f"duplicate key {key!r} (first at line {seen[key] + 1})", key_node.start_mark
+            )
         seen[key] = key_node.start_mark.line
     return yaml.SafeLoader.construct_mapping(loader, node, deep=deep)
 
@@ -176,8 +177,10 @@ class _Checker:
                 self.fail(f"{where}.{key}" if where else key, "missing required key")
         unknown = sorted(set(obj) - set(required) - set(optional))
         if unknown:
-            self.fail(f"{where}.{unknown[0]}" if where else unknown[0],
-                      f"unknown key (known: {', '.join(required + optional)})")
+            self.fail(
+                f"{where}.{unknown[0]}" if where else unknown[0],
+                f"unknown key (known: {', '.join(required + optional)})",
+            )
         return obj
 
     def string(self, obj, where: str, nullable: bool = False) -> str | None:
@@ -212,8 +215,10 @@ class _Checker:
         if benchmark is None:
             for key, value in (("metric", metric), ("variant", variant), ("subset", subset)):
                 if value is not None:
-                    self.fail(f"{where}.{key}", f"{key} {value!r} given without a benchmark (benchmark: null "
-                                                "marks a column we do not compute)")
+                    self.fail(
+                        f"{where}.{key}",
+                        f"{key} {value!r} given without a benchmark (benchmark: null marks a column we do not compute)",
+                    )
         elif metric is None:
             self.fail(f"{where}.metric", f"benchmark {benchmark!r} needs a metric")
         if scale == 0:
@@ -226,8 +231,12 @@ _SELECTOR_KEYS = ("benchmark", "metric", "variant", "subset", "scale")
 
 def _column(c: _Checker, obj, where: str) -> PublishedColumn:
     c.mapping(obj, where, ("id", "header"), _SELECTOR_KEYS + ("note",))
-    return PublishedColumn(id=c.string(obj["id"], f"{where}.id"), header=c.string(obj["header"], f"{where}.header"),
-                           note=c.string(obj.get("note"), f"{where}.note", nullable=True), **c.selector(obj, where))
+    return PublishedColumn(
+        id=c.string(obj["id"], f"{where}.id"),
+        header=c.string(obj["header"], f"{where}.header"),
+        note=c.string(obj.get("note"), f"{where}.note", nullable=True),
+        **c.selector(obj, where),
+    )
 
 
 def _row(c: _Checker, obj, where: str, column_ids: list[str]) -> PublishedRow:
@@ -280,8 +289,12 @@ def _significance(c: _Checker, obj, where: str) -> dict | None:
 
 
 def _table(c: _Checker, table_id, obj, where: str, own_grid: bool = False) -> PublishedTable:
-    if not isinstance(table_id, str) or not table_id or table_id != table_id.lower() or not all(
-            ch.isalnum() or ch == "_" for ch in table_id):
+    if (
+        not isinstance(table_id, str)
+        or not table_id
+        or table_id != table_id.lower()
+        or not all(ch.isalnum() or ch == "_" for ch in table_id)
+    ):
         c.fail(where, "table id must be lower-case letters, digits and '_' (it names result files)")
     c.mapping(obj, where, ("label", "caption", "method_kinds", "significance", "columns", "rows"), ("note",))
     kinds = obj["method_kinds"]
@@ -313,16 +326,21 @@ def _table(c: _Checker, table_id, obj, where: str, own_grid: bool = False) -> Pu
         if label in labels[:i]:
             c.fail(f"{where}.rows[{i}].label", f"duplicate row label {label!r}")
     return PublishedTable(
-        id=table_id, label=c.string(obj["label"], f"{where}.label"),
+        id=table_id,
+        label=c.string(obj["label"], f"{where}.label"),
         caption=c.string(obj["caption"], f"{where}.caption"),
-        method_kinds=tuple(kinds), significance=_significance(c, obj["significance"], f"{where}.significance"),
-        columns=columns, rows=rows, note=c.string(obj.get("note"), f"{where}.note", nullable=True),
+        method_kinds=tuple(kinds),
+        significance=_significance(c, obj["significance"], f"{where}.significance"),
+        columns=columns,
+        rows=rows,
+        note=c.string(obj.get("note"), f"{where}.note", nullable=True),
     )
 
 
 def _figure(c: _Checker, obj, where: str) -> PublishedFigure:
-    c.mapping(obj, where, ("id", "label", "text"),
-              ("value", "unit", "sign", "model", "method", "note") + _SELECTOR_KEYS)
+    c.mapping(
+        obj, where, ("id", "label", "text"), ("value", "unit", "sign", "model", "method", "note") + _SELECTOR_KEYS
+    )
     value = obj.get("value")
     sign = obj.get("sign")
     if value is None and sign is None:
@@ -330,10 +348,12 @@ def _figure(c: _Checker, obj, where: str) -> PublishedFigure:
     if sign is not None and sign not in SIGNS:
         c.fail(f"{where}.sign", f"expected one of {', '.join(SIGNS)}, got {sign!r}")
     return PublishedFigure(
-        id=c.string(obj["id"], f"{where}.id"), label=c.string(obj["label"], f"{where}.label"),
+        id=c.string(obj["id"], f"{where}.id"),
+        label=c.string(obj["label"], f"{where}.label"),
         text=c.string(obj["text"], f"{where}.text"),
         value=None if value is None else c.number(value, f"{where}.value"),
-        unit=c.string(obj.get("unit"), f"{where}.unit", nullable=True), sign=sign,
+        unit=c.string(obj.get("unit"), f"{where}.unit", nullable=True),
+        sign=sign,
         model=c.string(obj.get("model"), f"{where}.model", nullable=True),
         method=c.method(obj.get("method"), f"{where}.method"),
         note=c.string(obj.get("note"), f"{where}.note", nullable=True),
@@ -365,8 +385,9 @@ def load_published_file(path: str | Path, paper: str | None = None) -> Published
         doc = yaml.load(path.read_text(encoding="utf-8"), Loader=_UniqueKeyLoader)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
-        raise DataError(f"not valid YAML: {getattr(exc, 'problem', None) or exc}", c.path,
-                        None if mark is None else mark.line + 1) from exc
+        raise DataError(
+            f"not valid YAML: {getattr(exc, 'problem', None) or exc}", c.path, None if mark is None else mark.line + 1
+        ) from exc
     c.mapping(doc, "", ("paper", "title", "source", "tables"), ("figures",))
     expected = paper or path.stem
     if doc["paper"] != expected:
@@ -390,8 +411,9 @@ def load_published_file(path: str | Path, paper: str | None = None) -> Published
     if own_grid:
         if doc["source"] is not None:
             c.fail("source", f"our own grid ({doc['paper']}) has no published source: expected null")
-        return PublishedPaper(paper=doc["paper"], title=c.string(doc["title"], "title"), source=None,
-                              tables=tables, figures=figures)
+        return PublishedPaper(
+            paper=doc["paper"], title=c.string(doc["title"], "title"), source=None, tables=tables, figures=figures
+        )
     source = c.string(doc["source"], "source")
     if is_source_url(source):
         if len(source) == len(URL_PREFIX) or any(ch.isspace() for ch in source):
@@ -400,5 +422,6 @@ def load_published_file(path: str | Path, paper: str | None = None) -> Published
         c.fail("source", f"a URL source must start with {URL_PREFIX}, got {source!r}")
     elif "/" in source or "\\" in source:
         c.fail("source", f"expected a file name under ../shared/papers/, got {source!r}")
-    return PublishedPaper(paper=doc["paper"], title=c.string(doc["title"], "title"), source=source,
-                          tables=tables, figures=figures)
+    return PublishedPaper(
+        paper=doc["paper"], title=c.string(doc["title"], "title"), source=source, tables=tables, figures=figures
+    )

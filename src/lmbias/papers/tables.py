@@ -41,28 +41,30 @@ from lmbias.sweeps import base_method
 MISSING = "–"
 AGGREGATE_SEED = "mean"
 
-TABLE_SCHEMA = pa.schema([
-    ("table", pa.string()),
-    ("row_order", pa.int64()),
-    ("row", pa.string()),
-    ("model", pa.string()),            # our model name (null: published row without our run)
-    ("method", pa.string()),           # our method name
-    ("published_model", pa.string()),  # the row's hub id as transcribed
-    ("published_method", pa.string()), # the row's method kind as transcribed
-    ("column", pa.string()),
-    ("header", pa.string()),
-    ("published", pa.float64()),
-    ("published_bold", pa.bool_()),
-    ("ours", pa.float64()),
-    ("ours_std", pa.float64()),        # over seeds, scaled like ours (null when the summary has no `std`)
-    ("n_seeds", pa.int64()),
-    ("difference", pa.float64()),      # ours - published, same model only
-    ("p_value", pa.float64()),
-    ("significant", pa.bool_()),       # p_value below the table's significance threshold (null: no test)
-    ("n", pa.int64()),
-    ("source", pa.string()),           # published | ours | both (ours: also our pairs' cells of a column the
-                                       # paper does not print, i.e. our language-modelling columns)
-])
+TABLE_SCHEMA = pa.schema(
+    [
+        ("table", pa.string()),
+        ("row_order", pa.int64()),
+        ("row", pa.string()),
+        ("model", pa.string()),  # our model name (null: published row without our run)
+        ("method", pa.string()),  # our method name
+        ("published_model", pa.string()),  # the row's hub id as transcribed
+        ("published_method", pa.string()),  # the row's method kind as transcribed
+        ("column", pa.string()),
+        ("header", pa.string()),
+        ("published", pa.float64()),
+        ("published_bold", pa.bool_()),
+        ("ours", pa.float64()),
+        ("ours_std", pa.float64()),  # over seeds, scaled like ours (null when the summary has no `std`)
+        ("n_seeds", pa.int64()),
+        ("difference", pa.float64()),  # ours - published, same model only
+        ("p_value", pa.float64()),
+        ("significant", pa.bool_()),  # p_value below the table's significance threshold (null: no test)
+        ("n", pa.int64()),
+        ("source", pa.string()),  # published | ours | both (ours: also our pairs' cells of a column the
+        # paper does not print, i.e. our language-modelling columns)
+    ]
+)
 
 #: The metric our language-modelling columns read (lmbias.metrics.perplexity rows, subset "all").
 LM_METRIC = "perplexity"
@@ -70,9 +72,16 @@ LM_SUBSET = "all"
 
 #: Hyper-parameter columns of a settings table (Table 12): normalised id or header -> our setting key.
 SETTING_ALIASES = {
-    "swaprate": "swap_rate", "lambda": "er_lambda", "λ": "er_lambda", "erlambda": "er_lambda",
-    "ratioofpairs": "ratio_of_pairs", "batchsize": "batch_size", "learningrate": "learning_rate", "lr": "learning_rate",
-    "epoch": "epochs", "epochs": "epochs",
+    "swaprate": "swap_rate",
+    "lambda": "er_lambda",
+    "λ": "er_lambda",
+    "erlambda": "er_lambda",
+    "ratioofpairs": "ratio_of_pairs",
+    "batchsize": "batch_size",
+    "learningrate": "learning_rate",
+    "lr": "learning_rate",
+    "epoch": "epochs",
+    "epochs": "epochs",
 }
 #: Which method kind a setting is read from, when one model has several methods (the trainer settings
 #: come from the first trained method of the paper's grid).
@@ -94,15 +103,18 @@ def setting_key(column) -> str | None:
 def is_parameter_table(table) -> bool:
     """A transposed hyper-parameter table (the transcription of Table 12): one row per setting (its
     `settings.parameter` names our key), one column per model (selectors null)."""
-    return (bool(table.rows) and all(c.benchmark is None for c in table.columns)
-            and all((r.settings or {}).get("parameter") for r in table.rows))
+    return (
+        bool(table.rows)
+        and all(c.benchmark is None for c in table.columns)
+        and all((r.settings or {}).get("parameter") for r in table.rows)
+    )
 
 
 def label_models(paper) -> dict[str, str]:
     """Normalised printed model name -> hub id, from the rows of a paper's tables that name their model
     (a parameter table's columns print only the name)."""
     out: dict[str, str] = {}
-    for t in (paper.tables.values() if paper is not None else ()):
+    for t in paper.tables.values() if paper is not None else ():
         for r in t.rows:
             if r.model:
                 out.setdefault(_norm(r.label), r.model)
@@ -115,7 +127,9 @@ def _build_parameter_table(table, pairs: list[dict], models_by_label: dict[str, 
     columns = []  # (column id, header, our settings entry or None)
     matched = set()
     for c in table.columns:
-        entry = next((e for e in ours if hub_of[c.id] and e["hub_id"] == hub_of[c.id] and e["model"] not in matched), None)
+        entry = next(
+            (e for e in ours if hub_of[c.id] and e["hub_id"] == hub_of[c.id] and e["model"] not in matched), None
+        )
         if entry is not None:
             matched.add(entry["model"])
         columns.append((c.id, c.header, entry, True))
@@ -126,15 +140,29 @@ def _build_parameter_table(table, pairs: list[dict], models_by_label: dict[str, 
         for cid, header, entry, printed in columns:
             published = row.values.get(cid) if printed else None
             value = _num((entry or {}).get("settings", {}).get(key)) if entry else None
-            records.append({
-                "table": table.id, "row_order": order, "row": row.label, "model": entry["model"] if entry else None,
-                "method": None, "published_model": hub_of.get(cid), "published_method": row.method,
-                "column": cid, "header": header, "published": published, "published_bold": cid in row.bold,
-                "ours": value, "ours_std": None, "n_seeds": None,
-                "difference": (value - published) if (value is not None and published is not None) else None,
-                "p_value": None, "significant": None, "n": None,
-                "source": "both" if (printed and entry) else ("published" if printed else "ours"),
-            })
+            records.append(
+                {
+                    "table": table.id,
+                    "row_order": order,
+                    "row": row.label,
+                    "model": entry["model"] if entry else None,
+                    "method": None,
+                    "published_model": hub_of.get(cid),
+                    "published_method": row.method,
+                    "column": cid,
+                    "header": header,
+                    "published": published,
+                    "published_bold": cid in row.bold,
+                    "ours": value,
+                    "ours_std": None,
+                    "n_seeds": None,
+                    "difference": (value - published) if (value is not None and published is not None) else None,
+                    "p_value": None,
+                    "significant": None,
+                    "n": None,
+                    "source": "both" if (printed and entry) else ("published" if printed else "ours"),
+                }
+            )
     return pd.DataFrame.from_records(records, columns=TABLE_SCHEMA.names)
 
 
@@ -142,7 +170,11 @@ def is_settings_table(table) -> bool:
     """A table of hyper-parameters (Table 12): no column selects a benchmark and some name a setting."""
     if is_parameter_table(table):
         return True
-    return bool(table.columns) and all(c.benchmark is None for c in table.columns) and any(setting_key(c) for c in table.columns)
+    return (
+        bool(table.columns)
+        and all(c.benchmark is None for c in table.columns)
+        and any(setting_key(c) for c in table.columns)
+    )
 
 
 def pair_settings(model_entry: dict, method_entry: dict, resolved: dict) -> dict:
@@ -161,8 +193,10 @@ def model_settings(pairs: list[dict]) -> list[dict]:
     ratio_of_pairs from sd, the other trainer settings from its first trained method (grid order)."""
     by_model: dict[str, dict] = {}
     for pair in pairs:
-        entry = by_model.setdefault(pair["model"], {"model": pair["model"], "method": "settings", "kind": None,
-                                                    "hub_id": pair.get("hub_id"), "settings": {}})
+        entry = by_model.setdefault(
+            pair["model"],
+            {"model": pair["model"], "method": "settings", "kind": None, "hub_id": pair.get("hub_id"), "settings": {}},
+        )
         for key, value in (pair.get("settings") or {}).items():
             wanted = SETTING_KIND.get(key)
             if wanted is not None and pair["kind"] != wanted:
@@ -188,11 +222,23 @@ def lm_benchmark_columns(benchmarks: dict, names) -> list[dict]:
         else:
             splits = entry.get("splits")
             where = f"{entry.get('dataset')} {'+'.join(splits) if splits else 'all'} stand-in"
-        out.append((not wikitext, name, {
-            "benchmark": name, "header": f"PPL (ours, {where})",
-            "text": f"benchmarks.{name}: perplexity (causal) or pseudo-perplexity (masked, seq2seq) on {where}"
-                    + ("" if wikitext else ", not WikiText-2; for fine-tuned methods the GAP corpora contain these "
-                       "texts, so theirs is an optimistic bound")}))
+        out.append(
+            (
+                not wikitext,
+                name,
+                {
+                    "benchmark": name,
+                    "header": f"PPL (ours, {where})",
+                    "text": f"benchmarks.{name}: perplexity (causal) or pseudo-perplexity (masked, seq2seq) on {where}"
+                    + (
+                        ""
+                        if wikitext
+                        else ", not WikiText-2; for fine-tuned methods the GAP corpora contain these "
+                        "texts, so theirs is an optimistic bound"
+                    ),
+                },
+            )
+        )
     return [column for _, _, column in sorted(out, key=lambda item: item[:2])]
 
 
@@ -206,9 +252,18 @@ def lm_columns(table, lm_benchmarks: list[dict] | None) -> list:
     if not lm_benchmarks or not shows_methods(table):
         return []
     printed = {(c.benchmark, c.metric) for c in table.columns}
-    return [PublishedColumn(id=f"ours_{b['benchmark']}", header=b["header"], benchmark=b["benchmark"],
-                            metric=LM_METRIC, variant=None, subset=LM_SUBSET)
-            for b in lm_benchmarks if (b["benchmark"], LM_METRIC) not in printed]
+    return [
+        PublishedColumn(
+            id=f"ours_{b['benchmark']}",
+            header=b["header"],
+            benchmark=b["benchmark"],
+            metric=LM_METRIC,
+            variant=None,
+            subset=LM_SUBSET,
+        )
+        for b in lm_benchmarks
+        if (b["benchmark"], LM_METRIC) not in printed
+    ]
 
 
 def _same(value, wanted) -> bool:
@@ -327,13 +382,20 @@ def reading_notes(table, readings) -> list[str]:
         headers = [c.header for c in table.columns if c.benchmark == bench]
         if not headers:
             continue
-        texts.append(f"{', '.join(headers)} read benchmarks.{entry} instead of {bench}"
-                     + (f" ({entry}: {text})" if text else ""))
+        texts.append(
+            f"{', '.join(headers)} read benchmarks.{entry} instead of {bench}" + (f" ({entry}: {text})" if text else "")
+        )
     return ["Readings (this paper's `readings` in config.yaml): " + "; ".join(texts) + "."] if texts else []
 
 
-def build_table(table, summaries: pd.DataFrame, pairs: list[dict], paper=None,
-                lm_benchmarks: list[dict] | None = None, readings=None) -> pd.DataFrame:
+def build_table(
+    table,
+    summaries: pd.DataFrame,
+    pairs: list[dict],
+    paper=None,
+    lm_benchmarks: list[dict] | None = None,
+    readings=None,
+) -> pd.DataFrame:
     """The long table (TABLE_SCHEMA columns) of one published table for our pairs.
 
     `pairs` lists our (model, method) pairs in grid order; only those whose kind is in the table's
@@ -350,7 +412,9 @@ def build_table(table, summaries: pd.DataFrame, pairs: list[dict], paper=None,
     else:
         ours_pairs = [p for p in pairs if p["kind"] in kinds]
     if summaries is None or len(summaries) == 0:
-        summaries = pd.DataFrame(columns=["model", "method", "seed", "benchmark", "metric", "variant", "subset", "value", "p_value", "n"])
+        summaries = pd.DataFrame(
+            columns=["model", "method", "seed", "benchmark", "metric", "variant", "subset", "value", "p_value", "n"]
+        )
     summaries = apply_readings(summaries, readings)
     mean = summaries[summaries["seed"].astype(str) == AGGREGATE_SEED]
     frames = {(m, k): g for (m, k), g in mean.groupby(["model", "method"], sort=False)}
@@ -363,7 +427,9 @@ def build_table(table, summaries: pd.DataFrame, pairs: list[dict], paper=None,
     lines = []  # (label, pair or None, published row or None)
     used = set()
     for row in table.rows:
-        candidates = [p for p in ours_pairs if (p["model"], p["method"]) not in used and _matches(row, p, settings_table)]
+        candidates = [
+            p for p in ours_pairs if (p["model"], p["method"]) not in used and _matches(row, p, settings_table)
+        ]
         pair = _best(row, candidates) if candidates else None
         if pair is not None:
             used.add((pair["model"], pair["method"]))
@@ -375,32 +441,50 @@ def build_table(table, summaries: pd.DataFrame, pairs: list[dict], paper=None,
 
     records = []
     for order, (label, pair, row) in enumerate(lines):
-        cells = _ours_cells(columns, pair, frames.get((pair["model"], pair["method"]), empty), settings_table) if pair else {}
+        cells = (
+            _ours_cells(columns, pair, frames.get((pair["model"], pair["method"]), empty), settings_table)
+            if pair
+            else {}
+        )
         for column in columns:
             cell = cells.get(column.id, {})
             published = row.values.get(column.id) if row is not None else None
             if column.id in ours_only and pair is not None:  # a column the paper does not print
                 source = "ours"
             else:
-                source = "both" if (row is not None and pair is not None) else ("published" if row is not None else "ours")
+                source = (
+                    "both" if (row is not None and pair is not None) else ("published" if row is not None else "ours")
+                )
             ours = cell.get("ours")
             p_value = cell.get("p_value")
             significant = None
             if threshold is not None and ours is not None and p_value is not None:
                 significant = bool(p_value < float(threshold))
-            records.append({
-                "table": table.id, "row_order": order, "row": label,
-                "model": pair["model"] if pair else None,
-                "method": (None if settings_table else pair["method"]) if pair else None,
-                "published_model": row.model if row is not None else None,
-                "published_method": row.method if row is not None else None,
-                "column": column.id, "header": column.header,
-                "published": published, "published_bold": bool(row is not None and column.id in row.bold),
-                "ours": ours, "ours_std": cell.get("ours_std"), "n_seeds": cell.get("n_seeds"),
-                "difference": (ours - published) if (row is not None and pair is not None and ours is not None and published is not None) else None,
-                "p_value": p_value, "significant": significant, "n": cell.get("n"),
-                "source": source,
-            })
+            records.append(
+                {
+                    "table": table.id,
+                    "row_order": order,
+                    "row": label,
+                    "model": pair["model"] if pair else None,
+                    "method": (None if settings_table else pair["method"]) if pair else None,
+                    "published_model": row.model if row is not None else None,
+                    "published_method": row.method if row is not None else None,
+                    "column": column.id,
+                    "header": column.header,
+                    "published": published,
+                    "published_bold": bool(row is not None and column.id in row.bold),
+                    "ours": ours,
+                    "ours_std": cell.get("ours_std"),
+                    "n_seeds": cell.get("n_seeds"),
+                    "difference": (ours - published)
+                    if (row is not None and pair is not None and ours is not None and published is not None)
+                    else None,
+                    "p_value": p_value,
+                    "significant": significant,
+                    "n": cell.get("n"),
+                    "source": source,
+                }
+            )
     return pd.DataFrame.from_records(records, columns=TABLE_SCHEMA.names)
 
 
@@ -422,7 +506,7 @@ def _fmt(value, places: int | None) -> str:
         return MISSING
     if places is None:
         return f"{value:g}".replace("-", "−") if value < 0 else f"{value:g}"
-    if value != 0 and abs(value) < 10 ** -places:
+    if value != 0 and abs(value) < 10**-places:
         return f"{value:.2g}"
     return f"{value:.{places}f}".replace("-", "−")
 
@@ -440,7 +524,11 @@ def _cells(table, long: pd.DataFrame, bold) -> list[tuple[str, str, list[str]]]:
         if is_parameter_table(table):  # one column per model: ours is in every column
             pair = "per column"
         else:
-            pair = MISSING if pd.isna(first["model"]) else (first["model"] if pd.isna(first["method"]) else f"{first['model']} / {first['method']}")
+            pair = (
+                MISSING
+                if pd.isna(first["model"])
+                else (first["model"] if pd.isna(first["method"]) else f"{first['model']} / {first['method']}")
+            )
         cells = []
         for _, c in group.iterrows():
             d = places.get(c["column"], None if is_parameter_table(table) else 2)
@@ -471,14 +559,19 @@ def _cells(table, long: pd.DataFrame, bold) -> list[tuple[str, str, list[str]]]:
 
 def legend(table) -> str:
     if not table.rows:  # our own grid (published.OWN_GRIDS): no paper printed these cells
-        return (f"Cells: ours only (no published numbers: a grid of lmbias's own). {MISSING} = not computed (a "
-                "benchmark that does not apply to the method, or not in the run's summaries); a value is never filled in.")
+        return (
+            f"Cells: ours only (no published numbers: a grid of lmbias's own). {MISSING} = not computed (a "
+            "benchmark that does not apply to the method, or not in the run's summaries); a value is never filled in."
+        )
     sig = ""
     if table.significance:
         sig = f" Bold ours: p < {table.significance.get('p_below')} (the paper's significance mark)."
-    return ("Cells: ours (published; Δ = ours − published, only where our model is the paper's model). "
-            f"{MISSING} = not computed or not printed; a value is never filled in. Published bold as printed."
-            + sig + " Rows after the paper's: our pairs with no published row.")
+    return (
+        "Cells: ours (published; Δ = ours − published, only where our model is the paper's model). "
+        f"{MISSING} = not computed or not printed; a value is never filled in. Published bold as printed."
+        + sig
+        + " Rows after the paper's: our pairs with no published row."
+    )
 
 
 def left_out_summary(left_out: list[dict]) -> str:
@@ -490,12 +583,14 @@ def left_out_summary(left_out: list[dict]) -> str:
             methods.append(item["method"])
         if item["model"] not in models:
             models.append(item["model"])
-    return "; ".join(f"{', '.join(methods)} for {', '.join(models)} ({reason})"
-                     for reason, (methods, models) in by_reason.items())
+    return "; ".join(
+        f"{', '.join(methods)} for {', '.join(models)} ({reason})" for reason, (methods, models) in by_reason.items()
+    )
 
 
-def pair_notes(table, pairs: list[dict], left_out: list[dict] | None = None,
-               lm_benchmarks: list[dict] | None = None) -> list[str]:
+def pair_notes(
+    table, pairs: list[dict], left_out: list[dict] | None = None, lm_benchmarks: list[dict] | None = None
+) -> list[str]:
     """The lines under a table that say what "ours" is: which recipe produced each method shown (a method
     entry's `recipe`, or the papers' text for one without), which pairs were left out and why, and what our
     language-modelling columns measure."""
@@ -525,10 +620,15 @@ def _md_escape(text: str) -> str:
 
 def to_markdown(table, long: pd.DataFrame, notes: list[str] | None = None) -> str:
     header = ["Row", "Ours"] + _headers(long)
-    out = [f"### {table.label}: {table.caption}".rstrip(": "), "", legend(table), "",
-           *[line for note in (notes or []) for line in (note, "")],
-           "| " + " | ".join(_md_escape(h) for h in header) + " |",
-           "|" + "---|" * len(header)]
+    out = [
+        f"### {table.label}: {table.caption}".rstrip(": "),
+        "",
+        legend(table),
+        "",
+        *[line for note in (notes or []) for line in (note, "")],
+        "| " + " | ".join(_md_escape(h) for h in header) + " |",
+        "|" + "---|" * len(header),
+    ]
     for label, pair, cells in _cells(table, long, lambda s: f"**{s}**"):
         out.append("| " + " | ".join(_md_escape(x) for x in [label, pair, *cells]) + " |")
     return "\n".join(out) + "\n"
@@ -538,17 +638,22 @@ def to_html(table, long: pd.DataFrame, notes: list[str] | None = None) -> str:
     """A self-contained HTML page of the same cells (for the Snakemake report)."""
     rows = []
     for label, pair, cells in _cells(table, long, lambda s: f"\x00{s}\x01"):
-        tds = "".join(f"<td>{html.escape(x).replace(chr(0), '<b>').replace(chr(1), '</b>')}</td>" for x in [label, pair, *cells])
+        tds = "".join(
+            f"<td>{html.escape(x).replace(chr(0), '<b>').replace(chr(1), '</b>')}</td>" for x in [label, pair, *cells]
+        )
         rows.append(f"<tr>{tds}</tr>")
     head = "".join(f"<th>{html.escape(h)}</th>" for h in ["Row", "Ours"] + _headers(long))
-    return (f"<!doctype html><html><head><meta charset=\"utf-8\"><title>{html.escape(table.label)}</title>"
-            "<style>table{border-collapse:collapse;font-family:sans-serif;font-size:13px}"
-            "td,th{border:1px solid #bbb;padding:3px 6px;text-align:right}td:first-child,td:nth-child(2){text-align:left}</style>"
-            f"</head><body><h3>{html.escape(table.label)}</h3><p>{html.escape(table.caption)}</p>"
-            f"<p><i>{html.escape(legend(table))}</i></p>"
-            + "".join(f"<p>{html.escape(note)}</p>" for note in (notes or []))
-            + f"<table><thead><tr>{head}</tr></thead><tbody>"
-            + "".join(rows) + "</tbody></table></body></html>\n")
+    return (
+        f'<!doctype html><html><head><meta charset="utf-8"><title>{html.escape(table.label)}</title>'
+        "<style>table{border-collapse:collapse;font-family:sans-serif;font-size:13px}"
+        "td,th{border:1px solid #bbb;padding:3px 6px;text-align:right}td:first-child,td:nth-child(2){text-align:left}</style>"
+        f"</head><body><h3>{html.escape(table.label)}</h3><p>{html.escape(table.caption)}</p>"
+        f"<p><i>{html.escape(legend(table))}</i></p>"
+        + "".join(f"<p>{html.escape(note)}</p>" for note in (notes or []))
+        + f"<table><thead><tr>{head}</tr></thead><tbody>"
+        + "".join(rows)
+        + "</tbody></table></body></html>\n"
+    )
 
 
 def read_summaries(paths) -> pd.DataFrame:
@@ -556,9 +661,18 @@ def read_summaries(paths) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
-def write_table(table, summaries: pd.DataFrame, pairs: list[dict], parquet: str | Path, markdown: str | Path,
-                html_path: str | Path | None = None, paper=None, left_out: list[dict] | None = None,
-                lm_benchmarks: list[dict] | None = None, readings=None) -> pd.DataFrame:
+def write_table(
+    table,
+    summaries: pd.DataFrame,
+    pairs: list[dict],
+    parquet: str | Path,
+    markdown: str | Path,
+    html_path: str | Path | None = None,
+    paper=None,
+    left_out: list[dict] | None = None,
+    lm_benchmarks: list[dict] | None = None,
+    readings=None,
+) -> pd.DataFrame:
     """Build one table and write its parquet, markdown (and HTML) atomically. The notes (the transcription's
     `note`, then `reading_notes`: the entry each column reads where the paper selects a reading, then
     `pair_notes`: the recipe behind each method shown, the pairs left out and why, our language-modelling
@@ -568,13 +682,23 @@ def write_table(table, summaries: pd.DataFrame, pairs: list[dict], parquet: str 
 
     long = build_table(table, summaries, pairs, paper, lm_benchmarks, readings)
     # the transcription's own note first (e.g. Meade et al.'s numbers are quotations, not read from the paper)
-    notes = (([f"Published numbers: {table.note}"] if table.note else []) + reading_notes(table, readings)
-             + pair_notes(table, pairs, left_out, lm_benchmarks))
+    notes = (
+        ([f"Published numbers: {table.note}"] if table.note else [])
+        + reading_notes(table, readings)
+        + pair_notes(table, pairs, left_out, lm_benchmarks)
+    )
     arrow = pa.Table.from_pandas(long.replace({np.nan: None}), schema=TABLE_SCHEMA, preserve_index=False)
     write_text_atomic(markdown, to_markdown(table, long, notes))
     if html_path is not None:
         write_text_atomic(html_path, to_html(table, long, notes))
-    write_table_atomic(arrow, parquet, TABLE_SCHEMA,
-                       metadata={"lmbias.notes": json.dumps(notes), "lmbias.left_out": json.dumps(left_out or []),
-                                 "lmbias.readings": json.dumps(_reading_entries(readings))})
+    write_table_atomic(
+        arrow,
+        parquet,
+        TABLE_SCHEMA,
+        metadata={
+            "lmbias.notes": json.dumps(notes),
+            "lmbias.left_out": json.dumps(left_out or []),
+            "lmbias.readings": json.dumps(_reading_entries(readings)),
+        },
+    )
     return long

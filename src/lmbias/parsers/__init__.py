@@ -19,7 +19,21 @@ from typing import Mapping
 import pyarrow as pa
 
 from lmbias.errors import ConfigError
-from lmbias.parsers import bec_pro, cds, crows_pairs, da_gender, gap, logprob, occupations, seat, seat_templates, sources, stereoset, wikitext2, winobias
+from lmbias.parsers import (
+    bec_pro,
+    cds,
+    crows_pairs,
+    da_gender,
+    gap,
+    logprob,
+    occupations,
+    seat,
+    seat_templates,
+    sources,
+    stereoset,
+    wikitext2,
+    winobias,
+)
 from lmbias.parsers.bec_pro import parse_bec_pro
 from lmbias.parsers.cds import parse_cds
 from lmbias.parsers.crows_pairs import parse_crows_pairs
@@ -52,9 +66,7 @@ NON_PARSE_KEYS = ("scoring", "metric", "reading")
 def parser_for(benchmark_cfg: Mapping, name: str) -> ModuleType:
     dataset = benchmark_cfg.get("dataset")
     if dataset not in PARSERS:
-        raise ConfigError(
-            f"benchmarks.{name}.dataset: no parser for {dataset!r}; known datasets: {sorted(PARSERS)}"
-        )
+        raise ConfigError(f"benchmarks.{name}.dataset: no parser for {dataset!r}; known datasets: {sorted(PARSERS)}")
     return PARSERS[dataset]
 
 

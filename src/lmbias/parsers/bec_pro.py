@@ -16,7 +16,18 @@ from lmbias.errors import ConfigError, DataError
 from lmbias.parsers.common import check_choice, parse_int, read_delimited, table
 
 FILES = {"en": "BEC-Pro_EN.tsv", "de": "BEC-Pro_DE.tsv"}
-_COLUMNS = ["", "Sentence", "Sent_TM", "Sent_AM", "Sent_TAM", "Template", "Person", "Gender", "Profession", "Prof_Gender"]
+_COLUMNS = [
+    "",
+    "Sentence",
+    "Sent_TM",
+    "Sent_AM",
+    "Sent_TAM",
+    "Template",
+    "Person",
+    "Gender",
+    "Profession",
+    "Prof_Gender",
+]
 HEADERS = {"en": _COLUMNS, "de": _COLUMNS + ["Profession_EN"]}
 MASK = "[MASK]"
 

@@ -113,7 +113,8 @@ def load_professions(path: str | os.PathLike, language: str) -> dict[str, list]:
         raise DataError(f"expected a mapping with keys among {list(GROUPS)}", path)
     for group, items in data.items():
         ok = isinstance(items, list) and all(
-            (isinstance(p, str) and p.strip()) if language == "en"
+            (isinstance(p, str) and p.strip())
+            if language == "en"
             else (isinstance(p, list) and len(p) == 3 and all(isinstance(x, str) and x.strip() for x in p))
             for p in items
         )
@@ -146,8 +147,9 @@ def _mask_profession(text: str, profession: str) -> str:
     return text
 
 
-def make_row(pattern: str, phrase: str, gender: str, profession: str, group: str, language: str,
-             faithful: bool = True) -> dict:
+def make_row(
+    pattern: str, phrase: str, gender: str, profession: str, group: str, language: str, faithful: bool = True
+) -> dict:
     """One corpus row (column name -> value, without the index)."""
     word = person_phrase(phrase, language)
     person = person_word(word)
@@ -168,8 +170,13 @@ def make_row(pattern: str, phrase: str, gender: str, profession: str, group: str
     }
 
 
-def generate(language: str, patterns: Sequence[str], professions: Mapping[str, list],
-             person_words: Mapping[str, Sequence[str]], faithful: bool = True) -> list[dict]:
+def generate(
+    language: str,
+    patterns: Sequence[str],
+    professions: Mapping[str, list],
+    person_words: Mapping[str, Sequence[str]],
+    faithful: bool = True,
+) -> list[dict]:
     """All rows, in the release's order. `professions` as from load_professions (German: triples)."""
     _language(language)
     rows = []
@@ -191,8 +198,12 @@ def generate(language: str, patterns: Sequence[str], professions: Mapping[str, l
     return rows
 
 
-def generate_from_dir(data_dir: str | os.PathLike, language: str, faithful: bool = True,
-                      person_words_file: str | os.PathLike | None = None) -> list[dict]:
+def generate_from_dir(
+    data_dir: str | os.PathLike,
+    language: str,
+    faithful: bool = True,
+    person_words_file: str | os.PathLike | None = None,
+) -> list[dict]:
     """Rows from the pattern and profession files in `data_dir` (the bec_pro data folder)."""
     data_dir = Path(data_dir)
     _language(language)
@@ -225,7 +236,7 @@ def person_slot(sentence: str, language: str, person_words: Mapping[str, Sequenc
     for gender in GENDERS:
         for index, phrase in enumerate(person_words[gender]):
             opener = person_phrase(phrase, language)
-            rest = sentence[len(opener):]
+            rest = sentence[len(opener) :]
             if sentence.startswith(opener) and not (rest[:1].isalnum()):
                 if best is None or len(opener) > best[2]:
                     best = (gender, index, len(opener))
@@ -234,7 +245,9 @@ def person_slot(sentence: str, language: str, person_words: Mapping[str, Sequenc
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m lmbias.parsers.bec_pro_generator --data-dir DIR --language en --out FILE [--whole-words]``."""
-    parser = argparse.ArgumentParser(prog="python -m lmbias.parsers.bec_pro_generator", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m lmbias.parsers.bec_pro_generator", description=__doc__.splitlines()[0]
+    )
     parser.add_argument("--data-dir", required=True, help="folder with sent_patterns_*.txt and professions_*.json")
     parser.add_argument("--language", choices=LANGUAGES, required=True)
     parser.add_argument("--out", required=True)

@@ -34,12 +34,10 @@ def parse_cds(paths: Mapping[str, str | os.PathLike]) -> pa.Table:
         if not isinstance(data, list) or not data:
             raise DataError("expected a non-empty JSON array of [male, female] pairs", path)
         for position, pair in enumerate(data):
-            if (
-                not isinstance(pair, list)
-                or len(pair) != 2
-                or not all(isinstance(w, str) and w.strip() for w in pair)
-            ):
-                raise DataError(f"entry {position} must be a [male, female] pair of non-empty strings, got {pair!r}", path)
+            if not isinstance(pair, list) or len(pair) != 2 or not all(isinstance(w, str) and w.strip() for w in pair):
+                raise DataError(
+                    f"entry {position} must be a [male, female] pair of non-empty strings, got {pair!r}", path
+                )
             rows.append({"male": pair[0], "female": pair[1], "kind": kind, "position": position})
     return table(rows, SCHEMA)
 

@@ -35,9 +35,7 @@ def read_text(path: str | os.PathLike) -> str:
         text = data.decode("utf-8")
     except UnicodeDecodeError as err:
         line = data.count(b"\n", 0, err.start) + 1
-        raise DataError(
-            f"not valid UTF-8: byte 0x{data[err.start]:02x} at offset {err.start}", path, line
-        ) from None
+        raise DataError(f"not valid UTF-8: byte 0x{data[err.start]:02x} at offset {err.start}", path, line) from None
     return text.removeprefix("\ufeff")
 
 
@@ -163,5 +161,12 @@ def tm_tam_texts(pieces, attr: str) -> dict:
     sentence, _ = join_pieces(pieces, written, attr)
     tm, offsets = join_pieces(pieces, MASK, attr)
     tam, _ = join_pieces(pieces, MASK, " ".join([MASK] * len(attr.split())))
-    return {"sentence": sentence, "word": written, "tm_sent": tm, "tam_sent": tam,
-            "target_start": offsets["target"][0], "attr_start": offsets["attr"][0], "attr_end": offsets["attr"][1]}
+    return {
+        "sentence": sentence,
+        "word": written,
+        "tm_sent": tm,
+        "tam_sent": tam,
+        "target_start": offsets["target"][0],
+        "attr_start": offsets["attr"][0],
+        "attr_end": offsets["attr"][1],
+    }

@@ -17,7 +17,16 @@ from lmbias.errors import ConfigError, DataError
 from lmbias.parsers.common import check_choice, parse_int, read_delimited, table
 
 FILE = "crows_pairs_anonymized.csv"
-HEADER = ["", "sent_more", "sent_less", "stereo_antistereo", "bias_type", "annotations", "anon_writer", "anon_annotators"]
+HEADER = [
+    "",
+    "sent_more",
+    "sent_less",
+    "stereo_antistereo",
+    "bias_type",
+    "annotations",
+    "anon_writer",
+    "anon_annotators",
+]
 BIAS_TYPES = (
     "race-color",
     "gender",
@@ -50,11 +59,12 @@ def _literal(value: str, what: str, depth: int, path, line: int):
     except (ValueError, SyntaxError):
         raise DataError(f"{what} is not a list literal: {value!r}", path, line) from None
     ok = isinstance(parsed, list) and all(
-        isinstance(x, str) if depth == 1 else isinstance(x, list) and all(isinstance(y, str) for y in x)
-        for x in parsed
+        isinstance(x, str) if depth == 1 else isinstance(x, list) and all(isinstance(y, str) for y in x) for x in parsed
     )
     if not ok:
-        raise DataError(f"{what} must be a list of {'strings' if depth == 1 else 'string lists'}: {value!r}", path, line)
+        raise DataError(
+            f"{what} must be a list of {'strings' if depth == 1 else 'string lists'}: {value!r}", path, line
+        )
     return parsed
 
 

@@ -71,7 +71,6 @@ SCHEMA = pa.schema(
 _PLACEHOLDER = re.compile(r"\{(target|attr)\}")
 
 
-
 def load_templates(path: str | os.PathLike = TEMPLATES_PATH) -> dict:
     """The template file, checked: Table 1 templates, Table 2 target pairs, Table 9 attributes with forms."""
     text, data = load_yaml_mapping(path, {"templates", "targets", "attributes"})
@@ -83,16 +82,23 @@ def load_templates(path: str | os.PathLike = TEMPLATES_PATH) -> dict:
         if not isinstance(t, dict) or set(t) != {"id", "slot", "text"}:
             raise DataError(f"a template needs exactly id, slot, text: {t!r}", path, line_of(text, str(t)[:20]))
         if t["slot"] not in SLOTS:
-            raise DataError(f"template {t['id']}: slot {t['slot']!r} is not one of {SLOTS}", path, line_of(text, t["id"]))
+            raise DataError(
+                f"template {t['id']}: slot {t['slot']!r} is not one of {SLOTS}", path, line_of(text, t["id"])
+            )
         if sorted(_PLACEHOLDER.findall(t["text"])) != ["attr", "target"]:
-            raise DataError(f"template {t['id']} must hold {{target}} and {{attr}} once each", path, line_of(text, t["id"]))
+            raise DataError(
+                f"template {t['id']} must hold {{target}} and {{attr}} once each", path, line_of(text, t["id"])
+            )
 
     targets = data["targets"]
     if not isinstance(targets, dict) or set(targets) != set(GENDERS):
         raise DataError("targets must have exactly the keys female and male", path, line_of(text, "targets:"))
     if len(targets["female"]) != len(targets["male"]) or not targets["male"]:
-        raise DataError("targets.female and targets.male must be non-empty lists of equal length (pairs)", path,
-                        line_of(text, "targets:"))
+        raise DataError(
+            "targets.female and targets.male must be non-empty lists of equal length (pairs)",
+            path,
+            line_of(text, "targets:"),
+        )
 
     attributes = data["attributes"]
     if not isinstance(attributes, dict) or set(attributes) != set(GENDERS):
@@ -146,7 +152,7 @@ def render(template: str, target: str, attr_prefix: str, attr: str) -> dict:
     pos = 0
     for m in _PLACEHOLDER.finditer(template):
         if m.start() > pos:
-            pieces.append(("lit", template[pos: m.start()]))
+            pieces.append(("lit", template[pos : m.start()]))
         if m.group(1) == "target":
             if det:
                 pieces.append(("lit", det + " "))

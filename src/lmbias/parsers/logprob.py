@@ -70,7 +70,6 @@ SCHEMA = pa.schema(
 _PLACEHOLDER = re.compile(r"\{(person|a|profession)\}")
 
 
-
 def load_templates(path: str | os.PathLike = TEMPLATES_PATH) -> dict:
     text, data = load_yaml_mapping(path, {"templates", "targets", "professions"})
     for t in data["templates"]:
@@ -78,11 +77,14 @@ def load_templates(path: str | os.PathLike = TEMPLATES_PATH) -> dict:
             raise DataError(f"a template needs exactly id and text: {t!r}", path, line_of(text, "templates:"))
         found = _PLACEHOLDER.findall(t["text"])
         if found.count("person") != 1 or found.count("profession") != 1:
-            raise DataError(f"template {t['id']} must hold {{person}} and {{profession}} once each", path,
-                            line_of(text, t["id"]))
+            raise DataError(
+                f"template {t['id']} must hold {{person}} and {{profession}} once each", path, line_of(text, t["id"])
+            )
     for section, groups in (("targets", data["targets"]), ("professions", data["professions"])):
         if not isinstance(groups, dict) or set(groups) != {"male", "female", "dev"}:
-            raise DataError(f"{section} must have exactly the keys male, female, dev", path, line_of(text, section + ":"))
+            raise DataError(
+                f"{section} must have exactly the keys male, female, dev", path, line_of(text, section + ":")
+            )
         both = list(groups["male"]) + list(groups["female"])
         if len(set(both)) != len(both):
             raise DataError(f"{section}: a term repeats", path, line_of(text, section + ":"))
@@ -106,7 +108,7 @@ def render(template: str, person: str, profession: str) -> dict:
     pos = 0
     for m in _PLACEHOLDER.finditer(template):
         if m.start() > pos:
-            pieces.append(("lit", template[pos: m.start()]))
+            pieces.append(("lit", template[pos : m.start()]))
         kind = m.group(1)
         if kind == "person":
             if det:

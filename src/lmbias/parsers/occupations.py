@@ -47,15 +47,16 @@ PLACEHOLDER = "[OCCUPATION]"
 _TEMPLATE = re.compile(r"^(?P<prefix>\S.*?) \| \[OCCUPATION\]$")
 
 
-
 def load_templates(path: str | os.PathLike = TEMPLATE_FILE) -> dict:
     """The resource file, checked: {templates: [str], intervention: {male: female}, occupations: [str]}."""
     text, data = load_yaml_mapping(path, {"templates", "intervention", "occupations"})
     templates, intervention, occupations = data["templates"], data["intervention"], data["occupations"]
     if not isinstance(templates, list) or not templates:
         raise DataError("templates: expected a non-empty list", path)
-    if not isinstance(intervention, dict) or not intervention or not all(
-        isinstance(k, str) and isinstance(v, str) for k, v in intervention.items()
+    if (
+        not isinstance(intervention, dict)
+        or not intervention
+        or not all(isinstance(k, str) and isinstance(v, str) for k, v in intervention.items())
     ):
         raise DataError("intervention: expected a mapping male word -> female word", path)
     if not isinstance(occupations, list) or not occupations:

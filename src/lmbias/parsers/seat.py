@@ -27,7 +27,6 @@ SCHEMA = pa.schema(
 )
 
 
-
 def test_name(path: str | os.PathLike) -> str:
     name = Path(path).name
     return name[: -len(SUFFIX)] if name.endswith(SUFFIX) else name
@@ -53,7 +52,9 @@ def parse_seat(paths: Sequence[str | os.PathLike]) -> pa.Table:
                 raise DataError(f"{role}.examples must be a non-empty list", path, line)
             for position, example in enumerate(examples):
                 if not isinstance(example, str) or not example.strip():
-                    raise DataError(f"{role}.examples[{position}] must be a non-empty string, got {example!r}", path, line)
+                    raise DataError(
+                        f"{role}.examples[{position}] must be a non-empty string, got {example!r}", path, line
+                    )
                 rows.append(
                     {
                         "test": test_name(path),
@@ -79,9 +80,7 @@ def required_files(options: Mapping, available: Sequence[str], key: str) -> list
         raise ConfigError(f"{key}.tests must be a non-empty list of test names, got {tests!r}")
     unknown = [t for t in tests if f"{t}{SUFFIX}" not in known]
     if unknown:
-        raise ConfigError(
-            f"{key}.tests: unknown test(s) {unknown}; configured: {sorted(test_name(k) for k in known)}"
-        )
+        raise ConfigError(f"{key}.tests: unknown test(s) {unknown}; configured: {sorted(test_name(k) for k in known)}")
     return [f"{t}{SUFFIX}" for t in tests]
 
 

@@ -65,10 +65,11 @@ SCHEMA = pa.schema(
 )
 
 
-
 def _string_list(value, what: str, path, text: str) -> list[str]:
     if not isinstance(value, list) or not value or not all(isinstance(v, str) and v.strip() for v in value):
-        raise DataError(f"{what} must be a non-empty list of non-empty strings", path, line_of(text, what.split(".")[-1] + ":"))
+        raise DataError(
+            f"{what} must be a non-empty list of non-empty strings", path, line_of(text, what.split(".")[-1] + ":")
+        )
     if len(set(value)) != len(value):
         dup = sorted({v for v in value if value.count(v) > 1})
         raise DataError(f"{what} repeats {dup}", path, line_of(text, dup[0]))
@@ -86,14 +87,22 @@ def load_templates(path: str | os.PathLike = TEMPLATES_PATH) -> dict:
         lists = {k: _string_list(entry.get(k), f"{kind}.{k}", path, text) for k in ("male", "female", "dev")}
         overlap = set(lists["male"]) & set(lists["female"])
         if overlap:
-            raise DataError(f"{kind}: {sorted(overlap)} listed as both male and female", path, line_of(text, f"{kind}:"))
+            raise DataError(
+                f"{kind}: {sorted(overlap)} listed as both male and female", path, line_of(text, f"{kind}:")
+            )
         stray = set(lists["dev"]) - set(lists["male"]) - set(lists["female"])
         if stray:
-            raise DataError(f"{kind}.dev: {sorted(stray)} are neither male nor female {kind}", path, line_of(text, sorted(stray)[0]))
+            raise DataError(
+                f"{kind}.dev: {sorted(stray)} are neither male nor female {kind}", path, line_of(text, sorted(stray)[0])
+            )
         out[kind] = lists
     out["pronouns"] = set(_string_list(data["targets"].get("pronouns"), "targets.pronouns", path, text))
     v1 = data["v1"]
-    if not isinstance(v1, list) or not v1 or not all(isinstance(r, dict) and set(r) == {"target", "attribute"} for r in v1):
+    if (
+        not isinstance(v1, list)
+        or not v1
+        or not all(isinstance(r, dict) and set(r) == {"target", "attribute"} for r in v1)
+    ):
         raise DataError("v1 must be a list of {target, attribute} template pairs", path, line_of(text, "v1:"))
     v2 = data["v2"]
     if not isinstance(v2, list) or not v2 or not all(isinstance(t, str) for t in v2):
@@ -106,11 +115,16 @@ def load_templates(path: str | os.PathLike = TEMPLATES_PATH) -> dict:
             raise DataError(f"template {template!r}: unknown or malformed placeholder ({err})", path, line) from None
     for row in v1:
         if "{person}" not in row["target"] or "{profession}" not in row["attribute"]:
-            raise DataError(f"v1 pair {row}: the target template needs {{person}}, the attribute template {{profession}}",
-                            path, line_of(text, row["target"]))
+            raise DataError(
+                f"v1 pair {row}: the target template needs {{person}}, the attribute template {{profession}}",
+                path,
+                line_of(text, row["target"]),
+            )
     for template in v2:
         if "{person}" not in template or "{profession}" not in template:
-            raise DataError(f"v2 template {template!r} needs {{person}} and {{profession}}", path, line_of(text, template))
+            raise DataError(
+                f"v2 template {template!r} needs {{person}} and {{profession}}", path, line_of(text, template)
+            )
     out["v1"] = [dict(r) for r in v1]
     out["v2"] = list(v2)
     return out

@@ -90,7 +90,9 @@ def dataset_files(config_data_entry: Mapping, dataset: str = "<dataset>") -> dic
 def _file_entry(dataset: str, file: str, data_cfg: Mapping) -> Mapping:
     entry = data_cfg.get(dataset) if isinstance(data_cfg, Mapping) else None
     if not isinstance(entry, Mapping):
-        raise ConfigError(f"data.{dataset}.files.{file}: unknown dataset {dataset!r} (configured: {sorted(data_cfg or {})})")
+        raise ConfigError(
+            f"data.{dataset}.files.{file}: unknown dataset {dataset!r} (configured: {sorted(data_cfg or {})})"
+        )
     files = entry.get("files") or {}
     if file not in files:
         raise ConfigError(f"data.{dataset}.files.{file}: unknown file {file!r} for dataset {dataset!r}")
@@ -175,7 +177,11 @@ def _write_verified(
         if expected == UNPINNED:
             log.warning(
                 "UNVERIFIED: %s has no pinned checksum in config.yaml; it arrived with sha256 %s (%d bytes). "
-                "Check it and pin it: sha256: %s", dest.name, actual, size, actual,
+                "Check it and pin it: sha256: %s",
+                dest.name,
+                actual,
+                size,
+                actual,
             )
         elif actual != expected:
             raise DataError(

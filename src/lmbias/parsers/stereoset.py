@@ -130,8 +130,12 @@ def _flat_examples(path, tasks: Sequence[str]):
         base = flat_example_id(record)
         content = tuple(record[k] for k in FLAT_KEYS)
         first = seen.setdefault(base, (content, number))
-        _require(first[0] == content, f"example id {base} is also that of the different example on line {first[1]}",
-                 path, number)
+        _require(
+            first[0] == content,
+            f"example id {base} is also that of the different example on line {first[1]}",
+            path,
+            number,
+        )
         records.append((number, base, record))
     repeats = Counter()
     for number, base, record in records:
@@ -143,8 +147,13 @@ def _flat_examples(path, tasks: Sequence[str]):
             {"id": f"{example_id}/{label}", "sentence": record[label], "gold_label": label, "labels": []}
             for label in GOLD_LABELS
         ]
-        example = {"id": example_id, "target": record["target"], "bias_type": record["bias_type"],
-                   "context": record["context"], "sentences": sentences}
+        example = {
+            "id": example_id,
+            "target": record["target"],
+            "bias_type": record["bias_type"],
+            "context": record["context"],
+            "sentences": sentences,
+        }
         yield record["type"], f"example {example_id}", number, example
 
 

@@ -237,8 +237,7 @@ def _row(line: _Line, path, other: _Line, other_path, *, split, type_, stereotyp
         raise DataError("no bracketed pronoun (he/she/him/her/his/hers/himself/herself)", path, line.number)
     if len(others) != 1:
         raise DataError(
-            f"expected exactly one bracketed antecedent, found {len(others)}: "
-            f"{[sentence[s:e] for s, e in others]!r}",
+            f"expected exactly one bracketed antecedent, found {len(others)}: {[sentence[s:e] for s, e in others]!r}",
             path,
             line.number,
         )
@@ -305,9 +304,7 @@ def parse_winobias(
     missing = [name for name in winobias_files(split, types) if name not in files]
     if missing:
         raise ConfigError(f"WinoBias parser is missing input files {missing}")
-    occupations = occupation_pattern(
-        [o for name in OCCUPATION_FILES for o in read_occupations(files[name])]
-    )
+    occupations = occupation_pattern([o for name in OCCUPATION_FILES for o in read_occupations(files[name])])
     rows = []
     for type_ in types:
         paths = {s: files[sentence_file(s, type_, split)] for s in STEREOTYPES}
@@ -317,8 +314,7 @@ def parse_winobias(
                 counterpart = parsed[other].get(number)
                 if counterpart is None:
                     raise DataError(
-                        f"line {number} has no counterpart in {paths[other]} "
-                        f"({len(parsed[other])} lines there)",
+                        f"line {number} has no counterpart in {paths[other]} ({len(parsed[other])} lines there)",
                         paths[stereotype],
                         number,
                     )

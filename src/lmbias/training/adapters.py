@@ -88,7 +88,8 @@ def default_targets(model, model_name: str = "?", key: str = "adapter.target_mod
         f"{key}: no default LoRA target modules fit models.{model_name} ({model_type}, {type(model).__name__}): "
         f"its linear layers are {', '.join(sorted(available)) or 'none'}; the defaults are "
         + "; ".join(f"{a}: {', '.join(n)}" for a, n in DEFAULT_TARGETS)
-        + f". Set {key} to the layers to adapt (e.g. its attention projections)")
+        + f". Set {key} to the layers to adapt (e.g. its attention projections)"
+    )
 
 
 def _output_layer_names(model) -> set[str]:
@@ -102,9 +103,11 @@ def check_targets(model, targets: list[str], model_name: str, key: str) -> None:
     names = [n for full in linear_layer_names(model).values() for n in full]
     for target in targets:
         if not any(_matches(n, target) for n in names):
-            raise ConfigError(f"{key}: {target!r} names no linear layer of models.{model_name} "
-                              f"({getattr(model.config, 'model_type', '?')}); its linear layers are "
-                              f"{', '.join(sorted(linear_layer_names(model)))}")
+            raise ConfigError(
+                f"{key}: {target!r} names no linear layer of models.{model_name} "
+                f"({getattr(model.config, 'model_type', '?')}); its linear layers are "
+                f"{', '.join(sorted(linear_layer_names(model)))}"
+            )
 
 
 def gpr_head_modules(model) -> list[str]:
@@ -140,13 +143,20 @@ class Adapter:
         """What training.json keeps of the adapter: the settings as resolved and the parameter counts."""
         import peft
 
-        return {**settings, "target_modules": self.target_modules, "modules_to_save": self.modules_to_save,
-                "architecture": self.architecture, "trainable_parameters": self.trainable,
-                "total_parameters": self.total, "peft": peft.__version__}
+        return {
+            **settings,
+            "target_modules": self.target_modules,
+            "modules_to_save": self.modules_to_save,
+            "architecture": self.architecture,
+            "trainable_parameters": self.trainable,
+            "total_parameters": self.total,
+            "peft": peft.__version__,
+        }
 
 
-def attach(model, settings: dict, objective: str, family: str, model_name: str = "?",
-           key: str = "settings.adapter") -> Adapter:
+def attach(
+    model, settings: dict, objective: str, family: str, model_name: str = "?", key: str = "settings.adapter"
+) -> Adapter:
     """Freeze `model` and attach the LoRA adapter `settings` (TrainingSettings.adapter) to it; the trainable
     parameter count is logged. Call under the trainer's seed: A's initialisation draws from torch's RNG."""
     from peft import LoraConfig, get_peft_model
@@ -171,20 +181,36 @@ def attach(model, settings: dict, objective: str, family: str, model_name: str =
     # where targets mix Conv1D and Linear layers (GPT-2's c_attn and lm_head)
     adapted = [m for n, m in model.named_modules() if any(_matches(n, t) for t in targets)]
     transposed = bool(adapted) and all(isinstance(m, Conv1D) for m in adapted)
-    config = LoraConfig(r=settings["r"], lora_alpha=settings["alpha"], lora_dropout=settings["dropout"],
-                        target_modules=list(targets), modules_to_save=list(to_save) or None, bias="none",
-                        fan_in_fan_out=transposed, task_type=TASK_TYPES.get(family))
+    config = LoraConfig(
+        r=settings["r"],
+        lora_alpha=settings["alpha"],
+        lora_dropout=settings["dropout"],
+        target_modules=list(targets),
+        modules_to_save=list(to_save) or None,
+        bias="none",
+        fan_in_fan_out=transposed,
+        task_type=TASK_TYPES.get(family),
+    )
     from lmbias.engine.method_folders import quiet_peft
 
     with quiet_peft():
         peft_model = get_peft_model(model, config)
     trainable, total = parameter_counts(peft_model)
-    log.info("LoRA adapter (r %d, alpha %s, dropout %s) on %s [%s]%s: %s trainable parameters of %s (%.3f %%)",
-             settings["r"], settings["alpha"], settings["dropout"], ", ".join(targets), architecture,
-             f", modules_to_save {', '.join(to_save)}" if to_save else "", f"{trainable:,}", f"{total:,}",
-             100.0 * trainable / max(total, 1))
-    return Adapter(peft_model, peft_model.get_base_model(), architecture, list(targets), list(to_save), trainable,
-                   total)
+    log.info(
+        "LoRA adapter (r %d, alpha %s, dropout %s) on %s [%s]%s: %s trainable parameters of %s (%.3f %%)",
+        settings["r"],
+        settings["alpha"],
+        settings["dropout"],
+        ", ".join(targets),
+        architecture,
+        f", modules_to_save {', '.join(to_save)}" if to_save else "",
+        f"{trainable:,}",
+        f"{total:,}",
+        100.0 * trainable / max(total, 1),
+    )
+    return Adapter(
+        peft_model, peft_model.get_base_model(), architecture, list(targets), list(to_save), trainable, total
+    )
 
 
 def parameter_counts(model) -> tuple[int, int]:

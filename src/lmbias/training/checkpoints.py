@@ -31,7 +31,7 @@ PREFIX = "step-"
 
 def _step_of(path: Path) -> int:
     try:
-        return int(path.name[len(PREFIX):])
+        return int(path.name[len(PREFIX) :])
     except ValueError:
         return -1
 
@@ -55,8 +55,9 @@ def verify(path: Path, fingerprint: str) -> None:
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise DataError(f"checkpoint marker is unreadable ({exc})", marker) from None
     if info.get("fingerprint") != fingerprint:
-        raise DataError("checkpoint belongs to another configuration (settings, seed, world size, corpus or model "
-                        "differ)", path)
+        raise DataError(
+            "checkpoint belongs to another configuration (settings, seed, world size, corpus or model differ)", path
+        )
     for name, digest in info.get("files", {}).items():
         f = path / name
         if not f.is_file() or file_sha256(f) != digest:
@@ -98,8 +99,17 @@ def restore_state(module, state: dict, path=None) -> None:
     module.load_state_dict(state, strict=False)
 
 
-def save(checkpoint_dir, step: int, fingerprint: str, accelerator, model, optimizer, scheduler, trainer_state: dict,
-         best_state: dict | None = None) -> Path:
+def save(
+    checkpoint_dir,
+    step: int,
+    fingerprint: str,
+    accelerator,
+    model,
+    optimizer,
+    scheduler,
+    trainer_state: dict,
+    best_state: dict | None = None,
+) -> Path:
     """Write the checkpoint of `step` from every process (RNG per rank; the rest on the main process)."""
     root = Path(checkpoint_dir)
     final = root / f"{PREFIX}{step:08d}"

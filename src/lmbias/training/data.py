@@ -70,9 +70,14 @@ def load_corpus(path, settings) -> Corpus:
         needed += ER_COLUMNS
     missing = [c for c in needed if c not in table.column_names]
     if missing:
-        why = "gpr needs" if settings.objective == "gpr" else "embedding regularisation needs" if er else "training needs"
-        raise DataError(f"corpus has no column(s) {', '.join(missing)} ({why} {', '.join(needed)}; it has "
-                        f"{', '.join(table.column_names)})", path)
+        why = (
+            "gpr needs" if settings.objective == "gpr" else "embedding regularisation needs" if er else "training needs"
+        )
+        raise DataError(
+            f"corpus has no column(s) {', '.join(missing)} ({why} {', '.join(needed)}; it has "
+            f"{', '.join(table.column_names)})",
+            path,
+        )
     rows = table.to_pylist()
     digest = file_sha256(path)
     if settings.objective == "gpr":
@@ -82,9 +87,16 @@ def load_corpus(path, settings) -> Corpus:
             train, val = train[: settings.limit_examples], val[: settings.limit_examples]
         for r in train + val:
             if (r[col] or "").count(PRONOUN_PLACEHOLDER) != 1:
-                raise DataError(f"gpr example {r.get('example_id')!r}: text must hold {PRONOUN_PLACEHOLDER} exactly once", path)
-        corpus = Corpus([r[col] for r in train], labels=[_gpr_target(r) for r in train],
-                        val_texts=[r[col] for r in val], val_labels=[_gpr_target(r) for r in val], sha256=digest)
+                raise DataError(
+                    f"gpr example {r.get('example_id')!r}: text must hold {PRONOUN_PLACEHOLDER} exactly once", path
+                )
+        corpus = Corpus(
+            [r[col] for r in train],
+            labels=[_gpr_target(r) for r in train],
+            val_texts=[r[col] for r in val],
+            val_labels=[_gpr_target(r) for r in val],
+            sha256=digest,
+        )
         if settings.select_epoch == "validation_accuracy" and not val:
             raise DataError("select_epoch validation_accuracy needs rows with split 'validation'; there are none", path)
     elif er:
@@ -95,11 +107,17 @@ def load_corpus(path, settings) -> Corpus:
         originals = [r for r in rows if not r["is_counterfactual"]]
         if settings.limit_examples:
             originals = originals[: settings.limit_examples]
-        corpus = Corpus([r[col] for r in originals],
-                        swaps=[swaps.get((r["doc_id"], r["sentence_id"])) for r in originals], sha256=digest)
+        corpus = Corpus(
+            [r[col] for r in originals],
+            swaps=[swaps.get((r["doc_id"], r["sentence_id"])) for r in originals],
+            sha256=digest,
+        )
         if rows and not any(s is not None for s in corpus.swaps):
-            raise DataError("embedding regularisation needs counterfactual rows (is_counterfactual true, same "
-                            "doc_id and sentence_id as an original); there are none", path)
+            raise DataError(
+                "embedding regularisation needs counterfactual rows (is_counterfactual true, same "
+                "doc_id and sentence_id as an original); there are none",
+                path,
+            )
     else:
         texts = [r[col] for r in rows]
         if settings.limit_examples:
@@ -124,8 +142,11 @@ def encode(tokenizer, texts: list[str], max_length: int, words: bool = False) ->
     enc = tokenizer(texts, truncation=True, max_length=max_length, return_special_tokens_mask=True)
     out = []
     for i, ids in enumerate(enc["input_ids"]):
-        out.append(Encoded(ids=list(ids), special=list(enc["special_tokens_mask"][i]),
-                           words=enc.word_ids(i) if words else None))
+        out.append(
+            Encoded(
+                ids=list(ids), special=list(enc["special_tokens_mask"][i]), words=enc.word_ids(i) if words else None
+            )
+        )
     return out
 
 
@@ -163,8 +184,10 @@ def encode_gpr(tokenizer, texts: list[str], labels: list[str], max_length: int, 
             cut += 1  # the pronoun lies beyond max_length: no target left
             continue
         if len(pos) != 1:
-            raise DataError(f"gpr example {k} ({labels[k]!r}): the pronoun is not one token of this tokenizer at "
-                            "the mask position", where)
+            raise DataError(
+                f"gpr example {k} ({labels[k]!r}): the pronoun is not one token of this tokenizer at the mask position",
+                where,
+            )
         m.target_pos, m.target = pos[0], f.ids[pos[0]]
         kept.append(m)
     if cut:
@@ -172,8 +195,9 @@ def encode_gpr(tokenizer, texts: list[str], labels: list[str], max_length: int, 
     return kept
 
 
-def global_batches(lengths: list[int], global_batch: int, seed: int, epoch: int, group_by_length: bool,
-                   world: int = 1) -> list[list[int]]:
+def global_batches(
+    lengths: list[int], global_batch: int, seed: int, epoch: int, group_by_length: bool, world: int = 1
+) -> list[list[int]]:
     """Example indices of every global batch of the epoch, from a permutation seeded by (seed, epoch).
 
     group_by_length: the permutation is cut into mega-batches of 50 global batches, each sorted by length
@@ -186,11 +210,11 @@ def global_batches(lengths: list[int], global_batch: int, seed: int, epoch: int,
         mega = global_batch * 50
         batches = []
         for start in range(0, len(order), mega):
-            chunk = sorted(order[start:start + mega].tolist(), key=lambda i: -lengths[i])
-            batches += [chunk[k:k + global_batch] for k in range(0, len(chunk), global_batch)]
+            chunk = sorted(order[start : start + mega].tolist(), key=lambda i: -lengths[i])
+            batches += [chunk[k : k + global_batch] for k in range(0, len(chunk), global_batch)]
         perm = rng.permutation(len(batches))
         batches = [batches[p] for p in perm]
     else:
         order = order.tolist()
-        batches = [order[k:k + global_batch] for k in range(0, len(order), global_batch)]
+        batches = [order[k : k + global_batch] for k in range(0, len(order), global_batch)]
     return [b for b in batches if len(b) >= world]

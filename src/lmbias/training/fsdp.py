@@ -39,9 +39,23 @@ import torch
 log = logging.getLogger(__name__)
 
 #: The transformer layer classes sharded one by one (each is one all-gather / reduce-scatter unit).
-FSDP_LAYERS = frozenset({"LlamaDecoderLayer", "GPT2Block", "BertLayer", "RobertaLayer", "AlbertLayer",
-                         "BartEncoderLayer", "BartDecoderLayer", "Qwen2DecoderLayer", "Olmo2DecoderLayer",
-                         "GPTNeoXLayer", "MistralDecoderLayer", "GemmaDecoderLayer", "Gemma2DecoderLayer"})
+FSDP_LAYERS = frozenset(
+    {
+        "LlamaDecoderLayer",
+        "GPT2Block",
+        "BertLayer",
+        "RobertaLayer",
+        "AlbertLayer",
+        "BartEncoderLayer",
+        "BartDecoderLayer",
+        "Qwen2DecoderLayer",
+        "Olmo2DecoderLayer",
+        "GPTNeoXLayer",
+        "MistralDecoderLayer",
+        "GemmaDecoderLayer",
+        "Gemma2DecoderLayer",
+    }
+)
 
 #: the folder of a checkpoint that holds the sharded model and optimizer state
 DCP_FOLDER = "dcp"
@@ -99,16 +113,25 @@ def materialize(module: torch.nn.Module, device: torch.device, mode: str, full_s
 
     rank = torch.distributed.get_rank()
     if (rank == 0) != (full_state is not None):
-        raise RuntimeError(f"FSDP rank0 init: process {rank} {'has' if full_state is not None else 'lacks'} "
-                           "a full state dict (only rank 0 holds one)")
-    set_model_state_dict(module, full_state if rank == 0 else {},
-                         options=StateDictOptions(full_state_dict=True, broadcast_from_rank0=True))
+        raise RuntimeError(
+            f"FSDP rank0 init: process {rank} {'has' if full_state is not None else 'lacks'} "
+            "a full state dict (only rank 0 holds one)"
+        )
+    set_model_state_dict(
+        module,
+        full_state if rank == 0 else {},
+        options=StateDictOptions(full_state_dict=True, broadcast_from_rank0=True),
+    )
     for name, b in module.named_buffers():  # non-persistent buffers are in no state dict
         computed = b.detach().clone()
         torch.distributed.broadcast(b.data, src=0)
         if rank and not torch.equal(computed, b):
-            log.warning("FSDP: buffer %s as process %d computed it differs from the loaded model's (rank 0's "
-                        "taken; a resumed job would keep the computed one)", name, rank)
+            log.warning(
+                "FSDP: buffer %s as process %d computed it differs from the loaded model's (rank 0's "
+                "taken; a resumed job would keep the computed one)",
+                name,
+                rank,
+            )
     state = [torch.get_rng_state()]
     torch.distributed.broadcast_object_list(state, src=0)
     torch.set_rng_state(state[0])
@@ -121,8 +144,10 @@ def layer_classes(model) -> set[str]:
     if not found:
         found = present & set(getattr(model, "_no_split_modules", None) or ())
     if not found:
-        raise ValueError(f"training.distributed: fsdp: no transformer layer class known in {type(model).__name__} "
-                         f"(known: {', '.join(sorted(FSDP_LAYERS))})")
+        raise ValueError(
+            f"training.distributed: fsdp: no transformer layer class known in {type(model).__name__} "
+            f"(known: {', '.join(sorted(FSDP_LAYERS))})"
+        )
     return found
 
 
@@ -147,8 +172,9 @@ def shard(module: torch.nn.Module, device: torch.device, world: int, mode: str) 
     if not torch.distributed.is_initialized():  # one process (no launcher): a group of one, same code path
         if world != 1:
             raise RuntimeError("training.distributed: fsdp needs a process group (launch through accelerate/srun)")
-        torch.distributed.init_process_group("gloo" if device.type == "cpu" else "nccl",
-                                             store=torch.distributed.HashStore(), rank=0, world_size=1)
+        torch.distributed.init_process_group(
+            "gloo" if device.type == "cpu" else "nccl", store=torch.distributed.HashStore(), rank=0, world_size=1
+        )
     mesh = init_device_mesh(device.type, (world,))
     policy = mixed_precision_policy(mode)
     # no module.to(device) first: each fully_shard call moves its own unit's weights to the mesh's device and
@@ -229,7 +255,7 @@ def full_state_dict(module: torch.nn.Module, prefix: str = "") -> dict[str, torc
     from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
 
     state = get_model_state_dict(module, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
-    return {k[len(prefix):] if k.startswith(prefix) else k: v for k, v in state.items()}
+    return {k[len(prefix) :] if k.startswith(prefix) else k: v for k, v in state.items()}
 
 
 def plain_model(model_class, config, state: dict[str, torch.Tensor]):
@@ -239,7 +265,9 @@ def plain_model(model_class, config, state: dict[str, torch.Tensor]):
     tied = set(getattr(model, "_tied_weights_keys", None) or ())
     missing = [k for k in missing if k not in tied and not any(k.endswith(t) for t in tied)]
     if missing or unexpected:
-        raise RuntimeError(f"gathered FSDP state does not fit {model_class.__name__}: missing {missing[:3]}, "
-                           f"unexpected {unexpected[:3]}")
+        raise RuntimeError(
+            f"gathered FSDP state does not fit {model_class.__name__}: missing {missing[:3]}, "
+            f"unexpected {unexpected[:3]}"
+        )
     model.tie_weights()
     return model

@@ -90,15 +90,25 @@ class INLPSettings:
     @classmethod
     def from_dict(cls, d: dict | None, key: str = "inlp") -> "INLPSettings":
         s = from_entry(cls, d, key, "INLP", ignored=("kind", "corpus"))
-        for name, minimum, optional in (("n_iterations", 1, False), ("sentences_per_class", 2, False),
-                                        ("seed", 0, False), ("batch_size", 1, False), ("max_length", 2, False),
-                                        ("limit_sentences", 1, True)):
+        for name, minimum, optional in (
+            ("n_iterations", 1, False),
+            ("sentences_per_class", 2, False),
+            ("seed", 0, False),
+            ("batch_size", 1, False),
+            ("max_length", 2, False),
+            ("limit_sentences", 1, True),
+        ):
             check_int(getattr(s, name), f"{key}.{name}", minimum, optional)
         for name, zero_allowed in (("dev_fraction", False), ("test_fraction", False), ("dropout_rate", True)):
             f = getattr(s, name)
             if f is None and name != "dev_fraction":
                 continue
-            if isinstance(f, bool) or not isinstance(f, (int, float)) or not (0 <= f < 1) or (f == 0 and not zero_allowed):
+            if (
+                isinstance(f, bool)
+                or not isinstance(f, (int, float))
+                or not (0 <= f < 1)
+                or (f == 0 and not zero_allowed)
+            ):
                 raise ConfigError(f"{key}.{name}: {f!r} is not a number in {'[0, 1)' if zero_allowed else '(0, 1)'}")
         if s.classifier not in CLASSIFIERS:
             raise ConfigError(f"{key}.classifier: {s.classifier!r} is not one of {', '.join(CLASSIFIERS)}")
@@ -113,6 +123,7 @@ class INLPSettings:
 
 
 # ------------------------------------------------------------------------------------------ sentences
+
 
 def gender_words(wordlist_dir=None) -> tuple[frozenset, frozenset]:
     """(masculine words, feminine words) of SentenceDebias' pair list; a word on both sides is in neither."""
@@ -137,7 +148,9 @@ def classify_sentences(texts: Sequence[str], male_words, female_words) -> list[s
     return out
 
 
-def select_sentences(texts: Sequence[str], classes: Sequence[str | None], per_class: int, seed: int) -> dict[str, list[str]]:
+def select_sentences(
+    texts: Sequence[str], classes: Sequence[str | None], per_class: int, seed: int
+) -> dict[str, list[str]]:
     """{class: up to per_class distinct texts}, drawn in a fixed random order."""
     chosen: dict[str, list[str]] = {c: [] for c in LABELS}
     seen = set()
@@ -151,6 +164,7 @@ def select_sentences(texts: Sequence[str], classes: Sequence[str | None], per_cl
 
 
 # ------------------------------------------------------------------------------------------------ fit
+
 
 def make_classifier(name: str, seed: int):
     if name == "linear_svc":
@@ -199,9 +213,16 @@ def dropout_mask(shape, rate: float | None, rng: np.random.Generator):
     return (rng.random(shape) < (1 - rate)).astype(float) * scale
 
 
-def fit_projection(x_train: np.ndarray, y_train: np.ndarray, x_dev: np.ndarray, y_dev: np.ndarray,
-                   n_iterations: int, classifier: str = "linear_svc", seed: int = 0,
-                   dropout_rate: float | None = None) -> tuple[np.ndarray, list[dict]]:
+def fit_projection(
+    x_train: np.ndarray,
+    y_train: np.ndarray,
+    x_dev: np.ndarray,
+    y_dev: np.ndarray,
+    n_iterations: int,
+    classifier: str = "linear_svc",
+    seed: int = 0,
+    dropout_rate: float | None = None,
+) -> tuple[np.ndarray, list[dict]]:
     """(P (d, d) float64, one row per iteration: train/dev accuracy, dimensions removed so far).
 
     Iteration i fits a classifier on the rows projected by P_{i-1} (times the dropout mask, when
@@ -225,10 +246,15 @@ def fit_projection(x_train: np.ndarray, y_train: np.ndarray, x_dev: np.ndarray, 
         weights = np.atleast_2d(clf.coef_)
         rowspace_sum += _range_projection(weights.T)
         projection = identity - _range_projection(rowspace_sum)
-        rows.append({"iteration": i + 1, "train_accuracy": float(clf.score(xt, y_train)),
-                     "dev_accuracy": float(clf.score(xd, y_dev)),
-                     "dimensions_removed": int(round(d - np.trace(projection))),
-                     "converged": not any(issubclass(w.category, ConvergenceWarning) for w in caught)})
+        rows.append(
+            {
+                "iteration": i + 1,
+                "train_accuracy": float(clf.score(xt, y_train)),
+                "dev_accuracy": float(clf.score(xd, y_dev)),
+                "dimensions_removed": int(round(d - np.trace(projection))),
+                "converged": not any(issubclass(w.category, ConvergenceWarning) for w in caught),
+            }
+        )
     return projection, rows
 
 
@@ -247,8 +273,9 @@ def _library_versions() -> dict:
     return {**library_versions(), "scikit-learn": sklearn.__version__, "scipy": scipy.__version__}
 
 
-def fit_inlp(model, tokenizer, family: str, texts: Sequence[str], settings: INLPSettings, wordlist_dir=None,
-             key: str = "inlp") -> tuple[np.ndarray, dict]:
+def fit_inlp(
+    model, tokenizer, family: str, texts: Sequence[str], settings: INLPSettings, wordlist_dir=None, key: str = "inlp"
+) -> tuple[np.ndarray, dict]:
     """(P float32 (d, d), info) of `model` from `texts`; see the module docstring."""
     from lmbias.engine.embeddings import sentence_embeddings
     from lmbias.engine.batching import model_device, scoring_precision
@@ -269,22 +296,37 @@ def fit_inlp(model, tokenizer, family: str, texts: Sequence[str], settings: INLP
     chosen = select_sentences(texts, classes, settings.sentences_per_class, settings.seed)
     counts = {c: len(v) for c, v in chosen.items()}
     if counts["male"] < 2 or counts["female"] < 2:
-        raise DataError(f"INLP: {counts['male']} male and {counts['female']} female sentences among {len(texts)}; "
-                        "at least 2 of each are needed")
+        raise DataError(
+            f"INLP: {counts['male']} male and {counts['female']} female sentences among {len(texts)}; "
+            "at least 2 of each are needed"
+        )
     device = model_device(model)
-    precision = "bf16" if settings.precision == "auto" and device.type == "cuda" else \
-        "fp32" if settings.precision == "auto" else settings.precision
+    precision = (
+        "bf16"
+        if settings.precision == "auto" and device.type == "cuda"
+        else "fp32"
+        if settings.precision == "auto"
+        else settings.precision
+    )
     all_texts = [t for c in LABELS for t in chosen[c]]
     labels = np.array([LABELS[c] for c in LABELS for _ in chosen[c]])
     with scoring_precision(precision, f"{key}.precision"):
-        x = sentence_embeddings(model, tokenizer, all_texts, [pooling], family, batch_size=settings.batch_size,
-                                max_length=settings.max_length)[pooling]
+        x = sentence_embeddings(
+            model,
+            tokenizer,
+            all_texts,
+            [pooling],
+            family,
+            batch_size=settings.batch_size,
+            max_length=settings.max_length,
+        )[pooling]
     train, dev, test = split_indices(len(labels), settings.dev_fraction, settings.test_fraction, settings.seed)
     x_train, x_dev, y_train, y_dev = x[train], x[dev], labels[train], labels[dev]
     if len(np.unique(y_train)) < 2:
         raise DataError(f"INLP: the training split holds one class only ({len(y_train)} sentences)")
-    projection, rows = fit_projection(x_train, y_train, x_dev, y_dev, settings.n_iterations, settings.classifier,
-                                      settings.seed, settings.dropout_rate)
+    projection, rows = fit_projection(
+        x_train, y_train, x_dev, y_dev, settings.n_iterations, settings.classifier, settings.seed, settings.dropout_rate
+    )
     info = {
         "pooling": pooling,
         "precision_used": precision,
@@ -330,17 +372,33 @@ def fit_job(model_spec, sentences_path, out_dir, settings: dict, key: str = "inl
     texts = read_sentence_texts(path, resolved)
     model, tokenizer = load_model(model_spec, device=pick_device())
     projection, info = fit_inlp(model, tokenizer, model_spec.family, texts, resolved, key=key)
-    info.update({
-        "settings": resolved.to_dict(),
-        "base_model": {"name": model_spec.name, "family": model_spec.family, "source": model_spec.source,
-                       "revision": model_spec.revision},
-        "sentences_file": str(sentences_path),
-        "sentences_sha256": hashlib.sha256(path.read_bytes()).hexdigest(),
-        "library_versions": _library_versions(),
-        "seconds": round(time.perf_counter() - started, 3),
-    })
+    info.update(
+        {
+            "settings": resolved.to_dict(),
+            "base_model": {
+                "name": model_spec.name,
+                "family": model_spec.family,
+                "source": model_spec.source,
+                "revision": model_spec.revision,
+            },
+            "sentences_file": str(sentences_path),
+            "sentences_sha256": hashlib.sha256(path.read_bytes()).hexdigest(),
+            "library_versions": _library_versions(),
+            "seconds": round(time.perf_counter() - started, 3),
+        }
+    )
     save_projection(out_dir, projection, info)
-    log.info("INLP for %s: %d iterations (%s) on %s sentences, rank %d of %d; held-out accuracy %.3f -> %.3f "
-             "(chance %.3f) -> %s", model_spec.name, resolved.n_iterations, resolved.classifier,
-             info["sentences_per_class"], info["rank"], info["hidden_size"], info["iterations"][0]["dev_accuracy"],
-             info["final_dev_accuracy"], info["chance_level"], out_dir)
+    log.info(
+        "INLP for %s: %d iterations (%s) on %s sentences, rank %d of %d; held-out accuracy %.3f -> %.3f "
+        "(chance %.3f) -> %s",
+        model_spec.name,
+        resolved.n_iterations,
+        resolved.classifier,
+        info["sentences_per_class"],
+        info["rank"],
+        info["hidden_size"],
+        info["iterations"][0]["dev_accuracy"],
+        info["final_dev_accuracy"],
+        info["chance_level"],
+        out_dir,
+    )

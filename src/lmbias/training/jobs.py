@@ -32,22 +32,33 @@ from lmbias.training.settings import FAMILY_OBJECTIVE, TrainingSettings
 
 log = logging.getLogger(__name__)
 
-LOG_SCHEMA = pa.schema([
-    ("step", pa.int64()), ("epoch", pa.int64()), ("loss", pa.float64()), ("learning_rate", pa.float64()),
-    ("validation_metric", pa.float64()), ("tokens_per_second", pa.float64()), ("bias_metric", pa.float64()),
-    ("er_loss", pa.float64()), ("tokens", pa.int64()),  # tokens: real (non-pad) tokens of the step, all processes
-    ("trainable_parameters", pa.int64()),  # what the optimizer updates: every weight, or a LoRA adapter's
-])
+LOG_SCHEMA = pa.schema(
+    [
+        ("step", pa.int64()),
+        ("epoch", pa.int64()),
+        ("loss", pa.float64()),
+        ("learning_rate", pa.float64()),
+        ("validation_metric", pa.float64()),
+        ("tokens_per_second", pa.float64()),
+        ("bias_metric", pa.float64()),
+        ("er_loss", pa.float64()),
+        ("tokens", pa.int64()),  # tokens: real (non-pad) tokens of the step, all processes
+        ("trainable_parameters", pa.int64()),  # what the optimizer updates: every weight, or a LoRA adapter's
+    ]
+)
 
 
 def check_objective(settings: TrainingSettings, family: str, model_name: str) -> None:
     if settings.objective == "gpr":
         if family != "mlm":
-            raise ConfigError(f"models.{model_name}.family: gpr (pronoun prediction at a mask) needs an mlm model, "
-                              f"not {family}")
+            raise ConfigError(
+                f"models.{model_name}.family: gpr (pronoun prediction at a mask) needs an mlm model, not {family}"
+            )
     elif FAMILY_OBJECTIVE[family] != settings.objective:
-        raise ConfigError(f"settings.objective: {settings.objective!r} does not fit models.{model_name} (family "
-                          f"{family} trains with {FAMILY_OBJECTIVE[family]!r})")
+        raise ConfigError(
+            f"settings.objective: {settings.objective!r} does not fit models.{model_name} (family "
+            f"{family} trains with {FAMILY_OBJECTIVE[family]!r})"
+        )
 
 
 def _versions() -> dict:
@@ -57,8 +68,13 @@ def _versions() -> dict:
 
     import lmbias
 
-    return {"python": platform.python_version(), "torch": torch.__version__, "transformers": transformers.__version__,
-            "accelerate": accelerate.__version__, "lmbias": lmbias.__version__}
+    return {
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "accelerate": accelerate.__version__,
+        "lmbias": lmbias.__version__,
+    }
 
 
 def weights_sha256(model) -> str:
@@ -77,8 +93,16 @@ def state_sha256(state: dict) -> str:
     return h.hexdigest()
 
 
-def train_job(model_entry: dict, model_name: str, corpus: str, out_dir: str, seed: int, settings: dict,
-              checkpoint_dir: str | None = None, log=None) -> None:
+def train_job(
+    model_entry: dict,
+    model_name: str,
+    corpus: str,
+    out_dir: str,
+    seed: int,
+    settings: dict,
+    checkpoint_dir: str | None = None,
+    log=None,
+) -> None:
     from lmbias.engine.model_spec import check_trainable, model_spec
 
     logger = log or logging.getLogger(__name__)
@@ -127,8 +151,14 @@ def _resume_point(ckpt: Path, fingerprint: str, accelerator):
 
 
 def _train(model_name, corpus, out: Path, seed: int, s: TrainingSettings, spec, ckpt: Path, logger) -> None:
-    from lmbias.engine.models import (dtype_name, load_empty_model, load_model, lossless_dtype, resolved_commit,
-                                      weights_dtype)
+    from lmbias.engine.models import (
+        dtype_name,
+        load_empty_model,
+        load_model,
+        lossless_dtype,
+        resolved_commit,
+        weights_dtype,
+    )
     from lmbias.training.bias_probe import make_probe
     from lmbias.training.data import load_corpus
     from lmbias.training.trainer import SEARCH, Trainer, make_accelerator
@@ -145,8 +175,9 @@ def _train(model_name, corpus, out: Path, seed: int, s: TrainingSettings, spec, 
     accelerator = make_accelerator(s.precision)
     # full fine-tuning: float32 master weights; LoRA: the frozen base in the entry's dtype (module docstring)
     base_dtype = torch.float32 if s.adapter is None else weights_dtype(spec.dtype, accelerator.device)
-    identity = dict(seed=seed, world=accelerator.num_processes, corpus=data.sha256, model=spec.source,
-                    revision=spec.revision)
+    identity = dict(
+        seed=seed, world=accelerator.num_processes, corpus=data.sha256, model=spec.source, revision=spec.revision
+    )
     fsdp_init, resume_from = "every_process", SEARCH
     if s.distributed == "fsdp":  # no adapter: the fingerprint is known before the model loads
         from lmbias.training import fsdp
@@ -159,8 +190,13 @@ def _train(model_name, corpus, out: Path, seed: int, s: TrainingSettings, spec, 
         model, tokenizer = load_model(spec, torch_dtype=dtype)
     else:  # FSDP: the weights come from rank 0 or from the checkpoint's shards, after sharding
         model, tokenizer = load_empty_model(spec, torch_dtype=base_dtype)
-        logger.info("process %d of %d: %s built on the meta device, no weights read (FSDP init %s)",
-                    accelerator.process_index, accelerator.num_processes, model_name, fsdp_init)
+        logger.info(
+            "process %d of %d: %s built on the meta device, no weights read (FSDP init %s)",
+            accelerator.process_index,
+            accelerator.num_processes,
+            model_name,
+            fsdp_init,
+        )
     base_commit = resolved_commit(model)  # a hub base's commit ("" for a local folder)
     if s.objective in ("mlm", "infilling", "gpr") and tokenizer.mask_token_id is None:
         raise ConfigError(f"models.{model_name}: the tokenizer has no mask token ({s.objective} needs one)")
@@ -168,8 +204,21 @@ def _train(model_name, corpus, out: Path, seed: int, s: TrainingSettings, spec, 
     if s.adapter is not None:  # a checkpoint's adapter trained over another dtype of the base is not resumed
         extra["base_dtype"] = dtype_name(model)
     fingerprint = s.fingerprint(**identity, **extra)
-    trainer = Trainer(model, tokenizer, spec.family, data, s, seed, ckpt, fingerprint, accelerator, probe,
-                      model_name=model_name, fsdp_init=fsdp_init, resume_from=resume_from)
+    trainer = Trainer(
+        model,
+        tokenizer,
+        spec.family,
+        data,
+        s,
+        seed,
+        ckpt,
+        fingerprint,
+        accelerator,
+        probe,
+        model_name=model_name,
+        fsdp_init=fsdp_init,
+        resume_from=resume_from,
+    )
     result = trainer.run()
     from accelerate.utils import gather_object
 
@@ -193,15 +242,29 @@ def _train(model_name, corpus, out: Path, seed: int, s: TrainingSettings, spec, 
             tokenizer.save_pretrained(tmp)
             rows = [{k: r.get(k) for k in LOG_SCHEMA.names} for r in result.log_rows]
             write_table_atomic(pa.Table.from_pylist(rows, schema=LOG_SCHEMA), tmp / "train_log.parquet")
-            info = {"model_name": model_name, "base_model": spec.source, "revision": spec.revision,
-                    "family": spec.family, "corpus": str(corpus), "corpus_sha256": data.sha256, "seed": seed,
-                    "world_size": accelerator.num_processes, "distributed": s.distributed,
-                    "settings": s.to_dict(), "steps": result.steps,
-                    "selected_epoch": result.selected_epoch, "resumed_from_step": result.resumed_from,
-                    "examples": len(data.texts), "versions": _versions(), "weights_dtype": dtype_name(final),
-                    "rank_weights_sha256": rank_sums, "base_model_commit": base_commit,
-                    "trainable_parameters": trainer.trainable_parameters,
-                    "adapter": adapter.record(s.adapter) if adapter is not None else None, **extra}
+            info = {
+                "model_name": model_name,
+                "base_model": spec.source,
+                "revision": spec.revision,
+                "family": spec.family,
+                "corpus": str(corpus),
+                "corpus_sha256": data.sha256,
+                "seed": seed,
+                "world_size": accelerator.num_processes,
+                "distributed": s.distributed,
+                "settings": s.to_dict(),
+                "steps": result.steps,
+                "selected_epoch": result.selected_epoch,
+                "resumed_from_step": result.resumed_from,
+                "examples": len(data.texts),
+                "versions": _versions(),
+                "weights_dtype": dtype_name(final),
+                "rank_weights_sha256": rank_sums,
+                "base_model_commit": base_commit,
+                "trainable_parameters": trainer.trainable_parameters,
+                "adapter": adapter.record(s.adapter) if adapter is not None else None,
+                **extra,
+            }
             if s.pack_texts:
                 info["training_examples"] = len(trainer.examples)  # blocks (augmented: both versions)
             (tmp / "training.json").write_text(json.dumps(info, indent=2, sort_keys=True) + "\n")
@@ -210,6 +273,13 @@ def _train(model_name, corpus, out: Path, seed: int, s: TrainingSettings, spec, 
                 merged.save_pretrained(tmp / MERGED_FOLDER, safe_serialization=True)
                 tokenizer.save_pretrained(tmp / MERGED_FOLDER)
         shutil.rmtree(ckpt, ignore_errors=True)
-        logger.info("trained %s (%s, seed %d) for %d steps on %d processes -> %s", model_name, s.objective, seed,
-                    result.steps, accelerator.num_processes, out)
+        logger.info(
+            "trained %s (%s, seed %d) for %d steps on %d processes -> %s",
+            model_name,
+            s.objective,
+            seed,
+            result.steps,
+            accelerator.num_processes,
+            out,
+        )
     accelerator.wait_for_everyone()

@@ -52,8 +52,14 @@ class Encoded:
     noised: list[int] | None = None  # infilling static_words: the encoder ids, fixed for all epochs
 
 
-def mask_mlm(ex: Encoded, gen: torch.Generator, mask_id: int, vocab_size: int, probability: float = 0.15,
-             whole_word: bool = False) -> tuple[list[int], list[int]]:
+def mask_mlm(
+    ex: Encoded,
+    gen: torch.Generator,
+    mask_id: int,
+    vocab_size: int,
+    probability: float = 0.15,
+    whole_word: bool = False,
+) -> tuple[list[int], list[int]]:
     """(input ids, labels) of the 80/10/10 masked-LM noise for one example."""
     ids = torch.tensor(ex.ids)
     special = torch.tensor(ex.special, dtype=torch.bool)
@@ -75,8 +81,9 @@ def mask_mlm(ex: Encoded, gen: torch.Generator, mask_id: int, vocab_size: int, p
     return out.tolist(), labels.tolist()
 
 
-def infill(ex: Encoded, gen: torch.Generator, mask_id: int, ratio: float = 0.3, poisson_lambda: float = 3.0
-           ) -> tuple[list[int], list[int], list[int]]:
+def infill(
+    ex: Encoded, gen: torch.Generator, mask_id: int, ratio: float = 0.3, poisson_lambda: float = 3.0
+) -> tuple[list[int], list[int], list[int]]:
     """(noised encoder ids, decoder labels = the original ids, the span lengths drawn) for BART infilling."""
     ids = ex.ids
     real = [i for i, s in enumerate(ex.special) if not s]
@@ -146,8 +153,16 @@ def pad(rows: list[list[int]], value: int, width: int | None = None) -> torch.Te
     return torch.tensor([r + [value] * (width - len(r)) for r in rows], dtype=torch.long)
 
 
-def collate(objective: str, examples: list[Encoded], indices: list[int], seed: int, epoch: int, tokenizer,
-            settings, decoder_start_token_id: int | None = None) -> dict[str, torch.Tensor]:
+def collate(
+    objective: str,
+    examples: list[Encoded],
+    indices: list[int],
+    seed: int,
+    epoch: int,
+    tokenizer,
+    settings,
+    decoder_start_token_id: int | None = None,
+) -> dict[str, torch.Tensor]:
     """A padded batch for `objective`: input_ids, attention_mask, labels (+ decoder_input_ids for infilling;
     + decoder_attention_mask when pad positions are targets, as DA-Gender's bart scripts pass it)."""
     pad_id = tokenizer.pad_token_id
@@ -157,16 +172,27 @@ def collate(objective: str, examples: list[Encoded], indices: list[int], seed: i
     inputs, labels, decoder = [], [], []
     for ex, i in zip(examples, indices):
         if objective == "mlm":
-            x, y = mask_mlm(ex, example_generator(seed, epoch, i), tokenizer.mask_token_id, len(tokenizer),
-                            settings.mlm_probability, settings.whole_word_masking)
+            x, y = mask_mlm(
+                ex,
+                example_generator(seed, epoch, i),
+                tokenizer.mask_token_id,
+                len(tokenizer),
+                settings.mlm_probability,
+                settings.whole_word_masking,
+            )
         elif objective == "clm":
             x, y = list(ex.ids), list(ex.ids)
         elif objective == "infilling":
             if settings.infilling_mode == "static_words":
                 x, y = list(ex.noised), list(ex.ids)
             else:
-                x, y, _ = infill(ex, example_generator(seed, epoch, i), tokenizer.mask_token_id,
-                                 settings.infilling_mask_ratio, settings.infilling_poisson_lambda)
+                x, y, _ = infill(
+                    ex,
+                    example_generator(seed, epoch, i),
+                    tokenizer.mask_token_id,
+                    settings.infilling_mask_ratio,
+                    settings.infilling_poisson_lambda,
+                )
             if bos_decoder:  # no <s> in the encoder; the decoder reads <s> x and predicts x </s>
                 bos = tokenizer.bos_token_id
                 x = x[1:] if x and x[0] == bos else x
@@ -180,8 +206,11 @@ def collate(objective: str, examples: list[Encoded], indices: list[int], seed: i
             raise ValueError(objective)
         inputs.append(x)
         labels.append(y)
-    batch = {"input_ids": pad(inputs, pad_id, width), "attention_mask": pad([[1] * len(x) for x in inputs], 0, width),
-             "labels": pad(labels, pad_id if pads_in_loss else IGNORE, width)}
+    batch = {
+        "input_ids": pad(inputs, pad_id, width),
+        "attention_mask": pad([[1] * len(x) for x in inputs], 0, width),
+        "labels": pad(labels, pad_id if pads_in_loss else IGNORE, width),
+    }
     if objective == "infilling":
         if bos_decoder:
             batch["decoder_input_ids"] = pad(decoder, pad_id, width)
@@ -213,8 +242,9 @@ def lm_loss_sum(logits: torch.Tensor, labels: torch.Tensor, objective: str) -> t
     return loss, int(keep.sum())
 
 
-def embeddings_from(out, attention_mask: torch.Tensor, family: str, pooling: str = "family",
-                    length: int | None = None) -> torch.Tensor:
+def embeddings_from(
+    out, attention_mask: torch.Tensor, family: str, pooling: str = "family", length: int | None = None
+) -> torch.Tensor:
     """e(s) of the over-debiasing paper's ER from a forward's final hidden states (BERT: encoder; BART:
     decoder, the sentence being the teacher-forced decoder input). pooling (settings.ER_POOLINGS): family =
     the mean over real tokens, GPT-2 the last real token's state; mean = the mean over real tokens;

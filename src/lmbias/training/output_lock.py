@@ -55,7 +55,8 @@ def training_lock(checkpoint_dir):
                 f"{root}: another training process holds this checkpoint folder: {_holder(path)}. A second job "
                 "for the same output would resume from its checkpoints and write beside it. Wait for it or stop "
                 "it (on Slurm: scancel --name <run id>, see docs/clusters.md); a lock left by a process that has ended "
-                "does not block") from None
+                "does not block"
+            ) from None
         # The holder before us may have finished and deleted the folder between our open and our flock:
         # then we locked a file that no longer has this name; take the lock again on the current one.
         try:

@@ -41,14 +41,16 @@ def pack_blocks(tokenizer, texts: list[str], block_length: int, group_texts: int
     boundaries (and the up to 4 extra remainders dropped) differ slightly from one run of groups here."""
     blocks: list[Encoded] = []
     for start in range(0, len(texts), group_texts):
-        enc = tokenizer(texts[start:start + group_texts], return_special_tokens_mask=True, verbose=False)
+        enc = tokenizer(texts[start : start + group_texts], return_special_tokens_mask=True, verbose=False)
         ids = [t for row in enc["input_ids"] for t in row]
         special = [t for row in enc["special_tokens_mask"] for t in row]
         total = len(ids)
         if total >= block_length:
             total -= total % block_length
-        blocks += [Encoded(ids=ids[i:i + block_length], special=special[i:i + block_length])
-                   for i in range(0, total, block_length)]
+        blocks += [
+            Encoded(ids=ids[i : i + block_length], special=special[i : i + block_length])
+            for i in range(0, total, block_length)
+        ]
     return blocks
 
 
@@ -66,8 +68,11 @@ def load_bias_bench_pairs(path, key: str = BIAS_BENCH_GENDER_KEY) -> list[tuple[
     if not isinstance(pairs, list) or not pairs:
         raise DataError(f"expected an object with a non-empty list {key!r} of [male, female] word pairs", path)
     for i, pair in enumerate(pairs):
-        if not (isinstance(pair, list) and len(pair) == 2
-                and all(isinstance(w, str) and w and not any(c.isspace() for c in w) for w in pair)):
+        if not (
+            isinstance(pair, list)
+            and len(pair) == 2
+            and all(isinstance(w, str) and w and not any(c.isspace() for c in w) for w in pair)
+        ):
             raise DataError(f"{key}[{i}]: expected a pair of words (no whitespace), got {pair!r}", path)
     return [(m, f) for m, f in pairs]
 
@@ -89,8 +94,18 @@ def clean_up_tokenization(text: str) -> str:
     """transformers' clean-up of decoded text, which their pinned transformers 4.16.2 applies in every
     tokenizer's decode by default (newer versions skip it for BPE tokenizers): no space before . ? ! , and
     English contractions; so "he ." decodes as "he." and their punctuated forms can match."""
-    for spaced, joined in ((" .", "."), (" ?", "?"), (" !", "!"), (" ,", ","), (" ' ", "'"), (" n't", "n't"),
-                           (" 'm", "'m"), (" 's", "'s"), (" 've", "'ve"), (" 're", "'re")):
+    for spaced, joined in (
+        (" .", "."),
+        (" ?", "?"),
+        (" !", "!"),
+        (" ,", ","),
+        (" ' ", "'"),
+        (" n't", "n't"),
+        (" 'm", "'m"),
+        (" 's", "'s"),
+        (" 've", "'ve"),
+        (" 're", "'re"),
+    ):
         text = text.replace(spaced, joined)
     return text
 
@@ -107,16 +122,20 @@ def augment_blocks(tokenizer, blocks: list[Encoded], swap: dict[str, str], max_l
     neither attended to nor loss targets."""
     texts: list[str] = []
     for block in blocks:
-        text = clean_up_tokenization(tokenizer.decode(block.ids, skip_special_tokens=False,
-                                                      clean_up_tokenization_spaces=False))
+        text = clean_up_tokenization(
+            tokenizer.decode(block.ids, skip_special_tokens=False, clean_up_tokenization_spaces=False)
+        )
         words = text.split()
         if any(w in swap for w in words):
             texts += [" ".join(swap.get(w, w) for w in words), text]
     if not texts:
         return []
-    enc = tokenizer(texts, add_special_tokens=False, truncation=True, max_length=max_length,
-                    return_special_tokens_mask=True)
-    return [Encoded(ids=list(ids), special=list(mask)) for ids, mask in zip(enc["input_ids"], enc["special_tokens_mask"])]
+    enc = tokenizer(
+        texts, add_special_tokens=False, truncation=True, max_length=max_length, return_special_tokens_mask=True
+    )
+    return [
+        Encoded(ids=list(ids), special=list(mask)) for ids, mask in zip(enc["input_ids"], enc["special_tokens_mask"])
+    ]
 
 
 def bias_bench_examples(tokenizer, texts: list[str], settings, where) -> list[Encoded]:
@@ -129,9 +148,18 @@ def bias_bench_examples(tokenizer, texts: list[str], settings, where) -> list[En
         return blocks
     swap = bias_bench_swap_map(load_bias_bench_pairs(settings.block_augmentation_words))
     examples = augment_blocks(tokenizer, blocks, swap, settings.max_length)
-    log.info("%s: %d of %d blocks hold a word of %s: %d examples (each swapped and original)", where,
-             len(examples) // 2, len(blocks), settings.block_augmentation_words, len(examples))
+    log.info(
+        "%s: %d of %d blocks hold a word of %s: %d examples (each swapped and original)",
+        where,
+        len(examples) // 2,
+        len(blocks),
+        settings.block_augmentation_words,
+        len(examples),
+    )
     if not examples:
-        raise DataError(f"block_augmentation {settings.block_augmentation}: no block of {settings.max_length} "
-                        f"tokens holds a word of {settings.block_augmentation_words}; nothing to train on", where)
+        raise DataError(
+            f"block_augmentation {settings.block_augmentation}: no block of {settings.max_length} "
+            f"tokens holds a word of {settings.block_augmentation_words}; nothing to train on",
+            where,
+        )
     return examples

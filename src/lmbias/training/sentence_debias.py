@@ -56,7 +56,12 @@ import numpy as np
 import torch
 
 from lmbias.engine.debias_projection import (  # noqa: F401  (names kept importable from here)
-    APPLICATIONS, INFO_FILE, SUBSPACE_FILE, Projection, install_projection, load_subspace,
+    APPLICATIONS,
+    INFO_FILE,
+    SUBSPACE_FILE,
+    Projection,
+    install_projection,
+    load_subspace,
 )
 from lmbias.engine.embeddings import POOLINGS, check_poolings
 from lmbias.engine.batching import PRECISIONS
@@ -75,7 +80,12 @@ PAIR_LISTS = ("lmbias", "dagender")
 PAIR_SELECTIONS = ("random", "prefix")
 PAIR_MATCHINGS = ("word_insensitive", "whitespace_case_sensitive")
 #: The pairs the DA-Gender code appends after Lu et al.'s list and the name pairs, (masculine, feminine).
-DAGENDER_EXTRA_PAIRS: tuple[tuple[str, str], ...] = (("guy", "gal"), ("his", "her"), ("himself", "herself"), ("guys", "gals"))
+DAGENDER_EXTRA_PAIRS: tuple[tuple[str, str], ...] = (
+    ("guy", "gal"),
+    ("his", "her"),
+    ("himself", "herself"),
+    ("guys", "gals"),
+)
 _WORD_RE = re.compile(r"[A-Za-z]+(?:-[A-Za-z]+)*")
 
 
@@ -150,6 +160,7 @@ class SDSettings:
 
 # ------------------------------------------------------------------------------------------- pairs
 
+
 def word_pair_list(wordlist_dir=None) -> list[tuple[str, str]]:
     """(masculine, feminine) pairs: the pronoun pairs, then resources/wordlists/*.tsv in order, deduplicated."""
     from lmbias.corpora.swap_lexicon import read_tsv_pairs, wordlist_files
@@ -193,7 +204,9 @@ def prefix_pairs(pairs: Sequence[tuple[str, str]], ratio: float) -> list[tuple[s
     return list(pairs[: int(len(pairs) * ratio)])
 
 
-def whitespace_counterfactual_pairs(texts: Sequence[str], pairs: Sequence[tuple[str, str]]) -> list[tuple[str, str, int]]:
+def whitespace_counterfactual_pairs(
+    texts: Sequence[str], pairs: Sequence[tuple[str, str]]
+) -> list[tuple[str, str, int]]:
     """(male version, female version, index of the text) as the DA-Gender code builds them.
 
     A text is split on single spaces; for each pair (m, f) in list order, if the exact token f occurs, the
@@ -213,22 +226,27 @@ def whitespace_counterfactual_pairs(texts: Sequence[str], pairs: Sequence[tuple[
     return out
 
 
-def select_pairs(settings: "SDSettings", pair_files: dict | None = None, wordlist_dir=None,
-                 key: str = "sd") -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+def select_pairs(
+    settings: "SDSettings", pair_files: dict | None = None, wordlist_dir=None, key: str = "sd"
+) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
     """(the whole pair list, the pairs used) as `settings` say; `pair_files` {"words", "names"} for dagender."""
     if settings.pair_list == "dagender":
         files = pair_files or {}
         if not files.get("words") or not files.get("names"):
-            raise ConfigError(f"{key}.pair_list: dagender needs the files cda_default_pairs.json and "
-                              "names_pairs_1000_scaled.json of dataset cds")
+            raise ConfigError(
+                f"{key}.pair_list: dagender needs the files cda_default_pairs.json and "
+                "names_pairs_1000_scaled.json of dataset cds"
+            )
         all_pairs = dagender_pair_list(files["words"], files["names"])
     else:
         all_pairs = word_pair_list(wordlist_dir)
     if settings.pair_selection == "prefix":
         pairs = prefix_pairs(all_pairs, settings.ratio_of_pairs)
         if not pairs:
-            raise ConfigError(f"{key}.ratio_of_pairs: {settings.ratio_of_pairs} of {len(all_pairs)} pairs leaves "
-                              "none (pair_selection prefix rounds down)")
+            raise ConfigError(
+                f"{key}.ratio_of_pairs: {settings.ratio_of_pairs} of {len(all_pairs)} pairs leaves "
+                "none (pair_selection prefix rounds down)"
+            )
     else:
         pairs = draw_pairs(all_pairs, settings.ratio_of_pairs)
     return all_pairs, pairs
@@ -263,6 +281,7 @@ def counterfactual_pairs(texts: Sequence[str], pairs: Sequence[tuple[str, str]])
 
 # --------------------------------------------------------------------------------------------- fit
 
+
 def fit_subspace(male: np.ndarray, female: np.ndarray, k: int = 1) -> tuple[np.ndarray, np.ndarray]:
     """(components (k, d) float32 orthonormal, explained variance ratio (k,)) of paired embeddings.
 
@@ -272,7 +291,9 @@ def fit_subspace(male: np.ndarray, female: np.ndarray, k: int = 1) -> tuple[np.n
     male = np.asarray(male, dtype=np.float64)
     female = np.asarray(female, dtype=np.float64)
     if male.shape != female.shape or male.ndim != 2 or male.shape[0] == 0:
-        raise DataError(f"SentenceDebias: need two equal, non-empty (pairs, dim) arrays, got {male.shape} and {female.shape}")
+        raise DataError(
+            f"SentenceDebias: need two equal, non-empty (pairs, dim) arrays, got {male.shape} and {female.shape}"
+        )
     if k > male.shape[1]:
         raise ConfigError(f"k: {k} exceeds the embedding size {male.shape[1]}")
     male = male / np.linalg.norm(male, axis=1, keepdims=True)
@@ -280,7 +301,7 @@ def fit_subspace(male: np.ndarray, female: np.ndarray, k: int = 1) -> tuple[np.n
     mean = (male + female) / 2
     stacked = np.concatenate([male - mean, female - mean])
     _, s, vt = np.linalg.svd(stacked, full_matrices=False)
-    var = s ** 2
+    var = s**2
     components = vt[:k].copy()
     direction = (male - female).mean(0)
     for i in range(k):
@@ -296,12 +317,24 @@ def library_versions() -> dict:
 
     import lmbias
 
-    return {"lmbias": lmbias.__version__, "torch": torch.__version__, "transformers": transformers.__version__,
-            "numpy": np.__version__}
+    return {
+        "lmbias": lmbias.__version__,
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "numpy": np.__version__,
+    }
 
 
-def fit_sentence_debias(model, tokenizer, family: str, texts: Sequence[str], settings: SDSettings,
-                        wordlist_dir=None, pair_files: dict | None = None, key: str = "sd") -> tuple[np.ndarray, dict]:
+def fit_sentence_debias(
+    model,
+    tokenizer,
+    family: str,
+    texts: Sequence[str],
+    settings: SDSettings,
+    wordlist_dir=None,
+    pair_files: dict | None = None,
+    key: str = "sd",
+) -> tuple[np.ndarray, dict]:
     """(components, info) of the gender subspace of `model` from `texts`; see the module docstring.
     `pair_files` ({"words": cda_default_pairs.json, "names": names_pairs_1000_scaled.json}) for pair_list dagender."""
     from lmbias.engine.embeddings import sentence_embeddings
@@ -317,22 +350,36 @@ def fit_sentence_debias(model, tokenizer, family: str, texts: Sequence[str], set
         cf = counterfactual_pairs(texts, pairs)
     n_long = 0
     if cf:
-        lengths = tokenizer([t for m, f, _ in cf for t in (m, f)], add_special_tokens=True, truncation=False)["input_ids"]
+        lengths = tokenizer([t for m, f, _ in cf for t in (m, f)], add_special_tokens=True, truncation=False)[
+            "input_ids"
+        ]
         limit = min(settings.max_length, settings.pad_to) if pooling.endswith("mean_padded") else settings.max_length
         keep = [len(lengths[2 * i]) <= limit and len(lengths[2 * i + 1]) <= limit for i in range(len(cf))]
         n_long = keep.count(False)
         cf = [p for p, ok in zip(cf, keep) if ok]
     if len(cf) < 2:
-        raise DataError(f"SentenceDebias: only {len(cf)} counterfactual pair(s) from {len(texts)} sentences with "
-                        f"{len(pairs)} word pair(s) (ratio_of_pairs={settings.ratio_of_pairs}); at least 2 are needed")
+        raise DataError(
+            f"SentenceDebias: only {len(cf)} counterfactual pair(s) from {len(texts)} sentences with "
+            f"{len(pairs)} word pair(s) (ratio_of_pairs={settings.ratio_of_pairs}); at least 2 are needed"
+        )
     device = model_device(model)
     precision = settings.precision
     if precision == "auto":
         precision = "bf16" if device.type == "cuda" else "fp32"
     with scoring_precision(precision, f"{key}.precision"):
-        male, female = (sentence_embeddings(model, tokenizer, side, [pooling], family, batch_size=settings.batch_size,
-                                            max_length=settings.max_length, pad_to=settings.pad_to)[pooling]
-                        for side in ([m for m, _, _ in cf], [f for _, f, _ in cf]))
+        male, female = (
+            sentence_embeddings(
+                model,
+                tokenizer,
+                side,
+                [pooling],
+                family,
+                batch_size=settings.batch_size,
+                max_length=settings.max_length,
+                pad_to=settings.pad_to,
+            )[pooling]
+            for side in ([m for m, _, _ in cf], [f for _, f, _ in cf])
+        )
     components, ratio = fit_subspace(male, female, settings.k)
     info = {
         "pooling": pooling,
@@ -369,6 +416,7 @@ def save_subspace(out_dir, components: np.ndarray, info: dict) -> Path:
 
 # --------------------------------------------------------------------------------------------- job
 
+
 def read_sentence_texts(path, settings) -> list[str]:
     """The non-empty texts of a sentences parquet (`settings.text_column`, the first `settings.limit_sentences`);
     DataError naming the file when it is missing, lacks the column or holds none. Shared with INLP's fit."""
@@ -388,8 +436,15 @@ def read_sentence_texts(path, settings) -> list[str]:
     return texts
 
 
-def fit_job(model_spec, sentences_path, out_dir, settings: dict, log: logging.Logger | None = None,
-            key: str = "sd", pair_files: dict | None = None) -> None:
+def fit_job(
+    model_spec,
+    sentences_path,
+    out_dir,
+    settings: dict,
+    log: logging.Logger | None = None,
+    key: str = "sd",
+    pair_files: dict | None = None,
+) -> None:
     """Fit SentenceDebias for `model_spec` (a lmbias.engine.model_spec.ModelSpec) on the GAP sentences parquet and
     write `out_dir` (sentence_debias.safetensors + sentence_debias.json) atomically. `key` prefixes the
     config key in errors about `settings` (e.g. ``methods.sd``); `pair_files` ({"words", "names"}: the
@@ -404,23 +459,49 @@ def fit_job(model_spec, sentences_path, out_dir, settings: dict, log: logging.Lo
     model, tokenizer = load_model(model_spec, device=pick_device())
     fit_started = time.perf_counter()
     with job_progress("SentenceDebias embeddings", unit="sentences"):
-        components, info = fit_sentence_debias(model, tokenizer, model_spec.family, texts, resolved,
-                                               pair_files=pair_files, key=key)
+        components, info = fit_sentence_debias(
+            model, tokenizer, model_spec.family, texts, resolved, pair_files=pair_files, key=key
+        )
     fit_seconds = time.perf_counter() - fit_started
-    info.update({
-        "settings": resolved.to_dict(),
-        "base_model": {"name": model_spec.name, "family": model_spec.family, "source": model_spec.source,
-                       "revision": model_spec.revision},
-        "sentences_file": str(sentences_path),
-        "sentences_sha256": hashlib.sha256(Path(sentences_path).read_bytes()).hexdigest(),
-        "pair_files": ({kind: {"path": str(path), "sha256": hashlib.sha256(Path(path).read_bytes()).hexdigest()}
-                        for kind, path in sorted(pair_files.items())} if resolved.pair_list == "dagender" else None),
-        "library_versions": library_versions(),
-        "seconds": round(time.perf_counter() - started, 3),
-    })
+    info.update(
+        {
+            "settings": resolved.to_dict(),
+            "base_model": {
+                "name": model_spec.name,
+                "family": model_spec.family,
+                "source": model_spec.source,
+                "revision": model_spec.revision,
+            },
+            "sentences_file": str(sentences_path),
+            "sentences_sha256": hashlib.sha256(Path(sentences_path).read_bytes()).hexdigest(),
+            "pair_files": (
+                {
+                    kind: {"path": str(path), "sha256": hashlib.sha256(Path(path).read_bytes()).hexdigest()}
+                    for kind, path in sorted(pair_files.items())
+                }
+                if resolved.pair_list == "dagender"
+                else None
+            ),
+            "library_versions": library_versions(),
+            "seconds": round(time.perf_counter() - started, 3),
+        }
+    )
     save_subspace(out_dir, components, info)
-    logger.info("SentenceDebias for %s: k=%d from %d counterfactual pairs (%d of %d word pairs), explained variance %s -> %s",
-                model_spec.name, resolved.k, info["counterfactual_pairs"], len(info["word_pairs_used"]),
-                info["word_pairs_total"], info["explained_variance_ratio"], out_dir)
-    logger.info(rate_line(f"fitted SentenceDebias on {info['counterfactual_pairs']:,} counterfactual pairs,",
-                          2 * info["counterfactual_pairs"], "sentences", fit_seconds))
+    logger.info(
+        "SentenceDebias for %s: k=%d from %d counterfactual pairs (%d of %d word pairs), explained variance %s -> %s",
+        model_spec.name,
+        resolved.k,
+        info["counterfactual_pairs"],
+        len(info["word_pairs_used"]),
+        info["word_pairs_total"],
+        info["explained_variance_ratio"],
+        out_dir,
+    )
+    logger.info(
+        rate_line(
+            f"fitted SentenceDebias on {info['counterfactual_pairs']:,} counterfactual pairs,",
+            2 * info["counterfactual_pairs"],
+            "sentences",
+            fit_seconds,
+        )
+    )

@@ -8,6 +8,7 @@ import json
 from dataclasses import dataclass, fields
 
 from lmbias.errors import ConfigError
+
 # the one rule for er_lambda, shared with the sweeps of lmbias.sweeps
 from lmbias.er_lambda import ER_LAMBDA_RANGE, er_lambda_ok
 
@@ -44,8 +45,15 @@ ADAPTER_KINDS = ("lora",)
 #: adapter's input; target_modules null = the architecture's default (adapters.DEFAULT_TARGETS);
 #: modules_to_save null = none (GPR: its MLM head's transform), trained in full beside the adapter;
 #: merge true = also write base + adapter merged into model/merged/ (a plain model folder)
-ADAPTER_DEFAULTS = {"kind": "lora", "r": 8, "alpha": 16, "dropout": 0.05, "target_modules": None,
-                    "modules_to_save": None, "merge": False}
+ADAPTER_DEFAULTS = {
+    "kind": "lora",
+    "r": 8,
+    "alpha": 16,
+    "dropout": 0.05,
+    "target_modules": None,
+    "modules_to_save": None,
+    "merge": False,
+}
 
 
 @dataclass(frozen=True)
@@ -139,21 +147,29 @@ class TrainingSettings:
             values[name] = _check(name, value, where(name))
         settings = cls(**values)
         if settings.select_epoch == "validation_accuracy" and settings.objective != "gpr":
-            raise ConfigError(f"{key}.select_epoch: validation_accuracy needs objective gpr (pronoun accuracy), "
-                              f"not {settings.objective}")
+            raise ConfigError(
+                f"{key}.select_epoch: validation_accuracy needs objective gpr (pronoun accuracy), "
+                f"not {settings.objective}"
+            )
         if settings.er_lambda is not None and settings.objective == "gpr":
             raise ConfigError(f"{key}.er_lambda: embedding regularisation is for mlm/clm/infilling, not gpr")
         if settings.warmup_steps is not None and settings.warmup_ratio > 0:
-            raise ConfigError(f"{where('warmup_steps')}: {settings.warmup_steps!r} together with warmup_ratio "
-                              f"{settings.warmup_ratio!r}; set one of them (warmup_ratio: 0 or warmup_steps: null)")
+            raise ConfigError(
+                f"{where('warmup_steps')}: {settings.warmup_steps!r} together with warmup_ratio "
+                f"{settings.warmup_ratio!r}; set one of them (warmup_ratio: 0 or warmup_steps: null)"
+            )
         if settings.pad_to_length is not None and settings.pad_to_length < settings.max_length:
-            raise ConfigError(f"{where('pad_to_length')}: {settings.pad_to_length!r} is below max_length "
-                              f"{settings.max_length!r}; need >= max_length so every batch is pad_to_length wide")
+            raise ConfigError(
+                f"{where('pad_to_length')}: {settings.pad_to_length!r} is below max_length "
+                f"{settings.max_length!r}; need >= max_length so every batch is pad_to_length wide"
+            )
         _check_packing(settings, where)
         _check_fsdp(settings, where)
         if settings.padding_in_loss and settings.pad_to_length is None:
-            raise ConfigError(f"{where('padding_in_loss')}: true needs pad_to_length (with dynamic padding the "
-                              "pad targets would depend on which sentences share a batch)")
+            raise ConfigError(
+                f"{where('padding_in_loss')}: true needs pad_to_length (with dynamic padding the "
+                "pad targets would depend on which sentences share a batch)"
+            )
         return settings
 
     def to_dict(self) -> dict:
@@ -171,52 +187,80 @@ def _check_fsdp(s: "TrainingSettings", where) -> None:
     if s.distributed != "fsdp":
         return
     if s.adapter is not None:
-        raise ConfigError(f"{where('distributed')}: fsdp shards a full fine-tune; a LoRA adapter trains a few "
-                          "parameters over a frozen base: use distributed: ddp with an adapter")
+        raise ConfigError(
+            f"{where('distributed')}: fsdp shards a full fine-tune; a LoRA adapter trains a few "
+            "parameters over a frozen base: use distributed: ddp with an adapter"
+        )
     if s.precision == "fp16":
-        raise ConfigError(f"{where('precision')}: fp16 (loss scaling) is not available with distributed: fsdp; "
-                          "use bf16 or fp32")
+        raise ConfigError(
+            f"{where('precision')}: fp16 (loss scaling) is not available with distributed: fsdp; use bf16 or fp32"
+        )
     if s.objective == "gpr" or s.eval_bias_every_steps:
         name = "eval_bias_every_steps" if s.eval_bias_every_steps else "objective"
-        raise ConfigError(f"{where(name)}: distributed: fsdp does not run the main process's evaluation passes "
-                          "(GPR validation, the bias probe) on a sharded model; use distributed: ddp")
+        raise ConfigError(
+            f"{where(name)}: distributed: fsdp does not run the main process's evaluation passes "
+            "(GPR validation, the bias probe) on a sharded model; use distributed: ddp"
+        )
 
 
 def _check_packing(s: "TrainingSettings", where) -> None:
     if s.pack_texts:
         if s.objective not in ("mlm", "clm"):
-            raise ConfigError(f"{where('pack_texts')}: true is for mlm and clm (bias-bench's run_mlm/run_clm), "
-                              f"not {s.objective}")
+            raise ConfigError(
+                f"{where('pack_texts')}: true is for mlm and clm (bias-bench's run_mlm/run_clm), not {s.objective}"
+            )
         if s.er_lambda is not None:
-            raise ConfigError(f"{where('pack_texts')}: true with er_lambda; embedding regularisation pairs each "
-                              "sentence with its counterfactual, packed blocks have none")
+            raise ConfigError(
+                f"{where('pack_texts')}: true with er_lambda; embedding regularisation pairs each "
+                "sentence with its counterfactual, packed blocks have none"
+            )
         if s.whole_word_masking:
-            raise ConfigError(f"{where('pack_texts')}: true with whole_word_masking is not supported (word "
-                              "indices do not survive packing); set whole_word_masking: false")
+            raise ConfigError(
+                f"{where('pack_texts')}: true with whole_word_masking is not supported (word "
+                "indices do not survive packing); set whole_word_masking: false"
+            )
     if s.block_augmentation is not None:
         if not s.pack_texts:
-            raise ConfigError(f"{where('block_augmentation')}: {s.block_augmentation!r} works on packed blocks; "
-                              "it needs pack_texts: true")
+            raise ConfigError(
+                f"{where('block_augmentation')}: {s.block_augmentation!r} works on packed blocks; "
+                "it needs pack_texts: true"
+            )
         if s.block_augmentation_words is None:
-            raise ConfigError(f"{where('block_augmentation_words')}: {s.block_augmentation!r} needs the word-pair "
-                              "file (bias-bench's bias_attribute_words.json, data.bias_bench)")
+            raise ConfigError(
+                f"{where('block_augmentation_words')}: {s.block_augmentation!r} needs the word-pair "
+                "file (bias-bench's bias_attribute_words.json, data.bias_bench)"
+            )
     elif s.block_augmentation_words is not None:
-        raise ConfigError(f"{where('block_augmentation_words')}: set, but block_augmentation is null (nothing "
-                          "reads it); set block_augmentation or drop block_augmentation_words")
+        raise ConfigError(
+            f"{where('block_augmentation_words')}: set, but block_augmentation is null (nothing "
+            "reads it); set block_augmentation or drop block_augmentation_words"
+        )
 
 
 TEXT_PLACEHOLDER = "{text}"
 _POSITIVE_INT = ("batch_size", "gradient_accumulation_steps", "epochs", "max_length")
-_OPTIONAL_POSITIVE_INT = ("max_steps", "checkpoint_every_steps", "eval_bias_every_steps", "limit_examples",
-                          "pad_to_length")
+_OPTIONAL_POSITIVE_INT = (
+    "max_steps",
+    "checkpoint_every_steps",
+    "eval_bias_every_steps",
+    "limit_examples",
+    "pad_to_length",
+)
 _POSITIVE_FLOAT = ("learning_rate", "infilling_poisson_lambda")
 _FRACTION = ("warmup_ratio", "adam_beta1", "adam_beta2")
 _NONNEG_FLOAT = ("weight_decay", "adam_epsilon")
 _PROBABILITY = ("mlm_probability", "infilling_mask_ratio")
-_CHOICES = {"objective": OBJECTIVES, "precision": PRECISIONS, "select_epoch": SELECT_EPOCH,
-            "eval_bias_metric": BIAS_METRICS, "infilling_mode": INFILLING_MODES,
-            "infilling_layout": INFILLING_LAYOUTS, "er_lm_side": ER_LM_SIDES, "er_pooling": ER_POOLINGS,
-            "distributed": DISTRIBUTED}
+_CHOICES = {
+    "objective": OBJECTIVES,
+    "precision": PRECISIONS,
+    "select_epoch": SELECT_EPOCH,
+    "eval_bias_metric": BIAS_METRICS,
+    "infilling_mode": INFILLING_MODES,
+    "infilling_layout": INFILLING_LAYOUTS,
+    "er_lm_side": ER_LM_SIDES,
+    "er_pooling": ER_POOLINGS,
+    "distributed": DISTRIBUTED,
+}
 
 
 def _is_int(v) -> bool:
@@ -281,8 +325,11 @@ def _check(name: str, value, where: str):
         return _check_adapter(value, where)
     if bad:
         raise ConfigError(f"{where}: expected {bad}, got {value!r}")
-    return float(value) if name in _POSITIVE_FLOAT + _FRACTION + _NONNEG_FLOAT + _PROBABILITY and value is not None \
+    return (
+        float(value)
+        if name in _POSITIVE_FLOAT + _FRACTION + _NONNEG_FLOAT + _PROBABILITY and value is not None
         else value
+    )
 
 
 def _check_adapter(value, where: str) -> dict | None:
@@ -290,8 +337,9 @@ def _check_adapter(value, where: str) -> dict | None:
     if value is None:
         return None
     if not isinstance(value, dict):
-        raise ConfigError(f"{where}: expected null or a mapping {{kind: lora, r, alpha, dropout, target_modules}}, "
-                          f"got {value!r}")
+        raise ConfigError(
+            f"{where}: expected null or a mapping {{kind: lora, r, alpha, dropout, target_modules}}, got {value!r}"
+        )
     unknown = sorted(set(value) - set(ADAPTER_DEFAULTS))
     if unknown:
         raise ConfigError(f"{where}.{unknown[0]}: unknown adapter key (known: {', '.join(ADAPTER_DEFAULTS)})")
@@ -302,12 +350,14 @@ def _check_adapter(value, where: str) -> dict | None:
         "r": (lambda v: _is_int(v) and v >= 1, "an integer >= 1"),
         "alpha": (lambda v: _is_number(v) and v > 0, "a number > 0"),
         "dropout": (lambda v: _is_number(v) and 0 <= v < 1, "a number in [0, 1)"),
-        "target_modules": (lambda v: v is None or (isinstance(v, list) and v and all(isinstance(m, str) and m
-                                                                                     for m in v)),
-                           "null (the architecture's default) or a non-empty list of layer names"),
-        "modules_to_save": (lambda v: v is None or (isinstance(v, list) and all(isinstance(m, str) and m
-                                                                                for m in v)),
-                            "null or a list of module names"),
+        "target_modules": (
+            lambda v: v is None or (isinstance(v, list) and v and all(isinstance(m, str) and m for m in v)),
+            "null (the architecture's default) or a non-empty list of layer names",
+        ),
+        "modules_to_save": (
+            lambda v: v is None or (isinstance(v, list) and all(isinstance(m, str) and m for m in v)),
+            "null or a list of module names",
+        ),
         "merge": (lambda v: isinstance(v, bool), "true or false"),
     }
     for key, (ok, text) in checks.items():

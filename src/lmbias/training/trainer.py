@@ -26,16 +26,34 @@ from lmbias.errors import ConfigError
 from lmbias.progress import progress_bar, rate_line
 from lmbias.training import checkpoints
 from lmbias.training.data import Corpus, encode, encode_gpr, global_batches
-from lmbias.training.objectives import (IGNORE, clean_batch, collate, embeddings_from, example_generator, lm_loss_sum,
-                                        mask_words, pad)
+from lmbias.training.objectives import (
+    IGNORE,
+    clean_batch,
+    collate,
+    embeddings_from,
+    example_generator,
+    lm_loss_sum,
+    mask_words,
+    pad,
+)
 from lmbias.training.packing import bias_bench_examples
 from lmbias.training.settings import TEXT_PLACEHOLDER, TrainingSettings
 
 log = logging.getLogger(__name__)
 
 EXIT_ENV = "LMBIAS_TRAIN_EXIT_AFTER_STEP"
-_DROPOUT_KEYS = ("hidden_dropout_prob", "attention_probs_dropout_prob", "resid_pdrop", "embd_pdrop", "attn_pdrop",
-                 "dropout", "hidden_dropout", "attention_dropout", "activation_dropout", "summary_first_dropout")
+_DROPOUT_KEYS = (
+    "hidden_dropout_prob",
+    "attention_probs_dropout_prob",
+    "resid_pdrop",
+    "embd_pdrop",
+    "attn_pdrop",
+    "dropout",
+    "hidden_dropout",
+    "attention_dropout",
+    "activation_dropout",
+    "summary_first_dropout",
+)
 
 
 @dataclass
@@ -55,9 +73,11 @@ class TrainResult:
 HIDDEN_DROPOUT_KEYS = ("hidden_dropout_prob", "resid_pdrop", "embd_pdrop", "dropout", "hidden_dropout")
 ATTENTION_DROPOUT_KEYS = ("attention_probs_dropout_prob", "attn_pdrop", "attention_dropout")
 #: What each rate is, for the error of a rate a model has no key for (key: what setting it to null leaves)
-_RATES = {"dropout": ("dropout", "the model's own rates"),
-          "hidden_dropout": ("hidden-state dropout", "attention dropout only"),
-          "attention_dropout": ("attention dropout", "hidden-state dropout only")}
+_RATES = {
+    "dropout": ("dropout", "the model's own rates"),
+    "hidden_dropout": ("hidden-state dropout", "attention dropout only"),
+    "attention_dropout": ("attention dropout", "hidden-state dropout only"),
+}
 
 
 def _is_rate(value) -> bool:
@@ -75,8 +95,14 @@ def config_dropout_keys(config) -> list[str]:
     return sorted(k for k, v in config.to_dict().items() if ("dropout" in k or "pdrop" in k) and _is_rate(v))
 
 
-def set_dropout(model, p: float | None = None, hidden: float | None = None, attention: float | None = None,
-                model_name: str = "?", method: str | None = None):
+def set_dropout(
+    model,
+    p: float | None = None,
+    hidden: float | None = None,
+    attention: float | None = None,
+    model_name: str = "?",
+    method: str | None = None,
+):
     """The same model with every dropout rate set to `p` (GPR: 0.1 as Manela et al.), then the hidden and
     attention rates set to `hidden` / `attention` where given (the Dropout recipe, Webster et al. 2020).
 
@@ -85,8 +111,11 @@ def set_dropout(model, p: float | None = None, hidden: float | None = None, atte
     method, the model type and the dropout keys the config does have (e.g. a Llama has attention dropout
     only: hidden_dropout: null trains with that alone)."""
     config = model.config
-    for name, keys, value in (("dropout", _DROPOUT_KEYS, p), ("hidden_dropout", HIDDEN_DROPOUT_KEYS, hidden),
-                              ("attention_dropout", ATTENTION_DROPOUT_KEYS, attention)):
+    for name, keys, value in (
+        ("dropout", _DROPOUT_KEYS, p),
+        ("hidden_dropout", HIDDEN_DROPOUT_KEYS, hidden),
+        ("attention_dropout", ATTENTION_DROPOUT_KEYS, attention),
+    ):
         if value is None:
             continue
         found = _rate_keys(config, keys)
@@ -94,14 +123,18 @@ def set_dropout(model, p: float | None = None, hidden: float | None = None, atte
             model_type = getattr(config, "model_type", "?")
             what, rest = _RATES[name]
             have = config_dropout_keys(config)
-            where = (f"methods.{method}.training.{name} or models.{model_name}.training.{name}" if method
-                     else f"models.{model_name}.training.{name} or the method's training.{name}")
+            where = (
+                f"methods.{method}.training.{name} or models.{model_name}.training.{name}"
+                if method
+                else f"models.{model_name}.training.{name} or the method's training.{name}"
+            )
             raise ConfigError(
                 f"training.{name}: {value!r} (method {method or '?'}, model {model_name}) lands on no key of this "
                 f"{model_type} config ({type(model).__name__}): {model_type} has no {what} (its config's dropout "
                 f"keys: {', '.join(have) or 'none'}; the keys of this rate: {', '.join(keys)}). Set {name}: null "
                 f"for it ({where}; a per-model value such as {{clm: {value}, {model_name}: null}}) to train with "
-                f"{rest}")
+                f"{rest}"
+            )
         for key in found:
             setattr(config, key, float(value))
     dtype = next(model.parameters()).dtype
@@ -132,8 +165,10 @@ def enable_gradient_checkpointing(model) -> None:
     embeddings need no enable_input_require_grads hook (the reentrant variant would drop the adapter's
     gradients without it), and it honours the RNG state, so dropout masks are the same in the recomputation."""
     if not getattr(model, "supports_gradient_checkpointing", False):
-        raise ConfigError(f"training.gradient_checkpointing: {type(model).__name__} does not support gradient "
-                          "checkpointing; set gradient_checkpointing: false")
+        raise ConfigError(
+            f"training.gradient_checkpointing: {type(model).__name__} does not support gradient "
+            "checkpointing; set gradient_checkpointing: false"
+        )
     model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     if hasattr(model.config, "use_cache"):
         model.config.use_cache = False  # a key/value cache is useless in training and conflicts with recomputation
@@ -187,8 +222,9 @@ def _optimizer(model, s: TrainingSettings):
         (rest if any(k in name for k in no_decay) else decay).append(p)
     groups = [{"params": decay, "weight_decay": s.weight_decay}, {"params": rest, "weight_decay": 0.0}]
     # fused: one kernel over all tensors (on CPU ~5x faster than the per-tensor loop for bert-base)
-    return torch.optim.AdamW(groups, lr=s.learning_rate, betas=(s.adam_beta1, s.adam_beta2), eps=s.adam_epsilon,
-                             fused=True)
+    return torch.optim.AdamW(
+        groups, lr=s.learning_rate, betas=(s.adam_beta1, s.adam_beta2), eps=s.adam_epsilon, fused=True
+    )
 
 
 def _cat_rows(batches: list[dict], key: str, value: int) -> torch.Tensor:
@@ -205,17 +241,36 @@ class Trainer:
     that reads none passes the model built on meta). `resume_from`: the checkpoint to resume (None: none),
     when the caller has looked (an FSDP job decides before loading whether to read the weights at all)."""
 
-    def __init__(self, model, tokenizer, family: str, corpus: Corpus, settings: TrainingSettings, seed: int,
-                 checkpoint_dir, fingerprint: str, accelerator, probe=None, model_name: str = "?",
-                 fsdp_init: str = "every_process", resume_from=SEARCH):
+    def __init__(
+        self,
+        model,
+        tokenizer,
+        family: str,
+        corpus: Corpus,
+        settings: TrainingSettings,
+        seed: int,
+        checkpoint_dir,
+        fingerprint: str,
+        accelerator,
+        probe=None,
+        model_name: str = "?",
+        fsdp_init: str = "every_process",
+        resume_from=SEARCH,
+    ):
         self.s, self.seed, self.family, self.tok = settings, seed, family, tokenizer
         self.resume_from, self.fsdp_init = resume_from, fsdp_init
         self.acc, self.checkpoint_dir, self.fingerprint, self.probe = accelerator, checkpoint_dir, fingerprint, probe
         s = settings
         torch.manual_seed(seed)
         if (s.dropout, s.hidden_dropout, s.attention_dropout) != (None, None, None):
-            model = set_dropout(model, s.dropout, s.hidden_dropout, s.attention_dropout, model_name=model_name,
-                                method=_method_of(checkpoint_dir, model_name))
+            model = set_dropout(
+                model,
+                s.dropout,
+                s.hidden_dropout,
+                s.attention_dropout,
+                model_name=model_name,
+                method=_method_of(checkpoint_dir, model_name),
+            )
         self.adapter = None  # lmbias.training.adapters.Adapter of a LoRA method
         if s.adapter is not None:
             from lmbias.training.adapters import attach
@@ -224,28 +279,37 @@ class Trainer:
             model = self.adapter.model  # the base with the adapter's layers in place: trained as a plain model
         if s.gradient_checkpointing:
             enable_gradient_checkpointing(model)
-        self.trainable_parameters = sum(p.numel() for p in {id(p): p for p in model.parameters()
-                                                            if p.requires_grad}.values())
+        self.trainable_parameters = sum(
+            p.numel() for p in {id(p): p for p in model.parameters() if p.requires_grad}.values()
+        )
         self.decoder_start = getattr(model.config, "decoder_start_token_id", None)
         if s.objective == "gpr":
             self.examples = encode_gpr(tokenizer, corpus.texts, corpus.labels, s.max_length, corpus.path)
-            self.val = encode_gpr(tokenizer, corpus.val_texts, corpus.val_labels, s.max_length,
-                                  f"{corpus.path} (validation rows)") \
-                if corpus.val_texts else []
+            self.val = (
+                encode_gpr(
+                    tokenizer, corpus.val_texts, corpus.val_labels, s.max_length, f"{corpus.path} (validation rows)"
+                )
+                if corpus.val_texts
+                else []
+            )
         else:
             words = s.objective == "mlm" and s.whole_word_masking
             texts, partners = corpus.texts, None
             if s.er_lambda is not None:
                 partners = [t if t is not None else corpus.texts[i] for i, t in enumerate(corpus.swaps)]
-                if s.er_lm_side == "counterfactual":  # the LM loss reads the counterfactual, the partner is the original
+                if (
+                    s.er_lm_side == "counterfactual"
+                ):  # the LM loss reads the counterfactual, the partner is the original
                     texts, partners = partners, texts
             if s.pack_texts:  # bias-bench's blocks (and their CDA on the blocks)
                 self.examples = bias_bench_examples(tokenizer, self._templated(texts), s, corpus.path)
             else:
                 self.examples = encode(tokenizer, self._templated(texts), s.max_length, words=words)
             if s.objective == "infilling" and s.infilling_mode == "static_words":
-                noised = [mask_words(t, example_generator(seed, 0, i), s.infilling_mask_ratio, tokenizer.mask_token)
-                          for i, t in enumerate(texts)]
+                noised = [
+                    mask_words(t, example_generator(seed, 0, i), s.infilling_mask_ratio, tokenizer.mask_token)
+                    for i, t in enumerate(texts)
+                ]
                 for ex, enc in zip(self.examples, encode(tokenizer, noised, s.max_length)):
                     ex.noised = enc.ids
             self.val = []
@@ -258,8 +322,11 @@ class Trainer:
         self.lengths = [len(e.ids) for e in self.examples]
         self.world, self.rank = accelerator.num_processes, accelerator.process_index
         self.global_batch = s.batch_size * self.world
-        self.steps_per_epoch = len(global_batches(self.lengths, self.global_batch * s.gradient_accumulation_steps,
-                                                  seed, 0, s.group_by_length, self.world))
+        self.steps_per_epoch = len(
+            global_batches(
+                self.lengths, self.global_batch * s.gradient_accumulation_steps, seed, 0, s.group_by_length, self.world
+            )
+        )
         if self.steps_per_epoch == 0:
             raise ValueError(f"{len(self.examples)} examples give no batch on {self.world} processes")
         self.total_steps = self.steps_per_epoch * s.epochs
@@ -311,8 +378,11 @@ class Trainer:
         batch = collate(self.s.objective, ex, idx, self.seed, epoch, self.tok, self.s, self.decoder_start)
         if self.swaps is not None:
             pad_id, width = self.tok.pad_token_id, self.er_width
-            batch["er"] = (clean_batch(ex, pad_id, width), clean_batch([self.swaps[i] for i in idx], pad_id, width),
-                           torch.tensor([self.has_swap[i] for i in idx], dtype=torch.float32))
+            batch["er"] = (
+                clean_batch(ex, pad_id, width),
+                clean_batch([self.swaps[i] for i in idx], pad_id, width),
+                torch.tensor([self.has_swap[i] for i in idx], dtype=torch.float32),
+            )
         return batch
 
     def _forward_loss(self, batch: dict, n_tokens: int, n_pairs: int) -> tuple[torch.Tensor, float, float]:
@@ -328,19 +398,24 @@ class Trainer:
         if er is not None:
             s_clean, c_clean, has = er
             parts = [inputs, s_clean, c_clean]
-            stacked = {"input_ids": _cat_rows(parts, "input_ids", self.tok.pad_token_id),
-                       "attention_mask": _cat_rows(parts, "attention_mask", 0)}
+            stacked = {
+                "input_ids": _cat_rows(parts, "input_ids", self.tok.pad_token_id),
+                "attention_mask": _cat_rows(parts, "attention_mask", 0),
+            }
             if self.family == "seq2seq":
                 from transformers.models.bart.modeling_bart import shift_tokens_right
 
-                dec = [inputs["decoder_input_ids"].tolist(),
-                       shift_tokens_right(s_clean["input_ids"], self.tok.pad_token_id, self.decoder_start).tolist(),
-                       shift_tokens_right(c_clean["input_ids"], self.tok.pad_token_id, self.decoder_start).tolist()]
+                dec = [
+                    inputs["decoder_input_ids"].tolist(),
+                    shift_tokens_right(s_clean["input_ids"], self.tok.pad_token_id, self.decoder_start).tolist(),
+                    shift_tokens_right(c_clean["input_ids"], self.tok.pad_token_id, self.decoder_start).tolist(),
+                ]
                 stacked["decoder_input_ids"] = pad([r for d in dec for r in d], self.tok.pad_token_id)
                 if "decoder_attention_mask" in inputs:  # the ER rows' decoders unmasked, as without the mask
                     width = stacked["decoder_input_ids"].size(1)
                     stacked["decoder_attention_mask"] = pad(
-                        inputs["decoder_attention_mask"].tolist() + [[1] * width] * (2 * b), 0)
+                        inputs["decoder_attention_mask"].tolist() + [[1] * width] * (2 * b), 0
+                    )
             inputs = stacked
         inputs = {k: v.to(dev) for k, v in inputs.items()}
         labels = batch["labels"]
@@ -365,7 +440,7 @@ class Trainer:
         if er is not None:
             # seq2seq: the decoder input is the shifted sentence, as many real positions as the encoder's mask
             e = embeddings_from(out, inputs["attention_mask"], self.family, self.s.er_pooling, self.er_width).float()
-            e_s, e_c = e[b:2 * b], e[2 * b:]
+            e_s, e_c = e[b : 2 * b], e[2 * b :]
             terms = (1.0 - torch.nn.functional.cosine_similarity(e_s, e_c, dim=-1)) * has.to(dev)
             er_total = terms.sum()
             loss = loss + self.s.er_lambda * er_total / max(n_pairs, 1) * self.world
@@ -387,8 +462,11 @@ class Trainer:
     def _step(self, micro_idx: list[list[int]], epoch: int) -> dict:
         started = time.perf_counter()
         batches = [self._micro(idx, epoch) for idx in micro_idx]
-        local = [sum(self._count_targets(b) for b in batches), sum(len(i) for i in micro_idx),
-                 sum(int(b["attention_mask"].sum()) for b in batches)]
+        local = [
+            sum(self._count_targets(b) for b in batches),
+            sum(len(i) for i in micro_idx),
+            sum(int(b["attention_mask"].sum()) for b in batches),
+        ]
         n_tokens, n_pairs, n_real = self._reduce(local)
         lm_total, er_total = 0.0, 0.0
         self.model.train()
@@ -415,8 +493,13 @@ class Trainer:
         self.optimizer.zero_grad(set_to_none=True)
         lm_total, er_total = self._reduce([lm_total, er_total])
         elapsed = time.perf_counter() - started
-        row = {"loss": lm_total / max(n_tokens, 1), "learning_rate": lr, "tokens": int(n_real),
-               "tokens_per_second": n_real / elapsed, "trainable_parameters": self.trainable_parameters}
+        row = {
+            "loss": lm_total / max(n_tokens, 1),
+            "learning_rate": lr,
+            "tokens": int(n_real),
+            "tokens_per_second": n_real / elapsed,
+            "trainable_parameters": self.trainable_parameters,
+        }
         if self.s.er_lambda is not None:
             row["er_loss"] = er_total / max(n_pairs, 1)
         return row
@@ -430,7 +513,7 @@ class Trainer:
         correct = 0
         with torch.no_grad():
             for start in range(0, len(self.val), 64):
-                ex = self.val[start:start + 64]
+                ex = self.val[start : start + 64]
                 batch = clean_batch(ex, self.tok.pad_token_id)
                 with self.acc.autocast():
                     logits = model(**{k: v.to(self.acc.device) for k, v in batch.items()}).logits
@@ -495,11 +578,24 @@ class Trainer:
                 bar.set_postfix(epoch=epoch + 1, loss=f"{row['loss']:.4f}", refresh=False)
                 bar.update(1)
                 done = step >= self.total_steps
-                if s.checkpoint_every_steps and step % s.checkpoint_every_steps == 0 and not done \
-                        and k + 1 < len(steps):
+                if (
+                    s.checkpoint_every_steps
+                    and step % s.checkpoint_every_steps == 0
+                    and not done
+                    and k + 1 < len(steps)
+                ):
                     state.update(step=step, epoch=epoch, next_batch=k + 1)
-                    checkpoints.save(self.checkpoint_dir, step, self.fingerprint, acc, self.model, self.optimizer,
-                                     self.scheduler, state, best_state)
+                    checkpoints.save(
+                        self.checkpoint_dir,
+                        step,
+                        self.fingerprint,
+                        acc,
+                        self.model,
+                        self.optimizer,
+                        self.scheduler,
+                        state,
+                        best_state,
+                    )
                 if exit_after and step == exit_after:
                     log.warning("%s=%d: exiting abruptly after step %d", EXIT_ENV, exit_after, step)
                     os._exit(75)
@@ -512,14 +608,24 @@ class Trainer:
                 accuracy = self.validation_accuracy()
                 state["log"][-1]["validation_metric"] = accuracy
                 log.info("epoch %d: validation pronoun accuracy %.4f", epoch + 1, accuracy)
-                if s.select_epoch == "validation_accuracy" and (state["best_accuracy"] is None
-                                                                 or accuracy > state["best_accuracy"]):
+                if s.select_epoch == "validation_accuracy" and (
+                    state["best_accuracy"] is None or accuracy > state["best_accuracy"]
+                ):
                     state.update(best_accuracy=accuracy, best_epoch=epoch + 1)
                     best_state = checkpoints.trainable_state(acc.unwrap_model(self.model))
             if self.checkpoint_dir and step < self.total_steps:
                 state.update(step=step, epoch=epoch + 1, next_batch=0)
-                checkpoints.save(self.checkpoint_dir, step, self.fingerprint, acc, self.model, self.optimizer,
-                                 self.scheduler, state, best_state)
+                checkpoints.save(
+                    self.checkpoint_dir,
+                    step,
+                    self.fingerprint,
+                    acc,
+                    self.model,
+                    self.optimizer,
+                    self.scheduler,
+                    state,
+                    best_state,
+                )
         return step, best_state
 
     def _epoch_steps(self, epoch: int) -> list[list[list[int]]]:
@@ -529,15 +635,21 @@ class Trainer:
         steps, do not depend on how the step is split over processes and accumulation."""
         micro = self.global_batch
         out = []
-        for batch in global_batches(self.lengths, micro * self.s.gradient_accumulation_steps, self.seed, epoch,
-                                    self.s.group_by_length, self.world):
+        for batch in global_batches(
+            self.lengths,
+            micro * self.s.gradient_accumulation_steps,
+            self.seed,
+            epoch,
+            self.s.group_by_length,
+            self.world,
+        ):
             parts = []
-            for chunk in (batch[i:i + micro] for i in range(0, len(batch), micro)):
+            for chunk in (batch[i : i + micro] for i in range(0, len(batch), micro)):
                 if len(chunk) < self.world:
                     continue
                 base, extra = divmod(len(chunk), self.world)
                 lo = self.rank * base + min(self.rank, extra)
-                parts.append(chunk[lo: lo + base + (1 if self.rank < extra else 0)])
+                parts.append(chunk[lo : lo + base + (1 if self.rank < extra else 0)])
             out.append(parts)
         return out
 

@@ -77,7 +77,9 @@ def gpr_inputs(config: dict, gpr: str, wordlists: list[str]) -> dict:
         "sentences": "results/corpora/ontonotes/sentences.parquet",
         **corpus_jobs.lexicon_inputs(False, opts["wordlist"]),
         "wordlists": wordlists,
-        "library": library("gpr", "anonymise", "conll", "coref", "counterfactual", "swap_lexicon", "swap_rules", "swap_sentence"),
+        "library": library(
+            "gpr", "anonymise", "conll", "coref", "counterfactual", "swap_lexicon", "swap_rules", "swap_sentence"
+        ),
     }
 
 
@@ -133,10 +135,13 @@ def check_method_corpus(config: dict, method: str, path: str) -> None:
     entries = (corpora_config(config).get(match.group(1)) or {}).get("interventions") or {} if match else {}
     templated = [n for n in entries if corpus_jobs.is_template(n)]
     if not templated:
-        raise ConfigError(f"methods.{method}.corpus: {path!r} is not a corpus this config builds; "
-                          f"configured: {', '.join(known)}")
+        raise ConfigError(
+            f"methods.{method}.corpus: {path!r} is not a corpus this config builds; configured: {', '.join(known)}"
+        )
     try:
         corpus_jobs.resolve_intervention(entries, match.group(2), f"corpora.{match.group(1)}.interventions")
     except ConfigError as error:
-        raise ConfigError(f"methods.{method}.corpus: {path!r} is not a corpus this config builds ({error}); "
-                          f"configured: {', '.join(known)}") from None
+        raise ConfigError(
+            f"methods.{method}.corpus: {path!r} is not a corpus this config builds ({error}); "
+            f"configured: {', '.join(known)}"
+        ) from None

@@ -36,9 +36,7 @@ def library_sets(config: dict, base: str | Path) -> dict[str, list[str]]:
     base = Path(base)
     engine = [str(base / f"src/lmbias/engine/{m}.py") for m in ("scoring", "batching")]
     sets = {
-        registry.measure_of(entry): sorted(
-            set(registry.source_files(registry.measure_of(entry))) | set(engine)
-        )
+        registry.measure_of(entry): sorted(set(registry.source_files(registry.measure_of(entry))) | set(engine))
         for entry in config["benchmarks"].values()
     }
     # loading a model: its spec, the weights, what a fetched folder records, a method's folder or adapter
@@ -53,8 +51,8 @@ def library_sets(config: dict, base: str | Path) -> dict[str, list[str]]:
     lexicon = str(base / "src/lmbias/corpora/swap_lexicon.py")
     sets["sentence_debias"] = [sd, fit_settings, *models, str(base / "src/lmbias/engine/debias_projection.py"), lexicon]
     # INLP: its module, the word lists it picks gendered sentences with (through sentence_debias) and the hook
-    sets["inlp"] = [inlp] + sets["sentence_debias"] + sorted(
-        str(p) for p in (base / "resources/wordlists").glob("*.tsv")
+    sets["inlp"] = (
+        [inlp] + sets["sentence_debias"] + sorted(str(p) for p in (base / "resources/wordlists").glob("*.tsv"))
     )
     sets["self_debias"] = [str(base / "src/lmbias/engine/self_debias.py")]
     return sets
@@ -68,8 +66,10 @@ def model_weights_input(config: dict, model: str) -> str:
         return f"resources/models/{model}"
     if "path" in entry:
         if not Path(entry["path"]).exists():
-            raise ConfigError(f"models.{model}.path: model folder {entry['path']} does not exist "
-                              "(put the downloaded model there, or fix the path)")
+            raise ConfigError(
+                f"models.{model}.path: model folder {entry['path']} does not exist "
+                "(put the downloaded model there, or fix the path)"
+            )
         return entry["path"]
     return hub_model_folder(config, model)
 
@@ -109,8 +109,9 @@ def scoring_inputs(config: dict, model: str, method: str, seed: str, benchmark: 
         # The method's fine-tuned or fitted model folder (none for pretrained, online and self_debias).
         "method_model": method_model_dir(config, model, method, seed),
         # Self-Debias' module (the wrapper scoring loads): editing it rescores that method only.
-        "method_library": (library_fingerprint_file("self_debias")
-                           if config["methods"][method]["kind"] == "self_debias" else []),
+        "method_library": (
+            library_fingerprint_file("self_debias") if config["methods"][method]["kind"] == "self_debias" else []
+        ),
     }
 
 
@@ -119,8 +120,11 @@ def metric_inputs_of(config: dict, benchmark: str, model: str, method: str, seed
     reads (a file's contents, not only its path, must trigger a rerun)."""
     bench = config["benchmarks"][benchmark]
     labels = (bench.get("metric") or {}).get("competency_labels")
-    return (f"results/{model}/{method}/seed{seed}/scores/{benchmark}.parquet",
-            library_fingerprint_file(registry.measure_of(bench)), [labels] if labels else [])
+    return (
+        f"results/{model}/{method}/seed{seed}/scores/{benchmark}.parquet",
+        library_fingerprint_file(registry.measure_of(bench)),
+        [labels] if labels else [],
+    )
 
 
 def metric_inputs(config: dict, model: str, method: str, seed: str, benchmark: str) -> dict:
@@ -161,12 +165,15 @@ def comparison_inputs(config: dict, comparison: str, base: str | Path) -> dict:
     entry = config["comparisons"][comparison]
     bench = entry["benchmark"]
     inputs = {
-        side: [f"results/{entry[side]['model']}/{entry[side]['method']}/seed{seed}/scores/{bench}.parquet"
-               for seed in seeds_for(config, entry[side]["method"])]
+        side: [
+            f"results/{entry[side]['model']}/{entry[side]['method']}/seed{seed}/scores/{bench}.parquet"
+            for seed in seeds_for(config, entry[side]["method"])
+        ]
         for side in ("before", "after")
     }
     inputs["library"] = [library_fingerprint_file(registry.measure_of(config["benchmarks"][bench]))] + [
-        str(Path(base) / f"src/lmbias/metrics/{m}.py") for m in ("comparison", "summary")]
+        str(Path(base) / f"src/lmbias/metrics/{m}.py") for m in ("comparison", "summary")
+    ]
     return inputs
 
 
@@ -178,8 +185,9 @@ def method_job_inputs(config: dict, model: str, method: str) -> dict:
         "corpus": resolved["corpus"],
         "weights": model_weights_input(config, model),
         # the trainer's modules for fine-tuning, SentenceDebias' for fitting: editing one reruns only its jobs
-        "library": library_fingerprint_file({"sd": "sentence_debias", "inlp": "inlp"}.get(resolved["kind"],
-                                                                                          "finetune")),
+        "library": library_fingerprint_file(
+            {"sd": "sentence_debias", "inlp": "inlp"}.get(resolved["kind"], "finetune")
+        ),
     }
     words = (resolved.get("settings") or {}).get("block_augmentation_words")
     if words:  # bias-bench's CDA word list (data.bias_bench), fetched and checked by its data rule

@@ -27,8 +27,9 @@ def check_model_method(config: dict, model: str, method: str) -> None:
 def resolved_method(config: dict, model: str, method: str) -> dict:
     """Kind, corpus, trainer settings (or SD options) of `method` for `model`; ConfigError naming both when
     the model's family cannot run it, or naming methods.<method>.corpus when it is no corpus this config builds."""
-    resolved = registry.resolve_method(model, config["models"][model], method, config["methods"][method],
-                                       config["models"])
+    resolved = registry.resolve_method(
+        model, config["models"][model], method, config["methods"][method], config["models"]
+    )
     if "corpus" in resolved:
         checked = _checked_corpora(config)
         if resolved["corpus"] not in checked:

@@ -78,8 +78,9 @@ def summary_config_slices(config: dict, selection: BenchmarkSelection, model: st
         "model": {k: v for k, v in config["models"][model].items() if k not in RUN_ONLY_MODEL_KEYS},
         "method": config["methods"][method],
         "method_resolved": resolved_method(config, model, method),
-        "benchmarks": {b: {k: v for k, v in config["benchmarks"][b].items() if k != readings_grid.READING_KEY}
-                       for b in benches},
+        "benchmarks": {
+            b: {k: v for k, v in config["benchmarks"][b].items() if k != readings_grid.READING_KEY} for b in benches
+        },
         "data": {d: config["data"][d] for d in datasets},
         "seeds": seeds_for(config, method),
     }

@@ -112,8 +112,11 @@ class BenchmarkSelection:
                 f"--config only_benchmarks=[...] for this run, optional_benchmarks: [{name}], or missing_data: skip"
             )
         self._warn_once(f"benchmark {name!r} left out of summaries ({opt_out}): {location} is missing ({file_key})")
-        return {"benchmark": name, "reason": f"data missing: {file_key} is not in the {folder_key} folder",
-                "config_key": opt_out}
+        return {
+            "benchmark": name,
+            "reason": f"data missing: {file_key} is not in the {folder_key} folder",
+            "config_key": opt_out,
+        }
 
     def _warn_once(self, message: str) -> None:
         if message not in self._warned:
@@ -175,9 +178,11 @@ class BenchmarkSelection:
         benches = [b for b in benches if not self.method_exclusion(method, b)]
         benches = [b for b in benches if not self.method_choice(method, b)]
         if not benches:
-            raise ConfigError(f"model {model!r}: no configured benchmark applies to family "
-                              f"{config['models'][model]['family']!r} (or only_benchmarks, or "
-                              f"methods.{registry.base_method(method)}.benchmarks, leaves none)")
+            raise ConfigError(
+                f"model {model!r}: no configured benchmark applies to family "
+                f"{config['models'][model]['family']!r} (or only_benchmarks, or "
+                f"methods.{registry.base_method(method)}.benchmarks, leaves none)"
+            )
         return benches
 
     def left_out(self, model: str, method: str) -> list[dict]:
@@ -193,6 +198,11 @@ class BenchmarkSelection:
                 continue
             reason = self.method_choice(method, name)
             if reason:
-                left_out.append({"benchmark": name, "reason": reason,
-                                 "config_key": f"methods.{registry.base_method(method)}.benchmarks"})
+                left_out.append(
+                    {
+                        "benchmark": name,
+                        "reason": reason,
+                        "config_key": f"methods.{registry.base_method(method)}.benchmarks",
+                    }
+                )
         return left_out

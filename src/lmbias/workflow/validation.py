@@ -50,15 +50,20 @@ def check_config(config: dict) -> None:
         registry.check_method_entry(name, entry)
         for i, bench in enumerate(entry.get("benchmarks") or []):
             if bench not in benchmarks:
-                raise ConfigError(f"methods.{name}.benchmarks[{i}]: unknown benchmark {bench!r}; configured: "
-                                  f"{_configured(benchmarks)}")
+                raise ConfigError(
+                    f"methods.{name}.benchmarks[{i}]: unknown benchmark {bench!r}; configured: "
+                    f"{_configured(benchmarks)}"
+                )
     for name, entry in models.items():
-        registry.check_training_block(entry.get("training") or {}, f"models.{name}.training",
-                                      registry.MODEL_METHOD_DEFAULTS)
+        registry.check_training_block(
+            entry.get("training") or {}, f"models.{name}.training", registry.MODEL_METHOD_DEFAULTS
+        )
     AggregateSettings.from_config(config.get("aggregate"))
     check_papers(config)
     comparisons = config.get("comparisons", {})
     for i, name in enumerate(config["targets"].get("comparisons", [])):
         if name not in comparisons:
-            raise ConfigError(f"targets.comparisons[{i}]: unknown comparison {name!r}; configured: "
-                              f"{_configured(comparisons) or 'none'}")
+            raise ConfigError(
+                f"targets.comparisons[{i}]: unknown comparison {name!r}; configured: "
+                f"{_configured(comparisons) or 'none'}"
+            )
