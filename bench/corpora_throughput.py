@@ -50,8 +50,8 @@ def main(argv=None) -> int:
     sys.path.insert(0, str(REPO / "src"))
     from lmbias.corpora import jobs as corpora
     from lmbias.corpora.augment import cds_corpus, protect_from_table
-    from lmbias.parsers.gap import parse_gap
     from lmbias.corpora.sentences import gap_sentences, load_splitter
+    from lmbias.parsers.gap import parse_gap
 
     data = Path(args.data)
     t0 = time.perf_counter()

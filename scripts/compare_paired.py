@@ -5,8 +5,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))  # the library of this checkout
 
-from lmbias.metrics.comparison import paired_comparison_job
 from lmbias.job_runtime import setup_job_logging
+from lmbias.metrics.comparison import paired_comparison_job
 
 setup_job_logging(snakemake.log[0])  # noqa: F821
 paired_comparison_job(

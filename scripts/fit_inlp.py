@@ -5,10 +5,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))  # the library of this checkout
 
-from lmbias.engine.model_spec import model_spec
 from lmbias.engine.batching import scoring_budget
-from lmbias.training.inlp import fit_job
+from lmbias.engine.model_spec import model_spec
 from lmbias.job_runtime import setup_job_logging
+from lmbias.training.inlp import fit_job
 
 setup_job_logging(snakemake.log[0])  # noqa: F821
 # the embeddings' forward passes batch within models.<model>.max_tokens (a resource: reruns nothing)

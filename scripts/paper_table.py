@@ -5,9 +5,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))  # the library of this checkout
 
+from lmbias.job_runtime import setup_job_logging
 from lmbias.papers.published import load_published_file
 from lmbias.papers.tables import read_summaries, write_table
-from lmbias.job_runtime import setup_job_logging
 
 setup_job_logging(snakemake.log[0])  # noqa: F821
 published = load_published_file(snakemake.input.published, snakemake.wildcards.paper)  # noqa: F821

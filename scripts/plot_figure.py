@@ -7,9 +7,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))  # the libr
 
 import pandas as pd
 
+from lmbias.job_runtime import setup_job_logging
 from lmbias.papers.figures import FIGURES
 from lmbias.papers.tables import apply_readings, read_summaries
-from lmbias.job_runtime import setup_job_logging
 
 setup_job_logging(snakemake.log[0])  # noqa: F821
 wildcards = snakemake.wildcards  # noqa: F821

@@ -14,12 +14,12 @@ import sys
 import time
 
 t_enter = time.time()
+from importlib.metadata import version  # noqa: E402
+
 import torch  # noqa: E402
 from lm_eval.evaluator import evaluate  # noqa: E402
 from lm_eval.models.huggingface import HFLM  # noqa: E402
 from lm_eval.tasks import TaskManager, get_task_dict  # noqa: E402
-
-from importlib.metadata import version  # noqa: E402
 
 t_imported = time.time()
 model_dir, task_dir, out_json, batch_size, limit = (

@@ -13,9 +13,10 @@ from __future__ import annotations
 import importlib
 import inspect
 import pkgutil
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from lmbias.errors import ConfigError
 from lmbias.method_kinds import (

@@ -12,8 +12,8 @@ from __future__ import annotations
 import itertools
 import math
 import numbers
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from lmbias.er_lambda import ER_LAMBDA_RANGE, er_lambda_ok
 from lmbias.errors import ConfigError

@@ -9,15 +9,15 @@ import pyarrow as pa
 import pytest
 import torch
 
-from lmbias.parsers.bec_pro_generator import generate_from_dir, load_person_words, person_slot, to_tsv
 from lmbias.benchmarks.bec_pro import score_bec_pro
-from lmbias.errors import ConfigError, DataError
-from lmbias.metrics.bec_pro import BecProOptions, bec_pro_metric_rows, bec_pro_paired_rows, paired_test, wilcoxon_z
+from lmbias.engine.batching import EngineStats
 from lmbias.engine.model_spec import model_spec
 from lmbias.engine.models import load_model
-from lmbias.parsers import parse_bec_pro
-from lmbias.engine.batching import EngineStats
 from lmbias.engine.tiny import build_tiny_model
+from lmbias.errors import ConfigError, DataError
+from lmbias.metrics.bec_pro import BecProOptions, bec_pro_metric_rows, bec_pro_paired_rows, paired_test, wilcoxon_z
+from lmbias.parsers import parse_bec_pro
+from lmbias.parsers.bec_pro_generator import generate_from_dir, load_person_words, person_slot, to_tsv
 
 MALE_WORDS = ["he", "man", "brother", "son", "husband", "boyfriend", "father", "uncle", "dad"]
 

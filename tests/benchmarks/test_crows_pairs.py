@@ -12,13 +12,13 @@ import pytest
 import torch
 
 from lmbias.benchmarks.crows_pairs import SCORES_SCHEMA, align, score_crows_pairs
-from lmbias.errors import ConfigError
-from lmbias.metrics.crows_pairs import CrowsPairsOptions, crows_pairs_metric_rows
 from lmbias.engine.model_spec import model_spec
 from lmbias.engine.models import load_model
-from lmbias.parsers import parse_crows_pairs
 from lmbias.engine.pll import encode
 from lmbias.engine.tiny import build_tiny_model
+from lmbias.errors import ConfigError
+from lmbias.metrics.crows_pairs import CrowsPairsOptions, crows_pairs_metric_rows
+from lmbias.parsers import parse_crows_pairs
 
 FAMILY = {"bert": "mlm", "gpt2": "clm", "llama": "clm", "bart": "seq2seq"}
 

@@ -18,24 +18,22 @@ What the planted-bias tests prove (see tests/benchmarks/test_logprob.py for the 
 
 from __future__ import annotations
 
-
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import yaml
 
-from lmbias import registry  # noqa: F401  first: importing a benchmark module before it drops that module
-from lmbias.benchmarks.da_gender import score_da_gender
-from lmbias.errors import ConfigError, DataError
-from lmbias.metrics.da_gender import DaGenderOptions, da_gender_metric_rows, margins, wilson_interval
-from lmbias.parsers import da_gender as da_parser
-from lmbias.engine.planted_bias import bias_token_ids
-from lmbias.engine.tiny import build_tiny_model
-
 from helpers.over_debiasing_paper import over_debiasing_text, paper_list
 from helpers.paths import REPO_ROOT
 from helpers.planted_association import FAMILY, MALE_WORDS, attribute_ids, load_dir, marker_signs, plant_association
+from lmbias import registry  # noqa: F401  first: importing a benchmark module before it drops that module
+from lmbias.benchmarks.da_gender import score_da_gender
+from lmbias.engine.planted_bias import bias_token_ids
+from lmbias.engine.tiny import build_tiny_model
+from lmbias.errors import ConfigError, DataError
+from lmbias.metrics.da_gender import DaGenderOptions, da_gender_metric_rows, margins, wilson_interval
+from lmbias.parsers import da_gender as da_parser
 
 # Every template and slot kind, both genders, multi-piece words: 250 of the 2,610 pairs (keeps the tests fast).
 SUBSET_ATTRIBUTES = ["pregnant", "her", "female", "actress", "his", "male", "danseur", "uncle"]

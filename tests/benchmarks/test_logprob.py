@@ -25,17 +25,15 @@ import pyarrow as pa
 import pytest
 import torch
 
+from helpers.over_debiasing_paper import over_debiasing_text, paper_list
+from helpers.planted_association import FAMILY, MALE_WORDS, attribute_ids, load_dir, marker_signs, plant_association
 from lmbias import registry
 from lmbias.benchmarks.logprob import AssociationItem, association_logprobs, build_masked, score_logprob
+from lmbias.engine.scoring import word_token_ids
+from lmbias.engine.tiny import build_tiny_model
 from lmbias.errors import ConfigError, DataError
 from lmbias.metrics.logprob import LogprobOptions, logprob_metric_rows
 from lmbias.parsers import logprob as logprob_parser
-from lmbias.engine.scoring import word_token_ids
-from lmbias.engine.tiny import build_tiny_model
-
-from helpers.over_debiasing_paper import over_debiasing_text, paper_list
-from helpers.planted_association import FAMILY, MALE_WORDS, attribute_ids, load_dir, marker_signs, plant_association
-
 
 # --------------------------------------------------------------------------------------------------
 # Fixtures

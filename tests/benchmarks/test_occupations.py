@@ -25,13 +25,13 @@ import pytest
 import torch
 
 from lmbias.benchmarks.occupations import SCORES_SCHEMA, continuation_ids, score_occupations
-from lmbias.errors import ConfigError, DataError
-from lmbias.metrics.occupations import OccupationOptions, occupation_bias, occupation_metric_rows
 from lmbias.engine.model_spec import model_spec
 from lmbias.engine.models import load_model
-from lmbias.parsers import occupations as occ_parser
 from lmbias.engine.scoring import decoder_prefix
 from lmbias.engine.tiny import FAMILY_OF, build_tiny_model
+from lmbias.errors import ConfigError, DataError
+from lmbias.metrics.occupations import OccupationOptions, occupation_bias, occupation_metric_rows
+from lmbias.parsers import occupations as occ_parser
 
 ARCHS = ["bert", "gpt2", "bart"]
 

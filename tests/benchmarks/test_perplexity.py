@@ -6,9 +6,7 @@ from __future__ import annotations
 
 import math
 import re
-from pathlib import Path
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest

@@ -12,20 +12,18 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
-from lmbias import parsers
-from lmbias import registry
+from helpers.paths import REPO_ROOT
+from lmbias import parsers, registry
+from lmbias.benchmarks.seat_core import SeatOptions, SeatScoring, mask_placeholder, score_seat, seat_metric_rows
 from lmbias.engine.embeddings import naive_sentence_embeddings
-from lmbias.errors import ConfigError, DataError
 from lmbias.engine.evaluation import compute_metric_job, score_benchmark_job
-from lmbias.io import write_table_atomic
 from lmbias.engine.model_spec import model_spec
 from lmbias.engine.models import load_model
+from lmbias.engine.tiny import build_tiny_model
+from lmbias.errors import ConfigError, DataError
+from lmbias.io import write_table_atomic
 from lmbias.parsers import seat_templates
 from lmbias.parsers.seat import parse_seat
-from lmbias.benchmarks.seat_core import SeatOptions, SeatScoring, mask_placeholder, score_seat, seat_metric_rows
-from lmbias.engine.tiny import build_tiny_model
-
-from helpers.paths import REPO_ROOT
 
 REPO = REPO_ROOT
 CONFIG = yaml.safe_load((REPO / "config.yaml").read_text())

@@ -23,7 +23,11 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
+from helpers.paths import FIXTURES
 from lmbias.benchmarks import winobias as wb
+from lmbias.engine.model_spec import model_spec
+from lmbias.engine.models import load_model
+from lmbias.engine.tiny import FAMILY_OF, build_tiny_model
 from lmbias.errors import ConfigError, DataError
 from lmbias.metrics.winobias import (
     WinoBiasOptions,
@@ -31,12 +35,7 @@ from lmbias.metrics.winobias import (
     read_competency_labels,
     winobias_metric_rows,
 )
-from lmbias.engine.model_spec import model_spec
-from lmbias.engine.models import load_model
 from lmbias.parsers.winobias import parse_winobias, winobias_files
-from lmbias.engine.tiny import FAMILY_OF, build_tiny_model
-
-from helpers.paths import FIXTURES
 
 FIXTURE_LABELS = FIXTURES / "winobias_competency_small.csv"
 PLANTS = {None: None, "he": {"he": 8.0, "him": 8.0, "his": 8.0}, "she": {"she": 8.0, "her": 8.0}}

@@ -11,10 +11,10 @@ import pytest
 import torch
 
 from lmbias import registry
+from lmbias.engine.batching import input_device, model_device
 from lmbias.engine.debias_projection import install_projection
 from lmbias.engine.model_spec import model_spec
 from lmbias.engine.models import load_model
-from lmbias.engine.batching import input_device, model_device
 from lmbias.engine.scoring import sentence_logprobs
 from lmbias.engine.self_debias import wrap
 from lmbias.engine.tiny import build_tiny_model

@@ -15,8 +15,10 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
+from helpers.paths import REPO_ROOT
 from lmbias import registry
 from lmbias.engine import job_timing
+from lmbias.engine.batching import EngineStats
 from lmbias.engine.distributed import (
     ROW_LOCAL_DATASETS,
     launch_command,
@@ -27,15 +29,12 @@ from lmbias.engine.distributed import (
     shard_bounds,
 )
 from lmbias.engine.evaluation import score_benchmark_job
-from lmbias.io import write_table_atomic
-from lmbias.metrics.summary import file_provenance
 from lmbias.engine.model_spec import model_spec
 from lmbias.engine.models import load_model
-from lmbias.parsers import parse_benchmark, required_files
-from lmbias.engine.batching import EngineStats
 from lmbias.engine.tiny import build_tiny_model
-
-from helpers.paths import REPO_ROOT
+from lmbias.io import write_table_atomic
+from lmbias.metrics.summary import file_provenance
+from lmbias.parsers import parse_benchmark, required_files
 
 REPO = REPO_ROOT
 METHOD = {"kind": "pretrained"}

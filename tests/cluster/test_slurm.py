@@ -18,6 +18,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 import yaml
+
 from helpers.slurm_cluster import ClusterUnavailable, SlurmCluster
 from helpers.workflow_runs import copy_workflow, run_snakemake
 

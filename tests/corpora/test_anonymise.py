@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from helpers.conll_docs import conll_text, tok, with_cells
 from lmbias.corpora.anonymise import (
     ANONYMISED_SCHEMA,
     anonymise_document,
@@ -14,10 +15,8 @@ from lmbias.corpora.anonymise import (
     sentences_table,
 )
 from lmbias.corpora.conll import read_conll
-from lmbias.errors import ConfigError
 from lmbias.corpora.nlp import load_spacy
-
-from helpers.conll_docs import conll_text, tok, with_cells
+from lmbias.errors import ConfigError
 
 
 @pytest.fixture

@@ -6,10 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from helpers.conll_docs import ONTO, onto_row
 from lmbias.corpora.conll import Span, detokenize, find_conll_files, read_conll, read_conll_files
 from lmbias.errors import ConfigError, DataError
-
-from helpers.conll_docs import ONTO, onto_row
 
 WINOBIAS_FILES = [
     "dev_type1_anti_stereotype.v4_auto_conll",

@@ -7,20 +7,19 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
+from helpers.conll_docs import ONTO, conll_text, tok, with_cells
 from lmbias.corpora.anonymise import anonymise_document, anonymise_documents
 from lmbias.corpora.augment import cda_corpus, cds_corpus, protect_from_table
 from lmbias.corpora.conll import read_conll, read_conll_files
 from lmbias.corpora.coref import gap_pronoun_links, mention_head, proper_clusters, protected_tokens
 from lmbias.corpora.counterfactual import Swapper
-from lmbias.corpora.swap_lexicon import WORDLIST_DIR, load_lexicon
 from lmbias.corpora.gpr import gpr_examples
 from lmbias.corpora.jobs import check_intervention, gpr_options
 from lmbias.corpora.nlp import load_spacy
 from lmbias.corpora.sentences import load_splitter, split_contexts
+from lmbias.corpora.swap_lexicon import WORDLIST_DIR, load_lexicon
 from lmbias.errors import ConfigError, DataError
 from lmbias.parsers.gap import parse_gap
-
-from helpers.conll_docs import ONTO, conll_text, tok, with_cells
 
 
 @pytest.fixture(scope="module")

@@ -14,14 +14,13 @@ from pathlib import Path
 
 import pytest
 
+from helpers.counterfactual_gold import format_table, gold_report, read_gold, word_tokens
+from helpers.paths import REPO_ROOT
 from lmbias.corpora.counterfactual import INTERVENTIONS, Swapper
+from lmbias.corpora.nlp import load_spacy
 from lmbias.corpora.swap_lexicon import PRONOUNS, SwapLexicon, load_lexicon
 from lmbias.corpora.swap_rules import match_case
 from lmbias.errors import ConfigError, DataError
-from lmbias.corpora.nlp import load_spacy
-
-from helpers.counterfactual_gold import format_table, gold_report, read_gold, word_tokens
-from helpers.paths import REPO_ROOT
 
 WORDLISTS = REPO_ROOT / "resources" / "wordlists"
 

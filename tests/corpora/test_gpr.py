@@ -10,10 +10,10 @@ import pytest
 from lmbias.corpora.anonymise import AnonymisedSentence, anonymise_documents
 from lmbias.corpora.conll import read_conll_files
 from lmbias.corpora.counterfactual import Swapper
-from lmbias.corpora.swap_lexicon import load_lexicon
-from lmbias.errors import ConfigError
 from lmbias.corpora.gpr import GPR_SCHEMA, PRONOUN_PLACEHOLDER, PRONOUNS, assign_splits, gpr_examples, spacy_tags
 from lmbias.corpora.nlp import load_spacy
+from lmbias.corpora.swap_lexicon import load_lexicon
+from lmbias.errors import ConfigError
 
 OPPOSITE = {
     ("he", "she"),

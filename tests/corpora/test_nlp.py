@@ -4,8 +4,8 @@ import logging
 
 import pytest
 
-from lmbias.errors import ConfigError
 from lmbias.corpora.nlp import load_spacy
+from lmbias.errors import ConfigError
 
 
 def test_fallback_is_used_and_logged(caplog):

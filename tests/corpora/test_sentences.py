@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from lmbias.corpora.sentences import SENTENCES_SCHEMA, SPLITTERS, gap_sentences, load_splitter, split_contexts
 from lmbias.errors import ConfigError, DataError
 from lmbias.parsers.gap import parse_gap
-from lmbias.corpora.sentences import SENTENCES_SCHEMA, SPLITTERS, gap_sentences, load_splitter, split_contexts
 
 
 @pytest.fixture(scope="module")

@@ -20,10 +20,10 @@ import torch
 import yaml
 
 from lmbias import registry
+from lmbias.engine.batching import EngineStats
 from lmbias.engine.evaluation import effective_precision, score_benchmark_job
 from lmbias.engine.model_spec import model_spec
 from lmbias.engine.models import dtype_name, load_model
-from lmbias.engine.batching import EngineStats
 from lmbias.engine.tiny import build_tiny_model
 from lmbias.errors import ConfigError
 from lmbias.metrics.summary import file_provenance

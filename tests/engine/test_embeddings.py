@@ -7,12 +7,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from lmbias.engine.batching import EngineStats
 from lmbias.engine.embeddings import POOLINGS, naive_sentence_embeddings, pooling_label, sentence_embeddings
-from lmbias.errors import ConfigError, DataError
 from lmbias.engine.model_spec import model_spec
 from lmbias.engine.models import load_model
-from lmbias.engine.batching import EngineStats
 from lmbias.engine.tiny import build_tiny_model
+from lmbias.errors import ConfigError, DataError
 
 FAMILY = {"bert": "mlm", "roberta": "mlm", "gpt2": "clm", "bart": "seq2seq"}
 TEXTS = [

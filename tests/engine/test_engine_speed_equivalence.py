@@ -6,13 +6,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import torch
 
-from lmbias.parsers.bec_pro_generator import generate
+from lmbias.engine.batching import EngineStats
 from lmbias.engine.model_spec import model_spec
 from lmbias.engine.models import load_model
-from lmbias.engine.pll import content_positions, encode, naive_token_logprobs, token_logprobs
-from lmbias.engine.batching import EngineStats
 from lmbias.engine.oracles import (
     naive_infill_logprobs,
     naive_infill_logprobs_ids,
@@ -20,6 +17,7 @@ from lmbias.engine.oracles import (
     naive_masked_logprobs_ids,
     naive_sentence_logprobs,
 )
+from lmbias.engine.pll import content_positions, encode, naive_token_logprobs, token_logprobs
 from lmbias.engine.scoring import (
     InfillIdsRequest,
     InfillRequest,
@@ -33,6 +31,7 @@ from lmbias.engine.scoring import (
     word_token_ids,
 )
 from lmbias.engine.tiny import build_tiny_model
+from lmbias.parsers.bec_pro_generator import generate
 
 FAMILY = {"bert": "mlm", "roberta": "mlm", "gpt2": "clm", "bart": "seq2seq"}
 PATTERNS = ["{} is a {}.", "{}, the {}, had a good day at work.", "{} applied for the position of {}."]

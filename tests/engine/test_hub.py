@@ -33,6 +33,8 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
+from helpers.loopback_http import FileHandler, loopback_entry, serve_in_thread
+from helpers.workflow_runs import ONE_THREAD_PER_JOB, SNAKEMAKE, copy_workflow, scheduled_outputs
 from lmbias.engine.hub import (
     SOURCE_FILE,
     HubAccessError,
@@ -44,9 +46,6 @@ from lmbias.engine.hub import (
 from lmbias.engine.model_spec import model_spec
 from lmbias.engine.models import load_model, resolved_commit
 from lmbias.errors import ConfigError
-
-from helpers.loopback_http import FileHandler, loopback_entry, serve_in_thread
-from helpers.workflow_runs import ONE_THREAD_PER_JOB, SNAKEMAKE, copy_workflow, scheduled_outputs
 
 REPO_ID = "lmbias-test/tiny-bert"
 BIN_ONLY_REPO = "lmbias-test/bin-only"

@@ -13,10 +13,10 @@ import pytest
 import torch
 import yaml
 
-from lmbias.errors import ConfigError
 from lmbias.engine.model_spec import FAMILIES, ModelSpec, model_spec
 from lmbias.engine.models import load_model, load_tokenizer, mask_token
 from lmbias.engine.tiny import ARCHITECTURES, FAMILY_OF, build_tiny_model
+from lmbias.errors import ConfigError
 
 SENTENCE = "The developer argued with the designer because he did not like the design."
 

@@ -9,7 +9,7 @@ import stat
 import pyarrow as pa
 import pytest
 
-from lmbias.errors import ConfigError, DataError
+from lmbias.errors import ConfigError
 
 
 @pytest.fixture

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from lmbias.engine.batching import EngineStats, scoring_precision
 from lmbias.engine.model_spec import model_spec
 from lmbias.engine.models import load_model
-from lmbias.engine.batching import EngineStats, scoring_precision
 from lmbias.engine.oracles import naive_infill_logprobs, naive_masked_logprobs, naive_sentence_logprobs
 from lmbias.engine.scoring import (
     InfillRequest,

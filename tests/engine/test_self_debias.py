@@ -20,8 +20,8 @@ from lmbias.benchmarks.crows_pairs import align, score_crows_pairs
 from lmbias.engine.evaluation import load_for_method
 from lmbias.engine.model_spec import model_spec
 from lmbias.engine.models import load_model
-from lmbias.engine.pll import encode
 from lmbias.engine.oracles import naive_masked_logprobs, naive_sentence_logprobs
+from lmbias.engine.pll import encode
 from lmbias.engine.scoring import MaskedIdsRequest, MaskedRequest, masked_logprobs_ids, sentence_logprobs
 from lmbias.engine.self_debias import SelfDebiasSettings, rescaled_logprobs, wrap
 from lmbias.engine.tiny import build_tiny_model

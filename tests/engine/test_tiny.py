@@ -18,12 +18,12 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from lmbias.errors import ConfigError, DataError
 from lmbias.engine.model_spec import model_spec
 from lmbias.engine.models import load_model
 from lmbias.engine.planted_bias import LLAMA_PLANT_TOLERANCE, PLANTABLE, plant_bias
 from lmbias.engine.tiny import ARCHITECTURES, FAMILY_OF, build_from_config, build_tiny_model
 from lmbias.engine.tiny_vocab import DEFAULT_WORDS, derive_word_list, load_word_list
+from lmbias.errors import ConfigError, DataError
 
 PRONOUNS = ("he", "she", "him", "her", "his", "hers", "himself", "herself")
 PLANTED = {"he": 8.0}

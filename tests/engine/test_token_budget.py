@@ -13,13 +13,14 @@ import pytest
 import torch
 import yaml
 
+from lmbias.benchmarks.perplexity import causal_nll
 from lmbias.engine import job_timing
+from lmbias.engine.batching import DEFAULT_MAX_TOKENS, EngineStats, TokenBudget, scoring_budget
 from lmbias.engine.embeddings import POOLINGS, sentence_embeddings
 from lmbias.engine.evaluation import score_benchmark_job
 from lmbias.engine.model_spec import model_spec
 from lmbias.engine.models import load_model
 from lmbias.engine.pll import content_positions, encode, token_logprobs
-from lmbias.engine.batching import DEFAULT_MAX_TOKENS, EngineStats, TokenBudget, scoring_budget
 from lmbias.engine.scoring import (
     InfillIdsRequest,
     InfillRequest,
@@ -30,7 +31,6 @@ from lmbias.engine.scoring import (
     sentence_logprobs,
     word_token_ids,
 )
-from lmbias.benchmarks.perplexity import causal_nll
 from lmbias.engine.tiny import FAMILY_OF, build_tiny_model
 from lmbias.errors import ConfigError, ScoringOutOfMemoryError, TokenBudgetError
 from lmbias.io import write_table_atomic

@@ -7,9 +7,8 @@ import csv
 import re
 from collections import Counter, defaultdict
 
-from lmbias.corpora.counterfactual import PRONOUNS
-
 from helpers.paths import TESTS
+from lmbias.corpora.counterfactual import PRONOUNS
 
 GOLD = TESTS / "gold" / "counterfactual_gold.tsv"
 TOKEN_RE = re.compile(r"\w+(?:['’]\w+)*|[^\w\s]")

@@ -64,7 +64,7 @@ class SlurmCluster:
         path = f"{self.root / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}"
         return {**os.environ, "SLURM_CONF": str(self.conf), "PATH": path}
 
-    def start(self, timeout: float = 60.0) -> "SlurmCluster":
+    def start(self, timeout: float = 60.0) -> SlurmCluster:
         binaries = {name: _binary(name) for name in DAEMONS + CLIENTS + ("mungekey",)}
         self.root.mkdir(parents=True, exist_ok=True)
         self.root.chmod(0o700)  # munged refuses key and socket folders others can write

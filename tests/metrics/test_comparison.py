@@ -10,6 +10,7 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
+from lmbias.errors import ConfigError, DataError
 from lmbias.metrics.comparison import (
     PAIRED_SCHEMA,
     check_comparison,
@@ -17,7 +18,6 @@ from lmbias.metrics.comparison import (
     paired_comparison_job,
     paired_rows,
 )
-from lmbias.errors import ConfigError, DataError
 
 BEC_PRO = {
     "dataset": "bec_pro",

@@ -8,8 +8,8 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from lmbias.errors import ConfigError, DataError
 from lmbias.benchmarks.seat_core import SCORES_SCHEMA, SeatOptions, seat_metric_rows, variant_name
+from lmbias.errors import ConfigError, DataError
 from lmbias.metrics.weat import (
     associations,
     cosine_matrix,

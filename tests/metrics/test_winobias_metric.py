@@ -8,9 +8,9 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
+from lmbias.benchmarks.winobias import SCORES_SCHEMA
 from lmbias.errors import ConfigError, DataError
 from lmbias.metrics.winobias import WinoBiasOptions, f1_percent, mu_skew, mu_stereo, winobias_metric_rows
-from lmbias.benchmarks.winobias import SCORES_SCHEMA
 
 # Table 2 (T2): F1 male pro, male anti, female pro, female anti -> published stereo, skew.
 TABLE2 = {

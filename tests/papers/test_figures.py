@@ -10,13 +10,13 @@ step); tests/fixtures/figure_train_log.parquet is that cds model's train_log.par
 
 from __future__ import annotations
 
-
 import numpy as np
 import pandas as pd
 import pytest
 from matplotlib.lines import Line2D
 from matplotlib.patches import Rectangle
 
+from helpers.paths import FIXTURES
 from lmbias.papers import (
     figure_data,
     figure_style,
@@ -27,9 +27,6 @@ from lmbias.papers import (
     figures_over_debiasing,
 )
 from lmbias.papers import figures as F
-
-from helpers.paths import FIXTURES
-
 
 # ------------------------------------------------------------------------------------------ inputs
 

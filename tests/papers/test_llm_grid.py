@@ -11,12 +11,12 @@ figure back. The shipped grid's DAG is tested with the other paper targets (test
 
 from __future__ import annotations
 
-
 import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 import yaml
 
+from helpers.paths import REPO_ROOT
 from lmbias import registry
 from lmbias.errors import DataError
 from lmbias.papers import grid
@@ -24,8 +24,6 @@ from lmbias.papers.figures import FIGURES
 from lmbias.papers.figures_llm_gender import LLM_PANELS, llm_bias_figure, llm_points
 from lmbias.papers.published import OWN_GRIDS, PAPERS, load_published, load_published_file
 from lmbias.papers.tables import build_table, legend
-
-from helpers.paths import REPO_ROOT
 
 REPO = REPO_ROOT
 METHODS = ["pretrained", "cda-lora", "cds-lora", "self_debias", "sd", "inlp"]

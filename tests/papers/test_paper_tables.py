@@ -8,6 +8,7 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
+from helpers.paths import TESTS
 from lmbias.config import check_papers
 from lmbias.errors import ConfigError
 from lmbias.papers.grid import left_out_pairs, pair_info, paper_pairs
@@ -21,8 +22,6 @@ from lmbias.papers.tables import (
     to_markdown,
     write_table,
 )
-
-from helpers.paths import TESTS
 
 FIXTURES = TESTS / "fixtures" / "published"
 

@@ -10,10 +10,11 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
+from helpers.paths import FIXTURES
 from lmbias.errors import ConfigError, DataError
 from lmbias.parsers import (
-    is_generated,
     PARSERS,
+    is_generated,
     parse_bec_pro,
     parse_benchmark,
     parse_cds,
@@ -26,8 +27,6 @@ from lmbias.parsers import (
     required_files,
 )
 from lmbias.parsers import winobias as wb
-
-from helpers.paths import FIXTURES
 
 STEREOSET = FIXTURES / "stereoset_dev_small.json"
 

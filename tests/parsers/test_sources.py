@@ -16,6 +16,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from helpers.loopback_http import FileHandler, QuietLog, loopback_entry, serve_in_thread
+from helpers.paths import REPO_ROOT
 from lmbias.errors import ConfigError, DataError
 from lmbias.parsers.sources import (
     copy_local,
@@ -26,9 +28,6 @@ from lmbias.parsers.sources import (
     resolve_source,
     sha256_file,
 )
-
-from helpers.loopback_http import FileHandler, QuietLog, loopback_entry, serve_in_thread
-from helpers.paths import REPO_ROOT
 
 REPO = REPO_ROOT
 LOOPBACK_DATASETS = ["winobias", "seat", "cds"]  # a sub-folder (conll_format/) and '+' in names included

@@ -31,7 +31,7 @@ def test_naive_keeps_line_count_and_empty_lines(repo_root):
 
 
 def test_grammatical_with_names_and_shared_lists(shared_data):
-    stdin = "I saw her.\n\nJohn told Mary that the book was his.\r\nQueen Elizabeth visited Prince Street".encode()
+    stdin = b"I saw her.\n\nJohn told Mary that the book was his.\r\nQueen Elizabeth visited Prince Street"
     proc = run(
         [
             "counterfactual",

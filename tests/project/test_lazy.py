@@ -9,9 +9,8 @@ import sys
 
 import pytest
 
-from lmbias.lazy import lazy_module
-
 from helpers.paths import REPO_ROOT
+from lmbias.lazy import lazy_module
 
 REPO = REPO_ROOT
 

@@ -17,18 +17,18 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
-from lmbias import progress
 from helpers.gap_corpora import gap_sentences
 from helpers.paths import REPO_ROOT
+from lmbias import progress
 from lmbias.engine.evaluation import score_benchmark_job
 from lmbias.engine.model_spec import model_spec
 from lmbias.engine.models import load_model
 from lmbias.engine.scoring import sentence_logprobs
 from lmbias.engine.tiny import build_tiny_model
 from lmbias.io import write_table_atomic
+from lmbias.job_runtime import setup_job_logging
 from lmbias.metrics.summary import file_provenance, library_versions
 from lmbias.parsers import parse_benchmark, required_files
-from lmbias.job_runtime import setup_job_logging
 
 REPO = REPO_ROOT
 RATE = r"([\d,]+) {unit} in (\d+\.\d+) s \(([\d,]+\.\d|inf) {unit}/s\)"

@@ -24,9 +24,9 @@ import yaml
 
 from lmbias.benchmarks.crows_pairs import score_crows_pairs
 from lmbias.benchmarks.stereoset import score_stereoset
+from lmbias.engine.batching import EngineStats
 from lmbias.engine.model_spec import model_spec
 from lmbias.engine.models import load_model
-from lmbias.engine.batching import EngineStats
 from lmbias.engine.oracles import naive_sentence_logprobs
 from lmbias.engine.scoring import sentence_logprobs
 from lmbias.engine.self_debias import DEFAULT_PREFIX, wrap

@@ -12,18 +12,17 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
+from helpers.paths import REPO_ROOT
+from helpers.workflow_runs import copy_workflow, run_snakemake, scheduled_outputs, write_config
 from lmbias.corpora import jobs
 from lmbias.corpora.augment import cds_corpus, choose_prefix
 from lmbias.corpora.bartl import bartl_corpus, read_flipped_gap
 from lmbias.corpora.counterfactual import Swapper
-from lmbias.corpora.swap_lexicon import PRONOUNS, load_lexicon
 from lmbias.corpora.sentences import SENTENCES_SCHEMA, gap_sentences, load_splitter
+from lmbias.corpora.swap_lexicon import PRONOUNS, load_lexicon
 from lmbias.errors import ConfigError, DataError
 from lmbias.parsers.gap import parse_gap
 from lmbias.parsers.sources import dataset_files, sha256_file
-
-from helpers.paths import REPO_ROOT
-from helpers.workflow_runs import copy_workflow, run_snakemake, scheduled_outputs, write_config
 
 BARTL = "bartl2020_gap_flipped/gap_flipped.tsv"
 LU2018 = str(REPO_ROOT / "resources/wordlists/lu2018_gender_pairs.tsv")

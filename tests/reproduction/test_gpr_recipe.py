@@ -18,7 +18,6 @@ import pytest
 from lmbias.corpora.anonymise import AnonymisedSentence
 from lmbias.corpora.conll import detokenize, read_conll_files
 from lmbias.corpora.counterfactual import Swapper
-from lmbias.corpora.swap_lexicon import load_lexicon
 from lmbias.corpora.gpr import (
     MASKED_PRONOUN,
     PRONOUN_PLACEHOLDER,
@@ -29,6 +28,7 @@ from lmbias.corpora.gpr import (
     gpr_examples,
 )
 from lmbias.corpora.jobs import build_gpr, gpr_files, gpr_options, gpr_variants, lexicon_inputs
+from lmbias.corpora.swap_lexicon import load_lexicon
 from lmbias.errors import ConfigError
 from lmbias.training.data import encode_gpr, load_corpus
 from lmbias.training.settings import TrainingSettings

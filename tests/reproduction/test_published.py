@@ -18,11 +18,10 @@ from pathlib import Path
 import pytest
 import yaml
 
+from helpers.paths import REPO_ROOT
 from lmbias.errors import DataError
 from lmbias.metrics.winobias import mu_skew, mu_stereo
 from lmbias.papers.published import METHOD_KINDS, PAPERS, load_published, published_path
-
-from helpers.paths import REPO_ROOT
 
 # ----------------------------------------------------------------------------------------------- helpers
 

@@ -18,6 +18,7 @@ import torch
 import yaml
 from safetensors.torch import load_file
 
+from helpers.paths import REPO_ROOT
 from lmbias import registry
 from lmbias.engine.debias_projection import load_projection_matrix
 from lmbias.engine.method_folders import load_method_model
@@ -28,8 +29,6 @@ from lmbias.errors import ConfigError
 from lmbias.training import inlp
 from lmbias.training.jobs import train_job
 from lmbias.training.trainer import set_dropout
-
-from helpers.paths import REPO_ROOT
 
 MALE = ["he", "his", "him", "man", "father", "son", "brother", "husband", "boy"]
 FEMALE = ["she", "her", "woman", "mother", "daughter", "sister", "wife", "girl"]

@@ -12,9 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from lmbias.training.output_lock import LOCK_NAME, OutputLocked, training_lock
-
 from helpers.paths import REPO_ROOT
+from lmbias.training.output_lock import LOCK_NAME, OutputLocked, training_lock
 
 HOLDER = """
 import sys

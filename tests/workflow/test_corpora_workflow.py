@@ -10,11 +10,10 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
+from helpers.workflow_runs import copy_workflow, run_snakemake, write_config
 from lmbias.config import config_errors
 from lmbias.corpora.jobs import check_corpora_config
 from lmbias.errors import ConfigError
-
-from helpers.workflow_runs import copy_workflow, run_snakemake, write_config
 
 pytestmark = pytest.mark.workflow
 

@@ -44,12 +44,12 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
+from helpers.paths import FIXTURES
+from helpers.workflow_runs import copy_workflow
 from lmbias import registry
 from lmbias.method_kinds import TRAINED_METHOD_KINDS
 from lmbias.metrics.summary import left_out as summary_left_out
 from lmbias.papers.grid import is_reading
-from helpers.paths import FIXTURES
-from helpers.workflow_runs import copy_workflow
 
 pytestmark = pytest.mark.workflow
 

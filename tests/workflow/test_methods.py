@@ -9,10 +9,9 @@ from __future__ import annotations
 import pytest
 import yaml
 
+from helpers.workflow_runs import copy_workflow, run_snakemake, scheduled_outputs, write_config
 from lmbias import registry
 from lmbias.errors import ConfigError
-
-from helpers.workflow_runs import copy_workflow, run_snakemake, scheduled_outputs, write_config
 
 
 @pytest.fixture(scope="module")

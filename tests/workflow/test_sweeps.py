@@ -10,11 +10,10 @@ import re
 import pytest
 import yaml
 
+from helpers.workflow_runs import copy_workflow, run_snakemake, scheduled_outputs, write_config
 from lmbias import registry, sweeps
 from lmbias.corpora import jobs as corpora
 from lmbias.errors import ConfigError
-
-from helpers.workflow_runs import copy_workflow, run_snakemake, scheduled_outputs, write_config
 
 TABLE11 = {
     "cds": ("swap_rate", [0.6, 0.65, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95]),

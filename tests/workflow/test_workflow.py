@@ -16,9 +16,8 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
-from lmbias.metrics.summary import SUMMARY_SCHEMA
-
 from helpers.workflow_runs import copy_workflow, edited_module, run_snakemake, scheduled_outputs, write_config
+from lmbias.metrics.summary import SUMMARY_SCHEMA
 
 pytestmark = pytest.mark.workflow
 

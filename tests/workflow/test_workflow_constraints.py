@@ -6,7 +6,6 @@ from __future__ import annotations
 import re
 
 from helpers.shipped_config import shipped_config
-
 from lmbias.workflow import constraints
 
 

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import difflib
 
-from helpers import dag_gold
 import pytest
+
+from helpers import dag_gold
 
 pytestmark = pytest.mark.workflow
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from helpers.shipped_config import REPO, shipped_config
 
+from helpers.shipped_config import REPO, shipped_config
 from lmbias.errors import ConfigError
 from lmbias.workflow import inputs, methods, params, selection
 

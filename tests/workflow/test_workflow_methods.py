@@ -26,8 +26,6 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
-from lmbias.metrics.summary import left_out as summary_left_out
-from lmbias.papers.tables import is_parameter_table, is_settings_table
 from helpers.methods_run import (
     BIAS_BENCH_WORDS_FILE,
     GRID,
@@ -44,6 +42,8 @@ from helpers.methods_run import (
     start_methods_run,
 )
 from helpers.workflow_runs import edited_module, run_snakemake, scheduled_outputs, write_config
+from lmbias.metrics.summary import left_out as summary_left_out
+from lmbias.papers.tables import is_parameter_table, is_settings_table
 
 pytestmark = pytest.mark.workflow
 

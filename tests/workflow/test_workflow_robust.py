@@ -12,9 +12,9 @@ import pandas as pd
 import pytest
 import yaml
 
-from lmbias.metrics.summary import left_out
 from helpers.workflow_runs import ONE_THREAD_PER_JOB, copy_workflow, scheduled_outputs
 from helpers.workflow_runs import run_snakemake as _run_snakemake
+from lmbias.metrics.summary import left_out
 
 
 def run_snakemake(workdir, *args, check=True):
@@ -132,7 +132,7 @@ def test_overlay_errors_name_the_overlay_and_missing_model_path_its_key(small_ru
     assert f"models.tiny-bert.famly: unknown key (in {overlay})" in proc.stdout + proc.stderr
     overlay.write_text(yaml.safe_dump({"targets": {"models": ["tiny-bert", "nope"], "methods": ["pretrained"]}}))
     proc = run_snakemake(workdir, "-n", "--configfile", str(overlay), check=False)
-    assert f"targets.models[1]: unknown model 'nope'; configured:" in proc.stdout + proc.stderr
+    assert "targets.models[1]: unknown model 'nope'; configured:" in proc.stdout + proc.stderr
     assert f"(in {overlay})" in proc.stdout + proc.stderr
     overlay.write_text(
         yaml.safe_dump({"models": {"my-bert": {"path": "models/my-bert", "family": "mlm", "revision": "local"}}})

@@ -4,8 +4,8 @@ method kind, the method's list, peer readings, missing data)."""
 from __future__ import annotations
 
 import pytest
-from helpers.shipped_config import shipped_config
 
+from helpers.shipped_config import shipped_config
 from lmbias.errors import ConfigError
 from lmbias.workflow import selection
 

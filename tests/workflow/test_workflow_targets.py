@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from helpers.shipped_config import shipped_config
-
 from lmbias.workflow import targets
 
 

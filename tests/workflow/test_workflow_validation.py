@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from helpers.shipped_config import shipped_config
 
+from helpers.shipped_config import shipped_config
 from lmbias.errors import ConfigError
 from lmbias.workflow.validation import check_config
 

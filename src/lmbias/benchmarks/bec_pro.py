@@ -27,10 +27,6 @@ import logging
 import pyarrow as pa
 import pyarrow.compute  # noqa: F401  (pa.compute)
 
-from lmbias.parsers.bec_pro_generator import MASK, load_person_words, person_slot
-from lmbias.errors import ConfigError, DataError
-from lmbias.metrics.bec_pro import BecProOptions, bec_pro_metric_rows, bec_pro_paired_rows
-from lmbias.registry import BenchmarkDef
 from lmbias.engine.batching import EngineStats
 from lmbias.engine.scoring import (
     InfillIdsRequest,
@@ -40,6 +36,10 @@ from lmbias.engine.scoring import (
     masked_logprobs,
     word_token_ids,
 )
+from lmbias.errors import ConfigError, DataError
+from lmbias.metrics.bec_pro import BecProOptions, bec_pro_metric_rows, bec_pro_paired_rows
+from lmbias.parsers.bec_pro_generator import MASK, load_person_words, person_slot
+from lmbias.registry import BenchmarkDef
 
 log = logging.getLogger(__name__)
 

@@ -27,12 +27,12 @@ import math
 
 import pyarrow as pa
 
+from lmbias.engine.batching import EngineStats
+from lmbias.engine.pll import encode, token_logprobs
+from lmbias.engine.scoring import clm_context, sentence_logprobs
 from lmbias.errors import ConfigError, DataError
 from lmbias.metrics.crows_pairs import VARIANTS, CrowsPairsOptions, crows_pairs_metric_rows
-from lmbias.engine.pll import encode, token_logprobs
 from lmbias.registry import BenchmarkDef
-from lmbias.engine.batching import EngineStats
-from lmbias.engine.scoring import clm_context, sentence_logprobs
 
 log = logging.getLogger(__name__)
 

@@ -19,12 +19,12 @@ import math
 
 import pyarrow as pa
 
+from lmbias.benchmarks import logprob as logprob_benchmark  # the module, not its names: importable in either order
+from lmbias.engine.batching import EngineStats
+from lmbias.engine.scoring import sentence_logprobs
 from lmbias.errors import DataError
 from lmbias.metrics.da_gender import DaGenderOptions, da_gender_metric_rows
 from lmbias.registry import BenchmarkDef
-from lmbias.engine.batching import EngineStats
-from lmbias.engine.scoring import sentence_logprobs
-from lmbias.benchmarks import logprob as logprob_benchmark  # the module, not its names: importable in either order
 
 log = logging.getLogger(__name__)
 

@@ -30,18 +30,18 @@ Families:
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 import pyarrow as pa
 
-from lmbias.metrics import weat  # noqa: F401  (the metric's statistics: listed as a source file of this benchmark's jobs)
-from lmbias.errors import ConfigError, DataError
-from lmbias.metrics.logprob import LogprobOptions, logprob_metric_rows
-from lmbias.registry import BenchmarkDef
 from lmbias.engine.batching import EngineStats
 from lmbias.engine.scoring import InfillRequest, MaskedRequest, infill_logprobs, masked_logprobs, word_token_ids
+from lmbias.errors import ConfigError, DataError
+from lmbias.metrics import weat  # noqa: F401  (the metric's statistics: listed as a source file of this benchmark's jobs)
+from lmbias.metrics.logprob import LogprobOptions, logprob_metric_rows
+from lmbias.registry import BenchmarkDef
 
 log = logging.getLogger(__name__)
 
@@ -69,7 +69,7 @@ class ScoringOptions:
     attribute_masks: str = "word"
 
     @classmethod
-    def from_config(cls, scoring: dict | None, key: str) -> "ScoringOptions":
+    def from_config(cls, scoring: dict | None, key: str) -> ScoringOptions:
         scoring = dict(scoring or {})
         unknown = sorted(set(scoring) - set(SCORING_KEYS))
         if unknown:

@@ -20,11 +20,11 @@ from __future__ import annotations
 
 import pyarrow as pa
 
+from lmbias.engine.batching import EngineStats
+from lmbias.engine.scoring import InfillRequest, MaskedRequest, infill_logprobs, masked_logprobs, sentence_logprobs
 from lmbias.errors import ConfigError, DataError
 from lmbias.metrics.occupations import OccupationOptions, occupation_metric_rows
 from lmbias.registry import BenchmarkDef
-from lmbias.engine.batching import EngineStats
-from lmbias.engine.scoring import InfillRequest, MaskedRequest, infill_logprobs, masked_logprobs, sentence_logprobs
 
 SCORES_SCHEMA = pa.schema(
     [

@@ -43,8 +43,8 @@ import logging
 import numpy as np
 import pyarrow as pa
 
-from lmbias.engine.pll import token_logprobs
 from lmbias.engine.batching import EngineStats, autocast, model_device, pad, run_batches
+from lmbias.engine.pll import token_logprobs
 from lmbias.engine.scoring import sentence_alone
 from lmbias.errors import ConfigError, DataError
 from lmbias.lazy import lazy_module

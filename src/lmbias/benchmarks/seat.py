@@ -4,10 +4,10 @@ embeddings. The scorer and metric live in `lmbias.benchmarks.seat_core` (shared 
 
 from __future__ import annotations
 
+from lmbias.benchmarks.seat_core import SeatOptions, score_seat, seat_metric_rows
 from lmbias.engine import embeddings  # noqa: F401  (imported so registry.source_files lists it as a job input)
 from lmbias.metrics import weat  # noqa: F401  (imported so registry.source_files lists them as job inputs)
 from lmbias.registry import BenchmarkDef
-from lmbias.benchmarks.seat_core import SeatOptions, score_seat, seat_metric_rows
 
 BENCHMARKS = [
     BenchmarkDef(

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
+from lmbias.engine.batching import EngineStats
 from lmbias.engine.embeddings import (
     DA_GENDER_PAD_TO,
     DEFAULT_POOLING,
@@ -37,7 +38,6 @@ from lmbias.engine.embeddings import (
     sentence_embeddings,
 )
 from lmbias.errors import ConfigError, DataError
-from lmbias.engine.batching import EngineStats
 from lmbias.metrics.weat import (
     ALTERNATIVES,
     EXACT_MAX,
@@ -79,7 +79,7 @@ class SeatScoring:
     pad_to: int | None = DA_GENDER_PAD_TO
 
     @classmethod
-    def from_config(cls, scoring_cfg: dict | None, family: str, key: str = "scoring") -> "SeatScoring":
+    def from_config(cls, scoring_cfg: dict | None, family: str, key: str = "scoring") -> SeatScoring:
         cfg = dict(scoring_cfg or {})
         unknown = sorted(set(cfg) - set(_SCORING_KEYS))
         if unknown:
@@ -199,7 +199,7 @@ class SeatOptions:
     averages: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
     @classmethod
-    def from_config(cls, metric_cfg: dict | None, key: str = "benchmarks.seat.metric") -> "SeatOptions":
+    def from_config(cls, metric_cfg: dict | None, key: str = "benchmarks.seat.metric") -> SeatOptions:
         cfg = dict(metric_cfg or {})
         known = ("ddof", "exact_max", "n_samples", "seed", "alternative", "std_epsilon", "averages")
         unknown = sorted(set(cfg) - set(known))

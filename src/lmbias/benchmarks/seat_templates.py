@@ -17,12 +17,12 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from lmbias.errors import DataError
-from lmbias.registry import BenchmarkDef
-from lmbias.engine.batching import EngineStats
-from lmbias.engine import embeddings  # noqa: F401  (imported so registry.source_files lists it as a job input)
-from lmbias.metrics import weat  # noqa: F401  (imported so registry.source_files lists them as job inputs)
 from lmbias.benchmarks.seat_core import SCORES_SCHEMA, SeatOptions, SeatScoring, embed_all, seat_metric_rows
+from lmbias.engine import embeddings  # noqa: F401  (imported so registry.source_files lists it as a job input)
+from lmbias.engine.batching import EngineStats
+from lmbias.errors import DataError
+from lmbias.metrics import weat  # noqa: F401  (imported so registry.source_files lists them as job inputs)
+from lmbias.registry import BenchmarkDef
 
 
 def score_seat_templates(

@@ -30,10 +30,6 @@ import string
 import numpy as np
 import pyarrow as pa
 
-from lmbias.errors import ConfigError, DataError
-from lmbias.metrics.stereoset import StereoSetOptions, stereoset_metric_rows
-from lmbias.parsers.stereoset import blank_word_index
-from lmbias.registry import BenchmarkDef
 from lmbias.engine.batching import EngineStats
 from lmbias.engine.scoring import (
     InfillIdsRequest,
@@ -43,6 +39,10 @@ from lmbias.engine.scoring import (
     masked_logprobs_ids,
     sentence_logprobs,
 )
+from lmbias.errors import ConfigError, DataError
+from lmbias.metrics.stereoset import StereoSetOptions, stereoset_metric_rows
+from lmbias.parsers.stereoset import blank_word_index
+from lmbias.registry import BenchmarkDef
 
 log = logging.getLogger(__name__)
 

@@ -38,9 +38,6 @@ from pathlib import Path
 import pyarrow as pa
 import yaml
 
-from lmbias.errors import ConfigError, DataError
-from lmbias.metrics.winobias import CONDITION_PREFIX, WinoBiasOptions, winobias_metric_rows
-from lmbias.registry import BenchmarkDef
 from lmbias.engine.batching import EngineStats
 from lmbias.engine.scoring import (
     InfillRequest,
@@ -50,6 +47,9 @@ from lmbias.engine.scoring import (
     sentence_logprobs,
     word_token_ids,
 )
+from lmbias.errors import ConfigError, DataError
+from lmbias.metrics.winobias import CONDITION_PREFIX, WinoBiasOptions, winobias_metric_rows
+from lmbias.registry import BenchmarkDef
 
 log = logging.getLogger(__name__)
 

@@ -20,8 +20,8 @@ Each sentence also carries `protect`: its tokens in a gold coreference cluster w
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import pyarrow as pa
 

@@ -25,9 +25,9 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Iterator, Sequence
 
 from lmbias.errors import ConfigError, DataError
 from lmbias.parsers.common import read_text

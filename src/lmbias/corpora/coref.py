@@ -21,7 +21,7 @@ proper-name rules (titles inside names, gendered words in named places and organ
 from __future__ import annotations
 
 import os
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 import pyarrow as pa
 

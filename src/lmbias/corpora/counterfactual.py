@@ -335,7 +335,7 @@ def split_long_text(text: str, max_chars: int = MAX_PIECE_CHARS) -> list[str]:
 
 
 def swap_lines(
-    swapper: "Swapper", texts: Sequence[str], batch_size: int = 256, max_chars: int = MAX_PIECE_CHARS
+    swapper: Swapper, texts: Sequence[str], batch_size: int = 256, max_chars: int = MAX_PIECE_CHARS
 ) -> list[str]:
     """swapper.swap_texts for texts of any length: one longer than `max_chars` is swapped in pieces
     (split_long_text) that stay one document, so its names are swapped consistently across pieces."""

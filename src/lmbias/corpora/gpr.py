@@ -40,7 +40,7 @@ from __future__ import annotations
 import logging
 import math
 import random
-from typing import Sequence
+from collections.abc import Sequence
 
 import pyarrow as pa
 
@@ -156,7 +156,8 @@ def gn_glove_lexicon(male_file, female_file):
     male file pairs with line i of the female file, both directions, plus kingdom <-> queendom; the
     pronouns are left to the grammatical rules (their POS-based pronoun map); a word listed with several
     partners takes the one their notebook picks (GN_GLOVE_CHOICES, else the first). A SwapLexicon (no names)."""
-    from lmbias.corpora.swap_lexicon import PRONOUNS as SWAP_PRONOUNS, SwapLexicon
+    from lmbias.corpora.swap_lexicon import PRONOUNS as SWAP_PRONOUNS
+    from lmbias.corpora.swap_lexicon import SwapLexicon
     from lmbias.errors import DataError
 
     lists = []

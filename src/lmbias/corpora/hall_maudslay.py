@@ -26,7 +26,7 @@ a given name in its document.
 from __future__ import annotations
 
 import logging
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 from lmbias.corpora.swap_rules import SwapStats
 from lmbias.errors import ConfigError

@@ -19,8 +19,8 @@ from __future__ import annotations
 import logging
 import os
 import re
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Mapping, Sequence
 
 import pyarrow as pa
 
@@ -519,9 +519,9 @@ def make_swapper(
     from lmbias.corpora.swap_lexicon import load_lexicon
 
     if substitutor == "hall_maudslay":
-        from lmbias.corpora.swap_lexicon import read_json_pairs, read_tsv_pairs
         from lmbias.corpora.hall_maudslay import HallMaudslaySubstitutor
         from lmbias.corpora.nlp import load_spacy
+        from lmbias.corpora.swap_lexicon import read_json_pairs, read_tsv_pairs
 
         words = [(a, b) for a, b, _ in read_tsv_pairs(Path(lexicon_files["lu2018_pairs"]))]
         name_pairs = [(a, b) for a, b, _ in read_json_pairs(Path(lexicon_files["name_pairs"]))] if names else None

@@ -30,12 +30,12 @@ over-debiasing paper's 13,436 are NLTK Punkt's split without deduplication (see 
 from __future__ import annotations
 
 import logging
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 import pyarrow as pa
 
-from lmbias.errors import ConfigError, DataError
 from lmbias.corpora.nlp import load_spacy
+from lmbias.errors import ConfigError, DataError
 
 log = logging.getLogger(__name__)
 

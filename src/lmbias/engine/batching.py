@@ -19,8 +19,8 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from lmbias import progress
 from lmbias.errors import ConfigError, ScoringOutOfMemoryError, TokenBudgetError

@@ -34,9 +34,9 @@ import pyarrow.parquet as pq
 import torch
 
 from lmbias import registry
-from lmbias.io import write_table_atomic
 from lmbias.engine import job_timing
 from lmbias.engine.batching import EngineStats, scoring_budget, scoring_precision
+from lmbias.io import write_table_atomic
 from lmbias.progress import job_progress, rate_line
 
 log = logging.getLogger(__name__)

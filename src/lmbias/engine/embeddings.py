@@ -38,13 +38,13 @@ pass (``output_hidden_states=True``); tests assert the engine equals it to 1e-5.
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 
-from lmbias.errors import ConfigError, DataError
 from lmbias.engine.batching import EngineStats, autocast, model_device, pad, run_batches
+from lmbias.errors import ConfigError, DataError
 from lmbias.lazy import lazy_module
 
 torch = lazy_module("torch")  # imported on first use: DAG builds and metric jobs never need it

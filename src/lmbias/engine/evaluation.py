@@ -13,10 +13,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from lmbias import registry
-from lmbias.errors import ConfigError
-from lmbias.io import write_table_atomic
 from lmbias.engine import job_timing
 from lmbias.engine.batching import EngineStats, scoring_budget, scoring_precision
+from lmbias.errors import ConfigError
+from lmbias.io import write_table_atomic
+from lmbias.job_runtime import pick_device
+from lmbias.lazy import lazy_module
 from lmbias.metrics.summary import (
     METRIC_SCHEMA,
     SUMMARY_SCHEMA,
@@ -33,8 +35,6 @@ from lmbias.metrics.summary import (
     with_context,
 )
 from lmbias.progress import job_progress, rate_line
-from lmbias.job_runtime import pick_device
-from lmbias.lazy import lazy_module
 
 torch = lazy_module("torch")  # imported on first use: DAG builds and metric jobs never need it
 

@@ -7,7 +7,7 @@ Each ``naive_X`` gives the numbers of lmbias.engine.scoring's ``X``; tests asser
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 

@@ -15,14 +15,14 @@ Positions are indices into the tokenizer's ids *with* special tokens.
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
-from lmbias.errors import ConfigError, DataError
 from lmbias.engine.batching import EngineStats
 from lmbias.engine.oracles import naive_infill_logprobs_ids, naive_masked_logprobs_ids
 from lmbias.engine.scoring import InfillIdsRequest, MaskedIdsRequest, infill_logprobs_ids, masked_logprobs_ids
+from lmbias.errors import ConfigError, DataError
 
 FAMILIES = ("mlm", "seq2seq")
 

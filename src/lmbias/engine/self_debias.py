@@ -72,7 +72,7 @@ class SelfDebiasSettings:
     epsilon: float = DEFAULT_EPSILON
 
     @classmethod
-    def from_entry(cls, entry: dict, key: str) -> "SelfDebiasSettings":
+    def from_entry(cls, entry: dict, key: str) -> SelfDebiasSettings:
         """Options of a method entry with defaults filled in; ConfigError naming `<key>.<option>`."""
         prefix = entry.get("prefix", DEFAULT_PREFIX)
         if not isinstance(prefix, str) or not prefix.strip():
@@ -173,7 +173,7 @@ class SelfDebiasingLM:
         self.lmbias_commit = getattr(model, "lmbias_commit", "")
         self.prepend = False  # True: the prefix goes before the whole input (prepending_prefix)
 
-    def prepending_prefix(self) -> "SelfDebiasingLM":
+    def prepending_prefix(self) -> SelfDebiasingLM:
         """This wrapper for causal inputs without a start token: the prefix goes before the input instead of in
         its first token's place (position t of the input is position t + k of the prefixed input; t + k + 1
         where the tokenizer adds a BOS, which then leads the prefixed input: `prefix_token_ids`)."""

@@ -44,7 +44,7 @@ class BecProOptions:
     drop_artefacts: bool = False
 
     @classmethod
-    def from_config(cls, metric_cfg: dict, key: str = "benchmarks.bec_pro.metric") -> "BecProOptions":
+    def from_config(cls, metric_cfg: dict, key: str = "benchmarks.bec_pro.metric") -> BecProOptions:
         known = {"test", "per_profession", "drop_artefacts"}
         unknown = set(metric_cfg) - known
         if unknown:

@@ -53,7 +53,7 @@ class CrowsPairsOptions:
     round_decimals: int | None = 3
 
     @classmethod
-    def from_config(cls, metric_cfg: dict, key: str = "benchmarks.crows_pairs.metric") -> "CrowsPairsOptions":
+    def from_config(cls, metric_cfg: dict, key: str = "benchmarks.crows_pairs.metric") -> CrowsPairsOptions:
         known = {"variant", "round_decimals"}
         unknown = set(metric_cfg) - known
         if unknown:

@@ -37,7 +37,7 @@ class DaGenderOptions:
     associations: tuple[str, ...] = ASSOCIATIONS
 
     @classmethod
-    def from_config(cls, metric_cfg: dict, key: str = "benchmarks.da_gender.metric") -> "DaGenderOptions":
+    def from_config(cls, metric_cfg: dict, key: str = "benchmarks.da_gender.metric") -> DaGenderOptions:
         metric_cfg = metric_cfg or {}
         unknown = sorted(set(metric_cfg) - {"associations"})
         if unknown:

@@ -17,9 +17,9 @@ The same numbers as a web page, with a figure per headline and the provenance: `
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
 
 import pandas as pd
 

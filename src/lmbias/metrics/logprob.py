@@ -43,7 +43,7 @@ class LogprobOptions:
     std_epsilon: float = 0.0
 
     @classmethod
-    def from_config(cls, metric_cfg: dict, key: str = "benchmarks.logprob.metric") -> "LogprobOptions":
+    def from_config(cls, metric_cfg: dict, key: str = "benchmarks.logprob.metric") -> LogprobOptions:
         known = {"ddof", "alternative", "n_samples", "exact_max", "seed", "std_epsilon"}
         unknown = sorted(set(metric_cfg or {}) - known)
         if unknown:

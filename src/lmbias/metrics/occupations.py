@@ -32,7 +32,7 @@ class OccupationOptions:
     seed: int = 0
 
     @classmethod
-    def from_config(cls, metric_cfg: dict, key: str = "benchmarks.occupations.metric") -> "OccupationOptions":
+    def from_config(cls, metric_cfg: dict, key: str = "benchmarks.occupations.metric") -> OccupationOptions:
         known = {"bootstrap", "seed"}
         unknown = set(metric_cfg) - known
         if unknown:

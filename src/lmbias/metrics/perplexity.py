@@ -31,7 +31,7 @@ class PerplexityOptions:
     confidence: float = 0.95
 
     @classmethod
-    def from_config(cls, metric_cfg: dict, key: str = KEY) -> "PerplexityOptions":
+    def from_config(cls, metric_cfg: dict, key: str = KEY) -> PerplexityOptions:
         known = {"bootstrap", "seed", "confidence"}
         unknown = sorted(set(metric_cfg or {}) - known)
         if unknown:

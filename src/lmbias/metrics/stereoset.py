@@ -47,7 +47,7 @@ class StereoSetOptions:
     clm_score: str = "sum_logprob"
 
     @classmethod
-    def from_config(cls, metric_cfg: dict, key: str = "benchmarks.stereoset.metric") -> "StereoSetOptions":
+    def from_config(cls, metric_cfg: dict, key: str = "benchmarks.stereoset.metric") -> StereoSetOptions:
         known = {"masked_score", "clm_score"}
         unknown = set(metric_cfg) - known
         if unknown:

@@ -28,9 +28,9 @@ import hashlib
 import json
 import math
 import os
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from importlib import metadata as importlib_metadata
-from typing import Iterable
 
 import numpy as np
 import pyarrow as pa
@@ -122,7 +122,7 @@ class AggregateSettings:
     seed: int = 0
 
     @classmethod
-    def from_config(cls, entry: dict | None, key: str = "aggregate") -> "AggregateSettings":
+    def from_config(cls, entry: dict | None, key: str = "aggregate") -> AggregateSettings:
         """Checked settings; a ConfigError naming `key.<option>` for anything unusable."""
         if entry is None:
             return cls()

@@ -22,7 +22,7 @@ import html
 import io
 import math
 import re
-from typing import Sequence
+from collections.abc import Sequence
 
 import matplotlib
 import pandas as pd

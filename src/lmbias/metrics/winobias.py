@@ -83,7 +83,7 @@ class WinoBiasOptions:
     other_pronouns: str = "drop"
 
     @classmethod
-    def from_config(cls, metric_cfg: dict, key: str = "benchmarks.winobias.metric") -> "WinoBiasOptions":
+    def from_config(cls, metric_cfg: dict, key: str = "benchmarks.winobias.metric") -> WinoBiasOptions:
         known = {
             "confidence_cutoff",
             "probability",

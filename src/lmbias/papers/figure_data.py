@@ -4,8 +4,8 @@ on the rows given, their aggregate (seed "mean") rows, and the choice of one var
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Callable, Iterable
 
 import numpy as np
 import pandas as pd

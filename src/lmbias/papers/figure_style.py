@@ -7,8 +7,8 @@ from __future__ import annotations
 import os
 import tempfile
 import textwrap
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 import matplotlib
 import numpy as np

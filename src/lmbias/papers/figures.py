@@ -24,9 +24,9 @@ lmbias.papers.figure_style.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import pandas as pd
 from matplotlib.figure import Figure

@@ -72,7 +72,7 @@ def association_figure(summaries: pd.DataFrame, train_logs: dict | None = None) 
             )
             if method is None:
                 placeholder(
-                    ax, f"No fine-tuned method (e.g. cds) in the summaries: the 'after' side is missing.", width=30
+                    ax, "No fine-tuned method (e.g. cds) in the summaries: the 'after' side is missing.", width=30
                 )
                 ax.set_title(head)
                 continue

@@ -24,7 +24,6 @@ from lmbias.errors import ConfigError
 from lmbias.papers.published import OWN_GRIDS, PAPERS
 from lmbias.papers.tables import left_out_summary, pair_settings  # noqa: F401  (left_out_summary: re-exported)
 
-
 #: The benchmark-entry key that marks a peer's reading (its text: whose computation the entry reproduces).
 READING_KEY = "reading"
 

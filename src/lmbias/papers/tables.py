@@ -33,8 +33,8 @@ import pandas as pd
 import pyarrow as pa
 
 from lmbias import registry
-from lmbias.method_kinds import TRAINED_METHOD_KINDS
 from lmbias.io import write_table_atomic, write_text_atomic
+from lmbias.method_kinds import TRAINED_METHOD_KINDS
 from lmbias.papers.published import PublishedColumn
 from lmbias.sweeps import base_method
 

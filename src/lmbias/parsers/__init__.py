@@ -12,9 +12,9 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from types import ModuleType
-from typing import Mapping
 
 import pyarrow as pa
 

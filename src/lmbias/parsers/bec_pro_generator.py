@@ -30,8 +30,8 @@ import argparse
 import json
 import os
 import re
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Mapping, Sequence
 
 import yaml
 

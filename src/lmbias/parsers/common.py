@@ -10,8 +10,8 @@ import csv
 import io
 import json
 import os
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pyarrow as pa
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import ast
 import os
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 import pyarrow as pa
 

@@ -26,13 +26,13 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Mapping, Sequence
 
 import pyarrow as pa
 
 from lmbias.errors import ConfigError, DataError
-from lmbias.parsers.common import MASK, line_of, load_yaml_mapping, table, tm_tam_texts
+from lmbias.parsers.common import line_of, load_yaml_mapping, table, tm_tam_texts
 
 GENERATED = True
 RESOURCE_FILES = ["resources/templates/da_gender.yaml"]

@@ -26,8 +26,8 @@ Options: ``version`` (v1 | v2, required), ``split`` (test | dev | all; default t
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Mapping, Sequence
 
 import pyarrow as pa
 

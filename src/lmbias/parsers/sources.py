@@ -17,12 +17,12 @@ import http.client
 import logging
 import os
 import re
-import socket
 import tempfile
 import urllib.error
 import urllib.request
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import BinaryIO, Callable, Mapping
+from typing import BinaryIO
 
 from lmbias import __version__
 from lmbias.errors import ConfigError, DataError
@@ -156,7 +156,7 @@ def fetch_params(dataset: str, file: str, data_cfg: Mapping, data_dir: str | os.
 def _write_verified(
     dest: str | os.PathLike,
     sha256: str,
-    fill: Callable[[BinaryIO, "hashlib._Hash"], int],
+    fill: Callable[[BinaryIO, hashlib._Hash], int],
     describe: str,
 ) -> Path:
     """Run `fill(tmp_handle, digest)` into a temp file beside `dest`, check the digest, rename.
@@ -228,7 +228,7 @@ def fetch_file(url: str, dest: str | os.PathLike, sha256: str, timeout: float = 
                 raise DataError(
                     f"truncated download from {url}: got {got} of {expected if expected is not None else '?'} bytes"
                 ) from None
-            except (OSError, socket.timeout, http.client.HTTPException) as err:
+            except (TimeoutError, OSError, http.client.HTTPException) as err:
                 raise DataError(f"download from {url} interrupted after {got} bytes: {err}") from None
         if expected is not None and got != expected:
             raise DataError(f"truncated download from {url}: got {got} of {expected} bytes")

@@ -33,8 +33,8 @@ import json
 import os
 import string
 from collections import Counter
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Mapping, Sequence
 
 import pyarrow as pa
 

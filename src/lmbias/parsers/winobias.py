@@ -22,8 +22,8 @@ from __future__ import annotations
 import difflib
 import os
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Mapping, Sequence
 
 import pyarrow as pa
 

@@ -45,9 +45,9 @@ import logging
 import re
 import time
 import warnings
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 
@@ -88,7 +88,7 @@ class INLPSettings:
     precision: str = "auto"  # auto (bf16 autocast on GPU, fp32 on CPU) | fp32 | bf16 | fp16
 
     @classmethod
-    def from_dict(cls, d: dict | None, key: str = "inlp") -> "INLPSettings":
+    def from_dict(cls, d: dict | None, key: str = "inlp") -> INLPSettings:
         s = from_entry(cls, d, key, "INLP", ignored=("kind", "corpus"))
         for name, minimum, optional in (
             ("n_iterations", 1, False),
@@ -277,8 +277,8 @@ def fit_inlp(
     model, tokenizer, family: str, texts: Sequence[str], settings: INLPSettings, wordlist_dir=None, key: str = "inlp"
 ) -> tuple[np.ndarray, dict]:
     """(P float32 (d, d), info) of `model` from `texts`; see the module docstring."""
-    from lmbias.engine.embeddings import sentence_embeddings
     from lmbias.engine.batching import model_device, scoring_precision
+    from lmbias.engine.embeddings import sentence_embeddings
 
     if family not in INLP_POOLING:
         raise ConfigError(f"INLP: unknown family {family!r}")
@@ -363,8 +363,8 @@ def fit_job(model_spec, sentences_path, out_dir, settings: dict, key: str = "inl
     """Fit INLP for `model_spec` on the GAP sentences parquet and write `out_dir` (inlp.safetensors +
     inlp.json) atomically; `key` (e.g. ``methods.inlp``) prefixes the config key in errors."""
     from lmbias.engine.models import load_model
-    from lmbias.training.sentence_debias import read_sentence_texts
     from lmbias.job_runtime import pick_device
+    from lmbias.training.sentence_debias import read_sentence_texts
 
     resolved = INLPSettings.from_dict(settings, key)
     started = time.perf_counter()

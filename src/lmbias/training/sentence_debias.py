@@ -48,13 +48,14 @@ import json
 import logging
 import re
 import time
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 import torch
 
+from lmbias.engine.batching import PRECISIONS
 from lmbias.engine.debias_projection import (  # noqa: F401  (names kept importable from here)
     APPLICATIONS,
     INFO_FILE,
@@ -64,11 +65,10 @@ from lmbias.engine.debias_projection import (  # noqa: F401  (names kept importa
     load_subspace,
 )
 from lmbias.engine.embeddings import POOLINGS, check_poolings
-from lmbias.engine.batching import PRECISIONS
 from lmbias.errors import ConfigError, DataError
 from lmbias.io import atomic_folder
-from lmbias.training.fit_settings import check_int, from_entry
 from lmbias.progress import job_progress, rate_line
+from lmbias.training.fit_settings import check_int, from_entry
 
 log = logging.getLogger(__name__)
 
@@ -110,7 +110,7 @@ class SDSettings:
     precision: str = "auto"  # auto (bf16 autocast on GPU, fp32 on CPU) | fp32 | bf16 | fp16
 
     @classmethod
-    def from_dict(cls, d: dict | None, key: str = "sd") -> "SDSettings":
+    def from_dict(cls, d: dict | None, key: str = "sd") -> SDSettings:
         s = from_entry(cls, d, key, "SentenceDebias", ignored=("kind",))
 
         def _int(name, minimum, optional=False):
@@ -227,7 +227,7 @@ def whitespace_counterfactual_pairs(
 
 
 def select_pairs(
-    settings: "SDSettings", pair_files: dict | None = None, wordlist_dir=None, key: str = "sd"
+    settings: SDSettings, pair_files: dict | None = None, wordlist_dir=None, key: str = "sd"
 ) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
     """(the whole pair list, the pairs used) as `settings` say; `pair_files` {"words", "names"} for dagender."""
     if settings.pair_list == "dagender":
@@ -337,8 +337,8 @@ def fit_sentence_debias(
 ) -> tuple[np.ndarray, dict]:
     """(components, info) of the gender subspace of `model` from `texts`; see the module docstring.
     `pair_files` ({"words": cda_default_pairs.json, "names": names_pairs_1000_scaled.json}) for pair_list dagender."""
-    from lmbias.engine.embeddings import sentence_embeddings
     from lmbias.engine.batching import model_device, scoring_precision
+    from lmbias.engine.embeddings import sentence_embeddings
 
     if family not in SD_POOLING:
         raise ConfigError(f"SentenceDebias: unknown family {family!r}")

@@ -7,10 +7,9 @@ import hashlib
 import json
 from dataclasses import dataclass, fields
 
-from lmbias.errors import ConfigError
-
 # the one rule for er_lambda, shared with the sweeps of lmbias.sweeps
 from lmbias.er_lambda import ER_LAMBDA_RANGE, er_lambda_ok
+from lmbias.errors import ConfigError
 
 OBJECTIVES = ("mlm", "clm", "infilling", "gpr")
 #: the objective each model family fine-tunes with (cds/cda/er); gpr is mlm-only
@@ -127,7 +126,7 @@ class TrainingSettings:
     distributed: str = "ddp"
 
     @classmethod
-    def from_dict(cls, d: dict, key: str = "settings", origins: dict | None = None) -> "TrainingSettings":
+    def from_dict(cls, d: dict, key: str = "settings", origins: dict | None = None) -> TrainingSettings:
         """Validated settings; errors name `<key>.<field>`, or `<origins[field]>.<field>` where `origins`
         says which config block a value came from (models.<m>.training or methods.<m>.training)."""
 
@@ -182,7 +181,7 @@ class TrainingSettings:
         return hashlib.sha256(payload.encode()).hexdigest()
 
 
-def _check_fsdp(s: "TrainingSettings", where) -> None:
+def _check_fsdp(s: TrainingSettings, where) -> None:
     """fsdp shards a full fine-tune; what runs one process alone or only half-wrapped is refused by name."""
     if s.distributed != "fsdp":
         return
@@ -203,7 +202,7 @@ def _check_fsdp(s: "TrainingSettings", where) -> None:
         )
 
 
-def _check_packing(s: "TrainingSettings", where) -> None:
+def _check_packing(s: TrainingSettings, where) -> None:
     if s.pack_texts:
         if s.objective not in ("mlm", "clm"):
             raise ConfigError(
