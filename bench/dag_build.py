@@ -132,14 +132,16 @@ def main(argv=None) -> int:
             marks = dry_run(root, targets)
             runs.append(marks)
             print(
-                f"run {i + 1}: {marks['jobs']} jobs; startup {marks['startup']:.1f} s, DAG built at {marks['dag']:.1f} s, "
+                f"run {i + 1}: {marks['jobs']} jobs; startup {marks['startup']:.1f} s, DAG built at "
+                f"{marks['dag']:.1f} s, "
                 f"dry run done at {marks['end']:.1f} s; {marks['cpu']:.1f} CPU s; load {os.getloadavg()[0]:.1f}",
                 flush=True,
             )
         best = min(runs, key=lambda m: m["dag"])
         print(f"jobs: {best['jobs']}")
         print(
-            f"DAG built (best of {len(runs)}): {best['dag']:.1f} s wall ({best['dag'] - best['startup']:.1f} s after startup), "
+            f"DAG built (best of {len(runs)}): {best['dag']:.1f} s wall ({best['dag'] - best['startup']:.1f} "
+            "s after startup), "
             f"whole dry run {min(m['end'] for m in runs):.1f} s, {min(m['cpu'] for m in runs):.1f} CPU s; "
             f"target under 15 s: {'met' if best['dag'] < 15 else 'NOT met'}"
         )

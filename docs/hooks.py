@@ -10,7 +10,7 @@ import logging
 import re
 
 SPECIAL_TOKENS = ("MASK", "CLS", "SEP", "PAD", "UNK", "PRONOUN", "BOS", "EOS")
-_TOKEN_REFERENCE = re.compile(r"Could not find cross-reference target '(%s)'$" % "|".join(SPECIAL_TOKENS))
+_TOKEN_REFERENCE = re.compile(r"Could not find cross-reference target '({})'$".format("|".join(SPECIAL_TOKENS)))
 
 
 class _SpecialTokenReferences(logging.Filter):

@@ -352,8 +352,8 @@ def test_lm_eval_variant_hand_computed():
     ]
     scores = pa.Table.from_pylist(
         [
-            {**base, "row_id": i, "stereo_antistereo": d, "more_loglik": m, "less_loglik": l, "bias_type": b}
-            for i, (d, m, l, b) in enumerate(pairs)
+            {**base, "row_id": i, "stereo_antistereo": d, "more_loglik": more, "less_loglik": less, "bias_type": b}
+            for i, (d, more, less, b) in enumerate(pairs)
         ],
         schema=SCORES_SCHEMA,
     )

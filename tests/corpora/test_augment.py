@@ -88,9 +88,10 @@ def test_cds_swaps_round_rate_times_n_whole_documents(naive, n_docs, rate):
 
 def test_cds_choice_is_seeded_and_independent_of_row_order(naive):
     table = sentences(20, 2)
-    chosen = lambda t, seed: {
-        r["doc_id"] for r in cds_corpus(t, naive, 0.6, seed, unit="document").to_pylist() if r["swapped"]
-    }
+
+    def chosen(t, seed):
+        return {r["doc_id"] for r in cds_corpus(t, naive, 0.6, seed, unit="document").to_pylist() if r["swapped"]}
+
     first = chosen(table, 7)
     assert chosen(table, 7) == first
     assert chosen(table.take(pa.array(list(range(table.num_rows))[::-1])), 7) == first

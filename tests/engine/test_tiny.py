@@ -198,7 +198,10 @@ def test_any_ascii_text_tokenizes_without_unk(built):
 
     from transformers import AutoTokenizer
 
-    text = f"{string.ascii_letters} {string.digits} {string.punctuation} Zyzzyva qxj-42 O'Brien's \u2019quoted\u201d \u2014"
+    text = (
+        f"{string.ascii_letters} {string.digits} {string.punctuation} "
+        "Zyzzyva qxj-42 O'Brien's \u2019quoted\u201d \u2014"
+    )
     for arch in ARCHITECTURES:
         tok = AutoTokenizer.from_pretrained(built[(arch, False)])
         ids = tok(text, add_special_tokens=False)["input_ids"]

@@ -50,7 +50,8 @@ TEXTS = [
 #: three rows within the default; everything in one pass. Each gives other batches, so other padded widths.
 BUDGETS = [(1, 10**6), (64, 160), (3, DEFAULT_MAX_TOKENS), (1000, 10**6)]
 #: Measured across BUDGETS on the tiny BERT, RoBERTa, GPT-2, BART and Llama (CPU, float32, sdpa attention):
-#: log-probabilities differ by at most 1.5e-7, embedding components by 4.8e-7. An input padded to another width sums its attention and
+#: log-probabilities differ by at most 1.5e-7, embedding components by 4.8e-7. An input padded to another width sums its
+#: attention and
 #: matmuls over another number of (masked, zero-weight) positions, which moves float32 results by an ulp;
 #: how many rows a batch holds changes nothing (test_rows_alone_change_no_bit).
 TOLERANCE = 1e-6

@@ -25,7 +25,8 @@ BIAS_BENCH = ["inlp", "dropout", "self_debias"]
 #: bias-bench's training (recipe biasbench): packed blocks, their block CDA on the masked model, packing only on
 #: GPT-2 (their run_clm.py never augments).
 BIAS_BENCH_RECIPES = ["cda-biasbench", "dropout-biasbench"]
-#: A LoRA method (training.adapter, lmbias.training.adapters): its folder holds the adapter, scoring loads base + adapter.
+#: A LoRA method (training.adapter, lmbias.training.adapters): its folder holds the adapter, scoring loads base +
+#: adapter.
 LORA = "cds-lora"
 GRID = {
     "tiny-bert": MLM_METHODS + RECIPES + MANELA + BIAS_BENCH + BIAS_BENCH_RECIPES,

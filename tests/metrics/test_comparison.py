@@ -118,7 +118,8 @@ def config(repo_root):
         (lambda e: e.update(benchmark="nope"), r"comparisons.c.benchmark: unknown benchmark 'nope'"),
         (
             lambda e: e.update(benchmark="winobias"),
-            r"comparisons.c.benchmark: 'winobias' has no paired pre/post test; benchmarks that have one: bec_pro_de, bec_pro_en",
+            r"comparisons.c.benchmark: 'winobias' has no paired pre/post test; benchmarks that have one: "
+            r"bec_pro_de, bec_pro_en",
         ),
         (lambda e: e["before"].update(model="bert-xxl"), r"comparisons.c.before.model: unknown model 'bert-xxl'"),
         (lambda e: e["after"].update(method="magic"), r"comparisons.c.after.method: unknown method 'magic'"),

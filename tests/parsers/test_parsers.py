@@ -155,8 +155,14 @@ def test_winobias_type_option(shared_data):
 
 # malformed WinoBias files -------------------------------------------------------------------------
 
-GOOD_PRO = "1 [The developer] argued with the designer because [he] did not like the design.\n2 The developer argued with [the designer] because [her] idea cannot be implemented.\n"
-GOOD_ANTI = "1 [The developer] argued with the designer because [she] did not like the design.\n2 The developer argued with [the designer] because [his] idea cannot be implemented.\n"
+GOOD_PRO = (
+    "1 [The developer] argued with the designer because [he] did not like the design.\n"
+    "2 The developer argued with [the designer] because [her] idea cannot be implemented.\n"
+)
+GOOD_ANTI = (
+    "1 [The developer] argued with the designer because [she] did not like the design.\n"
+    "2 The developer argued with [the designer] because [his] idea cannot be implemented.\n"
+)
 
 
 def _wino_files(folder: Path, pro: str | bytes = GOOD_PRO, anti: str | bytes = GOOD_ANTI) -> dict[str, Path]:
@@ -190,7 +196,9 @@ BAD_LINE_2 = {
     "no index": "The developer argued with [the designer] because [her] idea cannot be implemented.\n",
     "two antecedents": "2 [The developer] argued with [the designer] because [her] idea cannot be implemented.\n",
     "no pronoun in brackets": "2 The developer argued with [the designer] because her [idea] cannot be implemented.\n",
-    "differs from counterpart": "2 The developer went home and [the designer] said that [her] ideas are all bad and never work anyway.\n",
+    "differs from counterpart": (
+        "2 The developer went home and [the designer] said that [her] ideas are all bad and never work anyway.\n"
+    ),
     "pronoun not swapped": "2 The developer argued with [the designer] because [his] idea cannot be implemented.\n",
     "no occupation in antecedent": "2 The developer argued with [the boss] because [her] idea cannot be implemented.\n",
 }

@@ -35,7 +35,7 @@ def test_lazy_module_imports_on_first_attribute_and_then_is_the_module():
 
 def test_lazy_module_names_a_missing_attribute():
     with pytest.raises(AttributeError, match="no_such_function"):
-        lazy_module("colorsys").no_such_function
+        lazy_module("colorsys").no_such_function  # noqa: B018  (the attribute read is the test)
 
 
 def test_dag_modules_and_metric_jobs_do_not_import_torch_or_scipy():
@@ -43,7 +43,8 @@ def test_dag_modules_and_metric_jobs_do_not_import_torch_or_scipy():
     module, the summary) load neither torch nor scipy; reading a torch attribute then loads torch."""
     code = (
         "import sys; sys.path.insert(0, 'src');"
-        "from lmbias import registry; import lmbias.engine.evaluation, lmbias.metrics.summary, lmbias.metrics.comparison;"
+        "from lmbias import registry; import lmbias.engine.evaluation, lmbias.metrics.summary, "
+        "lmbias.metrics.comparison;"
         "import lmbias.papers.tables;"
         "registry.definitions();"
         "before = sorted(m for m in ('torch', 'scipy', 'scipy.stats') if m in sys.modules);"

@@ -284,7 +284,10 @@ def test_bartl_corpus_is_her_reading_of_the_file(shared_data, sentencizer, tmp_p
         "".join((shared_data / BARTL).read_text(encoding="utf-8").splitlines(keepends=True)[:301]), encoding="utf-8"
     )
     table, counts = bartl_corpus(head, sentencizer)
-    split = lambda text: [s.text.strip() for s in sentencizer(text).sents if s.text.strip()]
+
+    def split(text):
+        return [s.text.strip() for s in sentencizer(text).sents if s.text.strip()]
+
     assert table.column("text").to_pylist() == _her_reading(head, split)
     assert table.column_names == jobs.COUNTERFACTUAL_SCHEMA.names
     frame = pd.read_csv(head, sep="\t")

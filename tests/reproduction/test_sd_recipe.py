@@ -309,9 +309,10 @@ def test_options_that_do_not_fit_the_family_or_the_files_name_the_key(tiny, cds_
     )
     # One entry for every family: {family: pooling} resolves to this model's (or its default) at DAG build.
     per_family = {**entry, "fit_pooling": {"mlm": "mean_padded", "clm": "last", "seq2seq": "decoder_mean"}}
-    resolve = lambda family: registry.resolve_method(
-        "m", {"family": family}, "sd-x", {**per_family, "ratio_of_pairs": 1.0}
-    )  # noqa: E731
+
+    def resolve(family):
+        return registry.resolve_method("m", {"family": family}, "sd-x", {**per_family, "ratio_of_pairs": 1.0})
+
     assert [resolve(f)["sd_settings"]["fit_pooling"] for f in ("mlm", "clm", "seq2seq")] == [
         "mean_padded",
         "last",

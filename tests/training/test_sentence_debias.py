@@ -213,9 +213,10 @@ def linear_bert(planted, gap_sentences, tmp_path_factory):
 
 def _effect_size(model, tok, family):
     pooling = embeddings.DEFAULT_POOLING[family]
-    emb = lambda words: embeddings.sentence_embeddings(
-        model, tok, [f"this is {w} ." for w in words], [pooling], family
-    )[pooling]  # noqa: E731
+
+    def emb(words):
+        return embeddings.sentence_embeddings(model, tok, [f"this is {w} ." for w in words], [pooling], family)[pooling]
+
     a, b = emb(CAREER), emb(HOME)
     return weat.effect_size(weat.associations(emb(MALE), a, b), weat.associations(emb(FEMALE), a, b))
 

@@ -120,7 +120,8 @@ CDS = {"kind": "cds", "corpus": "results/corpora/gap/cds-{swap_rate}.parquet"}
         (
             "cds",
             {**CDS, "sweep": {"swap_rte": [0.6]}},
-            "methods.cds.sweep.swap_rte: not a sweepable setting of kind 'cds' (sweepable: epochs, learning_rate, swap_rate)",
+            "methods.cds.sweep.swap_rte: not a sweepable setting of kind 'cds' (sweepable: epochs, "
+            "learning_rate, swap_rate)",
         ),
         (
             "cds",
@@ -130,7 +131,8 @@ CDS = {"kind": "cds", "corpus": "results/corpora/gap/cds-{swap_rate}.parquet"}
         (
             "er",
             {"kind": "er", "corpus": "c", "sweep": {"swap_rate": [0.5]}},
-            "methods.er.sweep.swap_rate: not a sweepable setting of kind 'er' (sweepable: epochs, er_lambda, learning_rate, lambda)",
+            "methods.er.sweep.swap_rate: not a sweepable setting of kind 'er' (sweepable: epochs, er_lambda, "
+            "learning_rate, lambda)",
         ),
         (
             "sd",
@@ -226,7 +228,8 @@ CDS = {"kind": "cds", "corpus": "results/corpora/gap/cds-{swap_rate}.parquet"}
         (
             "cds",
             {"kind": "cds", "corpus": "results/corpora/gap/cds-1.0.parquet", "sweep": {"swap_rate": [0.6]}},
-            "methods.cds.sweep.swap_rate: the corpus 'results/corpora/gap/cds-1.0.parquet' has no \"{swap_rate}\" placeholder",
+            "methods.cds.sweep.swap_rate: the corpus 'results/corpora/gap/cds-1.0.parquet' has no "
+            '"{swap_rate}" placeholder',
         ),
     ],
 )

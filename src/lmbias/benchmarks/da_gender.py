@@ -106,6 +106,8 @@ BENCHMARKS = [
         score=score_da_gender,
         parse_options=DaGenderOptions.from_config,
         rows=da_gender_metric_rows,
-        description="over-debiasing paper: DA-score (share of DA-Gender pairs preferring the genuine target), per ideal gender",
+        description=(
+            "over-debiasing paper: DA-score (share of DA-Gender pairs preferring the genuine target), per ideal gender"
+        ),
     )
 ]

@@ -176,7 +176,7 @@ def score_stereoset(
     for i, (r, span) in enumerate(zip(rows, spans)):
         ids, pos = piece_positions(tokenizer, r["sentence"], span)
         if family == "mlm":
-            for j, p in enumerate(pos):
+            for p in pos:
                 if remaining == "mask":
                     masked = ids[:p] + [tokenizer.mask_token_id] * (pos[-1] + 1 - p) + ids[pos[-1] + 1 :]
                 else:

@@ -380,7 +380,7 @@ def score_winobias(
     else:
         cands_of = {}
         requests = []
-        for i, cond, text, (a, b), k, dec in views:
+        for i, _condition, text, (a, b), k, dec in views:
             row = rows[i]
             after_space = a > 0 and text[a - 1] == " "
             if (i, after_space) not in cands_of:

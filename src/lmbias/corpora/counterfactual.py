@@ -150,7 +150,7 @@ class Swapper(SwapRules):
 
     def _build_phrases(self) -> None:
         tokenizer = self._nlp.tokenizer if self._nlp is not None else None
-        for key, partner in self._words.items():
+        for key in self._words:
             if key.isalnum():
                 continue
             splits = {tuple(WORD_SPLIT_RE.findall(key))}
@@ -169,7 +169,7 @@ class Swapper(SwapRules):
 
     def swap_doc(self, doc) -> str:
         """Counterfactual of a spaCy Doc (already processed; the grammatical rules need its tags)."""
-        self.nlp  # set-up
+        self.nlp  # noqa: B018  (set-up: loads the pipeline and the phrase table)
         if self.grammatical and not doc.has_annotation("TAG"):
             raise ValueError("swap_doc: the grammatical intervention needs a tagged Doc (run the tagger)")
         if self._needs_ner(doc) and not doc.has_annotation("ENT_IOB"):
@@ -261,7 +261,7 @@ class Swapper(SwapRules):
                 labels, starts = spacy_labels, spacy_starts
         elif self.names and ner is None and n:
             _, labels, starts, _ = self._tag_words(words, True, tag=False)
-        self.nlp  # set-up (phrase table)
+        self.nlp  # noqa: B018  (set-up: the phrase table)
         sent = Sentence(texts=words, ws=[""] * n, tags=norm_tags, ents=labels, ent_starts=starts, deps=deps)
         pending = self.analyse(sent, " ".join(words), protect=set(protect))
         out = self.finish_group([pending], tokens=True)[0]

@@ -190,7 +190,8 @@ def run_batches(
         rows, width, message = failed
         if rows == 1:
             raise ScoringOutOfMemoryError(
-                f"{what}: out of CUDA memory on a single input of {width} tokens ({budget.key} now {budget.max_tokens}, "
+                f"{what}: out of CUDA memory on a single input of {width} tokens ({budget.key} now "
+                f"{budget.max_tokens}, "
                 f"after {budget.halvings} halving(s)); it needs a larger GPU, lower-precision weights (dtype) or "
                 f"shorter inputs. CUDA said: {message}"
             )

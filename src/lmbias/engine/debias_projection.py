@@ -24,10 +24,10 @@ Applications (config ``methods.<name>.application``):
     the pooled vector is normalised, projected and normalised (:func:`pooled_states` and
     :meth:`Projection.pooled`), not pooled from per-token normalised states.
 
-INLP (Ravfogel et al. 2020; fitted by the training package's inlp module) goes through the same hook with a full (d, d) projection
-matrix P instead of a subspace: every token's state becomes P h (``h @ P.T`` row-wise), as bias-bench's INLP
-models apply their projection to the final hidden states before the LM head. A fitted INLP folder holds
-``inlp.safetensors`` (tensor ``projection``) and ``inlp.json``.
+INLP (Ravfogel et al. 2020; fitted by the training package's inlp module) goes through the same hook with a
+full (d, d) projection matrix P instead of a subspace: every token's state becomes P h (``h @ P.T`` row-wise), as
+bias-bench's INLP models apply their projection to the final hidden states before the LM head. A fitted INLP folder
+holds ``inlp.safetensors`` (tensor ``projection``) and ``inlp.json``.
 """
 
 from __future__ import annotations

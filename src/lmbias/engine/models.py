@@ -147,7 +147,8 @@ def _check_family(spec: ModelSpec, config) -> None:
         )
     if spec.family == "mlm" and archs and all(a.endswith(_CAUSAL_SUFFIXES) for a in archs):
         raise ConfigError(
-            f"{where}: {spec.source} is a {model_type} causal LM ({', '.join(archs)}); family mlm does not fit (use clm)"
+            f"{where}: {spec.source} is a {model_type} causal LM ({', '.join(archs)}); family mlm does not "
+            "fit (use clm)"
         )
 
 

@@ -58,11 +58,11 @@ def plant_bias(model, tokenizer, bias: dict[str, float]) -> dict[str, list[int]]
       the sum of squares of the other residual coordinates: never above delta, of its sign, and on real
       sentences within LLAMA_PLANT_TOLERANCE * |delta| of it (measured; tests/engine/test_tiny.py). Because c = sqrt(d)
       makes rms(h) ~ 1, every RMSNorm becomes nearly linear; the weights of the other coordinates are multiplied
-      by 1 / initializer_range so that the layers see inputs of the size the random model gave them. The result is another random Llama (same config,
-      tokenizer and shapes; its other logits are not the unplanted model's, they correlate 0.96 with them): the
-      reference twin of a planted Llama is the same seed planted at 0 (e.g. ``{"he": 0}``: reserved, column k
-      zero), whose every unplanted logit is the planted model's exactly. Calling plant_bias again on such a model
-      only adds to column k.
+      by 1 / initializer_range so that the layers see inputs of the size the random model gave them. The result
+      is another random Llama (same config, tokenizer and shapes; its other logits are not the unplanted model's,
+      they correlate 0.96 with them): the reference twin of a planted Llama is the same seed planted at 0
+      (e.g. ``{"he": 0}``: reserved, column k zero), whose every unplanted logit is the planted model's exactly.
+      Calling plant_bias again on such a model only adds to column k.
     Returns {word: token ids}. Words are looked up bare and after a space (both BPE forms).
     """
     import torch

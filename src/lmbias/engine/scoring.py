@@ -121,7 +121,8 @@ def masked_logprobs(
         positions = mask_positions[uid]
         if req.mask_index >= len(positions):
             raise DataError(
-                f"masked scoring: text has {len(positions)} mask token(s), asked for #{req.mask_index}: {req.text[:80]!r}"
+                f"masked scoring: text has {len(positions)} mask token(s), asked for #{req.mask_index}: "
+                f"{req.text[:80]!r}"
             )
         id_requests.append(MaskedIdsRequest(tuple(encoded[uid]), positions[req.mask_index], tuple(req.candidates)))
     return masked_logprobs_ids(

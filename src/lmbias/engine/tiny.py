@@ -158,9 +158,9 @@ def build_llama_tokenizer(words: list[str]):
 
     Like the hub's Llama 3 checkpoints it is a byte-level BPE saved as a plain PreTrainedTokenizerFast
     (tokenizer.json), and like every Llama tokenizer it puts BOS (<s>) in front of every encoded text
-    (transformers 5 keeps this in tokenizer.json's post-processor, not as `add_bos_token`) and no EOS; it has no pad token (lmbias.engine.models
-    pads with EOS). Unlike GPT-2's, its BOS and EOS differ, so code that takes "BOS or EOS" as the start
-    token gets <s>, as a real Llama needs.
+    (transformers 5 keeps this in tokenizer.json's post-processor, not as `add_bos_token`) and no EOS; it has no
+    pad token (lmbias.engine.models pads with EOS). Unlike GPT-2's, its BOS and EOS differ, so code that takes "BOS or
+    EOS" as the start token gets <s>, as a real Llama needs.
     """
     from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast
@@ -417,7 +417,9 @@ def build_from_config(
     try:
         return build_tiny_model(architecture, out_dir, seed=seed, planted_bias=planted, words=words)
     except ConfigError as exc:
-        raise ConfigError(f"models.{name}.{exc}") if str(exc).startswith("tiny.") else exc
+        if not str(exc).startswith("tiny."):
+            raise
+        raise ConfigError(f"models.{name}.{exc}") from exc
 
 
 def main(argv: list[str] | None = None) -> int:

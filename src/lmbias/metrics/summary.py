@@ -12,9 +12,9 @@ WinoBias F1, "wilson" for DA-score; null when the metric gives none). A mean ove
 is that seed's row: its own interval and p-value.
 
 Provenance columns state what computed the numbers: the library versions, the weights' dtype, the autocast
-precision and the number of processes of the scoring job (recorded in the scores file's metadata at scoring time, carried through the metric
-file: per benchmark in a seed's metrics.parquet) and of the training job (the trained model's
-training.json). Where the seeds of an aggregate row differ, its string columns hold the distinct values
+precision and the number of processes of the scoring job (recorded in the scores file's metadata at scoring
+time, carried through the metric file: per benchmark in a seed's metrics.parquet) and of the training job (the trained
+model's training.json). Where the seeds of an aggregate row differ, its string columns hold the distinct values
 comma-joined and its world-size columns are null.
 
 Configured benchmarks that a summary leaves out (no data and `missing_data: skip` or listed in

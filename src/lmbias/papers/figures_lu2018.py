@@ -154,7 +154,7 @@ def training_figure(summaries: pd.DataFrame | None, train_logs: dict) -> Figure:
             continue
         twin = None
         no_bias = []
-        for j, (seed, frame) in enumerate(runs):
+        for seed, frame in runs:
             if seed not in seeds_seen:
                 seeds_seen.append(seed)
             style = SEED_STYLES[seeds_seen.index(seed) % len(SEED_STYLES)]

@@ -72,7 +72,7 @@ def skew_stereotype_points(summaries: pd.DataFrame) -> pd.DataFrame:
         base_variant=rows["variant"].str.replace(r",?online_skew=[^,]*", "", regex=True),
     )
     keep = []
-    for model, group in rows.groupby("model", sort=True):
+    for _model, group in rows.groupby("model", sort=True):
         base = pick_one(group["base_variant"], preferred=[WINOBIAS_DEFAULT])
         keep.append(group[group["base_variant"] == base])
     rows = pd.concat(keep)

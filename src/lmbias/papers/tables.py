@@ -646,7 +646,8 @@ def to_html(table, long: pd.DataFrame, notes: list[str] | None = None) -> str:
     return (
         f'<!doctype html><html><head><meta charset="utf-8"><title>{html.escape(table.label)}</title>'
         "<style>table{border-collapse:collapse;font-family:sans-serif;font-size:13px}"
-        "td,th{border:1px solid #bbb;padding:3px 6px;text-align:right}td:first-child,td:nth-child(2){text-align:left}</style>"
+        "td,th{border:1px solid #bbb;padding:3px 6px;text-align:right}"
+        "td:first-child,td:nth-child(2){text-align:left}</style>"
         f"</head><body><h3>{html.escape(table.label)}</h3><p>{html.escape(table.caption)}</p>"
         f"<p><i>{html.escape(legend(table))}</i></p>"
         + "".join(f"<p>{html.escape(note)}</p>" for note in (notes or []))
