@@ -1,6 +1,6 @@
 """Progress a person can follow in a job's log: a tqdm bar while a job runs, one summary line when it ends.
 
-Snakemake jobs send stderr to their log file (lmbias.workflow.setup_job_logging), and so do the processes
+Snakemake jobs send stderr to their log file (lmbias.job_runtime.setup_job_logging), and so do the processes
 of an `accelerate launch`. tqdm's usual carriage-return redraws would pile up there as one endless line,
 so on a stream that is not a terminal the bar is written as ordinary lines, at most one every
 LOG_INTERVAL seconds (plus the first and the final state). On a terminal it is the usual live bar.
