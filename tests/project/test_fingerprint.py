@@ -1,4 +1,4 @@
-"""lmbias.workflow.write_source_fingerprint: the file that stands for a set of library modules in the DAG."""
+"""lmbias.job_runtime.write_source_fingerprint: the file that stands for a set of library modules in the DAG."""
 
 from __future__ import annotations
 
