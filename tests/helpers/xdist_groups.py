@@ -19,23 +19,25 @@ from collections import OrderedDict
 from xdist.scheduler import LoadGroupScheduling
 
 #: Modules (or xdist_group names) by time, longest first: the methods run (about 350 Snakemake jobs, ten
-#: minutes on 2 cores), the tiny-model run and its dry runs, the two Slurm runs, every combination in process,
-#: the LLM tiny grid, then the other modules that run or dry-run Snakemake and the 2-process launches.
+#: minutes on 2 cores), the tiny-model run and its dry runs, the two Slurm runs, the 2-process launches, every
+#: combination in process, the LLM tiny grid, then the other modules that run or dry-run Snakemake. Order from
+#: `--durations=0` of `-n 2` runs of tests/workflow and tests/cluster (both on the same loaded 2-core machine).
 LONGEST_FIRST = (
     "tests/workflow/test_workflow_methods.py",
     "tests/workflow/test_workflow.py",
     "tests/cluster/test_slurm.py",
-    "tests/workflow/test_every_combination.py",
-    "tests/papers/test_llm_grid.py",
-    "tests/workflow/test_corpora_workflow.py",
-    "tests/workflow/test_workflow_robust.py",
-    "tests/workflow/test_shipped_targets.py",
-    "tests/workflow/test_sweeps.py",
-    "tests/workflow/test_methods.py",
     "tests/cluster/test_fsdp.py",
     "tests/cluster/test_distributed.py",
+    "tests/workflow/test_every_combination.py",
+    "tests/papers/test_llm_grid.py",
+    "tests/workflow/test_workflow_robust.py",
+    "tests/workflow/test_shipped_targets.py",
+    "tests/cluster/test_gpu_check.py",
+    "tests/workflow/test_corpora_workflow.py",
     "tests/training/test_train.py",
     "tests/training/test_lora.py",
+    "tests/workflow/test_sweeps.py",
+    "tests/workflow/test_methods.py",
 )
 
 
