@@ -35,6 +35,7 @@ import numpy as np
 import pyarrow as pa
 
 from lmbias.engine.batching import EngineStats
+from lmbias.engine.prefix_cache import grouped_sentence_logprobs
 from lmbias.engine.scoring import (
     InfillIdsRequest,
     MaskedIdsRequest,
@@ -43,7 +44,6 @@ from lmbias.engine.scoring import (
     masked_logprobs_ids,
     sentence_logprobs,
 )
-from lmbias.engine.prefix_cache import grouped_sentence_logprobs
 from lmbias.errors import ConfigError, DataError
 from lmbias.metrics.stereoset import StereoSetOptions, stereoset_metric_rows
 from lmbias.parsers.stereoset import blank_word_index
