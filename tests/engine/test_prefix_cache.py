@@ -83,10 +83,10 @@ def real_subset(shared_data):
 
 @pytest.mark.parametrize("context", ["bos", "bias_bench"])
 def test_stereoset_shared_prefix_equals_full_scoring_on_real_dev_items(tiny_clm, real_subset, context):
-    """The default (`shared_prefix: true`) equals the reference (`false`) per candidate to 1e-5, float32."""
+    """`shared_prefix: true` equals the reference (`false`, the default) per candidate to 1e-5, float32."""
     _, model, tok = tiny_clm
-    cached = score_stereoset(real_subset, model, tok, "clm", {"clm_context": context})
-    full = score_stereoset(real_subset, model, tok, "clm", {"clm_context": context, "shared_prefix": False})
+    cached = score_stereoset(real_subset, model, tok, "clm", {"clm_context": context, "shared_prefix": True})
+    full = score_stereoset(real_subset, model, tok, "clm", {"clm_context": context})
     assert cached.column("sentence_id").to_pylist() == full.column("sentence_id").to_pylist()
     same = ["sum_logprob", "mean_prob"]  # mean_prob is NaN for clm (NaN != NaN)
     assert cached.drop_columns(same).equals(full.drop_columns(same))

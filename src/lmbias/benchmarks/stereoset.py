@@ -16,10 +16,10 @@ byte-level BPE pieces carry their leading space, unlike the official loader, whi
   (`scoring.clm_context: bos`, the default) or as bias-bench's generative runner reads it (`bias_bench`: the
   first token after the start token alone, the rest from the sentence alone; with `metric.clm_score:
   token_mean` its numbers). The scores record the context (`clm_context`). The three candidates of an
-  example share the tokens before the blank: with `scoring.shared_prefix: true` (the default) a causal model
-  reads them once per example and continues each candidate from their cached keys and values
-  (lmbias.engine.prefix_cache; equal to the full recomputation to about 1e-7 per sentence); `false` scores every
-  sentence in full (lmbias.engine.scoring.sentence_logprobs), the reference.
+  example share the tokens before the blank: with `scoring.shared_prefix: true` a causal model reads them once
+  per example and continues each candidate from their cached keys and values (lmbias.engine.prefix_cache;
+  equal to the full recomputation to about 1e-6 per sentence); `false` (the default: on a loaded 2-core CPU it
+  was not yet faster, docs/development/performance.md) scores every sentence in full, the reference.
 
 Per candidate the scores table keeps the mean of the pieces' probabilities (the official score) and their
 summed log-probability; `lmbias.metrics.stereoset` turns them into ss, lms and icat.
@@ -139,7 +139,7 @@ def score_stereoset(
             f"stereoset scoring.remaining_pieces: {remaining!r} is not one of {', '.join(REMAINING_PIECES)}"
         )
     context = clm_context(scoring, "benchmarks.stereoset.scoring.clm_context")
-    shared_prefix = scoring.get("shared_prefix", True)
+    shared_prefix = scoring.get("shared_prefix", False)
     if not isinstance(shared_prefix, bool):
         raise ConfigError(f"stereoset scoring.shared_prefix: {shared_prefix!r} must be true or false")
     rows = items.to_pylist()

@@ -45,6 +45,10 @@ torch = lazy_module("torch")  # imported on first use
 #: token) save nothing and go through the full path.
 MIN_PREFIX_TOKENS = 2
 
+#: Groups whose prefixes run before their continuations do, in prefix batches: the continuations of that many
+#: groups sort into passes of similar lengths; only their cached keys and values are held at a time.
+WINDOW_BATCHES = 8
+
 
 def supports_prefix_cache(model) -> bool:
     """Whether `model` can continue from cached keys and values: a Hugging Face decoder-only LM, not a wrapper
@@ -65,15 +69,16 @@ def common_prefix_length(seqs: Sequence[Sequence[int]]) -> int:
     return length
 
 
-def _continuation_cache(model, cache, rows: torch.Tensor, width: int):
-    """A fresh DynamicCache holding, for each continuation row, its group's prefix keys and values (the first
-    `width` cached positions)."""
+def _continuation_cache(model, prefix_kv: list[list[tuple[torch.Tensor, torch.Tensor]]]):
+    """A fresh DynamicCache of the rows' prefix keys and values (`prefix_kv[row][layer]`: (heads, length,
+    dim) each), right-padded to the longest prefix (the attention mask hides the padding)."""
+    from torch.nn.utils.rnn import pad_sequence
     from transformers import DynamicCache
 
-    layers = [
-        (layer.keys.index_select(0, rows)[:, :, :width], layer.values.index_select(0, rows)[:, :, :width])
-        for layer in cache.layers
-    ]
+    def stacked(layer: int, which: int) -> torch.Tensor:  # (rows, heads, width, dim)
+        return pad_sequence([kv[layer][which].transpose(0, 1) for kv in prefix_kv], batch_first=True).transpose(1, 2)
+
+    layers = [(stacked(layer, 0), stacked(layer, 1)) for layer in range(len(prefix_kv[0]))]
     return DynamicCache(ddp_cache_data=layers, config=model.config)
 
 
@@ -139,59 +144,55 @@ def grouped_sentence_logprobs(
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
     head = np.zeros(len(seqs), dtype=np.float64)  # bias_bench: log p(first token | start token)
 
-    def run(batch):
+    # per group, once its prefix ran: (keys and values per layer, log p of the prefix, log p of each member's
+    # first continuation token)
+    prefix_runs: dict[int, tuple[list[tuple[torch.Tensor, torch.Tensor]], float, list[float]]] = {}
+
+    def run_prefixes(batch):
+        """One pass of the prefixes of groups `batch` (indices into shared)."""
         prefixes = [seqs[shared[g][1][0]][: shared[g][0]] for g in batch]
         prefix_ids, prefix_attn = pad(prefixes, pad_id, device)
         out = model(input_ids=prefix_ids, attention_mask=prefix_attn, use_cache=True)
-        prefix_lengths = [len(p) for p in prefixes]
-        prefix_sums = _token_logprob_sums(out.logits, prefix_ids[:, 1:], [n - 1 for n in prefix_lengths])
-        owners, conts, first_targets = [], [], []  # per continuation: its prefix row, tokens, first target
+        prefix_sums = _token_logprob_sums(out.logits, prefix_ids[:, 1:], [len(p) - 1 for p in prefixes])
+        runs = {}
         for row, g in enumerate(batch):
             length, uids = shared[g]
-            for uid in uids:
-                owners.append(row)
-                conts.append(seqs[uid][length:])
-                first_targets.append(seqs[uid][length])
-        owner_index = torch.tensor(owners, dtype=torch.long, device=device)
-        last = torch.tensor([prefix_lengths[r] - 1 for r in owners], dtype=torch.long, device=device)
-        first_logprobs = torch.log_softmax(out.logits[owner_index, last].double(), dim=-1)
-        first_targets_t = torch.tensor(first_targets, dtype=torch.long, device=device)
-        first = first_logprobs.gather(-1, first_targets_t.unsqueeze(-1)).squeeze(-1).cpu().tolist()
-        cont_sums: dict[int, float] = {}
-
-        def run_continuations(chunk):
-            """One pass of continuations `chunk` (indices into conts), each reading its group's prefix."""
-            rows = torch.tensor([owners[c] for c in chunk], dtype=torch.long, device=device)
-            width = max(prefix_lengths[owners[c]] for c in chunk)  # cached columns past it are padding
-            cont_ids, cont_attn = pad([conts[c] for c in chunk], pad_id, device)
-            attn = torch.cat([prefix_attn.index_select(0, rows)[:, :width], cont_attn], dim=1)
-            positions = last[chunk].unsqueeze(1) + 1 + torch.arange(cont_ids.shape[1], device=device).unsqueeze(0)
-            cache = _continuation_cache(model, out.past_key_values, rows, width)
-            logits = model(
-                input_ids=cont_ids, attention_mask=attn, position_ids=positions, past_key_values=cache, use_cache=True
-            ).logits
-            sums = _token_logprob_sums(logits, cont_ids[:, 1:], [len(conts[c]) - 1 for c in chunk])
-            cont_sums.update(zip(chunk, sums))
-            stats.forward_passes += 1
-            stats.sequences_run += len(chunk)
-
-        # continuations sorted by length, so their passes hold little padding; the budget counts a row's
-        # prefix too (its cached keys and values are attended to)
-        widths = [prefix_lengths[owners[c]] + len(conts[c]) for c in range(len(conts))]
-        order = sorted(range(len(conts)), key=lambda c: (len(conts[c]), c))
-        run_batches(order, widths, batch_size, run_continuations, max_tokens, stats, "continuations")
-        values = {}
-        for c, (row, uid) in enumerate((row, uid) for row, g in enumerate(batch) for uid in shared[g][1]):
-            values[uid] = head[uid] + prefix_sums[row] + first[c] + cont_sums[c]
-        for uid, value in values.items():  # stored once the whole batch went through
-            totals[uid] = value
+            first = torch.log_softmax(out.logits[row, length - 1].double(), dim=-1)
+            targets = torch.tensor([seqs[u][length] for u in uids], dtype=torch.long, device=device)
+            kv = [(layer.keys[row, :, :length], layer.values[row, :, :length]) for layer in out.past_key_values.layers]
+            runs[g] = (kv, prefix_sums[row], first[targets].cpu().tolist())
+        prefix_runs.update(runs)  # stored once the whole batch went through
         stats.forward_passes += 1
         stats.sequences_run += len(batch)
 
+    def run_continuations(chunk):
+        """One pass of continuations `chunk` (indices into conts), each reading its group's cached prefix."""
+        owners = [conts[c][0] for c in chunk]
+        cont_ids, cont_attn = pad([conts[c][2] for c in chunk], pad_id, device)
+        lengths = [shared[g][0] for g in owners]
+        prefix_attn = pad([[0] * n for n in lengths], 0, device)[1]  # ones over each row's prefix
+        attn = torch.cat([prefix_attn, cont_attn], dim=1)
+        offsets = torch.tensor(lengths, dtype=torch.long, device=device)
+        positions = offsets.unsqueeze(1) + torch.arange(cont_ids.shape[1], device=device).unsqueeze(0)
+        cache = _continuation_cache(model, [prefix_runs[g][0] for g in owners])
+        logits = model(
+            input_ids=cont_ids, attention_mask=attn, position_ids=positions, past_key_values=cache, use_cache=True
+        ).logits
+        sums = _token_logprob_sums(logits, cont_ids[:, 1:], [len(conts[c][2]) - 1 for c in chunk])
+        for c, value in zip(chunk, sums):
+            g, k, _ = conts[c]
+            _, prefix_sum, first = prefix_runs[g]
+            uid = shared[g][1][k]
+            totals[uid] = head[uid] + prefix_sum + first[k] + value
+        stats.forward_passes += 1
+        stats.sequences_run += len(chunk)
+
     if shared:
-        # the prefix passes: groups sorted by prefix length
+        # groups sorted by prefix length; a window of them at a time runs its prefixes (batched), then all
+        # the window's continuations sorted by their length, so both kinds of pass hold little padding while
+        # only one window's keys and values are kept
+        by_prefix = sorted(range(len(shared)), key=lambda g: (shared[g][0], g))
         prefix_widths = [length for length, _ in shared]
-        order = sorted(range(len(shared)), key=lambda g: (prefix_widths[g], g))
         with torch.inference_mode(), autocast(device):
             if context == "bias_bench":
                 start = start_logprobs(model, tokenizer, device).cpu()
@@ -200,7 +201,15 @@ def grouped_sentence_logprobs(
                 for _, uids in shared:
                     for uid in uids:
                         head[uid] = float(start[seqs[uid][0]])
-            run_batches(order, prefix_widths, batch_size, run, max_tokens, stats, "shared prefixes")
+            for begin in range(0, len(by_prefix), WINDOW_BATCHES * batch_size):
+                window = by_prefix[begin : begin + WINDOW_BATCHES * batch_size]
+                run_batches(window, prefix_widths, batch_size, run_prefixes, max_tokens, stats, "shared prefixes")
+                # (group, member, continuation tokens); the budget counts a row's cached prefix too
+                conts = [(g, k, seqs[u][shared[g][0] :]) for g in window for k, u in enumerate(shared[g][1])]
+                widths = [shared[g][0] + len(cont) for g, _, cont in conts]
+                order = sorted(range(len(conts)), key=lambda c: (len(conts[c][2]), c))
+                run_batches(order, widths, batch_size, run_continuations, max_tokens, stats, "continuations")
+                prefix_runs.clear()
     stats.requests += len(texts) - len(alone_texts)  # the full path counted its own
     stats.unique_inputs += len(seqs) - len(alone_texts)
     return np.array([totals[unique[t]] for t in texts], dtype=np.float64)
