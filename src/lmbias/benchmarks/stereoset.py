@@ -15,7 +15,11 @@ byte-level BPE pieces carry their leading space, unlike the official loader, whi
 * clm: the log-likelihood of the whole candidate sentence and its token count, every token after a BOS
   (`scoring.clm_context: bos`, the default) or as bias-bench's generative runner reads it (`bias_bench`: the
   first token after the start token alone, the rest from the sentence alone; with `metric.clm_score:
-  token_mean` its numbers). The scores record the context (`clm_context`).
+  token_mean` its numbers). The scores record the context (`clm_context`). The three candidates of an
+  example share the tokens before the blank: with `scoring.shared_prefix: true` a causal model reads them once
+  per example and continues each candidate from their cached keys and values (lmbias.engine.prefix_cache;
+  equal to the full recomputation to about 1e-6 per sentence); `false` (the default: on a loaded 2-core CPU it
+  was not yet faster, docs/development/performance.md) scores every sentence in full, the reference.
 
 Per candidate the scores table keeps the mean of the pieces' probabilities (the official score) and their
 summed log-probability; `lmbias.metrics.stereoset` turns them into ss, lms and icat.
@@ -31,6 +35,7 @@ import numpy as np
 import pyarrow as pa
 
 from lmbias.engine.batching import EngineStats
+from lmbias.engine.prefix_cache import grouped_sentence_logprobs
 from lmbias.engine.scoring import (
     InfillIdsRequest,
     MaskedIdsRequest,
@@ -134,6 +139,9 @@ def score_stereoset(
             f"stereoset scoring.remaining_pieces: {remaining!r} is not one of {', '.join(REMAINING_PIECES)}"
         )
     context = clm_context(scoring, "benchmarks.stereoset.scoring.clm_context")
+    shared_prefix = scoring.get("shared_prefix", False)
+    if not isinstance(shared_prefix, bool):
+        raise ConfigError(f"stereoset scoring.shared_prefix: {shared_prefix!r} must be true or false")
     rows = items.to_pylist()
     _check_rows(rows)
     spans = [word_span(r["context"], r["sentence"]) for r in rows]
@@ -159,9 +167,15 @@ def score_stereoset(
 
     if family == "clm":
         texts = [r["sentence"] for r in rows]
-        lls = sentence_logprobs(
-            model, tokenizer, texts, batch_size=batch_size, max_length=max_length, stats=stats, context=context
-        )
+        if shared_prefix:  # an example's candidates share the words before the blank: read them once
+            groups = [r["example_id"] for r in rows]
+            lls = grouped_sentence_logprobs(
+                model, tokenizer, texts, groups, batch_size, max_length, stats=stats, context=context
+            )
+        else:
+            lls = sentence_logprobs(
+                model, tokenizer, texts, batch_size=batch_size, max_length=max_length, stats=stats, context=context
+            )
         for r, span, ll in zip(rows, spans, lls):
             n = len(tokenizer(r["sentence"], add_special_tokens=False)["input_ids"])
             record(r, span, "sentence_loglik", 0, math.nan, ll, n)

@@ -1,0 +1,144 @@
+"""StereoSet causal scoring with and without shared prefixes read once (lmbias.engine.prefix_cache).
+
+    .venv/bin/python bench/prefix_cache.py [--examples 120] [--llama-layers 16] [--threads 2] [--data-dir DIR]
+
+Models, randomly initialised from their config (seed 0; random weights cost what trained ones do), CPU,
+float32:
+* gpt2: GPT-2 small's shape (GPT2Config defaults: 12 layers, 768 wide, 12 heads, vocabulary 50,257);
+* llama-1b: Llama 3.2 1B's shape (16 layers, 2048 wide, 32 heads, 8 key-value heads, MLP 8192, vocabulary
+  128,256, tied embeddings); --llama-layers keeps fewer layers to save time.
+Tokenizers: the tiny models' (lmbias.engine.tiny, built from resources/vocab/tiny_words.txt: the benchmarks'
+words are single tokens, as most are in GPT-2's and Llama's vocabularies), GPT-2's and Llama's conventions
+(<|endoftext|> start token; BOS).
+
+Workload: --examples real StereoSet dev intrasentence examples (evenly spaced over the dev set, three
+candidates each), scored by lmbias.benchmarks.stereoset.score_stereoset with `scoring.shared_prefix` true
+and false (the full recomputation), the same items, once each after a warm-up on a few items. Prints
+items/s (examples) of both, the speed-up, the share of tokens in shared prefixes and max |difference|
+of the candidates' log-likelihoods. Exit status 1 when they differ by more than 1e-5.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "src"))
+
+import torch  # noqa: E402
+
+from lmbias.benchmarks.stereoset import score_stereoset  # noqa: E402
+from lmbias.engine.prefix_cache import MIN_PREFIX_TOKENS, common_prefix_length  # noqa: E402
+from lmbias.engine.scoring import clm_inputs  # noqa: E402
+from lmbias.engine.tiny import build_tokenizer  # noqa: E402
+from lmbias.engine.tiny_vocab import DEFAULT_WORDS, load_word_list  # noqa: E402
+from lmbias.parsers import parse_stereoset  # noqa: E402
+
+TOLERANCE = 1e-5
+
+
+def gpt2_small(tokenizer):
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    return GPT2LMHeadModel(GPT2Config(bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id))
+
+
+def llama_1b(tokenizer, layers: int):
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    config = LlamaConfig(
+        vocab_size=128256,
+        hidden_size=2048,
+        intermediate_size=8192,
+        num_hidden_layers=layers,
+        num_attention_heads=32,
+        num_key_value_heads=8,
+        max_position_embeddings=2048,
+        tie_word_embeddings=True,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+    )
+    return LlamaForCausalLM(config)
+
+
+def shared_token_share(items, tokenizer) -> float:
+    """Share of the full path's input tokens that sit in a prefix read once."""
+    total = saved = 0
+    rows = items.to_pylist()
+    by_example: dict[str, list[str]] = {}
+    for r in rows:
+        by_example.setdefault(r["example_id"], []).append(r["sentence"])
+    for texts in by_example.values():
+        seqs = clm_inputs(tokenizer, sorted(set(texts)), 10**9)
+        total += sum(len(s) for s in seqs)
+        length = common_prefix_length(seqs) if len(seqs) > 1 else 0
+        if length >= MIN_PREFIX_TOKENS:
+            saved += length * (len(seqs) - 1)
+    return saved / total
+
+
+def measure(name, model, tokenizer, items, n_examples) -> float:
+    model.eval()
+    score_stereoset(items.slice(0, 6), model, tokenizer, "clm", {"shared_prefix": True})  # warm-up
+    score_stereoset(items.slice(0, 6), model, tokenizer, "clm", {"shared_prefix": False})
+    seconds, scores = {}, {}
+    for shared in (False, True):
+        started = time.perf_counter()
+        table = score_stereoset(items, model, tokenizer, "clm", {"shared_prefix": shared})
+        seconds[shared] = time.perf_counter() - started
+        scores[shared] = np.asarray(table.column("sum_logprob").to_pylist())
+    diff = float(np.max(np.abs(scores[True] - scores[False])))
+    full, cached = n_examples / seconds[False], n_examples / seconds[True]
+    print(
+        f"{name:9s} full {full:7.2f} items/s ({seconds[False]:6.1f} s)  shared prefix {cached:7.2f} items/s "
+        f"({seconds[True]:6.1f} s)  speed-up {cached / full:.2f}x  shared tokens "
+        f"{shared_token_share(items, tokenizer):.0%}  max |diff| {diff:.1e}",
+        flush=True,
+    )
+    return diff
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--examples", type=int, default=120, help="StereoSet examples (3 sentences each)")
+    parser.add_argument("--llama-layers", type=int, default=16, help="layers of the 1B Llama shape (16: all)")
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--models", default="gpt2,llama-1b")
+    parser.add_argument("--data-dir", default=os.environ.get("LMBIAS_TEST_DATA", str(REPO.parent / "shared" / "data")))
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(0)
+    dev = parse_stereoset(Path(args.data_dir) / "stereoset" / "stereoset_dev_flat.jsonl")
+    examples = sorted(set(dev.column("example_id").to_pylist()), key=dev.column("example_id").to_pylist().index)
+    step = max(1, len(examples) // args.examples)
+    chosen = set(examples[::step][: args.examples])
+    mask = [e in chosen for e in dev.column("example_id").to_pylist()]
+    items = dev.filter(mask)
+    n_examples = len(chosen)
+    print(f"{n_examples} StereoSet dev examples ({items.num_rows} sentences), {args.threads} threads, float32, CPU")
+    words = load_word_list(DEFAULT_WORDS)
+    worst = 0.0
+    for name in args.models.split(","):
+        if name == "gpt2":
+            tokenizer = build_tokenizer("gpt2", words)
+            model = gpt2_small(tokenizer)
+        elif name == "llama-1b":
+            tokenizer = build_tokenizer("llama", words)
+            model = llama_1b(tokenizer, args.llama_layers)
+            name = f"llama-1b{'' if args.llama_layers == 16 else f'/{args.llama_layers}L'}"
+        else:
+            parser.error(f"unknown model {name!r} (gpt2, llama-1b)")
+        worst = max(worst, measure(name, model, tokenizer, items, n_examples))
+        del model
+    return 1 if worst > TOLERANCE else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
