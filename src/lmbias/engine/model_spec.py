@@ -46,6 +46,9 @@ _KNOWN_KEYS = (
     "offload",
     "offload_folder",
     "max_tokens",
+    # prompted benchmarks only (lmbias.engine.chat)
+    "chat_template",
+    "system_prompt",
 )
 #: models.<name>.device_map strategies (Accelerate's big-model loading); or an explicit {module: device} map.
 DEVICE_MAP_STRATEGIES = ("auto", "balanced", "balanced_low_0", "sequential")
