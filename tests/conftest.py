@@ -60,8 +60,8 @@ def _one_torch_thread():
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config, log):
-    """Under `--dist loadgroup` (pyproject.toml's addopts): a module's tests in one worker, the longest groups
-    first (tests/helpers/xdist_groups.py)."""
+    """Under `--dist loadgroup` (optional, e.g. `-n 4 --dist loadgroup`): a module's tests in one worker, the
+    longest groups first (tests/helpers/xdist_groups.py)."""
     if config.getvalue("dist") != "loadgroup":
         return None
     from helpers.xdist_groups import ModulesTogetherLongestFirst
@@ -76,8 +76,9 @@ def _start_long_workflow_runs_early(request):
     leave a core idle; the run, at a lower priority, uses it. Its fixture waits for it when its tests come.
     Without the data folder nothing starts: the fixture then skips (or fails under CI) as usual.
 
-    Not in an xdist worker (`-n 2`): there the other worker keeps the second core busy, and the scheduler hands
-    the methods module out first, so its fixture starts the run at once in the one worker that runs its tests."""
+    Not in an xdist worker (`-n N`, optional): there the other workers keep the cores busy, and the scheduler
+    hands the methods module out first, so its fixture starts the run at once in the one worker that runs its
+    tests."""
     runs = {}
     request.config._lmbias_background_runs = runs
     wanted = any("methods_run" in getattr(item, "fixturenames", ()) for item in request.session.items)

@@ -1,4 +1,5 @@
-"""How the suite is shared out between pytest-xdist's workers (`-n 2 --dist loadgroup`, pyproject.toml's addopts).
+"""How the suite is shared out between pytest-xdist's workers (`-n N --dist loadgroup`, optional;
+docs/development/index.md: the 2-core CI runs the suite in one process).
 
 xdist's `loadgroup` sends the tests of one `xdist_group` to one worker and every other test on its own, and
 hands out the largest groups (by test count) first. Two changes (tests/conftest.py returns this scheduler):
