@@ -122,15 +122,17 @@ class _PromptClusters:
         self.sums = {m: np.bincount(index, weights=v, minlength=len(keys)) for m, v in values.items()}
         self.prompt_means = {m: s / np.maximum(self.counts, 1) for m, s in self.sums.items()}
 
-    def mean(self, metric: str, draw: np.ndarray | None = None) -> float:
+    def mean(self, metric: str) -> float:
         if self.n_prompts == 0:
             return math.nan
-        if draw is None:
-            return float(self.sums[metric].sum() / self.counts.sum())
-        return float(self.sums[metric][draw].sum() / self.counts[draw].sum())
+        return float(self.sums[metric].sum() / self.counts.sum())
+
+    def resampled_means(self, metric: str, draws: np.ndarray) -> np.ndarray:
+        """The mean over each row of `draws` (prompt indices drawn with replacement)."""
+        return self.sums[metric][draws].sum(axis=1) / self.counts[draws].sum(axis=1)
 
     def draws(self, rng: np.random.Generator, n: int) -> np.ndarray:
-        return rng.integers(0, max(self.n_prompts, 1), size=(n, self.n_prompts))
+        return rng.integers(0, self.n_prompts, size=(n, self.n_prompts))
 
 
 def _interval(samples: np.ndarray, confidence: float) -> tuple[float, float]:
@@ -174,10 +176,10 @@ def bold_metric_rows(generations: pa.Table, options: BoldOptions) -> list[dict]:
     for subset in (MALE_GROUP, FEMALE_GROUP, "all"):
         sel = np.ones(len(groups), dtype=bool) if subset == "all" else groups == subset
         clusters[subset] = _PromptClusters(prompt_ids[sel], {m: v[sel] for m, v in values.items()})
-        draws = clusters[subset].draws(rng, options.bootstrap) if clusters[subset].n_prompts else None
+        drawn = clusters[subset].n_prompts and options.bootstrap
+        draws = clusters[subset].draws(rng, options.bootstrap) if drawn else None
         boot[subset] = {
-            m: np.asarray([clusters[subset].mean(m, d) for d in draws]) if draws is not None else np.empty(0)
-            for m in metrics
+            m: clusters[subset].resampled_means(m, draws) if draws is not None else np.empty(0) for m in metrics
         }
         for m in metrics:
             row(m, subset, clusters[subset].mean(m), int(sel.sum()), _interval(boot[subset][m], options.confidence))
