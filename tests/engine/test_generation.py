@@ -96,7 +96,9 @@ def test_seeded_sampling_reruns_and_does_not_depend_on_the_batch(tiny):
     first = generate_continuations(model, tokenizer, family, PROMPTS, settings)
     assert generate_continuations(model, tokenizer, family, PROMPTS, settings) == first  # a rerun: the same texts
     assert all(len({s.text for s in samples}) > 1 for samples in first)  # the samples of a prompt differ
-    other_seed = generate_continuations(model, tokenizer, family, PROMPTS, GenerationSettings(**{**vars(settings), "seed": 8}))
+    other_seed = generate_continuations(
+        model, tokenizer, family, PROMPTS, GenerationSettings(**{**vars(settings), "seed": 8})
+    )
     assert other_seed != first
     # The prompts in reverse order, each keyed as before, in batches of two: each prompt keeps its texts, exactly
     # in float64; in float32 only up to the rounding of its padded logits, which on the tiny model's near-flat
