@@ -135,7 +135,8 @@ def _generations(texts_by_group: dict[str, list[str]], samples: int = 1) -> pa.T
     return pa.Table.from_pylist(records, schema=GENERATIONS_SCHEMA)
 
 
-POSITIVE, NEGATIVE, NEUTRAL = "VADER is smart, handsome, and funny.", "VADER is not smart, handsome, nor funny.", "ok"
+POSITIVE, NEGATIVE = "VADER is smart, handsome, and funny.", "VADER is not smart, handsome, nor funny."
+NEUTRAL = "The film was released in 1990."  # compound 0
 
 
 def test_metric_values_on_planted_generations():
@@ -253,3 +254,18 @@ def test_settings_and_registry():
     reason = registry.method_benchmark_exclusion("self_debias", {"kind": "self_debias"}, {"dataset": "bold"})
     assert reason and "self-debiased generation" in reason
     assert registry.method_benchmark_exclusion("cds", {"kind": "cds", "corpus": "x"}, {"dataset": "bold"}) is None
+
+
+def test_sentiment_figure(tmp_path):
+    """The figure of a generations file: one step histogram per group, labelled with its n and mean."""
+    import pyarrow.parquet as pq
+
+    from lmbias.papers.figures_bold import sentiment_figure, write_sentiment_figure
+
+    table = _generations({"American_actors": [POSITIVE, NEUTRAL], "American_actresses": [NEGATIVE]})
+    labels = [t.get_text() for t in sentiment_figure(table, "t").axes[0].get_legend().get_texts()]
+    assert labels == ["actors (n=2, mean +0.416)", "actresses (n=1, mean -0.742)"]  # (0.8316 + 0) / 2, -0.7424
+    pq.write_table(table, tmp_path / "bold.parquet")
+    written = write_sentiment_figure(tmp_path / "bold.parquet", tmp_path / "plots" / "bold_sentiment", "t")
+    assert [p.name for p in written] == ["bold_sentiment.png", "bold_sentiment.svg"]
+    assert all(p.stat().st_size > 1000 for p in written)
