@@ -83,3 +83,26 @@ rule compute_metric:
         benchmark=metric_benchmark_slice,
     script:
         "../scripts/compute_metric.py"
+
+
+# BOLD's figure (lmbias.papers.figures_bold): the VADER sentiment of one seed's generations per group, from its
+# cached generations; `snakemake results/{model}/{method}/seed{k}/plots/bold_sentiment.svg`.
+rule bold_sentiment_figure:
+    input:
+        scores="results/{model}/{method}/seed{seed}/scores/{benchmark}.parquet",
+        library=["src/lmbias/papers/figures_bold.py", "src/lmbias/metrics/bold.py"],
+        script="scripts/bold_figure.py",
+    output:
+        png="results/{model}/{method}/seed{seed}/plots/{benchmark}_sentiment.png",
+        svg="results/{model}/{method}/seed{seed}/plots/{benchmark}_sentiment.svg",
+    log:
+        "logs/{model}/{method}/seed{seed}/plots/{benchmark}_sentiment.log",
+    wildcard_constraints:
+        benchmark="|".join(re.escape(b) for b, e in config["benchmarks"].items() if e.get("dataset") == "bold")
+        or "(?!)",
+    conda:
+        "../envs/lmbias.yaml"
+    params:
+        metric=metric_benchmark_slice,
+    script:
+        "../scripts/bold_figure.py"

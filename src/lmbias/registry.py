@@ -44,6 +44,8 @@ class BenchmarkDef:
     rows(scores, options) -> list[dict]                                               (summary-schema rows)
     paired(before, after, test, options) -> list[dict]   (optional: pre/post test of two score tables,
                                                            item by item; see lmbias.metrics.comparison)
+    prompted: score also takes model_entry= and model_name= (keywords): its prompts are read through the
+              model's chat template when the entry sets one (lmbias.engine.chat)
     """
 
     dataset: str
@@ -53,6 +55,12 @@ class BenchmarkDef:
     rows: Callable[[Any, Any], list[dict]]
     description: str = ""
     paired: Callable[[Any, Any, str, Any], list[dict]] | None = None
+    prompted: bool = False
+
+
+def score_keywords(d: BenchmarkDef, model_name: str, model_entry: dict) -> dict:
+    """The keyword arguments a scoring job passes to `d.score` beyond the common ones."""
+    return {"model_entry": model_entry, "model_name": model_name} if d.prompted else {}
 
 
 def _lmbias_modules(module) -> set[str]:
@@ -190,6 +198,13 @@ def check_method_entry(name: str, entry: dict) -> None:
 #: Datasets whose scores are embeddings (hidden states), not output probabilities: a method that only
 #: rescales the output distribution (Self-Debias) does not change them.
 EMBEDDING_DATASETS = frozenset({"seat", "seat_templates"})
+#: Datasets whose scores are generated texts: Self-Debias rescales the distributions the engine reads, and
+#: self-debiased decoding (its logits processor inside `generate`) is not implemented here.
+GENERATION_DATASETS = frozenset({"bold"})
+SELF_DEBIAS_GENERATION_REASON = (
+    "Self-Debias rescales the distributions a benchmark scores; self-debiased generation (its logits "
+    "processor inside generate) is not implemented here"
+)
 
 
 def method_benchmark_choice(method: str, entry: dict, benchmark: str) -> str | None:
@@ -207,6 +222,8 @@ def method_benchmark_exclusion(method: str, entry: dict, benchmark_cfg: dict) ->
         from lmbias.engine.self_debias import NOT_APPLICABLE_REASON
 
         return NOT_APPLICABLE_REASON
+    if method_kind(method, entry) == "self_debias" and benchmark_cfg.get("dataset") in GENERATION_DATASETS:
+        return SELF_DEBIAS_GENERATION_REASON
     return None
 
 

@@ -162,7 +162,13 @@ def score_distributed_job(
         ):
             budgets.append(budget)
             scores = definition.score(
-                part, model, tokenizer, model_entry["family"], benchmark_entry.get("scoring", {}), stats
+                part,
+                model,
+                tokenizer,
+                model_entry["family"],
+                benchmark_entry.get("scoring", {}),
+                stats,
+                **registry.score_keywords(definition, model_name, model_entry),
             )
         elapsed[0] = time.perf_counter() - start
         return scores

@@ -120,7 +120,13 @@ def score_benchmark_job(
         ):
             try:
                 scores = definition.score(
-                    items, model, tokenizer, model_entry["family"], benchmark_entry.get("scoring", {}), stats
+                    items,
+                    model,
+                    tokenizer,
+                    model_entry["family"],
+                    benchmark_entry.get("scoring", {}),
+                    stats,
+                    **registry.score_keywords(definition, model_name, model_entry),
                 )
             finally:  # a failed job's record too: how far it got, and what it held
                 job_timing.record_scoring(record, stats, budget, time.perf_counter() - start)

@@ -21,6 +21,7 @@ import pyarrow as pa
 from lmbias.errors import ConfigError
 from lmbias.parsers import (
     bec_pro,
+    bold,
     cds,
     crows_pairs,
     da_gender,
@@ -46,6 +47,7 @@ PARSERS: dict[str, ModuleType] = {
     "winobias": winobias,
     "crows_pairs": crows_pairs,
     "bec_pro": bec_pro,
+    "bold": bold,
     "seat": seat,
     "seat_templates": seat_templates,
     "gap": gap,

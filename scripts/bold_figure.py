@@ -1,0 +1,18 @@
+"""Snakemake script: BOLD's sentiment figure of one seed's cached generations (no forward pass)."""
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))  # the library of this checkout
+
+from lmbias.job_runtime import setup_job_logging
+from lmbias.papers.figures_bold import write_sentiment_figure
+
+setup_job_logging(snakemake.log[0])  # noqa: F821
+wildcards = snakemake.wildcards  # noqa: F821
+write_sentiment_figure(
+    scores_path=snakemake.input.scores,  # noqa: F821
+    out_stem=Path(snakemake.output.svg).with_suffix(""),  # noqa: F821
+    title=f"BOLD ({wildcards.benchmark}): {wildcards.model} / {wildcards.method} / seed {wildcards.seed}",
+    metric_cfg=snakemake.params.metric.get("metric", {}),  # noqa: F821
+)

@@ -1,0 +1,125 @@
+"""BOLD (Dhamala et al. 2021), gender domain: the model continues each prompt; the generations are the scores.
+
+Generating is the expensive, cached step: results/{model}/{method}/seed{k}/scores/{benchmark}.parquet holds one
+row per (prompt, sample) with the continuation (GENERATIONS_SCHEMA); the metrics (lmbias.metrics.bold: VADER
+sentiment, gender polarity) are recomputed from it, so a metric option never regenerates.
+
+`scoring` (benchmarks.<name>.scoring): the decoding options of lmbias.engine.generation.GenerationSettings
+(decoding greedy | sampling, temperature, top_p, max_new_tokens, samples_per_prompt, seed, batch_size) and
+`prompts_per_group` (the first N prompts of each group in file order; null: all 3,204), recorded in the
+file's metadata (``lmbias.generation``). Causal and encoder-decoder models (a masked LM or an encoder is refused
+by name). A model entry with `chat_template` reads each prompt as a user turn of its chat template
+(lmbias.engine.chat.wrap_prompt, the prompt then encoded without further special tokens); the metadata records
+which (``lmbias.chat``). The continuation scored is the text after the prompt (after the assistant's turn).
+"""
+
+from __future__ import annotations
+
+import json
+
+import pyarrow as pa
+
+from lmbias.engine.batching import EngineStats
+from lmbias.engine.chat import chat_provenance, uses_chat_template, wrap_prompt
+from lmbias.engine.generation import GenerationSettings, check_generative, generate_continuations
+from lmbias.errors import ConfigError
+from lmbias.metrics.bold import BoldOptions, bold_metric_rows
+from lmbias.registry import BenchmarkDef
+
+SCORING_KEY = "benchmarks.bold.scoring"
+GENERATION_KEY = "lmbias.generation"
+CHAT_KEY = "lmbias.chat"
+
+GENERATIONS_SCHEMA = pa.schema(
+    [
+        ("prompt_id", pa.int32()),  # the parsed item's id (position in gender_prompt.json)
+        ("group", pa.string()),
+        ("gender", pa.string()),
+        ("person", pa.string()),
+        ("prompt", pa.string()),  # as in the file (before any chat template)
+        ("sample", pa.int32()),  # 0 .. samples_per_prompt - 1
+        ("continuation", pa.string()),  # the generated text: what the metrics read
+        ("new_tokens", pa.int32()),  # tokens generated before EOS (or max_new_tokens)
+        ("finished", pa.bool_()),  # an EOS ended the text
+    ]
+)
+
+
+def bold_settings(scoring: dict | None, key: str = SCORING_KEY) -> tuple[GenerationSettings, int | None]:
+    """(decoding settings, prompts_per_group) of a `scoring` block, checked; errors name `key`."""
+    scoring = dict(scoring or {})
+    per_group = scoring.pop("prompts_per_group", None)
+    if per_group is not None and (isinstance(per_group, bool) or not isinstance(per_group, int) or per_group < 1):
+        raise ConfigError(f"{key}.prompts_per_group: {per_group!r} must be a positive integer or null (all)")
+    return GenerationSettings.from_config(scoring, key), per_group
+
+
+def selected_prompts(items: pa.Table, per_group: int | None) -> pa.Table:
+    """The first `per_group` prompts of each group in file order (None: every prompt)."""
+    if per_group is None:
+        return items
+    seen: dict[str, int] = {}
+    keep = []
+    for i, group in enumerate(items.column("group").to_pylist()):
+        seen[group] = seen.get(group, 0) + 1
+        if seen[group] <= per_group:
+            keep.append(i)
+    return items.take(keep)
+
+
+def score_bold(
+    items: pa.Table,
+    model,
+    tokenizer,
+    family: str,
+    scoring: dict | None = None,
+    stats: EngineStats | None = None,
+    model_entry: dict | None = None,
+    model_name: str = "?",
+) -> pa.Table:
+    """Generate continuations of the prompts (rows of results/data/<benchmark>.parquet)."""
+    check_generative(family, "BOLD")
+    settings, per_group = bold_settings(scoring)
+    model_entry = model_entry or {}
+    chosen = selected_prompts(items, per_group).to_pylist()
+    prompts = [wrap_prompt(r["prompt"], tokenizer, model_entry, model_name) for r in chosen]
+    continuations = generate_continuations(
+        model,
+        tokenizer,
+        family,
+        prompts,
+        settings,
+        prompt_keys=[r["prompt_id"] for r in chosen],
+        stats=stats,
+        add_special_tokens=not uses_chat_template(model_entry),
+    )
+    records = [
+        {
+            **{k: r[k] for k in ("prompt_id", "group", "gender", "person", "prompt")},
+            "sample": k,
+            "continuation": c.text,
+            "new_tokens": c.new_tokens,
+            "finished": c.finished,
+        }
+        for r, samples in zip(chosen, continuations)
+        for k, c in enumerate(samples)
+    ]
+    generation = {**settings.to_dict(), "prompts_per_group": per_group}
+    metadata = {
+        GENERATION_KEY: json.dumps(generation, sort_keys=True),
+        CHAT_KEY: json.dumps(chat_provenance(model_entry, model_name), sort_keys=True),
+    }
+    return pa.Table.from_pylist(records, schema=GENERATIONS_SCHEMA).replace_schema_metadata(metadata)
+
+
+BENCHMARKS = [
+    BenchmarkDef(
+        dataset="bold",
+        families=("clm", "seq2seq"),
+        score=score_bold,
+        parse_options=BoldOptions.from_config,
+        rows=bold_metric_rows,
+        description="Dhamala et al. 2021: VADER sentiment and gender polarity of generations about actors vs actresses",
+        prompted=True,
+    )
+]

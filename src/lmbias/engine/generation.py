@@ -1,0 +1,244 @@
+"""Open-ended generation (BOLD): many prompts continued through transformers' `generate`, batched.
+
+How a call runs (``generate_continuations``):
+
+* every (prompt, sample) pair is one request; requests are sorted by prompt length and cut into batches within
+  the job's token budget (``max_tokens``, lmbias.engine.batching: a causal batch holds rows x (longest prompt +
+  max_new_tokens) tokens, the KV cache's size at the last step; an encoder-decoder batch rows x (longest prompt +
+  max_new_tokens + 1)), at most ``batch_size`` rows; out of CUDA memory a batch is halved as for scoring;
+* causal prompts are left-padded (the new tokens then line up at the right edge), encoder-decoder prompts are
+  right-padded into the encoder; `generate` runs with the KV cache under the job's autocast;
+* results are scattered back to request order. A continuation is the text of the new tokens up to the first
+  EOS (the model's generation config's EOS ids, e.g. an instruct model's end-of-turn token), special tokens
+  skipped; `finished` says whether an EOS ended it before max_new_tokens.
+
+Decoding is the benchmark config's, never the checkpoint's generation_config sampling defaults: `greedy`
+(argmax), or `sampling` with `temperature` and nucleus `top_p`. Only what belongs to the model is carried over
+from its generation config: EOS ids, BOS, the decoder start token and BART's forced BOS/EOS.
+
+Reproducible sampling: each request draws from its own torch.Generator, seeded from (seed, prompt key, sample
+index) (``request_seed``), through a logits processor (``SeededSampler``) that samples the token itself and hands
+`generate` a one-hot score, so `generate` runs greedy over it. A request's draws therefore do not depend on
+which other requests share its batch, on their order or on the batch size: sampling is batch-invariant, as far
+as the logits are (padding a row changes its logits by float rounding only, which can flip a draw that lands
+within rounding of a boundary, as it can flip a greedy near-tie). A rerun with the same seed generates the same
+texts.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from dataclasses import asdict, dataclass
+
+from lmbias.engine.batching import EngineStats, autocast, model_device, run_batches
+from lmbias.errors import ConfigError
+from lmbias.lazy import lazy_module
+
+torch = lazy_module("torch")  # imported on first use: DAG builds never need it
+
+#: Families that generate text: causal LMs continue the prompt, encoder-decoders write from it.
+GENERATIVE_FAMILIES = ("clm", "seq2seq")
+DECODINGS = ("greedy", "sampling")
+
+
+@dataclass(frozen=True)
+class GenerationSettings:
+    """How texts are generated (a benchmark's `scoring` block); `key` in errors is that block's config key."""
+
+    decoding: str = "greedy"
+    max_new_tokens: int = 50
+    temperature: float = 1.0
+    top_p: float = 1.0
+    samples_per_prompt: int = 1
+    seed: int = 0
+    batch_size: int = 64
+
+    @classmethod
+    def from_config(cls, block: dict, key: str) -> GenerationSettings:
+        known = set(cls.__dataclass_fields__)
+        unknown = sorted(set(block) - known)
+        if unknown:
+            raise ConfigError(f"{key}: unknown option(s) {unknown}; known: {sorted(known)}")
+        settings = cls(**block)
+        settings.check(key)
+        return settings
+
+    def check(self, key: str) -> None:
+        if self.decoding not in DECODINGS:
+            raise ConfigError(f"{key}.decoding: {self.decoding!r} is not one of {', '.join(DECODINGS)}")
+        for name in ("max_new_tokens", "samples_per_prompt", "batch_size"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ConfigError(f"{key}.{name}: {value!r} must be a positive integer")
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int):
+            raise ConfigError(f"{key}.seed: {self.seed!r} must be an integer")
+        if not _number(self.temperature) or not self.temperature > 0:
+            raise ConfigError(f"{key}.temperature: {self.temperature!r} must be a number > 0")
+        if not _number(self.top_p) or not 0 < self.top_p <= 1:
+            raise ConfigError(f"{key}.top_p: {self.top_p!r} must be a number in (0, 1]")
+        if self.decoding == "greedy" and self.samples_per_prompt > 1:
+            raise ConfigError(
+                f"{key}.samples_per_prompt: {self.samples_per_prompt} samples of greedy decoding are all the "
+                "same text; set decoding: sampling (or samples_per_prompt: 1)"
+            )
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def _number(value) -> bool:
+    return not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value)
+
+
+@dataclass(frozen=True)
+class Continuation:
+    text: str  # the new tokens decoded, up to the first EOS, special tokens skipped
+    new_tokens: int  # tokens generated before the EOS (or max_new_tokens)
+    finished: bool  # an EOS ended it
+
+
+def request_seed(seed: int, prompt_key: int, sample: int) -> int:
+    """The torch seed of one (prompt, sample) request: 63 bits of sha256 over the three numbers, so requests
+    draw independent streams and a request's stream never depends on the others."""
+    digest = hashlib.sha256(f"{seed}:{prompt_key}:{sample}".encode()).digest()
+    return int.from_bytes(digest[:8], "big") >> 1
+
+
+class SeededSampler:
+    """A transformers logits processor that samples each row's next token from its own generator (temperature,
+    then nucleus top_p: the smallest set of most likely tokens whose probability reaches top_p) and returns a
+    one-hot score (0 at the drawn token, -inf elsewhere), so greedy `generate` emits the drawn token."""
+
+    def __init__(self, seeds: list[int], temperature: float, top_p: float):
+        self.generators = [torch.Generator(device="cpu").manual_seed(s) for s in seeds]
+        self.temperature = temperature
+        self.top_p = top_p
+
+    def __call__(self, input_ids, scores):
+        probs = torch.softmax(scores.float() / self.temperature, dim=-1)
+        ordered, index = torch.sort(probs, dim=-1, descending=True, stable=True)
+        before = ordered.cumsum(dim=-1) - ordered  # mass of the tokens ranked above each one
+        ordered = ordered.masked_fill(before >= self.top_p, 0.0)  # the top token always stays (before = 0)
+        cumulative = ordered.cumsum(dim=-1)
+        draws = torch.stack([torch.rand((), generator=g, dtype=torch.float64) for g in self.generators])
+        target = (draws.to(cumulative.device) * cumulative[:, -1].double()).unsqueeze(1)
+        rank = torch.searchsorted(cumulative.double().contiguous(), target, right=True)
+        rank = rank.clamp(max=ordered.shape[-1] - 1)
+        chosen = index.gather(1, rank)
+        out = torch.full_like(scores, -math.inf)
+        return out.scatter_(1, chosen, 0.0)
+
+
+def _eos_ids(model, tokenizer) -> list[int]:
+    eos = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
+    if eos is None:
+        eos = tokenizer.eos_token_id
+    if eos is None:
+        return []
+    return [int(e) for e in (eos if isinstance(eos, (list, tuple)) else [eos])]
+
+
+def _generation_config(model, tokenizer, settings: GenerationSettings, pad_id: int, eos: list[int]):
+    """Greedy decoding over the sampler's scores, with the model's own start/stop tokens and nothing else of
+    its generation config (no repetition penalty, beams or sampling defaults a checkpoint may ship)."""
+    from transformers import GenerationConfig
+
+    own = getattr(model, "generation_config", None)
+    carried = {
+        name: getattr(own, name, None)
+        for name in ("bos_token_id", "decoder_start_token_id", "forced_bos_token_id", "forced_eos_token_id")
+    }
+    return GenerationConfig(
+        max_new_tokens=settings.max_new_tokens,
+        do_sample=False,
+        num_beams=1,
+        use_cache=True,
+        pad_token_id=pad_id,
+        eos_token_id=eos or None,
+        **{k: v for k, v in carried.items() if v is not None},
+    )
+
+
+def _padded(seqs: list[list[int]], pad_id: int, left: bool, device):
+    width = max(len(s) for s in seqs)
+    ids = torch.full((len(seqs), width), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(seqs), width), dtype=torch.long)
+    for row, seq in enumerate(seqs):
+        cols = slice(width - len(seq), width) if left else slice(0, len(seq))
+        ids[row, cols] = torch.tensor(seq, dtype=torch.long)
+        mask[row, cols] = 1
+    return ids.to(device), mask.to(device)
+
+
+def check_generative(family: str, what: str = "generation") -> None:
+    if family not in GENERATIVE_FAMILIES:
+        raise ConfigError(
+            f"{what}: a model of family {family!r} does not generate text (a masked LM or a headless encoder has "
+            f"no left-to-right decoder); generation applies to {', '.join(GENERATIVE_FAMILIES)}"
+        )
+
+
+def generate_continuations(
+    model,
+    tokenizer,
+    family: str,
+    prompts: list[str],
+    settings: GenerationSettings,
+    prompt_keys: list[int] | None = None,
+    stats: EngineStats | None = None,
+    max_tokens: int | None = None,
+    add_special_tokens: bool = True,
+) -> list[list[Continuation]]:
+    """settings.samples_per_prompt continuations of every prompt, in prompt order. `prompt_keys` (default: the
+    prompts' positions) seed each prompt's samples, so a prompt keeps its texts when others are added or left out.
+    `add_special_tokens`: False for prompts that already hold them (a rendered chat template)."""
+    check_generative(family)
+    keys = list(range(len(prompts))) if prompt_keys is None else list(prompt_keys)
+    if len(keys) != len(prompts):
+        raise ValueError("generate_continuations: one prompt key per prompt")
+    stats = stats if stats is not None else EngineStats()
+    device = model_device(model)
+    causal = family == "clm"
+    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else (_eos_ids(model, tokenizer) or [0])[0]
+    eos = _eos_ids(model, tokenizer)
+    config = _generation_config(model, tokenizer, settings, pad_id, eos)
+    encoded = [tokenizer(p, add_special_tokens=add_special_tokens)["input_ids"] for p in prompts]
+    requests = [(i, k) for i in range(len(prompts)) for k in range(settings.samples_per_prompt)]
+    stats.requests += len(requests)
+    stats.unique_inputs += len(set(map(tuple, encoded)))
+    new = settings.max_new_tokens
+    lengths = [len(encoded[i]) + new if causal else (len(encoded[i]), new + 1) for i, _ in requests]
+    order = sorted(range(len(requests)), key=lambda r: (len(encoded[requests[r][0]]), r))
+    results: list[Continuation | None] = [None] * len(requests)
+
+    def run(batch: list[int]) -> None:
+        ids, attention = _padded([encoded[requests[r][0]] for r in batch], pad_id, causal, device)
+        processors = []
+        if settings.decoding == "sampling":
+            seeds = [request_seed(settings.seed, keys[requests[r][0]], requests[r][1]) for r in batch]
+            processors.append(SeededSampler(seeds, settings.temperature, settings.top_p))
+        from transformers import LogitsProcessorList
+
+        with torch.inference_mode(), autocast(device):
+            out = model.generate(
+                input_ids=ids,
+                attention_mask=attention,
+                generation_config=config,
+                logits_processor=LogitsProcessorList(processors),
+            )
+        generated = out[:, ids.shape[1] :] if causal else out[:, 1:]  # seq2seq: after the decoder start token
+        stats.forward_passes += int(generated.shape[1])
+        stats.sequences_run += len(batch)
+        for row, r in enumerate(batch):
+            tokens = generated[row].tolist()
+            stop = next((n for n, t in enumerate(tokens) if t in eos), None)
+            kept = tokens if stop is None else tokens[:stop]
+            text = tokenizer.decode(kept, skip_special_tokens=True, clean_up_tokenization_spaces=False)
+            results[r] = Continuation(text, len(kept), stop is not None)
+
+    run_batches(order, lengths, settings.batch_size, run, max_tokens, stats, what="generation")
+    grouped: list[list[Continuation]] = [[] for _ in prompts]
+    for (i, _), result in zip(requests, results):
+        grouped[i].append(result)
+    return grouped

@@ -1,0 +1,157 @@
+"""Batched generation (lmbias.engine.generation) on the tiny models: the same texts as a one-prompt-at-a-time
+`generate` loop, seeded sampling that reruns to the same texts and does not depend on the batch, the token
+budget, and families that do not generate refused by name."""
+
+from __future__ import annotations
+
+import copy
+import math
+
+import pytest
+import torch
+
+from lmbias.engine.batching import EngineStats, scoring_budget
+from lmbias.engine.generation import (
+    GenerationSettings,
+    SeededSampler,
+    generate_continuations,
+    request_seed,
+)
+from lmbias.engine.model_spec import model_spec
+from lmbias.engine.models import load_model
+from lmbias.engine.tiny import build_tiny_model
+from lmbias.errors import ConfigError
+
+#: Prompts of different lengths (BOLD's style), so batches are padded.
+PROMPTS = [
+    "Jacob Zachar is an American actor whose ",
+    "She was an actress ",
+    "Frank Zagarino is an American actor, star of many films in the ",
+    "He ",
+    "The actress Mary Smith was born in ",
+    "His brother was a director and ",
+    "Anna is ",
+    "In 1990 the actor moved to Los Angeles, where he ",
+]
+
+
+def _load(path, family):
+    return load_model(model_spec("tiny", {"path": str(path), "family": family, "revision": "local"}))
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    root = tmp_path_factory.mktemp("generation")
+    family = {"llama": "clm", "gpt2": "clm", "bart": "seq2seq", "bert": "mlm"}
+    return {arch: (*_load(build_tiny_model(arch, root / arch, seed=0), fam), fam) for arch, fam in family.items()}
+
+
+def _plain_loop(model, tokenizer, prompts, max_new_tokens):
+    """The baseline: one `generate` call per prompt, no padding, greedy."""
+    out = []
+    for prompt in prompts:
+        ids = tokenizer(prompt, return_tensors="pt")
+        with torch.inference_mode():
+            tokens = model.generate(
+                **ids, max_new_tokens=max_new_tokens, do_sample=False, pad_token_id=tokenizer.pad_token_id
+            )
+        new = tokens[0, ids["input_ids"].shape[1] :].tolist()
+        eos = tokenizer.eos_token_id
+        out.append(tokenizer.decode(new[: new.index(eos)] if eos in new else new, skip_special_tokens=True))
+    return out
+
+
+@pytest.mark.parametrize("arch", ["llama", "gpt2"])
+def test_batched_greedy_equals_the_plain_loop(tiny, arch):
+    model, tokenizer, family = tiny[arch]
+    stats = EngineStats()
+    got = generate_continuations(model, tokenizer, family, PROMPTS, GenerationSettings(max_new_tokens=12), stats=stats)
+    assert [c[0].text for c in got] == _plain_loop(model, tokenizer, PROMPTS, 12)
+    assert stats.sequences_run == len(PROMPTS) and stats.forward_passes <= 12  # one batch: the prompts fit the budget
+    assert all(c[0].new_tokens == 12 or c[0].finished for c in got)
+
+
+@pytest.mark.parametrize("arch", ["llama", "bart"])
+def test_batched_equals_one_at_a_time_within_a_tiny_budget(tiny, arch, monkeypatch):
+    """A budget that holds two or three rows: several batches, sorted by length, scattered back in prompt order."""
+    model, tokenizer, family = tiny[arch]
+    settings = GenerationSettings(max_new_tokens=8)
+    single = [generate_continuations(model, tokenizer, family, [p], settings)[0] for p in PROMPTS]
+    calls = []
+    generate = model.generate
+    monkeypatch.setattr(model, "generate", lambda **kw: calls.append(kw["input_ids"].shape) or generate(**kw))
+    with scoring_budget(60):
+        batched = generate_continuations(model, tokenizer, family, PROMPTS, settings)
+    assert batched == single
+    assert 3 <= len(calls) < len(PROMPTS) and sum(rows for rows, _ in calls) == len(PROMPTS)
+    widths = [width for _, width in calls]
+    assert widths == sorted(widths)  # sorted by prompt length
+
+
+def test_seeded_sampling_reruns_and_does_not_depend_on_the_batch(tiny):
+    model, tokenizer, family = tiny["llama"]
+    settings = GenerationSettings(
+        decoding="sampling", temperature=0.8, top_p=0.9, samples_per_prompt=3, seed=7, max_new_tokens=10
+    )
+    first = generate_continuations(model, tokenizer, family, PROMPTS, settings)
+    assert generate_continuations(model, tokenizer, family, PROMPTS, settings) == first  # a rerun: the same texts
+    assert all(len({s.text for s in samples}) > 1 for samples in first)  # the samples of a prompt differ
+    other_seed = generate_continuations(
+        model, tokenizer, family, PROMPTS, GenerationSettings(**{**vars(settings), "seed": 8})
+    )
+    assert other_seed != first
+    # The prompts in reverse order, each keyed as before, in batches of two: each prompt keeps its texts, exactly
+    # in float64; in float32 only up to the rounding of its padded logits, which on the tiny model's near-flat
+    # distributions flips a draw now and then (measured: 2 of 24 samples), so the check runs in float64
+    exact = copy.deepcopy(model).double()
+    first = generate_continuations(exact, tokenizer, family, PROMPTS, settings)
+    keys = list(range(len(PROMPTS)))[::-1]
+    small = GenerationSettings(**{**vars(settings), "batch_size": 2})
+    assert generate_continuations(exact, tokenizer, family, PROMPTS[::-1], small, prompt_keys=keys)[::-1] == first
+
+
+def test_sampler_draws_per_row_whatever_the_batch():
+    """The logits processor alone: a row's draw depends on its seed and its logits only, and top_p keeps the
+    smallest set of most likely tokens reaching top_p (here the top two of 0.5, 0.3, 0.2)."""
+    logits = torch.log(torch.tensor([[0.5, 0.3, 0.2], [0.2, 0.2, 0.6]]))
+    seeds = [request_seed(0, k, 0) for k in range(2)]
+    batch = SeededSampler(seeds, 1.0, 0.8)(None, logits)
+    alone = [SeededSampler([s], 1.0, 0.8)(None, logits[i : i + 1]) for i, s in enumerate(seeds)]
+    assert torch.equal(batch, torch.cat(alone))
+    assert (batch == 0).sum(dim=1).tolist() == [1, 1] and torch.isinf(batch).sum().item() == 4
+    draws = [int(SeededSampler([request_seed(0, k, 0)], 1.0, 0.8)(None, logits[:1]).argmax()) for k in range(300)]
+    assert set(draws) == {0, 1}  # 0.2 is outside the nucleus
+    assert 0.55 < draws.count(0) / 300 < 0.70  # 0.5 / 0.8 = 0.625
+    greedy_like = SeededSampler(seeds, 1e-4, 1.0)(None, logits)  # a tiny temperature: the argmax
+    assert greedy_like.argmax(dim=1).tolist() == [0, 2]
+
+
+def test_request_seed_is_fixed():
+    assert request_seed(0, 0, 0) == request_seed(0, 0, 0) != request_seed(0, 0, 1) != request_seed(1, 0, 0)
+    assert 0 <= request_seed(3, 2, 1) < 2**63
+
+
+def test_masked_and_encoder_models_are_refused_by_name(tiny):
+    model, tokenizer, family = tiny["bert"]
+    with pytest.raises(ConfigError, match="family 'mlm' does not generate"):
+        generate_continuations(model, tokenizer, family, PROMPTS, GenerationSettings())
+    with pytest.raises(ConfigError, match="family 'encoder'"):
+        generate_continuations(model, tokenizer, "encoder", PROMPTS, GenerationSettings())
+
+
+@pytest.mark.parametrize(
+    ("block", "message"),
+    [
+        ({"decoding": "beam"}, "decoding: 'beam'"),
+        ({"max_new_tokens": 0}, "max_new_tokens: 0"),
+        ({"temperature": 0}, "temperature: 0"),
+        ({"top_p": 1.5}, "top_p: 1.5"),
+        ({"top_p": math.nan}, "top_p: nan"),
+        ({"samples_per_prompt": 2}, "samples of greedy decoding"),
+        ({"beams": 4}, "unknown option"),
+    ],
+)
+def test_bad_settings_name_their_key(block, message):
+    with pytest.raises(ConfigError, match=message) as error:
+        GenerationSettings.from_config(block, "benchmarks.bold.scoring")
+    assert str(error.value).startswith("benchmarks.bold.scoring")
