@@ -30,6 +30,7 @@ its output distribution) go through the full path (``supports_prefix_cache``).
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Hashable, Sequence
 
 import numpy as np
@@ -48,6 +49,13 @@ MIN_PREFIX_TOKENS = 2
 #: Groups whose prefixes run before their continuations do, in prefix batches: the continuations of that many
 #: groups sort into passes of similar lengths; only their cached keys and values are held at a time.
 WINDOW_BATCHES = 8
+
+#: Kept positions whose float64 log-normalisers are taken at a time on an accelerator (bounds the float64 copy).
+LOGSUMEXP_ROWS = 256
+
+#: On a CPU, the float64 copy of the logits' rows taken at a time is kept about this small (1.5 MiB), so it stays
+#: in a core's cache: a few vocabulary rows at a time are three to four times faster than a whole pass's rows.
+LOGSUMEXP_CPU_BYTES = 3 << 19
 
 
 def supports_prefix_cache(model) -> bool:
@@ -82,17 +90,39 @@ def _continuation_cache(model, prefix_kv: list[list[tuple[torch.Tensor, torch.Te
     return DynamicCache(ddp_cache_data=layers, config=model.config)
 
 
-def _token_logprob_sums(logits: torch.Tensor, targets: torch.Tensor, counts: list[int]) -> list[float]:
-    """Per row r: sum of log_softmax(logits[r, t])[targets[r, t]] over t < counts[r], in float64 one row at a
-    time (a whole batch of float64 vocabulary rows would double the logits' memory)."""
-    sums = []
-    for row, count in enumerate(counts):
-        if count == 0:
-            sums.append(0.0)
-            continue
-        logprobs = torch.log_softmax(logits[row, :count].double(), dim=-1)
-        sums.append(float(logprobs.gather(-1, targets[row, :count].unsqueeze(-1)).sum().cpu()))
-    return sums
+def _keeps_logits(model) -> bool:
+    """Whether the model's forward takes ``logits_to_keep`` (transformers' causal LMs: a boolean (rows x width)
+    mask applies the LM head at the true positions only, logits flattened to (kept, vocabulary))."""
+    try:
+        return "logits_to_keep" in inspect.signature(model.forward).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+def _forward_scored(model, keep: torch.Tensor, **inputs):
+    """The model's forward pass with the LM head (vocabulary projection) applied only where `keep` (rows x
+    width, bool) is true: (logits of the kept positions in row-major order, (kept, vocabulary); the output).
+    A model without ``logits_to_keep`` computes every position's logits and the kept ones are taken."""
+    if _keeps_logits(model):
+        out = model(**inputs, logits_to_keep=keep)
+        return out.logits, out
+    out = model(**inputs)
+    return out.logits[keep], out
+
+
+def _picked_logprobs(logits: torch.Tensor, positions: list[int], tokens: list[int]) -> np.ndarray:
+    """log_softmax(logits[p])[t] for each (p, t) of `positions` x `tokens`, in float64 (as the full path: a
+    difference of float32 log-probabilities near -10 moves in steps of 1e-6), a few rows at a time: a whole
+    pass's float64 vocabulary rows would double the logits' memory (LOGSUMEXP_ROWS, LOGSUMEXP_CPU_BYTES)."""
+    if not positions:
+        return np.zeros(0, dtype=np.float64)
+    rows = max(1, LOGSUMEXP_CPU_BYTES // (8 * logits.shape[-1])) if logits.device.type == "cpu" else LOGSUMEXP_ROWS
+    normalisers = torch.cat(
+        [torch.logsumexp(logits[i : i + rows].double(), dim=-1) for i in range(0, len(logits), rows)]
+    )
+    at = torch.tensor(positions, dtype=torch.long, device=logits.device)
+    token = torch.tensor(tokens, dtype=torch.long, device=logits.device)
+    return (logits[at, token].double() - normalisers[at]).cpu().numpy()
 
 
 def grouped_sentence_logprobs(
@@ -127,40 +157,56 @@ def grouped_sentence_logprobs(
         uid = unique[text]
         if uid not in members.setdefault(group, []):
             members[group].append(uid)
-    shared, alone = [], []  # (prefix length, members) of the groups read once; inputs for the full path
+    shared, alone = [], set()  # (prefix length, members) of the groups read once; inputs read in full
     for uids in members.values():
         length = common_prefix_length([seqs[u] for u in uids]) if len(uids) > 1 else 0
         if length >= MIN_PREFIX_TOKENS:
             shared.append((length, uids))
         else:
-            alone.extend(u for u in uids if u not in alone)
+            alone.update(uids)
+    head = np.zeros(len(seqs), dtype=np.float64)  # bias_bench: log p(first token | start token)
     totals = np.full(len(seqs), np.nan, dtype=np.float64)
-    alone_texts = [text for text, uid in unique.items() if uid in set(alone)]
-    if alone_texts:
-        values = sentence_logprobs(model, tokenizer, alone_texts, batch_size, max_length, stats, context, max_tokens)
-        for text, value in zip(alone_texts, values):
-            totals[unique[text]] = value
     device = model_device(model)
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
-    head = np.zeros(len(seqs), dtype=np.float64)  # bias_bench: log p(first token | start token)
+
+    def run_alone(batch):
+        """One pass of whole inputs `batch` (ids into seqs), no cache: every token after the first scored."""
+        ids, attn = pad([seqs[u] for u in batch], pad_id, device)
+        keep = attn.bool()
+        keep[torch.arange(len(batch)), attn.sum(1) - 1] = False  # a row's last token predicts nothing scored
+        logits, _ = _forward_scored(model, keep, input_ids=ids, attention_mask=attn)
+        values = _picked_logprobs(logits, list(range(len(logits))), [t for u in batch for t in seqs[u][1:]])
+        sums = np.add.reduceat(values, np.cumsum([0] + [len(seqs[u]) - 1 for u in batch[:-1]]))
+        totals[batch] = head[batch] + sums  # stored once the whole batch went through
+        stats.forward_passes += 1
+        stats.sequences_run += len(batch)
 
     # per group, once its prefix ran: (keys and values per layer, log p of the prefix, log p of each member's
     # first continuation token)
-    prefix_runs: dict[int, tuple[list[tuple[torch.Tensor, torch.Tensor]], float, list[float]]] = {}
+    prefix_runs: dict[int, tuple[list[tuple[torch.Tensor, torch.Tensor]], float, np.ndarray]] = {}
 
     def run_prefixes(batch):
-        """One pass of the prefixes of groups `batch` (indices into shared)."""
+        """One pass of the prefixes of groups `batch` (indices into shared): every prefix position is scored,
+        the last one for each member's first continuation token."""
         prefixes = [seqs[shared[g][1][0]][: shared[g][0]] for g in batch]
         prefix_ids, prefix_attn = pad(prefixes, pad_id, device)
-        out = model(input_ids=prefix_ids, attention_mask=prefix_attn, use_cache=True)
-        prefix_sums = _token_logprob_sums(out.logits, prefix_ids[:, 1:], [len(p) - 1 for p in prefixes])
-        runs = {}
+        positions, tokens, offset = [], [], 0
+        for prefix, g in zip(prefixes, batch):
+            length, uids = shared[g]
+            positions += list(range(offset, offset + length - 1)) + [offset + length - 1] * len(uids)
+            tokens += prefix[1:] + [seqs[u][length] for u in uids]
+            offset += length
+        logits, out = _forward_scored(
+            model, prefix_attn.bool(), input_ids=prefix_ids, attention_mask=prefix_attn, use_cache=True
+        )
+        values = _picked_logprobs(logits, positions, tokens)
+        runs, start = {}, 0
         for row, g in enumerate(batch):
             length, uids = shared[g]
-            first = torch.log_softmax(out.logits[row, length - 1].double(), dim=-1)
-            targets = torch.tensor([seqs[u][length] for u in uids], dtype=torch.long, device=device)
             kv = [(layer.keys[row, :, :length], layer.values[row, :, :length]) for layer in out.past_key_values.layers]
-            runs[g] = (kv, prefix_sums[row], first[targets].cpu().tolist())
+            end = start + length - 1 + len(uids)
+            runs[g] = (kv, float(values[start : start + length - 1].sum()), values[start + length - 1 : end])
+            start = end
         prefix_runs.update(runs)  # stored once the whole batch went through
         stats.forward_passes += 1
         stats.sequences_run += len(batch)
@@ -175,10 +221,20 @@ def grouped_sentence_logprobs(
         offsets = torch.tensor(lengths, dtype=torch.long, device=device)
         positions = offsets.unsqueeze(1) + torch.arange(cont_ids.shape[1], device=device).unsqueeze(0)
         cache = _continuation_cache(model, [prefix_runs[g][0] for g in owners])
-        logits = model(
-            input_ids=cont_ids, attention_mask=attn, position_ids=positions, past_key_values=cache, use_cache=True
-        ).logits
-        sums = _token_logprob_sums(logits, cont_ids[:, 1:], [len(conts[c][2]) - 1 for c in chunk])
+        keep = cont_attn.bool()
+        keep[torch.arange(len(chunk)), cont_attn.sum(1) - 1] = False  # the last token predicts nothing scored
+        logits, _ = _forward_scored(
+            model,
+            keep,
+            input_ids=cont_ids,
+            attention_mask=attn,
+            position_ids=positions,
+            past_key_values=cache,
+            use_cache=True,
+        )
+        tokens = [t for c in chunk for t in conts[c][2][1:]]
+        values = _picked_logprobs(logits, list(range(len(logits))), tokens)
+        sums = np.add.reduceat(values, np.cumsum([0] + [len(conts[c][2]) - 1 for c in chunk[:-1]]))
         for c, value in zip(chunk, sums):
             g, k, _ = conts[c]
             _, prefix_sum, first = prefix_runs[g]
@@ -187,29 +243,38 @@ def grouped_sentence_logprobs(
         stats.forward_passes += 1
         stats.sequences_run += len(chunk)
 
-    if shared:
+    with torch.inference_mode(), autocast(device):
+        if context == "bias_bench":
+            start = start_logprobs(model, tokenizer, device).cpu()
+            stats.forward_passes += 1
+            stats.sequences_run += 1
+            head[:] = [float(start[seq[0]]) for seq in seqs]
+        for u in alone:
+            totals[u] = head[u]  # a one-token input (bias_bench) has nothing more to score
+        reads = sorted((u for u in alone if len(seqs[u]) > 1), key=lambda u: (len(seqs[u]), u))
+        run_batches(reads, [len(s) for s in seqs], batch_size, run_alone, max_tokens, stats, "sentence scoring")
         # groups sorted by prefix length; a window of them at a time runs its prefixes (batched), then all
         # the window's continuations sorted by their length, so both kinds of pass hold little padding while
         # only one window's keys and values are kept
         by_prefix = sorted(range(len(shared)), key=lambda g: (shared[g][0], g))
         prefix_widths = [length for length, _ in shared]
-        with torch.inference_mode(), autocast(device):
-            if context == "bias_bench":
-                start = start_logprobs(model, tokenizer, device).cpu()
-                stats.forward_passes += 1
-                stats.sequences_run += 1
-                for _, uids in shared:
-                    for uid in uids:
-                        head[uid] = float(start[seqs[uid][0]])
-            for begin in range(0, len(by_prefix), WINDOW_BATCHES * batch_size):
-                window = by_prefix[begin : begin + WINDOW_BATCHES * batch_size]
-                run_batches(window, prefix_widths, batch_size, run_prefixes, max_tokens, stats, "shared prefixes")
-                # (group, member, continuation tokens); the budget counts a row's cached prefix too
-                conts = [(g, k, seqs[u][shared[g][0] :]) for g in window for k, u in enumerate(shared[g][1])]
-                widths = [shared[g][0] + len(cont) for g, _, cont in conts]
-                order = sorted(range(len(conts)), key=lambda c: (len(conts[c][2]), c))
-                run_batches(order, widths, batch_size, run_continuations, max_tokens, stats, "continuations")
-                prefix_runs.clear()
-    stats.requests += len(texts) - len(alone_texts)  # the full path counted its own
-    stats.unique_inputs += len(seqs) - len(alone_texts)
+        for begin in range(0, len(by_prefix), WINDOW_BATCHES * batch_size):
+            window = by_prefix[begin : begin + WINDOW_BATCHES * batch_size]
+            run_batches(window, prefix_widths, batch_size, run_prefixes, max_tokens, stats, "shared prefixes")
+            # (group, member, continuation tokens); the budget counts a row's cached prefix too. A continuation
+            # of one token was scored whole by its prefix's pass.
+            conts = []
+            for g in window:
+                length, uids = shared[g]
+                for k, u in enumerate(uids):
+                    if len(seqs[u]) - length > 1:
+                        conts.append((g, k, seqs[u][length:]))
+                    else:
+                        totals[u] = head[u] + prefix_runs[g][1] + prefix_runs[g][2][k]
+            widths = [shared[g][0] + len(cont) for g, _, cont in conts]
+            order = sorted(range(len(conts)), key=lambda c: (len(conts[c][2]), c))
+            run_batches(order, widths, batch_size, run_continuations, max_tokens, stats, "continuations")
+            prefix_runs.clear()
+    stats.requests += len(texts)
+    stats.unique_inputs += len(seqs)
     return np.array([totals[unique[t]] for t in texts], dtype=np.float64)
