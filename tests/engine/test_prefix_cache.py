@@ -12,7 +12,7 @@ from lmbias.engine.batching import EngineStats
 from lmbias.engine.model_spec import model_spec
 from lmbias.engine.models import load_model
 from lmbias.engine.oracles import naive_sentence_logprobs
-from lmbias.engine.prefix_cache import common_prefix_length, grouped_sentence_logprobs
+from lmbias.engine.prefix_cache import common_prefix_length, grouped_sentence_logprobs, low_padding_runs
 from lmbias.engine.scoring import sentence_logprobs
 from lmbias.engine.tiny import build_tiny_model
 from lmbias.errors import ConfigError
@@ -48,6 +48,15 @@ def test_common_prefix_compares_token_ids_and_leaves_a_token_to_continue():
     assert common_prefix_length([[1, 2, 3, 4], [1, 2, 5]]) == 2
     assert common_prefix_length([[1, 2, 3], [1, 2, 3, 4]]) == 2  # the shorter keeps one token
     assert common_prefix_length([[1, 2], [3, 2]]) == 0
+
+
+def test_low_padding_runs_cut_a_long_tail_and_keep_batches():
+    lengths = [8, 8, 8, 9, 20, 8, 8, 8]
+    order = sorted(range(len(lengths)), key=lambda i: (lengths[i], i))
+    # six 8s and a 9 pad to 7 x 9 = 63 <= 1.125 x 57 tokens; the 20 would pad to 8 x 20 = 160 > 1.125 x 77: cut
+    assert low_padding_runs(order, lengths, batch_size=64) == [[0, 1, 2, 5, 6, 7, 3], [4]]
+    # after a full batch (batch_size rows) run_batches starts a new one anyway: no cut needed
+    assert low_padding_runs(order, lengths, batch_size=7) == [[0, 1, 2, 5, 6, 7, 3, 4]]
 
 
 @pytest.mark.parametrize("context", ["bos", "bias_bench"])

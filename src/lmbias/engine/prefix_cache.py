@@ -57,6 +57,10 @@ LOGSUMEXP_ROWS = 256
 #: in a core's cache: a few vocabulary rows at a time are three to four times faster than a whole pass's rows.
 LOGSUMEXP_CPU_BYTES = 3 << 19
 
+#: A pass of the shared-prefix path is padded by at most this share of its own tokens: inputs sorted by length
+#: are cut where a longer one would pad the batch more (a sample's long tail otherwise pads a whole batch).
+PADDING_SLACK = 0.125
+
 
 def supports_prefix_cache(model) -> bool:
     """Whether `model` can continue from cached keys and values: a Hugging Face decoder-only LM, not a wrapper
@@ -75,6 +79,24 @@ def common_prefix_length(seqs: Sequence[Sequence[int]]) -> int:
     while length < shortest - 1 and all(s[length] == seqs[0][length] for s in seqs):
         length += 1
     return length
+
+
+def low_padding_runs(order: list[int], lengths: Sequence[int], batch_size: int) -> list[list[int]]:
+    """`order` (sorted by `lengths`) cut into runs that ``run_batches`` batches (at most `batch_size` rows) with
+    at most PADDING_SLACK padding: a run ends where the next input would pad its batch (rows x longest) beyond
+    (1 + PADDING_SLACK) x the batch's own tokens."""
+    runs: list[list[int]] = [[]]
+    rows = longest = tokens = 0
+    for i in order:
+        n = lengths[i]
+        if rows == batch_size:  # run_batches starts a new batch here anyway
+            rows = longest = tokens = 0
+        elif rows and max(longest, n) * (rows + 1) > (1 + PADDING_SLACK) * (tokens + n):
+            runs.append([])
+            rows = longest = tokens = 0
+        runs[-1].append(i)
+        rows, longest, tokens = rows + 1, max(longest, n), tokens + n
+    return [run for run in runs if run]
 
 
 def _continuation_cache(model, prefix_kv: list[list[tuple[torch.Tensor, torch.Tensor]]]):
@@ -252,7 +274,9 @@ def grouped_sentence_logprobs(
         for u in alone:
             totals[u] = head[u]  # a one-token input (bias_bench) has nothing more to score
         reads = sorted((u for u in alone if len(seqs[u]) > 1), key=lambda u: (len(seqs[u]), u))
-        run_batches(reads, [len(s) for s in seqs], batch_size, run_alone, max_tokens, stats, "sentence scoring")
+        read_lengths = [len(s) for s in seqs]
+        for run in low_padding_runs(reads, read_lengths, batch_size):
+            run_batches(run, read_lengths, batch_size, run_alone, max_tokens, stats, "sentence scoring")
         # groups sorted by prefix length; a window of them at a time runs its prefixes (batched), then all
         # the window's continuations sorted by their length, so both kinds of pass hold little padding while
         # only one window's keys and values are kept
@@ -260,7 +284,8 @@ def grouped_sentence_logprobs(
         prefix_widths = [length for length, _ in shared]
         for begin in range(0, len(by_prefix), WINDOW_BATCHES * batch_size):
             window = by_prefix[begin : begin + WINDOW_BATCHES * batch_size]
-            run_batches(window, prefix_widths, batch_size, run_prefixes, max_tokens, stats, "shared prefixes")
+            for run in low_padding_runs(window, prefix_widths, batch_size):
+                run_batches(run, prefix_widths, batch_size, run_prefixes, max_tokens, stats, "shared prefixes")
             # (group, member, continuation tokens); the budget counts a row's cached prefix too. A continuation
             # of one token was scored whole by its prefix's pass.
             conts = []
@@ -273,7 +298,8 @@ def grouped_sentence_logprobs(
                         totals[u] = head[u] + prefix_runs[g][1] + prefix_runs[g][2][k]
             widths = [shared[g][0] + len(cont) for g, _, cont in conts]
             order = sorted(range(len(conts)), key=lambda c: (len(conts[c][2]), c))
-            run_batches(order, widths, batch_size, run_continuations, max_tokens, stats, "continuations")
+            for run in low_padding_runs(order, [len(cont) for _, _, cont in conts], batch_size):
+                run_batches(run, widths, batch_size, run_continuations, max_tokens, stats, "continuations")
             prefix_runs.clear()
     stats.requests += len(texts)
     stats.unique_inputs += len(seqs)
