@@ -8,6 +8,7 @@ import pyarrow.compute as pc
 import pytest
 
 from lmbias.benchmarks.stereoset import score_stereoset
+from lmbias.engine import prefix_cache
 from lmbias.engine.batching import EngineStats
 from lmbias.engine.model_spec import model_spec
 from lmbias.engine.models import load_model
@@ -71,6 +72,17 @@ def test_grouped_scores_equal_the_full_recomputation(tiny_clm, context):
     np.testing.assert_allclose(got, naive, rtol=0, atol=1e-5)
     assert got[5] == got[7]
     assert stats.requests == len(texts) and stats.unique_inputs == len(set(texts))
+
+
+def test_a_model_without_logits_to_keep_gives_the_same_numbers(tiny_clm, monkeypatch):
+    """A forward without ``logits_to_keep`` computes every position's logits; the scored ones are taken."""
+    _, model, tok = tiny_clm
+    groups, texts = zip(*TEXTS)
+    kept = grouped_sentence_logprobs(model, tok, texts, groups, batch_size=4)
+    monkeypatch.setattr(prefix_cache, "_keeps_logits", lambda model: False)
+    every = grouped_sentence_logprobs(model, tok, texts, groups, batch_size=4)
+    np.testing.assert_allclose(every, kept, rtol=0, atol=1e-5)
+    np.testing.assert_allclose(every, sentence_logprobs(model, tok, texts), rtol=0, atol=1e-5)
 
 
 def test_group_keys_must_match_the_texts(tiny_clm):

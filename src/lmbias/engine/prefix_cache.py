@@ -9,20 +9,29 @@ shared prefix once:
 * the prefix is the longest common *token* prefix of the group's distinct inputs (token ids are compared, so
   it never cuts where tokenisation differs), kept one token short of the shortest input so every text has a
   continuation to score; a group whose prefix would be shorter than ``MIN_PREFIX_TOKENS`` tokens, or that has
-  a single distinct input, goes through the full path;
+  a single distinct input, is read in full (one pass per batch, no cache);
 * the prefixes of several groups (sorted by length) run in one forward pass, right-padded, with
   ``use_cache=True``; their logits score the prefix tokens once per group and each text's first
   continuation token;
 * the continuations of those groups then run in passes of their own (sorted by length), each row reading
   its group's keys and values (index-selected into a fresh ``DynamicCache``), right-padded, with an attention
-  mask over prefix (its padding masked out) plus continuation and explicit position ids (prefix length on).
+  mask over prefix (its padding masked out) plus continuation and explicit position ids (prefix length on);
+  a continuation of one token was scored whole by its prefix's pass and runs no pass;
+* every pass applies the LM head (the vocabulary projection: 128,256 x 2,048 on Llama 3.2 1B, as much work
+  per token as four of its layers) only at the positions whose next token is scored (transformers'
+  ``logits_to_keep`` with a boolean mask), not at padding or at a row's last token, and takes the float64
+  log-normalisers of those rows only, a few at a time (``_picked_logprobs``);
+* sorted inputs are cut where a long tail would pad a batch by more than ``PADDING_SLACK`` of its tokens
+  (``low_padding_runs``).
 
 Numbers equal the full recomputation to about 1e-7 per token (tests hold them to 1e-5 per sentence). They
 are not bit-identical because different kernels sum in a different order: attention of a continuation token
 over cached keys is a (continuation x prefix+continuation) product instead of one (sentence x sentence)
-product, and the matmuls of the projections and MLP see other shapes (fewer rows), which BLAS blocks
-differently; the float32 rounding of those sums differs, the mathematics does not. Padded prefix slots get
-the mask's minimum value, whose exp is exactly 0 in float32, so padding changes nothing.
+product; the matmuls of the projections, the MLP and the LM head see other shapes (fewer rows: the LM head
+a (scored positions x hidden) matrix instead of (rows x width x hidden)), which BLAS blocks differently; the
+float64 normaliser is a logsumexp where the full path takes a log_softmax (same sum, other order, 1e-16).
+The float32 rounding of those sums differs, the mathematics does not. Padded prefix slots get the mask's
+minimum value, whose exp is exactly 0 in float32, so padding changes nothing.
 
 Models that are not plain Hugging Face causal LMs (a Self-Debias wrapper rewrites what the model reads and
 its output distribution) go through the full path (``supports_prefix_cache``).
