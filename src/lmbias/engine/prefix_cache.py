@@ -123,7 +123,11 @@ def _continuation_cache(model, prefix_kv: list[list[tuple[torch.Tensor, torch.Te
 
 def _keeps_logits(model) -> bool:
     """Whether the model's forward takes ``logits_to_keep`` (transformers' causal LMs: a boolean (rows x width)
-    mask applies the LM head at the true positions only, logits flattened to (kept, vocabulary))."""
+    mask applies the LM head at the true positions only, logits flattened to (kept, vocabulary)). Not for a
+    model dispatched over several devices (models.<name>.device_map): its last hidden states are not on the
+    device of the mask, which the model would index them with."""
+    if len(set(map(str, (getattr(model, "hf_device_map", None) or {}).values()))) > 1:
+        return False
     try:
         return "logits_to_keep" in inspect.signature(model.forward).parameters
     except (TypeError, ValueError):
@@ -138,7 +142,7 @@ def _forward_scored(model, keep: torch.Tensor, **inputs):
         out = model(**inputs, logits_to_keep=keep)
         return out.logits, out
     out = model(**inputs)
-    return out.logits[keep], out
+    return out.logits[keep.to(out.logits.device)], out
 
 
 def _picked_logprobs(logits: torch.Tensor, positions: list[int], tokens: list[int]) -> np.ndarray:
@@ -204,7 +208,8 @@ def grouped_sentence_logprobs(
         """One pass of whole inputs `batch` (ids into seqs), no cache: every token after the first scored."""
         ids, attn = pad([seqs[u] for u in batch], pad_id, device)
         keep = attn.bool()
-        keep[torch.arange(len(batch)), attn.sum(1) - 1] = False  # a row's last token predicts nothing scored
+        # a row's last token predicts nothing scored
+        keep[torch.arange(len(batch), device=device), attn.sum(1) - 1] = False
         logits, _ = _forward_scored(model, keep, input_ids=ids, attention_mask=attn)
         values = _picked_logprobs(logits, list(range(len(logits))), [t for u in batch for t in seqs[u][1:]])
         sums = np.add.reduceat(values, np.cumsum([0] + [len(seqs[u]) - 1 for u in batch[:-1]]))
@@ -253,7 +258,8 @@ def grouped_sentence_logprobs(
         positions = offsets.unsqueeze(1) + torch.arange(cont_ids.shape[1], device=device).unsqueeze(0)
         cache = _continuation_cache(model, [prefix_runs[g][0] for g in owners])
         keep = cont_attn.bool()
-        keep[torch.arange(len(chunk)), cont_attn.sum(1) - 1] = False  # the last token predicts nothing scored
+        # a row's last token predicts nothing scored
+        keep[torch.arange(len(chunk), device=device), cont_attn.sum(1) - 1] = False
         logits, _ = _forward_scored(
             model,
             keep,
