@@ -8,11 +8,12 @@ import pyarrow.compute as pc
 import pytest
 
 from lmbias.benchmarks.stereoset import score_stereoset
+from lmbias.engine import prefix_cache
 from lmbias.engine.batching import EngineStats
 from lmbias.engine.model_spec import model_spec
 from lmbias.engine.models import load_model
 from lmbias.engine.oracles import naive_sentence_logprobs
-from lmbias.engine.prefix_cache import common_prefix_length, grouped_sentence_logprobs
+from lmbias.engine.prefix_cache import common_prefix_length, grouped_sentence_logprobs, low_padding_runs
 from lmbias.engine.scoring import sentence_logprobs
 from lmbias.engine.tiny import build_tiny_model
 from lmbias.errors import ConfigError
@@ -50,6 +51,15 @@ def test_common_prefix_compares_token_ids_and_leaves_a_token_to_continue():
     assert common_prefix_length([[1, 2], [3, 2]]) == 0
 
 
+def test_low_padding_runs_cut_a_long_tail_and_keep_batches():
+    lengths = [8, 8, 8, 9, 20, 8, 8, 8]
+    order = sorted(range(len(lengths)), key=lambda i: (lengths[i], i))
+    # six 8s and a 9 pad to 7 x 9 = 63 <= 1.125 x 57 tokens; the 20 would pad to 8 x 20 = 160 > 1.125 x 77: cut
+    assert low_padding_runs(order, lengths, batch_size=64) == [[0, 1, 2, 5, 6, 7, 3], [4]]
+    # after a full batch (batch_size rows) run_batches starts a new one anyway: no cut needed
+    assert low_padding_runs(order, lengths, batch_size=7) == [[0, 1, 2, 5, 6, 7, 3, 4]]
+
+
 @pytest.mark.parametrize("context", ["bos", "bias_bench"])
 def test_grouped_scores_equal_the_full_recomputation(tiny_clm, context):
     arch, model, tok = tiny_clm
@@ -62,6 +72,17 @@ def test_grouped_scores_equal_the_full_recomputation(tiny_clm, context):
     np.testing.assert_allclose(got, naive, rtol=0, atol=1e-5)
     assert got[5] == got[7]
     assert stats.requests == len(texts) and stats.unique_inputs == len(set(texts))
+
+
+def test_a_model_without_logits_to_keep_gives_the_same_numbers(tiny_clm, monkeypatch):
+    """A forward without ``logits_to_keep`` computes every position's logits; the scored ones are taken."""
+    _, model, tok = tiny_clm
+    groups, texts = zip(*TEXTS)
+    kept = grouped_sentence_logprobs(model, tok, texts, groups, batch_size=4)
+    monkeypatch.setattr(prefix_cache, "_keeps_logits", lambda model: False)
+    every = grouped_sentence_logprobs(model, tok, texts, groups, batch_size=4)
+    np.testing.assert_allclose(every, kept, rtol=0, atol=1e-5)
+    np.testing.assert_allclose(every, sentence_logprobs(model, tok, texts), rtol=0, atol=1e-5)
 
 
 def test_group_keys_must_match_the_texts(tiny_clm):

@@ -9,20 +9,29 @@ shared prefix once:
 * the prefix is the longest common *token* prefix of the group's distinct inputs (token ids are compared, so
   it never cuts where tokenisation differs), kept one token short of the shortest input so every text has a
   continuation to score; a group whose prefix would be shorter than ``MIN_PREFIX_TOKENS`` tokens, or that has
-  a single distinct input, goes through the full path;
+  a single distinct input, is read in full (one pass per batch, no cache);
 * the prefixes of several groups (sorted by length) run in one forward pass, right-padded, with
   ``use_cache=True``; their logits score the prefix tokens once per group and each text's first
   continuation token;
 * the continuations of those groups then run in passes of their own (sorted by length), each row reading
   its group's keys and values (index-selected into a fresh ``DynamicCache``), right-padded, with an attention
-  mask over prefix (its padding masked out) plus continuation and explicit position ids (prefix length on).
+  mask over prefix (its padding masked out) plus continuation and explicit position ids (prefix length on);
+  a continuation of one token was scored whole by its prefix's pass and runs no pass;
+* every pass applies the LM head (the vocabulary projection: 128,256 x 2,048 on Llama 3.2 1B, as much work
+  per token as four of its layers) only at the positions whose next token is scored (transformers'
+  ``logits_to_keep`` with a boolean mask), not at padding or at a row's last token, and takes the float64
+  log-normalisers of those rows only, a few at a time (``_picked_logprobs``);
+* sorted inputs are cut where a long tail would pad a batch by more than ``PADDING_SLACK`` of its tokens
+  (``low_padding_runs``).
 
 Numbers equal the full recomputation to about 1e-7 per token (tests hold them to 1e-5 per sentence). They
 are not bit-identical because different kernels sum in a different order: attention of a continuation token
 over cached keys is a (continuation x prefix+continuation) product instead of one (sentence x sentence)
-product, and the matmuls of the projections and MLP see other shapes (fewer rows), which BLAS blocks
-differently; the float32 rounding of those sums differs, the mathematics does not. Padded prefix slots get
-the mask's minimum value, whose exp is exactly 0 in float32, so padding changes nothing.
+product; the matmuls of the projections, the MLP and the LM head see other shapes (fewer rows: the LM head
+a (scored positions x hidden) matrix instead of (rows x width x hidden)), which BLAS blocks differently; the
+float64 normaliser is a logsumexp where the full path takes a log_softmax (same sum, other order, 1e-16).
+The float32 rounding of those sums differs, the mathematics does not. Padded prefix slots get the mask's
+minimum value, whose exp is exactly 0 in float32, so padding changes nothing.
 
 Models that are not plain Hugging Face causal LMs (a Self-Debias wrapper rewrites what the model reads and
 its output distribution) go through the full path (``supports_prefix_cache``).
@@ -30,6 +39,7 @@ its output distribution) go through the full path (``supports_prefix_cache``).
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Hashable, Sequence
 
 import numpy as np
@@ -48,6 +58,17 @@ MIN_PREFIX_TOKENS = 2
 #: Groups whose prefixes run before their continuations do, in prefix batches: the continuations of that many
 #: groups sort into passes of similar lengths; only their cached keys and values are held at a time.
 WINDOW_BATCHES = 8
+
+#: Kept positions whose float64 log-normalisers are taken at a time on an accelerator (bounds the float64 copy).
+LOGSUMEXP_ROWS = 256
+
+#: On a CPU, the float64 copy of the logits' rows taken at a time is kept about this small (1.5 MiB), so it stays
+#: in a core's cache: a few vocabulary rows at a time are three to four times faster than a whole pass's rows.
+LOGSUMEXP_CPU_BYTES = 3 << 19
+
+#: A pass of the shared-prefix path is padded by at most this share of its own tokens: inputs sorted by length
+#: are cut where a longer one would pad the batch more (a sample's long tail otherwise pads a whole batch).
+PADDING_SLACK = 0.125
 
 
 def supports_prefix_cache(model) -> bool:
@@ -69,6 +90,24 @@ def common_prefix_length(seqs: Sequence[Sequence[int]]) -> int:
     return length
 
 
+def low_padding_runs(order: list[int], lengths: Sequence[int], batch_size: int) -> list[list[int]]:
+    """`order` (sorted by `lengths`) cut into runs that ``run_batches`` batches (at most `batch_size` rows) with
+    at most PADDING_SLACK padding: a run ends where the next input would pad its batch (rows x longest) beyond
+    (1 + PADDING_SLACK) x the batch's own tokens."""
+    runs: list[list[int]] = [[]]
+    rows = longest = tokens = 0
+    for i in order:
+        n = lengths[i]
+        if rows == batch_size:  # run_batches starts a new batch here anyway
+            rows = longest = tokens = 0
+        elif rows and max(longest, n) * (rows + 1) > (1 + PADDING_SLACK) * (tokens + n):
+            runs.append([])
+            rows = longest = tokens = 0
+        runs[-1].append(i)
+        rows, longest, tokens = rows + 1, max(longest, n), tokens + n
+    return [run for run in runs if run]
+
+
 def _continuation_cache(model, prefix_kv: list[list[tuple[torch.Tensor, torch.Tensor]]]):
     """A fresh DynamicCache of the rows' prefix keys and values (`prefix_kv[row][layer]`: (heads, length,
     dim) each), right-padded to the longest prefix (the attention mask hides the padding)."""
@@ -82,17 +121,43 @@ def _continuation_cache(model, prefix_kv: list[list[tuple[torch.Tensor, torch.Te
     return DynamicCache(ddp_cache_data=layers, config=model.config)
 
 
-def _token_logprob_sums(logits: torch.Tensor, targets: torch.Tensor, counts: list[int]) -> list[float]:
-    """Per row r: sum of log_softmax(logits[r, t])[targets[r, t]] over t < counts[r], in float64 one row at a
-    time (a whole batch of float64 vocabulary rows would double the logits' memory)."""
-    sums = []
-    for row, count in enumerate(counts):
-        if count == 0:
-            sums.append(0.0)
-            continue
-        logprobs = torch.log_softmax(logits[row, :count].double(), dim=-1)
-        sums.append(float(logprobs.gather(-1, targets[row, :count].unsqueeze(-1)).sum().cpu()))
-    return sums
+def _keeps_logits(model) -> bool:
+    """Whether the model's forward takes ``logits_to_keep`` (transformers' causal LMs: a boolean (rows x width)
+    mask applies the LM head at the true positions only, logits flattened to (kept, vocabulary)). Not for a
+    model dispatched over several devices (models.<name>.device_map): its last hidden states are not on the
+    device of the mask, which the model would index them with."""
+    if len(set(map(str, (getattr(model, "hf_device_map", None) or {}).values()))) > 1:
+        return False
+    try:
+        return "logits_to_keep" in inspect.signature(model.forward).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+def _forward_scored(model, keep: torch.Tensor, **inputs):
+    """The model's forward pass with the LM head (vocabulary projection) applied only where `keep` (rows x
+    width, bool) is true: (logits of the kept positions in row-major order, (kept, vocabulary); the output).
+    A model without ``logits_to_keep`` computes every position's logits and the kept ones are taken."""
+    if _keeps_logits(model):
+        out = model(**inputs, logits_to_keep=keep)
+        return out.logits, out
+    out = model(**inputs)
+    return out.logits[keep.to(out.logits.device)], out
+
+
+def _picked_logprobs(logits: torch.Tensor, positions: list[int], tokens: list[int]) -> np.ndarray:
+    """log_softmax(logits[p])[t] for each (p, t) of `positions` x `tokens`, in float64 (as the full path: a
+    difference of float32 log-probabilities near -10 moves in steps of 1e-6), a few rows at a time: a whole
+    pass's float64 vocabulary rows would double the logits' memory (LOGSUMEXP_ROWS, LOGSUMEXP_CPU_BYTES)."""
+    if not positions:
+        return np.zeros(0, dtype=np.float64)
+    rows = max(1, LOGSUMEXP_CPU_BYTES // (8 * logits.shape[-1])) if logits.device.type == "cpu" else LOGSUMEXP_ROWS
+    normalisers = torch.cat(
+        [torch.logsumexp(logits[i : i + rows].double(), dim=-1) for i in range(0, len(logits), rows)]
+    )
+    at = torch.tensor(positions, dtype=torch.long, device=logits.device)
+    token = torch.tensor(tokens, dtype=torch.long, device=logits.device)
+    return (logits[at, token].double() - normalisers[at]).cpu().numpy()
 
 
 def grouped_sentence_logprobs(
@@ -127,40 +192,57 @@ def grouped_sentence_logprobs(
         uid = unique[text]
         if uid not in members.setdefault(group, []):
             members[group].append(uid)
-    shared, alone = [], []  # (prefix length, members) of the groups read once; inputs for the full path
+    shared, alone = [], set()  # (prefix length, members) of the groups read once; inputs read in full
     for uids in members.values():
         length = common_prefix_length([seqs[u] for u in uids]) if len(uids) > 1 else 0
         if length >= MIN_PREFIX_TOKENS:
             shared.append((length, uids))
         else:
-            alone.extend(u for u in uids if u not in alone)
+            alone.update(uids)
+    head = np.zeros(len(seqs), dtype=np.float64)  # bias_bench: log p(first token | start token)
     totals = np.full(len(seqs), np.nan, dtype=np.float64)
-    alone_texts = [text for text, uid in unique.items() if uid in set(alone)]
-    if alone_texts:
-        values = sentence_logprobs(model, tokenizer, alone_texts, batch_size, max_length, stats, context, max_tokens)
-        for text, value in zip(alone_texts, values):
-            totals[unique[text]] = value
     device = model_device(model)
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
-    head = np.zeros(len(seqs), dtype=np.float64)  # bias_bench: log p(first token | start token)
+
+    def run_alone(batch):
+        """One pass of whole inputs `batch` (ids into seqs), no cache: every token after the first scored."""
+        ids, attn = pad([seqs[u] for u in batch], pad_id, device)
+        keep = attn.bool()
+        # a row's last token predicts nothing scored
+        keep[torch.arange(len(batch), device=device), attn.sum(1) - 1] = False
+        logits, _ = _forward_scored(model, keep, input_ids=ids, attention_mask=attn)
+        values = _picked_logprobs(logits, list(range(len(logits))), [t for u in batch for t in seqs[u][1:]])
+        sums = np.add.reduceat(values, np.cumsum([0] + [len(seqs[u]) - 1 for u in batch[:-1]]))
+        totals[batch] = head[batch] + sums  # stored once the whole batch went through
+        stats.forward_passes += 1
+        stats.sequences_run += len(batch)
 
     # per group, once its prefix ran: (keys and values per layer, log p of the prefix, log p of each member's
     # first continuation token)
-    prefix_runs: dict[int, tuple[list[tuple[torch.Tensor, torch.Tensor]], float, list[float]]] = {}
+    prefix_runs: dict[int, tuple[list[tuple[torch.Tensor, torch.Tensor]], float, np.ndarray]] = {}
 
     def run_prefixes(batch):
-        """One pass of the prefixes of groups `batch` (indices into shared)."""
+        """One pass of the prefixes of groups `batch` (indices into shared): every prefix position is scored,
+        the last one for each member's first continuation token."""
         prefixes = [seqs[shared[g][1][0]][: shared[g][0]] for g in batch]
         prefix_ids, prefix_attn = pad(prefixes, pad_id, device)
-        out = model(input_ids=prefix_ids, attention_mask=prefix_attn, use_cache=True)
-        prefix_sums = _token_logprob_sums(out.logits, prefix_ids[:, 1:], [len(p) - 1 for p in prefixes])
-        runs = {}
+        positions, tokens, offset = [], [], 0
+        for prefix, g in zip(prefixes, batch):
+            length, uids = shared[g]
+            positions += list(range(offset, offset + length - 1)) + [offset + length - 1] * len(uids)
+            tokens += prefix[1:] + [seqs[u][length] for u in uids]
+            offset += length
+        logits, out = _forward_scored(
+            model, prefix_attn.bool(), input_ids=prefix_ids, attention_mask=prefix_attn, use_cache=True
+        )
+        values = _picked_logprobs(logits, positions, tokens)
+        runs, start = {}, 0
         for row, g in enumerate(batch):
             length, uids = shared[g]
-            first = torch.log_softmax(out.logits[row, length - 1].double(), dim=-1)
-            targets = torch.tensor([seqs[u][length] for u in uids], dtype=torch.long, device=device)
             kv = [(layer.keys[row, :, :length], layer.values[row, :, :length]) for layer in out.past_key_values.layers]
-            runs[g] = (kv, prefix_sums[row], first[targets].cpu().tolist())
+            end = start + length - 1 + len(uids)
+            runs[g] = (kv, float(values[start : start + length - 1].sum()), values[start + length - 1 : end])
+            start = end
         prefix_runs.update(runs)  # stored once the whole batch went through
         stats.forward_passes += 1
         stats.sequences_run += len(batch)
@@ -175,10 +257,21 @@ def grouped_sentence_logprobs(
         offsets = torch.tensor(lengths, dtype=torch.long, device=device)
         positions = offsets.unsqueeze(1) + torch.arange(cont_ids.shape[1], device=device).unsqueeze(0)
         cache = _continuation_cache(model, [prefix_runs[g][0] for g in owners])
-        logits = model(
-            input_ids=cont_ids, attention_mask=attn, position_ids=positions, past_key_values=cache, use_cache=True
-        ).logits
-        sums = _token_logprob_sums(logits, cont_ids[:, 1:], [len(conts[c][2]) - 1 for c in chunk])
+        keep = cont_attn.bool()
+        # a row's last token predicts nothing scored
+        keep[torch.arange(len(chunk), device=device), cont_attn.sum(1) - 1] = False
+        logits, _ = _forward_scored(
+            model,
+            keep,
+            input_ids=cont_ids,
+            attention_mask=attn,
+            position_ids=positions,
+            past_key_values=cache,
+            use_cache=True,
+        )
+        tokens = [t for c in chunk for t in conts[c][2][1:]]
+        values = _picked_logprobs(logits, list(range(len(logits))), tokens)
+        sums = np.add.reduceat(values, np.cumsum([0] + [len(conts[c][2]) - 1 for c in chunk[:-1]]))
         for c, value in zip(chunk, sums):
             g, k, _ = conts[c]
             _, prefix_sum, first = prefix_runs[g]
@@ -187,29 +280,42 @@ def grouped_sentence_logprobs(
         stats.forward_passes += 1
         stats.sequences_run += len(chunk)
 
-    if shared:
+    with torch.inference_mode(), autocast(device):
+        if context == "bias_bench":
+            start = start_logprobs(model, tokenizer, device).cpu()
+            stats.forward_passes += 1
+            stats.sequences_run += 1
+            head[:] = [float(start[seq[0]]) for seq in seqs]
+        for u in alone:
+            totals[u] = head[u]  # a one-token input (bias_bench) has nothing more to score
+        reads = sorted((u for u in alone if len(seqs[u]) > 1), key=lambda u: (len(seqs[u]), u))
+        read_lengths = [len(s) for s in seqs]
+        for run in low_padding_runs(reads, read_lengths, batch_size):
+            run_batches(run, read_lengths, batch_size, run_alone, max_tokens, stats, "sentence scoring")
         # groups sorted by prefix length; a window of them at a time runs its prefixes (batched), then all
         # the window's continuations sorted by their length, so both kinds of pass hold little padding while
         # only one window's keys and values are kept
         by_prefix = sorted(range(len(shared)), key=lambda g: (shared[g][0], g))
         prefix_widths = [length for length, _ in shared]
-        with torch.inference_mode(), autocast(device):
-            if context == "bias_bench":
-                start = start_logprobs(model, tokenizer, device).cpu()
-                stats.forward_passes += 1
-                stats.sequences_run += 1
-                for _, uids in shared:
-                    for uid in uids:
-                        head[uid] = float(start[seqs[uid][0]])
-            for begin in range(0, len(by_prefix), WINDOW_BATCHES * batch_size):
-                window = by_prefix[begin : begin + WINDOW_BATCHES * batch_size]
-                run_batches(window, prefix_widths, batch_size, run_prefixes, max_tokens, stats, "shared prefixes")
-                # (group, member, continuation tokens); the budget counts a row's cached prefix too
-                conts = [(g, k, seqs[u][shared[g][0] :]) for g in window for k, u in enumerate(shared[g][1])]
-                widths = [shared[g][0] + len(cont) for g, _, cont in conts]
-                order = sorted(range(len(conts)), key=lambda c: (len(conts[c][2]), c))
-                run_batches(order, widths, batch_size, run_continuations, max_tokens, stats, "continuations")
-                prefix_runs.clear()
-    stats.requests += len(texts) - len(alone_texts)  # the full path counted its own
-    stats.unique_inputs += len(seqs) - len(alone_texts)
+        for begin in range(0, len(by_prefix), WINDOW_BATCHES * batch_size):
+            window = by_prefix[begin : begin + WINDOW_BATCHES * batch_size]
+            for run in low_padding_runs(window, prefix_widths, batch_size):
+                run_batches(run, prefix_widths, batch_size, run_prefixes, max_tokens, stats, "shared prefixes")
+            # (group, member, continuation tokens); the budget counts a row's cached prefix too. A continuation
+            # of one token was scored whole by its prefix's pass.
+            conts = []
+            for g in window:
+                length, uids = shared[g]
+                for k, u in enumerate(uids):
+                    if len(seqs[u]) - length > 1:
+                        conts.append((g, k, seqs[u][length:]))
+                    else:
+                        totals[u] = head[u] + prefix_runs[g][1] + prefix_runs[g][2][k]
+            widths = [shared[g][0] + len(cont) for g, _, cont in conts]
+            order = sorted(range(len(conts)), key=lambda c: (len(conts[c][2]), c))
+            for run in low_padding_runs(order, [len(cont) for _, _, cont in conts], batch_size):
+                run_batches(run, widths, batch_size, run_continuations, max_tokens, stats, "continuations")
+            prefix_runs.clear()
+    stats.requests += len(texts)
+    stats.unique_inputs += len(seqs)
     return np.array([totals[unique[t]] for t in texts], dtype=np.float64)
