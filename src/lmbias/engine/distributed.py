@@ -99,14 +99,15 @@ def score_distributed_job(
     threads: int | None = None,
     max_tokens: int | None = None,
     timing_path=None,
+    score_key: str | None = None,
 ) -> None:
     """score_benchmark_job across the processes of an `accelerate launch` (or one plain process). Each process
     batches within `max_tokens`; the main process writes the timing file, with the largest peak memory of the
     processes and the halvings of all of them."""
     from accelerate import PartialState
-    from accelerate.utils import gather_object, parse_flag_from_env
+    from accelerate.utils import parse_flag_from_env
 
-    from lmbias.engine.evaluation import effective_precision, load_for_method, score_benchmark_job, scoring_provenance
+    from lmbias.engine.evaluation import score_benchmark_job
 
     # PartialState (unlike AcceleratorState) ignores ACCELERATE_USE_CPU: pass it on, and use CPU/gloo on a
     # host without CUDA, so `accelerate launch` of the cpu.yaml config really runs N gloo processes.
@@ -124,18 +125,57 @@ def score_distributed_job(
             threads=threads,
             max_tokens=max_tokens,
             timing_path=timing_path,
+            score_key=score_key,
         )
         return
-    dataset = registry.measure_of(benchmark_entry)  # the definition that scores it (its dataset's own by default)
-    definition = registry.definition(dataset, benchmark_name)
-    registry.check_family(benchmark_name, benchmark_entry, model_entry["family"], model_name)
     torch.manual_seed(0)
     if threads:  # the job's threads are shared by the processes of this node
         torch.set_num_threads(max(1, threads // state.num_processes))
+    record = _score_sharded(
+        state,
+        [],
+        time.perf_counter(),
+        model_name,
+        model_entry,
+        method_entry,
+        benchmark_name,
+        benchmark_entry,
+        items_path,
+        output_path,
+        max_tokens,
+        score_key=score_key,
+    )
+    if state.is_main_process and timing_path:
+        job_timing.write_timing(timing_path, record)
+    state.wait_for_everyone()
+
+
+def _score_sharded(
+    state,
+    loaded: list,
+    began_job: float,
+    model_name,
+    model_entry,
+    method_entry,
+    benchmark_name,
+    benchmark_entry,
+    items_path,
+    output_path,
+    max_tokens,
+    score_key: str | None = None,
+) -> dict | None:
+    """One benchmark scored across the processes of `state`; the main process writes its score file (with
+    `score_key` in its metadata when given) and gets the timing record (None elsewhere). `loaded`: [] or
+    [(model, tokenizer)] of this process, filled on first use and kept for the next benchmark."""
+    from accelerate.utils import gather_object
+
+    from lmbias.engine.evaluation import effective_precision, load_for_method, score_file_metadata
+
+    dataset = registry.measure_of(benchmark_entry)  # the definition that scores it (its dataset's own by default)
+    definition = registry.definition(dataset, benchmark_name)
+    registry.check_family(benchmark_name, benchmark_entry, model_entry["family"], model_name)
     items = pq.read_table(items_path)
     stats = EngineStats()
-    loaded = []
-    began_job = time.perf_counter()
     budgets = []  # this process's TokenBudget, once it scores
 
     elapsed = [0.0]
@@ -191,45 +231,93 @@ def score_distributed_job(
         "load_s": (began[0] - began_job) if began else None,
     }
     everyone = gather_object([own])
-    if state.is_main_process and timing_path:
-        finals = [p["final"] for p in everyone if p["final"] is not None]
-        loads = [p["load_s"] for p in everyone if p["load_s"] is not None]
-        score_s = time.perf_counter() - began[0] if began else None
-        job_timing.write_timing(
-            timing_path,
-            {
-                "status": "ok",
-                "device": str(state.device),
-                "processes": state.num_processes,
-                "load_s": max(loads) if loads else None,
-                "score_s": score_s,
-                "items": items.num_rows,
-                "items_per_s": items.num_rows / score_s if score_s else None,
-                "forward_passes": sum(p["forward_passes"] for p in everyone),
-                "max_tokens": budgets[0].configured if budgets else max_tokens,
-                "max_tokens_final": min(finals) if finals else None,
-                "oom_halvings": sum(p["halvings"] for p in everyone),
-                **job_timing.largest(everyone),
-            },
-        )
-    if state.is_main_process:
-        scores = reassemble(parts)
-        write_table_atomic(
-            scores,
-            output_path,
-            metadata=scoring_provenance(
-                loaded[0][0] if loaded else None, method_entry, state.num_processes, precision[0]
-            ),
-        )
-        log.info(
-            "wrote %d score rows of %s from %d processes to %s",
-            scores.num_rows,
-            benchmark_name,
-            state.num_processes,
-            output_path,
-        )
-        if began:  # every process's items, over the main process's scoring time up to the gathered table
-            log.info(rate_line("scored", items.num_rows, "items", time.perf_counter() - began[0]))
+    if not state.is_main_process:
+        return None
+    finals = [p["final"] for p in everyone if p["final"] is not None]
+    loads = [p["load_s"] for p in everyone if p["load_s"] is not None]
+    score_s = time.perf_counter() - began[0] if began else None
+    record = {
+        "status": "ok",
+        "device": str(state.device),
+        "processes": state.num_processes,
+        "load_s": max(loads) if loads else None,
+        "score_s": score_s,
+        "items": items.num_rows,
+        "items_per_s": items.num_rows / score_s if score_s else None,
+        "forward_passes": sum(p["forward_passes"] for p in everyone),
+        "max_tokens": budgets[0].configured if budgets else max_tokens,
+        "max_tokens_final": min(finals) if finals else None,
+        "oom_halvings": sum(p["halvings"] for p in everyone),
+        **job_timing.largest(everyone),
+    }
+    scores = reassemble(parts)
+    metadata = score_file_metadata(
+        loaded[0][0] if loaded else None, method_entry, state.num_processes, precision[0], score_key
+    )
+    write_table_atomic(scores, output_path, metadata=metadata)
+    log.info("wrote %d score rows of %s from %d processes to %s", scores.num_rows, benchmark_name, state.num_processes, output_path)
+    if began:  # every process's items, over the main process's scoring time up to the gathered table
+        log.info(rate_line("scored", items.num_rows, "items", time.perf_counter() - began[0]))
+    return record
+
+
+def score_model_distributed(job: dict) -> None:
+    """`lmbias score --job FILE`: the benchmarks of a job spec (lmbias.engine.model_scoring, each with its
+    `score_key`), every one of them scored across the processes of an `accelerate launch` with the model
+    loaded once per process; the main process writes the score files and the timing rows (job["timing"]).
+    One process: model_scoring.score_in_process. A failing benchmark ends the launch (the processes must stay
+    in step), named in the error; the benchmarks finished before it keep their files."""
+    from accelerate import PartialState
+    from accelerate.utils import gather_object, parse_flag_from_env
+
+    from lmbias.engine.evaluation import load_for_method
+    from lmbias.engine.model_scoring import score_in_process
+    from lmbias.errors import BenchmarksFailedError
+
+    names = list(job["benchmarks"])
+    keys = {name: job["benchmarks"][name]["score_key"] for name in names}
+    state = PartialState(cpu=parse_flag_from_env("ACCELERATE_USE_CPU") or not torch.cuda.is_available())
+    rows: list[dict] = []
+    if state.num_processes == 1:
+        failures = score_in_process(job, names, keys, rows)
+        if failures:
+            raise BenchmarksFailedError("scoring failed:\n" + "\n".join(f"  {line}" for line in failures.values()))
+        return
+    torch.manual_seed(0)
+    if job.get("threads"):  # the job's threads are shared by the processes of this node
+        torch.set_num_threads(max(1, int(job["threads"]) // state.num_processes))
+    began = time.perf_counter()
+    loaded = [load_for_method(job["model_name"], job["model_entry"], job["method_entry"], state.device)]
+    load_s = max(gather_object([time.perf_counter() - began]))  # the slowest process's loading
+    load = {"benchmark": job_timing.LOAD_ROW, "status": "ok", "device": str(state.device), "load_s": load_s}
+    rows.append({**load, "processes": state.num_processes})
+    for name in names:
+        bench = job["benchmarks"][name]
+        try:
+            record = _score_sharded(
+                state,
+                loaded,
+                time.perf_counter(),
+                job["model_name"],
+                job["model_entry"],
+                job["method_entry"],
+                name,
+                bench["entry"],
+                bench["items"],
+                bench["scores"],
+                job["max_tokens"],
+                score_key=keys[name],
+            )
+        except Exception as err:
+            raise BenchmarksFailedError(
+                f"scoring {name} ({bench['scores']}) failed in process {state.process_index} of "
+                f"{state.num_processes}: {type(err).__name__}: {err}"
+            ) from err
+        if state.is_main_process:
+            record.pop("load_s", None)
+            rows.append({"benchmark": name, **record})
+            if job.get("timing"):
+                job_timing.write_timing_rows(job["timing"], rows)
     state.wait_for_everyone()
 
 
