@@ -383,7 +383,7 @@ def test_slurm_profile_parses_and_gives_gpu_to_scoring(tiny_run):
         "results/bert-large/pretrained/summary.parquet",
     )
     text = proc.stdout + proc.stderr
-    block = text.split("output: results/bert-large/pretrained/seed0/scores/winobias.parquet", 1)[1].split("\n\n", 1)[0]
+    block = text.split("output: results/bert-large/pretrained/seed0/scores.json", 1)[1].split("\n\n", 1)[0]
     assert "gpu=1" in block and "slurm_partition=gpu" in block, block
     assert "runtime=240" in block and "cpus_per_task=8" in block and "mem_mb=32000" in block, block
 
@@ -399,7 +399,7 @@ def test_slurm_profiles_are_not_overridden_by_a_workflow_profile(tmp_path, repo_
         assert "slurm_partition=cpu" in lines[rule] and "runtime=60" in lines[rule], (rule, lines[rule])
         assert "mem_mb=8000" in lines[rule] and "cpus_per_task=2" in lines[rule], (rule, lines[rule])
     assert "runtime=10" in lines["build_tiny_model"] and "mem_mb=4000" in lines["build_tiny_model"]
-    scoring = lines["score_benchmark"]
+    scoring = lines["score_model"]
     assert "cpus_per_task=8" in scoring and "runtime=240" in scoring and "mem_mb=32000" in scoring, scoring
     if profile == "profiles/slurm-cpu":  # no GPU gres: gpu=0 overrides the rule's gpu=1 (no --gpus)
         assert "gpu=0" in scoring and "slurm_partition=cpu" in scoring, scoring
@@ -412,7 +412,7 @@ def test_cpu_only_slurm_profile_is_the_gpu_profile_without_gpus(repo_root):
     gpu = yaml.safe_load((repo_root / "profiles/slurm/config.yaml").read_text())
     cpu = yaml.safe_load((repo_root / "profiles/slurm-cpu/config.yaml").read_text())
     gpu_rules = {rule for rule, res in gpu["set-resources"].items() if res.get("gpu")}
-    assert gpu_rules == {"score_benchmark", "finetune", "fit_sentence_debias", "fit_inlp"}
+    assert gpu_rules == {"score_model", "score_benchmark", "finetune", "fit_sentence_debias", "fit_inlp"}
     for rule in gpu_rules:
         assert cpu["set-resources"][rule] == {**gpu["set-resources"][rule], "gpu": 0, "slurm_partition": "cpu"}
 
