@@ -174,9 +174,7 @@ def reject_unknown_seed_metrics(wildcards):
 
 
 def reject_unknown_seed_scores(wildcards):
-    refusals.reject_unknown_seed_metrics(
-        config, wildcards.model, wildcards.method, wildcards.seed, "scores.json"
-    )
+    refusals.reject_unknown_seed_metrics(config, wildcards.model, wildcards.method, wildcards.seed, "scores.json")
 
 
 def reject_unknown_model_folder(wildcards):

@@ -20,7 +20,6 @@ from lmbias.job_runtime import setup_job_logging
 from lmbias.metrics.score_keys import score_key
 
 
-
 def _files(named) -> list[str]:
     """A named input as a list (Snakemake gives one file as a string)."""
     return [named] if isinstance(named, str) else list(named)

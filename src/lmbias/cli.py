@@ -156,7 +156,8 @@ def _json_arg(text: str):
 
 
 def run_score(args) -> int:
-    from lmbias.engine.distributed import score_distributed_job, score_model_distributed
+    from lmbias.engine.distributed import score_distributed_job
+    from lmbias.engine.model_scoring import score_model_distributed
 
     if args.job:
         import json
@@ -164,8 +165,11 @@ def run_score(args) -> int:
         score_model_distributed(json.loads(open(args.job, encoding="utf-8").read()))
         return 0
     missing = [f"--{name}" for name in ("items", "output", "model", "benchmark") if getattr(args, name) is None]
-    missing += [f"--{name.replace('_', '-')}" for name in ("model_entry", "method_entry", "benchmark_entry")
-                if getattr(args, name) is None]
+    missing += [
+        f"--{name.replace('_', '-')}"
+        for name in ("model_entry", "method_entry", "benchmark_entry")
+        if getattr(args, name) is None
+    ]
     if missing:
         args._parser.error(f"the following arguments are required without --job: {', '.join(missing)}")
     score_distributed_job(

@@ -131,7 +131,7 @@ def score_distributed_job(
     torch.manual_seed(0)
     if threads:  # the job's threads are shared by the processes of this node
         torch.set_num_threads(max(1, threads // state.num_processes))
-    record = _score_sharded(
+    record = score_sharded(
         state,
         [],
         time.perf_counter(),
@@ -150,7 +150,7 @@ def score_distributed_job(
     state.wait_for_everyone()
 
 
-def _score_sharded(
+def score_sharded(
     state,
     loaded: list,
     began_job: float,
@@ -255,70 +255,16 @@ def _score_sharded(
         loaded[0][0] if loaded else None, method_entry, state.num_processes, precision[0], score_key
     )
     write_table_atomic(scores, output_path, metadata=metadata)
-    log.info("wrote %d score rows of %s from %d processes to %s", scores.num_rows, benchmark_name, state.num_processes, output_path)
+    log.info(
+        "wrote %d score rows of %s from %d processes to %s",
+        scores.num_rows,
+        benchmark_name,
+        state.num_processes,
+        output_path,
+    )
     if began:  # every process's items, over the main process's scoring time up to the gathered table
         log.info(rate_line("scored", items.num_rows, "items", time.perf_counter() - began[0]))
     return record
-
-
-def score_model_distributed(job: dict) -> None:
-    """`lmbias score --job FILE`: the benchmarks of a job spec (lmbias.engine.model_scoring, each with its
-    `score_key`), every one of them scored across the processes of an `accelerate launch` with the model
-    loaded once per process; the main process writes the score files and the timing rows (job["timing"]).
-    One process: model_scoring.score_in_process. A failing benchmark ends the launch (the processes must stay
-    in step), named in the error; the benchmarks finished before it keep their files."""
-    from accelerate import PartialState
-    from accelerate.utils import gather_object, parse_flag_from_env
-
-    from lmbias.engine.evaluation import load_for_method
-    from lmbias.engine.model_scoring import score_in_process
-    from lmbias.errors import BenchmarksFailedError
-
-    names = list(job["benchmarks"])
-    keys = {name: job["benchmarks"][name]["score_key"] for name in names}
-    state = PartialState(cpu=parse_flag_from_env("ACCELERATE_USE_CPU") or not torch.cuda.is_available())
-    rows: list[dict] = []
-    if state.num_processes == 1:
-        failures = score_in_process(job, names, keys, rows)
-        if failures:
-            raise BenchmarksFailedError("scoring failed:\n" + "\n".join(f"  {line}" for line in failures.values()))
-        return
-    torch.manual_seed(0)
-    if job.get("threads"):  # the job's threads are shared by the processes of this node
-        torch.set_num_threads(max(1, int(job["threads"]) // state.num_processes))
-    began = time.perf_counter()
-    loaded = [load_for_method(job["model_name"], job["model_entry"], job["method_entry"], state.device)]
-    load_s = max(gather_object([time.perf_counter() - began]))  # the slowest process's loading
-    load = {"benchmark": job_timing.LOAD_ROW, "status": "ok", "device": str(state.device), "load_s": load_s}
-    rows.append({**load, "processes": state.num_processes})
-    for name in names:
-        bench = job["benchmarks"][name]
-        try:
-            record = _score_sharded(
-                state,
-                loaded,
-                time.perf_counter(),
-                job["model_name"],
-                job["model_entry"],
-                job["method_entry"],
-                name,
-                bench["entry"],
-                bench["items"],
-                bench["scores"],
-                job["max_tokens"],
-                score_key=keys[name],
-            )
-        except Exception as err:
-            raise BenchmarksFailedError(
-                f"scoring {name} ({bench['scores']}) failed in process {state.process_index} of "
-                f"{state.num_processes}: {type(err).__name__}: {err}"
-            ) from err
-        if state.is_main_process:
-            record.pop("load_s", None)
-            rows.append({"benchmark": name, **record})
-            if job.get("timing"):
-                job_timing.write_timing_rows(job["timing"], rows)
-    state.wait_for_everyone()
 
 
 # ------------------------------------------------------------------------------------------- launching

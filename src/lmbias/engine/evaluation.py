@@ -15,11 +15,11 @@ import pyarrow.parquet as pq
 from lmbias import registry
 from lmbias.engine import job_timing
 from lmbias.engine.batching import EngineStats, scoring_budget, scoring_precision
-from lmbias.metrics.score_keys import resolve_scores
 from lmbias.errors import ConfigError
 from lmbias.io import write_table_atomic
 from lmbias.job_runtime import pick_device
 from lmbias.lazy import lazy_module
+from lmbias.metrics.score_keys import resolve_scores
 from lmbias.metrics.summary import (
     METRIC_SCHEMA,
     SUMMARY_SCHEMA,
@@ -90,7 +90,9 @@ def score_loaded(
     definition = registry.definition(registry.measure_of(benchmark_entry), benchmark_name)
     stats = EngineStats()
     start = time.perf_counter()
-    precision = effective_precision(model_entry.get("precision", "auto"), model, device, f"models.{model_name}.precision")
+    precision = effective_precision(
+        model_entry.get("precision", "auto"), model, device, f"models.{model_name}.precision"
+    )
     log.info(
         "weights %s, autocast %s (models.%s.dtype %s, precision %s) on %s",
         _weights_dtype(model),
@@ -114,8 +116,7 @@ def score_loaded(
                 job_timing.record_scoring(record, stats, budget, time.perf_counter() - start)
     elapsed = time.perf_counter() - start
     log.info(
-        "scored %d items of %s with %s on %s: %d requests, %d unique inputs, %d forward passes (%s %d, "
-        "%d halving(s))",
+        "scored %d items of %s with %s on %s: %d requests, %d unique inputs, %d forward passes (%s %d, %d halving(s))",
         items.num_rows,
         benchmark_name,
         model_name,
@@ -158,9 +159,20 @@ def score_benchmark_job(
         items = pq.read_table(items_path)
         record.update(load_s=time.perf_counter() - began, items=items.num_rows)
         scores, precision = score_loaded(
-            model, tokenizer, device, model_name, model_entry, benchmark_name, benchmark_entry, items, max_tokens, record
+            model,
+            tokenizer,
+            device,
+            model_name,
+            model_entry,
+            benchmark_name,
+            benchmark_entry,
+            items,
+            max_tokens,
+            record,
         )
-        write_table_atomic(scores, output_path, metadata=score_file_metadata(model, method_entry, 1, precision, score_key))
+        write_table_atomic(
+            scores, output_path, metadata=score_file_metadata(model, method_entry, 1, precision, score_key)
+        )
 
 
 def score_file_metadata(model, method_entry: dict, world_size: int, precision, score_key: str | None) -> dict:

@@ -22,7 +22,7 @@ random state as it was after loading), and the failed benchmark's tensors are fr
 KeyboardInterrupt and SystemExit (Ctrl-C, Snakemake killing the job) end the job at once.
 
 Several GPUs (resources.gpu > 1, no device_map): the benchmarks to score go to one `accelerate launch ...
-lmbias score --job FILE` (lmbias.engine.distributed.score_model_distributed), whose processes each load the
+lmbias score --job FILE` (score_model_distributed), whose processes each load the
 model once and score every listed benchmark data-parallel. There a failing benchmark ends the launch (the
 processes must stay in step); the benchmarks finished before it keep their files.
 """
@@ -39,9 +39,9 @@ from pathlib import Path
 
 from lmbias import registry
 from lmbias.engine import job_timing
-from lmbias.metrics.score_keys import score_key, stored_key, write_manifest
 from lmbias.errors import BenchmarksFailedError
 from lmbias.lazy import lazy_module
+from lmbias.metrics.score_keys import score_key, stored_key, write_manifest
 
 torch = lazy_module("torch")
 pq = lazy_module("pyarrow.parquet")
@@ -114,7 +114,13 @@ def score_in_process(job: dict, names: list[str], keys: dict[str, str], timing_r
     finally:
         load.update(load_s=time.perf_counter() - began, **job_timing.peak_memory(device))
         _write_timing(job, timing_rows)
-    log.info("loaded %s (%s) once for %d benchmark(s) in %.1f s", model_name, method_entry["kind"], len(names), load["load_s"])
+    log.info(
+        "loaded %s (%s) once for %d benchmark(s) in %.1f s",
+        model_name,
+        method_entry["kind"],
+        len(names),
+        load["load_s"],
+    )
     after_load = _rng_state()  # what each benchmark's scoring starts from, as in a job of its own
     failures = {}
     for name in names:
@@ -127,7 +133,16 @@ def score_in_process(job: dict, names: list[str], keys: dict[str, str], timing_r
             items = pq.read_table(bench["items"])
             record["items"] = items.num_rows
             scores, precision = score_loaded(
-                model, tokenizer, device, model_name, model_entry, name, bench["entry"], items, job["max_tokens"], record
+                model,
+                tokenizer,
+                device,
+                model_name,
+                model_entry,
+                name,
+                bench["entry"],
+                items,
+                job["max_tokens"],
+                record,
             )
             metadata = score_file_metadata(model, method_entry, 1, precision, keys[name])
             write_table_atomic(scores, bench["scores"], metadata=metadata)
@@ -202,7 +217,9 @@ def score_model_job(job: dict, gpus: int = 1) -> dict[str, dict]:
     for name, bench in job["benchmarks"].items():
         found = stored_key(bench["scores"])
         if found != keys[name]:
-            raise BenchmarksFailedError(f"{bench['scores']}: benchmark {name!r} has no score file with its key after scoring")
+            raise BenchmarksFailedError(
+                f"{bench['scores']}: benchmark {name!r} has no score file with its key after scoring"
+            )
         entries[name] = {
             "scores": str(bench["scores"]),
             "score_key": keys[name],
@@ -220,7 +237,10 @@ def launch_distributed(job: dict, names: list[str], keys: dict[str, str], gpus: 
     from lmbias.engine.distributed import launch_command, launch_env, main_process_port
 
     spec = {**job, "benchmarks": {name: {**job["benchmarks"][name], "score_key": keys[name]} for name in names}}
+    if job.get("timing"):  # the launched main process writes it afresh: no rows of an earlier run
+        Path(job["timing"]).unlink(missing_ok=True)
     job_file = Path(job["manifest"]).with_name("scores.job.json")
+    job_file.parent.mkdir(parents=True, exist_ok=True)
     job_file.write_text(json.dumps(spec, indent=2, sort_keys=True, default=str), encoding="utf-8")
     try:
         cmd = launch_command(gpus, main_process_port(str(Path(job["manifest"]).resolve())), ["--job", str(job_file)])
@@ -228,3 +248,62 @@ def launch_distributed(job: dict, names: list[str], keys: dict[str, str], gpus: 
         subprocess.run(cmd, check=True, env=launch_env(), stdout=sys.stderr, stderr=sys.stderr)
     finally:
         job_file.unlink(missing_ok=True)
+
+
+def score_model_distributed(job: dict) -> None:
+    """`lmbias score --job FILE`: the benchmarks of a job spec (lmbias.engine.model_scoring, each with its
+    `score_key`), every one of them scored across the processes of an `accelerate launch` with the model
+    loaded once per process; the main process writes the score files and the timing rows (job["timing"]).
+    One process: model_scoring.score_in_process. A failing benchmark ends the launch (the processes must stay
+    in step), named in the error; the benchmarks finished before it keep their files."""
+    from accelerate import PartialState
+    from accelerate.utils import gather_object, parse_flag_from_env
+
+    from lmbias.engine.distributed import score_sharded
+    from lmbias.engine.evaluation import load_for_method
+
+    names = list(job["benchmarks"])
+    keys = {name: job["benchmarks"][name]["score_key"] for name in names}
+    state = PartialState(cpu=parse_flag_from_env("ACCELERATE_USE_CPU") or not torch.cuda.is_available())
+    rows: list[dict] = []
+    if state.num_processes == 1:
+        failures = score_in_process(job, names, keys, rows)
+        if failures:
+            raise BenchmarksFailedError("scoring failed:\n" + "\n".join(f"  {line}" for line in failures.values()))
+        return
+    torch.manual_seed(0)
+    if job.get("threads"):  # the job's threads are shared by the processes of this node
+        torch.set_num_threads(max(1, int(job["threads"]) // state.num_processes))
+    began = time.perf_counter()
+    loaded = [load_for_method(job["model_name"], job["model_entry"], job["method_entry"], state.device)]
+    load_s = max(gather_object([time.perf_counter() - began]))  # the slowest process's loading
+    load = {"benchmark": job_timing.LOAD_ROW, "status": "ok", "device": str(state.device), "load_s": load_s}
+    rows.append({**load, "processes": state.num_processes})
+    for name in names:
+        bench = job["benchmarks"][name]
+        try:
+            record = score_sharded(
+                state,
+                loaded,
+                time.perf_counter(),
+                job["model_name"],
+                job["model_entry"],
+                job["method_entry"],
+                name,
+                bench["entry"],
+                bench["items"],
+                bench["scores"],
+                job["max_tokens"],
+                score_key=keys[name],
+            )
+        except Exception as err:
+            raise BenchmarksFailedError(
+                f"scoring {name} ({bench['scores']}) failed in process {state.process_index} of "
+                f"{state.num_processes}: {type(err).__name__}: {err}"
+            ) from err
+        if state.is_main_process:
+            record.pop("load_s", None)
+            rows.append({"benchmark": name, **record})
+            if job.get("timing"):
+                job_timing.write_timing_rows(job["timing"], rows)
+    state.wait_for_everyone()
