@@ -29,6 +29,7 @@ processes must stay in step); the benchmarks finished before it keep their files
 
 from __future__ import annotations
 
+import gc
 import json
 import logging
 import shlex
@@ -152,14 +153,16 @@ def score_in_process(job: dict, names: list[str], keys: dict[str, str], timing_r
             failures[name] = _failure_line(name, bench, err)
             log.exception("scoring benchmark %s failed; its score file %s is not written", name, bench["scores"])
             _console(f"lmbias: scoring {failures[name]}; going on with the other benchmarks")
-            if torch.device(device).type == "cuda":
-                torch.cuda.empty_cache()
         except BaseException as err:  # interrupted: what is finished stays, the job ends now
             record.update(status=type(err).__name__, items_per_s=None)
             raise
         finally:
             record.update(job_timing.peak_memory(device))
             _write_timing(job, timing_rows)
+        if name in failures and torch.device(device).type == "cuda":
+            # the error (and the frames holding its tensors) is gone: give its memory back before the next one
+            gc.collect()
+            torch.cuda.empty_cache()
     return failures
 
 
