@@ -1,4 +1,5 @@
-# Scoring (expensive forward passes, cached per model/method/seed/benchmark) and metrics (cheap,
+# Scoring (expensive forward passes: one job per model/method/seed loads the model once and scores every
+# benchmark of its summary, each score file cached by its score key) and metrics (cheap,
 # recomputed from the cached scores when a metric option changes: one job per model/method/seed computes
 # every benchmark's rows into seed{k}/metrics.parquet, which summaries read; metrics/{benchmark}.parquet is
 # one benchmark's rows, built on request). A method with a model folder
