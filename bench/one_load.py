@@ -47,7 +47,9 @@ def prepare(args, work: Path) -> dict:
     config = yaml.safe_load((REPO / "config.yaml").read_text())
     for name in args.benchmarks:
         entry = config["benchmarks"][name]
-        files = {f: Path(args.data) / entry["dataset"] / f for f in required_files(entry, config["data"], name)}
+        files = {
+            f: Path(args.data) / entry["dataset"] / f for f in required_files(entry, config["data"], name, args.data)
+        }
         items = parse_benchmark({k: v for k, v in entry.items() if k not in ("scoring", "metric")}, files, name)
         write_table_atomic(items.slice(0, args.items), work / "data" / f"{name}.parquet")
         (work / "library").mkdir(exist_ok=True)
