@@ -145,3 +145,18 @@ rule reject_unknown_model_folder:
         "resources/models/{model}",
     wildcard_constraints:
         model=constraints.unknown_model_folder(config),
+
+
+# And for a seed's scores.json: only configured (model, method, seed) combinations reach score_model.
+rule reject_unknown_seed_scores:
+    input:
+        reject_unknown_seed_scores,
+    output:
+        "results/{model}/{method}/seed{seed}/scores.json",
+    wildcard_constraints:
+        model=constraints.unknown_seed_scores_model(config),
+        method=r"[^/]+",
+        seed=r"[^/]*",
+
+
+ruleorder: reject_unknown_seed_scores > score_model

@@ -79,6 +79,19 @@ def scoring_inputs(wildcards):
     return inputs.scoring_inputs(config, w.model, w.method, w.seed, w.benchmark)
 
 
+def model_scoring_inputs(wildcards):
+    w = wildcards
+    return inputs.model_scoring_inputs(config, SELECTION, w.model, w.method, w.seed)
+
+
+def model_benchmark_slices(wildcards):
+    """{benchmark: its scoring slice} of every benchmark a score_model job scores (its summary's)."""
+    return {
+        b: params.benchmark_scoring_slice(config, b)
+        for b in SELECTION.summary_benchmarks(wildcards.model, wildcards.method)
+    }
+
+
 def model_entry(wildcards):
     return params.model_entry(config, wildcards.model)
 
@@ -93,7 +106,7 @@ def benchmark_scoring_slice(wildcards):
 
 def metric_inputs(wildcards):
     w = wildcards
-    return inputs.metric_inputs(config, w.model, w.method, w.seed, w.benchmark)
+    return inputs.metric_inputs(config, SELECTION, w.model, w.method, w.seed, w.benchmark)
 
 
 def metric_benchmark_slice(wildcards):
@@ -137,7 +150,7 @@ def comparison_benchmark_slice(wildcards):
 
 
 def comparison_inputs(wildcards):
-    return inputs.comparison_inputs(config, wildcards.comparison, workflow.basedir)
+    return inputs.comparison_inputs(config, SELECTION, wildcards.comparison, workflow.basedir)
 
 
 # --- Paths naming what the config does not define (the reject_* rules of rules/aggregate.smk)
@@ -158,6 +171,10 @@ def reject_unknown_result(wildcards):
 
 def reject_unknown_seed_metrics(wildcards):
     refusals.reject_unknown_seed_metrics(config, wildcards.model, wildcards.method, wildcards.seed)
+
+
+def reject_unknown_seed_scores(wildcards):
+    refusals.reject_unknown_seed_metrics(config, wildcards.model, wildcards.method, wildcards.seed, "scores.json")
 
 
 def reject_unknown_model_folder(wildcards):
@@ -202,6 +219,8 @@ for _input_function in (
     method_entry,
     benchmark_scoring_slice,
     scoring_inputs,
+    model_scoring_inputs,
+    model_benchmark_slices,
     metric_inputs,
     seed_metric_inputs,
     seed_metric_benchmark_slices,

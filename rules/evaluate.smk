@@ -1,4 +1,5 @@
-# Scoring (expensive forward passes, cached per model/method/seed/benchmark) and metrics (cheap,
+# Scoring (expensive forward passes: one job per model/method/seed loads the model once and scores every
+# benchmark of its summary, each score file cached by its score key) and metrics (cheap,
 # recomputed from the cached scores when a metric option changes: one job per model/method/seed computes
 # every benchmark's rows into seed{k}/metrics.parquet, which summaries read; metrics/{benchmark}.parquet is
 # one benchmark's rows, built on request). A method with a model folder
@@ -20,6 +21,40 @@ rule library_fingerprint:
         write_source_fingerprint(input, output[0], workflow.basedir)
 
 
+# Every benchmark a (model, method) summary holds, scored in one job per seed that loads the model once
+# (lmbias.engine.model_scoring, docs/scoring-jobs.md). Its declared output is a manifest; the score files
+# (scores/{benchmark}.parquet, the same paths score_benchmark writes) are not outputs, since Snakemake would
+# delete them before a rerun: each carries a score key (lmbias.metrics.score_keys), and a rerun keeps every
+# file whose key still holds, so editing one benchmark's scoring options rescores that benchmark only.
+rule score_model:
+    input:
+        # every benchmark's items and library fingerprints, the weights and the method's model folder
+        unpack(model_scoring_inputs),
+        script="scripts/score_model.py",
+    output:
+        "results/{model}/{method}/seed{seed}/scores.json",
+    log:
+        "logs/{model}/{method}/seed{seed}/scores.log",
+        # one row for loading the model, one per benchmark (lmbias.engine.job_timing)
+        timing="benchmarks/{model}/{method}/seed{seed}/scores.job.tsv",
+    benchmark:
+        "benchmarks/{model}/{method}/seed{seed}/scores.tsv"
+    conda:
+        "../envs/lmbias.yaml"
+    threads: 2
+    resources:
+        gpu=1,
+        max_tokens=scoring_max_tokens,
+    params:
+        model=model_entry,
+        method=method_entry,
+        benchmarks=model_benchmark_slices,
+    script:
+        "../scripts/score_model.py"
+
+
+# One benchmark's score file on its own (a user asking for that path, or a metric or comparison of a benchmark
+# outside the pair's summary): the same file and score key as score_model's, so that job later keeps it.
 rule score_benchmark:
     input:
         # benchmark_items, library, weights (none for hub ids) and method_model (the method's fine-tuned or

@@ -17,8 +17,26 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))  # the libr
 from lmbias.engine.distributed import launch_command, launch_env, main_process_port
 from lmbias.engine.evaluation import score_benchmark_job
 from lmbias.job_runtime import setup_job_logging
+from lmbias.metrics.score_keys import score_key
+
+
+def _files(named) -> list[str]:
+    """A named input as a list (Snakemake gives one file as a string)."""
+    return [named] if isinstance(named, str) else list(named)
+
 
 setup_job_logging(snakemake.log[0])  # noqa: F821
+# the same key score_model computes for this file, so that job keeps it (lmbias.metrics.score_keys)
+key = score_key(
+    snakemake.params.benchmark,  # noqa: F821
+    snakemake.input.benchmark_items,  # noqa: F821
+    snakemake.params.model,  # noqa: F821
+    snakemake.params.method,  # noqa: F821
+    [snakemake.input.library] + _files(snakemake.input.method_library),  # noqa: F821
+    snakemake.wildcards.seed,  # noqa: F821
+    weights_dir=snakemake.input.weights or None,  # noqa: F821
+    method_dir=snakemake.input.method_model or None,  # noqa: F821
+)
 job = dict(
     items_path=snakemake.input.benchmark_items,  # noqa: F821
     output_path=snakemake.output[0],  # noqa: F821
@@ -34,6 +52,7 @@ job = dict(
     # models.<model>.max_tokens: a resource, so editing it reruns nothing (scores do not depend on it)
     max_tokens=int(snakemake.resources.max_tokens),  # noqa: F821
     timing_path=snakemake.log.timing,  # noqa: F821
+    score_key=key,
 )
 gpus = int(getattr(snakemake.resources, "gpu", 1) or 0)  # noqa: F821
 # A model dispatched over the job's GPUs (models.<model>.device_map) is one process that uses all of them.
@@ -61,6 +80,8 @@ else:
         str(job["max_tokens"]),
         "--timing",
         job["timing_path"],
+        "--score-key",
+        key,
     ]
     if job["weights_dir"]:
         args += ["--weights-dir", str(job["weights_dir"])]

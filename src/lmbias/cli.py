@@ -136,6 +136,10 @@ Score one benchmark's items (results/data/<benchmark>.parquet) with one model an
 scores parquet. Run plainly it is one process (the score_benchmark rule's job); run under
 `accelerate launch --num_processes N -m lmbias.cli score ...` each process scores a contiguous shard
 of the items and the main process writes the gathered table (see lmbias.engine.distributed).
+
+With --job FILE (a job spec of lmbias.engine.model_scoring, what the score_model rule writes for resources.gpu
+> 1) it scores several benchmarks with the model loaded once per process, instead of the one named by the
+other options.
 """
 
 
@@ -153,7 +157,21 @@ def _json_arg(text: str):
 
 def run_score(args) -> int:
     from lmbias.engine.distributed import score_distributed_job
+    from lmbias.engine.model_scoring import score_model_distributed
 
+    if args.job:
+        import json
+
+        score_model_distributed(json.loads(open(args.job, encoding="utf-8").read()))
+        return 0
+    missing = [f"--{name}" for name in ("items", "output", "model", "benchmark") if getattr(args, name) is None]
+    missing += [
+        f"--{name.replace('_', '-')}"
+        for name in ("model_entry", "method_entry", "benchmark_entry")
+        if getattr(args, name) is None
+    ]
+    if missing:
+        args._parser.error(f"the following arguments are required without --job: {', '.join(missing)}")
     score_distributed_job(
         args.items,
         args.output,
@@ -166,6 +184,7 @@ def run_score(args) -> int:
         threads=args.threads,
         max_tokens=args.max_tokens,
         timing_path=args.timing,
+        score_key=args.score_key,
     )
     return 0
 
@@ -177,15 +196,14 @@ def register_score(subparsers) -> None:
         description=SCORE_HELP,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("--items", required=True, metavar="PATH", help="parsed benchmark items (parquet)")
-    p.add_argument("--output", required=True, metavar="PATH", help="scores parquet to write")
-    p.add_argument("--model", required=True, metavar="NAME", help="model name (config models.<name>)")
-    p.add_argument("--model-entry", required=True, type=_json_arg, metavar="JSON", help="config models.<name>")
-    p.add_argument("--method-entry", required=True, type=_json_arg, metavar="JSON", help="config methods.<name>")
-    p.add_argument("--benchmark", required=True, metavar="NAME", help="benchmark name (config benchmarks.<name>)")
+    p.add_argument("--items", metavar="PATH", help="parsed benchmark items (parquet)")
+    p.add_argument("--output", metavar="PATH", help="scores parquet to write")
+    p.add_argument("--model", metavar="NAME", help="model name (config models.<name>)")
+    p.add_argument("--model-entry", type=_json_arg, metavar="JSON", help="config models.<name>")
+    p.add_argument("--method-entry", type=_json_arg, metavar="JSON", help="config methods.<name>")
+    p.add_argument("--benchmark", metavar="NAME", help="benchmark name (config benchmarks.<name>)")
     p.add_argument(
         "--benchmark-entry",
-        required=True,
         type=_json_arg,
         metavar="JSON",
         help="config benchmarks.<name> (dataset and scoring)",
@@ -199,6 +217,12 @@ def register_score(subparsers) -> None:
         help="padded tokens per forward pass (config models.<name>.max_tokens; default 8192)",
     )
     p.add_argument("--timing", metavar="PATH", help="the job's timing file to write (seconds, peak memory)")
+    p.add_argument("--score-key", metavar="KEY", help="score key to record in the file (lmbias.metrics.score_keys)")
+    p.add_argument(
+        "--job",
+        metavar="FILE",
+        help="a job spec (JSON) of several benchmarks, scored with the model loaded once (lmbias.engine.model_scoring)",
+    )
     p.set_defaults(func=run_score, _parser=p)
 
 

@@ -41,3 +41,8 @@ class DeviceMapTrainingError(ConfigError):
 class DiskOffloadError(ConfigError):
     """A model's `device_map` puts weights on disk while its entry does not allow offload (`offload: true` or
     `offload_folder`): every forward pass would read them back from disk."""
+
+
+class BenchmarksFailedError(LmbiasError):
+    """Scoring a model's benchmarks in one job: one or more failed; the message names each with its score file
+    and error (the others' score files are written, and a rerun scores only the failed ones)."""

@@ -249,3 +249,52 @@ def test_main_process_port_depends_on_the_job_and_is_free():
     with socket.socket() as s:  # a busy port is skipped
         s.bind(("127.0.0.1", a))
         assert main_process_port("results/a/scores/winobias.parquet") != a
+
+
+def test_one_launch_scores_several_benchmarks_like_one_process(setup, tmp_path):
+    """The score_model job with resources.gpu = 2 (lmbias.engine.model_scoring): one `accelerate launch ...
+    lmbias score --job FILE` for every benchmark to score, the model loaded once per process; the score files
+    equal the one-process job's (keys included), and a rerun keeps them without launching."""
+    from lmbias.engine import model_scoring
+    from lmbias.metrics.score_keys import read_manifest, stored_key
+
+    root, items, models, bench = setup
+    (tmp_path / "library.sha256").write_text("0  winobias\n")
+    write_table_atomic(items.slice(0, 25), tmp_path / "items.parquet")  # a few: the launch is what is tested
+    names_only = {**bench, "scoring": {**bench["scoring"], "conditions": ["names"]}}
+
+    def job(out):
+        return {
+            "model_name": "tiny-bert",
+            "model_entry": models["tiny-bert"],
+            "method_entry": {"kind": "pretrained", "model_dir": None},
+            "weights_dir": models["tiny-bert"]["path"],
+            "seed": 0,
+            "threads": 2,
+            "max_tokens": 1024,
+            "benchmarks": {
+                name: {
+                    "entry": entry,
+                    "items": str(tmp_path / "items.parquet"),
+                    "scores": str(out / "scores" / f"{name}.parquet"),
+                    "library": [str(tmp_path / "library.sha256")],
+                }
+                for name, entry in (("winobias", bench), ("winobias-names", names_only))
+            },
+            "manifest": str(out / "scores.json"),
+            "timing": str(out / "scores.job.tsv"),
+        }
+
+    two, one = job(tmp_path / "two"), job(tmp_path / "one")
+    model_scoring.score_model_job(two, gpus=2)
+    model_scoring.score_model_job(one, gpus=1)
+    rows = job_timing.read_timing_rows(two["timing"])
+    assert [r["benchmark"] for r in rows] == [job_timing.LOAD_ROW, "winobias", "winobias-names"], rows
+    assert all(r["processes"] == "2" and r["status"] == "ok" for r in rows), rows
+    for name in two["benchmarks"]:
+        a, b = two["benchmarks"][name]["scores"], one["benchmarks"][name]["scores"]
+        assert_tables_equal(pq.read_table(a), pq.read_table(b))
+        assert file_provenance(a)["score_world_size"] == 2 and stored_key(a) == stored_key(b) is not None
+        assert read_manifest(two["manifest"])[name]["scored"]
+    model_scoring.score_model_job(two, gpus=2)  # nothing to score: no launch, no load
+    assert [r["status"] for r in job_timing.read_timing_rows(two["timing"])] == ["kept", "kept"]

@@ -112,12 +112,10 @@ def test_summary_under_slurm_equals_the_local_run(slurm, repo_root, shared_data,
     assert {j["state"] for j in jobs} == {"COMPLETED"}, jobs
     rules = {j["comment"][len("rule_") :].split("_wildcards")[0] for j in jobs}
     # the data rules download on the submit host (localrules): never a Slurm job
-    assert rules == {"build_tiny_model", "parse_benchmark", "score_benchmark", "compute_seed_metrics", "summarise"}, (
-        jobs
-    )
+    assert rules == {"build_tiny_model", "parse_benchmark", "score_model", "compute_seed_metrics", "summarise"}, jobs
     for job in jobs:  # what sbatch was asked for: the profile's resources, not a local profile's
         rule, asked = job["comment"], (job["partition"], job["time_limit"], job["cpus"], job["memory"])
-        if rule.startswith("rule_score_benchmark"):
+        if rule.startswith("rule_score_model"):
             assert asked == ("cpu", "4:00:00", "8", "32000M"), job
         elif rule.startswith("rule_build_tiny_model"):
             assert asked == ("cpu", "10:00", "2", "4000M"), job

@@ -19,7 +19,14 @@ SNAKEMAKE = [sys.executable, "-m", "snakemake"]
 #: single-threaded, so two such jobs side by side on the 2 cores finish about twice as fast as one job
 #: holding both cores (the shipped rules ask for 2). Threads are no rerun trigger, so runs with and without
 #: this agree on what is up to date. It goes after the targets: --set-threads takes every following word.
-ONE_THREAD_PER_JOB = ["--set-threads", "score_benchmark=1", "finetune=1", "fit_sentence_debias=1", "fit_inlp=1"]
+ONE_THREAD_PER_JOB = [
+    "--set-threads",
+    "score_model=1",
+    "score_benchmark=1",
+    "finetune=1",
+    "fit_sentence_debias=1",
+    "fit_inlp=1",
+]
 
 
 def copy_workflow(repo_root: Path, dest: Path) -> Path:

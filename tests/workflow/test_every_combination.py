@@ -121,11 +121,12 @@ def expected_benchmarks(config: dict, model: str, method: str) -> set[str]:
 
 def targets_for(config: dict, model: str, method: str, full: bool = True) -> list[str]:
     """full: the pair's summary, and one metrics file per peer reading that applies to it (scored and measured
-    as a paper's grid would); else the metrics file of its summary's first benchmark (config order)."""
+    as a paper's grid would); else the score file of its summary's first benchmark (config order), asked for
+    on its own (rule score_benchmark: one benchmark, where its metrics file would score the whole summary)."""
     seed = registry.seeds_for(config["methods"][method], config["seeds"])[0]
     if not full:
         first = next(b for b in config["benchmarks"] if b in expected_benchmarks(config, model, method))
-        return [f"results/{model}/{method}/seed{seed}/metrics/{first}.parquet"]
+        return [f"results/{model}/{method}/seed{seed}/scores/{first}.parquet"]
     readings = sorted(applicable_benchmarks(config, model, method) - expected_benchmarks(config, model, method))
     return [f"results/{model}/{method}/summary.parquet"] + [
         f"results/{model}/{method}/seed{seed}/metrics/{b}.parquet" for b in readings
@@ -515,3 +516,52 @@ def test_every_summary_holds_every_benchmark_its_model_and_method_allow(every_co
         f"\n{len(run['pairs'])} (model, way of scoring) pairs crossed with every benchmark they allow; "
         f"{len(runs)} (model, method, benchmark) scorings; {len(covered)} (family, method kind, benchmark) combinations"
     )
+
+
+def _one_file(named) -> str | None:
+    """A job's named input as one path (Snakemake gives a list for an empty or several-file input)."""
+    if isinstance(named, str):
+        return named
+    return str(named[0]) if len(named) else None
+
+
+def test_one_scoring_job_per_pair_writes_what_one_job_per_benchmark_would(every_combination, tmp_path):
+    """Every (model, method, seed) is scored by one score_model job, loading its model once; its score files are
+    byte for byte what a job of its own per benchmark (score_benchmark_job) writes: for every family and way of
+    scoring (trained model folders, LoRA adapters, SentenceDebias and INLP projections, Self-Debias), one
+    benchmark each, a different one from pair to pair."""
+    from lmbias.engine.evaluation import score_benchmark_job
+    from lmbias.metrics.score_keys import read_manifest
+
+    run = every_combination
+    jobs = [job for job in run["jobs"] if job.rule.name == "score_model"]
+    seeds = [(job.wildcards.model, job.wildcards.method, job.wildcards.seed) for job in jobs]
+    assert len(seeds) == len(set(seeds)) and {(m, k) for m, k, _ in seeds} == set(run["pairs"])
+    # score_benchmark scored the pairs on one benchmark and the peer readings outside a summary: never a file
+    # a score_model job writes too
+    singles = [job for job in run["jobs"] if job.rule.name == "score_benchmark"]
+    assert set(run["others"]) <= {(j.wildcards.model, j.wildcards.method) for j in singles}
+    by_seed = {tuple(job.wildcards[k] for k in ("model", "method", "seed")): job for job in jobs}
+    for single in singles:
+        job = by_seed.get(tuple(single.wildcards[k] for k in ("model", "method", "seed")))
+        assert job is None or single.wildcards.benchmark not in job.params.benchmarks, single
+    with contextlib.chdir(run["workdir"]):
+        for i, job in enumerate(sorted(jobs, key=str)):
+            manifest = read_manifest(job.output[0])
+            name = sorted(manifest)[i % len(manifest)]
+            alone = tmp_path / f"{job.wildcards.model}-{job.wildcards.method}-{name}.parquet"
+            with _job_sandbox():
+                score_benchmark_job(
+                    f"results/data/{name}.parquet",
+                    alone,
+                    job.wildcards.model,
+                    dict(job.params.model),
+                    {**job.params.method, "model_dir": _one_file(job.input.method_model)},
+                    name,
+                    job.params.benchmarks[name],
+                    threads=1,
+                    max_tokens=int(job.resources.max_tokens),
+                    score_key=manifest[name]["score_key"],
+                )
+            together = Path(manifest[name]["scores"]).read_bytes()
+            assert together == alone.read_bytes(), (job.wildcards.model, job.wildcards.method, name)

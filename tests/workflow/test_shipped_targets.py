@@ -36,6 +36,21 @@ def dry_run(workdir, target):
     return _DRY_RUNS[target]
 
 
+#: a score_model job's block in a dry run: its inputs (every benchmark's items among them), its manifest
+SCORE_MODEL_JOB = re.compile(r"input: ([^\n]*)\n\s*output: results/([^/\s]+)/([^/\s]+)/seed(\d+)/scores\.json")
+
+
+def scheduled_files(proc) -> list[str]:
+    """The outputs a dry run schedules, and the score file of every benchmark a scheduled score_model job scores
+    (its items among its inputs; the score files are not its declared outputs)."""
+    files = [
+        f"results/{model}/{method}/seed{seed}/scores/{bench}.parquet"
+        for inputs, model, method, seed in SCORE_MODEL_JOB.findall(proc.stdout + proc.stderr)
+        for bench in re.findall(r"results/data/([^,\s]+)\.parquet", inputs)
+    ]
+    return scheduled_outputs(proc) + files
+
+
 def _methods(proc) -> set[str]:
     return set(re.findall(r"wildcards: model=[^,\n]+, method=([^,\n]+)", proc.stdout + proc.stderr))
 
@@ -58,13 +73,13 @@ def test_paper_grids_schedule_the_recipes(shipped):
         "sd-dagender@ratio_of_pairs=0.4",
     } <= methods
     assert not methods & {"cds", "er", "sd"}, "the paper target compares the authors' code, not the papers' text"
-    outputs = scheduled_outputs(over)
+    outputs = scheduled_files(over)
     assert "results/corpora/gap/cds-dagender-1.0.parquet" in outputs  # BERT and BART: swap rate 1.0
     assert "results/corpora/gap/cds-dagender-0.9.parquet" in outputs  # GPT-2: 0.9 (Table 12)
     assert "results/corpora/bartl2020/gap-flipped.parquet" in outputs  # sd-dagender fits on the flipped sentences
     bartl = dry_run(shipped, "paper_bartl2020")
     assert "cds-bartl" in _methods(bartl)
-    assert "results/bert-base/cds-bartl/seed0/model" in scheduled_outputs(bartl)
+    assert "results/bert-base/cds-bartl/seed0/model" in scheduled_files(bartl)
 
 
 def test_meade_grid_runs_bias_bench_recipes_on_their_four_models(shipped):
@@ -78,7 +93,7 @@ def test_meade_grid_runs_bias_bench_recipes_on_their_four_models(shipped):
         "self_debias",
         "sd-biasbench",
     } == methods
-    outputs = scheduled_outputs(proc)
+    outputs = scheduled_files(proc)
     for model in ("bert-base", "albert-base", "roberta-base", "gpt2"):
         assert f"results/{model}/dropout-biasbench/seed0/model" in outputs
         assert f"results/{model}/self_debias/summary.parquet" in outputs
@@ -114,10 +129,12 @@ def test_llm_grid_runs_lora_and_post_hoc_methods_on_every_causal_benchmark(shipp
     adapters, Self-Debias, SentenceDebias and INLP fitted or decoded, each scored on every causal benchmark (SEAT
     left out for Self-Debias), one table and one figure."""
     proc = dry_run(shipped, "paper_llm_gender")
-    outputs, text = set(scheduled_outputs(proc)), proc.stdout + proc.stderr
+    outputs, text = set(scheduled_files(proc)), proc.stdout + proc.stderr
     models = ("qwen2.5-7b", "olmo-2-7b", "pythia-6.9b")
     assert _methods(proc) == {"pretrained", "cda-lora", "cds-lora", "self_debias", "sd", "inlp"}
     assert re.search(r"^fetch_hub_model\s+3$", text, re.M) and re.search(r"^finetune\s+6$", text, re.M)
+    # one scoring job per (model, method, seed), each loading its model once (3 models x 6 methods, one seed)
+    assert re.search(r"^score_model\s+18$", text, re.M) and not re.search(r"^score_benchmark\s", text, re.M)
     for model in models:
         assert f"results/{model}/cds-lora/seed0/model" in outputs and f"results/{model}/inlp/seed0/model" in outputs
         for bench in CAUSAL_BENCHMARKS:
@@ -143,10 +160,12 @@ def test_manela_without_ontonotes_leaves_gpr_out_by_name(shipped):
 
 def test_default_target_is_a_before_and_after_grid(shipped):
     proc = dry_run(shipped, None)
-    outputs = scheduled_outputs(proc)
+    outputs = scheduled_files(proc)
     for method in ("pretrained", "cds", "sd"):
         assert f"results/tiny-bert/{method}/summary.parquet" in outputs
     assert "results/tables/paired/tiny-bert-cds.parquet" in outputs
+    text = proc.stdout + proc.stderr  # one scoring job per (model, method, seed): tiny-bert x 3 methods
+    assert re.search(r"^score_model\s+3$", text, re.M) and not re.search(r"^score_benchmark\s", text, re.M)
     assert re.search(r"output: results/summary\.md, results/summary\.html$", proc.stdout + proc.stderr, re.M)
 
 
@@ -160,7 +179,7 @@ def test_meade_grid_scores_bias_benchs_readings(shipped):
     tests/reproduction/test_paper_readings.py), and its seed's metrics job reads those scores; Self-Debias leaves
     SEAT out (embeddings)."""
     proc = dry_run(shipped, "paper_meade2022")
-    outputs, text = set(scheduled_outputs(proc)), proc.stdout + proc.stderr
+    outputs, text = set(scheduled_files(proc)), proc.stdout + proc.stderr
     for model in ("bert-base", "albert-base", "roberta-base", "gpt2"):
         for method in (
             "pretrained",
@@ -177,15 +196,15 @@ def test_meade_grid_scores_bias_benchs_readings(shipped):
                     method,
                     reading,
                 )
+    # scored by the pair's one scoring job (its items among that job's inputs), whose manifest the metrics read
+    jobs = {(m, k): inputs for inputs, m, k, _ in SCORE_MODEL_JOB.findall(text)}
     for reading in BIAS_BENCH_READINGS:
-        assert re.search(
-            rf"output: results/gpt2/pretrained/seed0/scores/{reading}\.parquet\n(?:.*\n){{0,8}}?"
-            rf"\s*wildcards: model=gpt2, method=pretrained, seed=0, benchmark={reading}\n",
-            text,
-        ), reading
+        assert f"results/data/{reading}.parquet" in jobs[("gpt2", "pretrained")], reading
     metrics = re.search(r"input: ([^\n]*)\n\s*output: results/gpt2/self_debias/seed0/metrics\.parquet", text).group(1)
-    assert "scores/crows_pairs-biasbench.parquet" in metrics and "scores/crows_pairs.parquet" in metrics
-    assert "seat-biasbench" not in metrics
+    assert "results/gpt2/self_debias/seed0/scores.json" in metrics
+    scored = jobs[("gpt2", "self_debias")]
+    assert "data/crows_pairs-biasbench.parquet" in scored and "data/crows_pairs.parquet" in scored
+    assert "seat-biasbench" not in scored
 
 
 def test_over_debiasing_grid_scores_its_codes_readings_and_no_other_pair_does(shipped):
@@ -193,16 +212,16 @@ def test_over_debiasing_grid_scores_its_codes_readings_and_no_other_pair_does(sh
     logprob is not defined for causal models) on its pairs. A pair in two grids holds both papers' readings
     (gpt2/pretrained: Meade's too), a pair in a grid without readings none (gpt2/cda, Lu et al.), and the
     default target none at all: it costs what it did."""
-    over = scheduled_outputs(dry_run(shipped, "paper_over_debiasing"))
+    over = scheduled_files(dry_run(shipped, "paper_over_debiasing"))
     for reading in DAGENDER_READINGS:
         assert f"results/bert-base/sd-dagender/seed0/scores/{reading}.parquet" in over
         assert f"results/bart-large/cds-dagender@swap_rate=0.7/seed0/scores/{reading}.parquet" in over
     assert "results/gpt2/er-dagender/seed0/scores/seat_v2-dagender.parquet" in over
     assert "results/gpt2/er-dagender/seed0/scores/logprob-dagender.parquet" not in over
     assert not [o for o in over if any(f"/scores/{r}." in o for r in BIAS_BENCH_READINGS) and "/pretrained/" not in o]
-    lu = set(scheduled_outputs(dry_run(shipped, "paper_lu2018")))
+    lu = set(scheduled_files(dry_run(shipped, "paper_lu2018")))
     assert "results/gpt2/pretrained/seed0/scores/crows_pairs-biasbench.parquet" in lu
     assert "results/gpt2/pretrained/seed0/scores/seat_v1-dagender.parquet" in lu
     assert not [o for o in lu if "/cda/" in o and any(r in o for r in BIAS_BENCH_READINGS + DAGENDER_READINGS)]
-    default = scheduled_outputs(dry_run(shipped, None))
+    default = scheduled_files(dry_run(shipped, None))
     assert not [o for o in default if any(r in o for r in BIAS_BENCH_READINGS + DAGENDER_READINGS)]

@@ -112,8 +112,9 @@ def test_summary_has_skew_and_stereotype_rows_with_provenance(tiny_run):
     kept = [r for r in rows if r["metric"] == "kept_fraction" and r["seed"] == "0"]
     assert sorted(r["n"] for r in kept) == [396] * 4
     for name in (
-        "logs/tiny-bert/pretrained/seed0/scores/winobias.log",
-        "benchmarks/tiny-bert/pretrained/seed0/scores/winobias.tsv",
+        "logs/tiny-bert/pretrained/seed0/scores.log",
+        "benchmarks/tiny-bert/pretrained/seed0/scores.tsv",
+        "results/tiny-bert/pretrained/seed0/scores/winobias.parquet",
     ):
         assert (workdir / name).exists(), name
 
@@ -228,14 +229,15 @@ def test_cutoff_edit_reruns_metrics_not_scoring(tiny_run):
         [f"results/{m}/pretrained/seed0/metrics.parquet" for m in MODELS]
         + [f"results/{m}/pretrained/summary.parquet" for m in MODELS]
     ), outputs
-    assert not [o for o in outputs if "/scores/" in o or o.startswith(("resources/", "results/data/"))]
+    assert not [o for o in outputs if "/scores" in o or o.startswith(("resources/", "results/data/"))]
 
 
 def test_library_edit_reruns_only_the_benchmark_that_reads_it(tiny_run):
     """A benchmark's modules reach its jobs through one fingerprint file (results/library/<dataset>.sha256,
-    one line per module): editing metrics/crows_pairs.py rewrites that fingerprint and reruns CrowS-Pairs'
-    scoring jobs, the seeds' metric jobs (every benchmark's metrics, from cached scores) and the summaries;
-    nothing else is rescored."""
+    one line per module): editing metrics/crows_pairs.py rewrites that fingerprint and reruns the scoring job
+    of each model (which scores CrowS-Pairs again and keeps the other benchmarks' files by their score key,
+    tests/engine/test_model_scoring.py), the seeds' metric jobs (every benchmark's metrics, from cached scores)
+    and the summaries."""
     workdir, data = tiny_run
     fingerprint = (workdir / "results/library/crows_pairs.sha256").read_text()
     assert "  src/lmbias/metrics/crows_pairs.py\n" in fingerprint and "winobias" not in fingerprint
@@ -244,7 +246,7 @@ def test_library_edit_reruns_only_the_benchmark_that_reads_it(tiny_run):
         outputs = scheduled_outputs(run_snakemake(workdir, "-n", "--config", f"data_dir={data}", *targets))
     assert sorted(outputs) == sorted(
         ["results/library/crows_pairs.sha256"]
-        + [f"results/{m}/pretrained/seed0/scores/crows_pairs.parquet" for m in MODELS]
+        + [f"results/{m}/pretrained/seed0/scores.json" for m in MODELS]
         + [f"results/{m}/pretrained/seed0/metrics.parquet" for m in MODELS]
         + targets
     ), outputs
@@ -270,7 +272,7 @@ def test_model_edit_reruns_that_model_only(tiny_run):
     assert outputs, "the edited model must be rebuilt and rescored"
     assert all("tiny-bert-he" in o for o in outputs), outputs
     assert "resources/models/tiny-bert-he" in outputs
-    assert "results/tiny-bert-he/pretrained/seed0/scores/winobias.parquet" in outputs
+    assert "results/tiny-bert-he/pretrained/seed0/scores.json" in outputs
 
 
 def test_precision_edit_rescores_that_model_without_rebuilding_it(tiny_run):
@@ -280,7 +282,7 @@ def test_precision_edit_rescores_that_model_without_rebuilding_it(tiny_run):
     outputs = scheduled_outputs(
         run_snakemake(workdir, "-n", "--configfile", str(edited), "--config", f"data_dir={data}", *targets)
     )
-    assert "results/tiny-bert-he/pretrained/seed0/scores/winobias.parquet" in outputs
+    assert "results/tiny-bert-he/pretrained/seed0/scores.json" in outputs
     assert all("tiny-bert-he" in o or o == PAIRED for o in outputs), outputs
     assert "resources/models/tiny-bert-he" not in outputs
 
@@ -294,7 +296,7 @@ def test_dtype_edit_rescores_that_model_without_rebuilding_it(tiny_run):
     outputs = scheduled_outputs(
         run_snakemake(workdir, "-n", "--configfile", str(edited), "--config", f"data_dir={data}", *targets)
     )
-    assert "results/tiny-gpt2/pretrained/seed0/scores/winobias.parquet" in outputs
+    assert "results/tiny-gpt2/pretrained/seed0/scores.json" in outputs
     assert all("tiny-gpt2" in o for o in outputs), outputs
     assert "resources/models/tiny-gpt2" not in outputs
 
@@ -311,11 +313,18 @@ def test_max_tokens_edit_reruns_nothing_and_jobs_record_peak_memory(tiny_run):
         )
         == []
     )
-    from lmbias.engine.job_timing import read_timing
+    from lmbias.engine.job_timing import LOAD_ROW, read_timing_rows
 
-    row = read_timing(workdir / "benchmarks/tiny-gpt2/pretrained/seed0/scores/winobias.job.tsv")
+    # one scoring job per model: a row for loading it, one per benchmark
+    rows = {
+        r["benchmark"]: r for r in read_timing_rows(workdir / "benchmarks/tiny-gpt2/pretrained/seed0/scores.job.tsv")
+    }
+    row = rows["winobias"]
     assert row["status"] == "ok" and row["max_tokens"] == "8192" and float(row["peak_rss_mib"]) > 100, row
-    assert len(list(workdir.glob("benchmarks/*/pretrained/seed0/scores/*.job.tsv"))) == len(
+    assert float(rows[LOAD_ROW]["load_s"]) > 0
+    timing = [read_timing_rows(p) for p in workdir.glob("benchmarks/*/pretrained/seed0/scores.job.tsv")]
+    assert len(timing) == len(MODELS)
+    assert sum(len(rows) - 1 for rows in timing) == len(
         list(workdir.glob("results/*/pretrained/seed0/scores/*.parquet"))
     )
 
@@ -325,7 +334,7 @@ def test_hub_model_dry_run_fetches_it_once(tiny_run):
     workdir, data = tiny_run
     proc = run_snakemake(workdir, "-n", "--config", f"data_dir={data}", "results/bert-large/pretrained/summary.parquet")
     outputs = scheduled_outputs(proc)
-    assert "results/bert-large/pretrained/seed0/scores/winobias.parquet" in outputs
+    assert "results/bert-large/pretrained/seed0/scores.json" in outputs
     assert [o for o in outputs if o.startswith("resources/models/")] == ["resources/models/bert-large"]
 
 
@@ -391,7 +400,7 @@ def test_slurm_profile_parses_and_gives_gpu_to_scoring(tiny_run):
         "results/bert-large/pretrained/summary.parquet",
     )
     text = proc.stdout + proc.stderr
-    block = text.split("output: results/bert-large/pretrained/seed0/scores/winobias.parquet", 1)[1].split("\n\n", 1)[0]
+    block = text.split("output: results/bert-large/pretrained/seed0/scores.json", 1)[1].split("\n\n", 1)[0]
     assert "gpu=1" in block and "slurm_partition=gpu" in block, block
     assert "runtime=240" in block and "cpus_per_task=8" in block and "mem_mb=32000" in block, block
 
@@ -407,7 +416,7 @@ def test_slurm_profiles_are_not_overridden_by_a_workflow_profile(tmp_path, repo_
         assert "slurm_partition=cpu" in lines[rule] and "runtime=60" in lines[rule], (rule, lines[rule])
         assert "mem_mb=8000" in lines[rule] and "cpus_per_task=2" in lines[rule], (rule, lines[rule])
     assert "runtime=10" in lines["build_tiny_model"] and "mem_mb=4000" in lines["build_tiny_model"]
-    scoring = lines["score_benchmark"]
+    scoring = lines["score_model"]
     assert "cpus_per_task=8" in scoring and "runtime=240" in scoring and "mem_mb=32000" in scoring, scoring
     if profile == "profiles/slurm-cpu":  # no GPU gres: gpu=0 overrides the rule's gpu=1 (no --gpus)
         assert "gpu=0" in scoring and "slurm_partition=cpu" in scoring, scoring
@@ -420,7 +429,7 @@ def test_cpu_only_slurm_profile_is_the_gpu_profile_without_gpus(repo_root):
     gpu = yaml.safe_load((repo_root / "profiles/slurm/config.yaml").read_text())
     cpu = yaml.safe_load((repo_root / "profiles/slurm-cpu/config.yaml").read_text())
     gpu_rules = {rule for rule, res in gpu["set-resources"].items() if res.get("gpu")}
-    assert gpu_rules == {"score_benchmark", "finetune", "fit_sentence_debias", "fit_inlp"}
+    assert gpu_rules == {"score_model", "score_benchmark", "finetune", "fit_sentence_debias", "fit_inlp"}
     for rule in gpu_rules:
         assert cpu["set-resources"][rule] == {**gpu["set-resources"][rule], "gpu": 0, "slurm_partition": "cpu"}
 

@@ -55,6 +55,9 @@ def test_unknown_model_method_and_folder_patterns():
     assert re.fullmatch(constraints.unknown_model_folder(config), "tiny-bertx")
     assert not re.match(constraints.unknown_seed_metrics_model(config), "tiny-bert/cds/seed0/metrics.parquet")
     assert re.match(constraints.unknown_seed_metrics_model(config), "tiny-bert/cds/seed3/metrics.parquet")
+    assert not re.match(constraints.unknown_seed_scores_model(config), "tiny-bert/cds/seed0/scores.json")
+    assert re.match(constraints.unknown_seed_scores_model(config), "tiny-bert/cds/seed3/scores.json")
+    assert re.match(constraints.unknown_seed_scores_model(config), "nobody/cds/seed0/scores.json")
 
 
 def test_unknown_comparison_pattern():

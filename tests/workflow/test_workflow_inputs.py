@@ -40,14 +40,31 @@ def test_metric_inputs():
     config = shipped_config()
     chosen = selection.BenchmarkSelection(config)
     seed = inputs.seed_metric_inputs(config, chosen, "tiny-bert", "online", "0")
-    assert seed == {
-        "scores": ["results/tiny-bert/online/seed0/scores/winobias.parquet"],
+    assert seed == {  # every benchmark's scores through the seed's one scoring job (rule score_model)
+        "scores": ["results/tiny-bert/online/seed0/scores.json"],
         "library": ["results/library/winobias.sha256"],
     }
+    # one benchmark's metrics: through the manifest when the pair's summary holds it, else its score file
     assert (
-        inputs.metric_inputs(config, "tiny-bert", "cds", "0", "seat")["scores"]
-        == "results/tiny-bert/cds/seed0/scores/seat.parquet"
+        inputs.metric_inputs(config, chosen, "tiny-bert", "cds", "0", "seat")["scores"]
+        == "results/tiny-bert/cds/seed0/scores.json"
     )
+    assert (
+        inputs.metric_inputs(config, chosen, "tiny-bert", "online", "0", "seat")["scores"]
+        == "results/tiny-bert/online/seed0/scores/seat.parquet"
+    )
+    scoring = inputs.model_scoring_inputs(config, chosen, "tiny-bert", "online", "0")
+    assert scoring == {
+        "benchmark_items": ["results/data/winobias.parquet"],
+        "library": ["results/library/winobias.sha256"],
+        "weights": "resources/models/tiny-bert",
+        "method_model": [],
+    }
+    scoring = inputs.model_scoring_inputs(config, chosen, "tiny-gpt2", "self_debias", "0")
+    assert "results/library/self_debias.sha256" in scoring["library"]
+    assert scoring["benchmark_items"] == [
+        inputs.benchmark_items_file(b) for b in chosen.summary_benchmarks("tiny-gpt2", "self_debias")
+    ]
     metrics = inputs.summary_metric_files(config, chosen, "tiny-bert", "cds")
     assert metrics == ["results/tiny-bert/cds/seed0/metrics.parquet"]
 
@@ -65,8 +82,8 @@ def test_method_job_inputs_and_library_sets():
     assert str(REPO / "src/lmbias/engine/scoring.py") in sets["winobias"]
     assert sets["self_debias"] == [str(REPO / "src/lmbias/engine/self_debias.py")]
     assert str(REPO / "src/lmbias/training/inlp.py") not in sets["finetune"]
-    comparison = inputs.comparison_inputs(config, "tiny-bert-cds", Path("/base"))
-    assert comparison["before"] == ["results/tiny-bert/pretrained/seed0/scores/bec_pro_en.parquet"]
+    comparison = inputs.comparison_inputs(config, selection.BenchmarkSelection(config), "tiny-bert-cds", Path("/base"))
+    assert comparison["before"] == ["results/tiny-bert/pretrained/seed0/scores.json"]
     assert comparison["library"][1:] == [
         "/base/src/lmbias/metrics/comparison.py",
         "/base/src/lmbias/metrics/summary.py",

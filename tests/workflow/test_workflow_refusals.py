@@ -30,6 +30,8 @@ def test_result_path_names_benchmark_and_seed():
         refusals.reject_unknown_seed_metrics(config, "tiny-bert", "cds", "x1")
     with pytest.raises(ConfigError, match=r"^results/nobody/cds/seed0/metrics\.parquet: unknown model 'nobody'"):
         refusals.reject_unknown_seed_metrics(config, "nobody", "cds", "0")
+    with pytest.raises(ConfigError, match=r"^results/tiny-bert/cds/seed3/scores\.json: method 'cds' runs seed"):
+        refusals.reject_unknown_seed_metrics(config, "tiny-bert", "cds", "3", "scores.json")
 
 
 def test_model_folder_and_comparison():

@@ -99,14 +99,15 @@ def score_distributed_job(
     threads: int | None = None,
     max_tokens: int | None = None,
     timing_path=None,
+    score_key: str | None = None,
 ) -> None:
     """score_benchmark_job across the processes of an `accelerate launch` (or one plain process). Each process
     batches within `max_tokens`; the main process writes the timing file, with the largest peak memory of the
     processes and the halvings of all of them."""
     from accelerate import PartialState
-    from accelerate.utils import gather_object, parse_flag_from_env
+    from accelerate.utils import parse_flag_from_env
 
-    from lmbias.engine.evaluation import effective_precision, load_for_method, score_benchmark_job, scoring_provenance
+    from lmbias.engine.evaluation import score_benchmark_job
 
     # PartialState (unlike AcceleratorState) ignores ACCELERATE_USE_CPU: pass it on, and use CPU/gloo on a
     # host without CUDA, so `accelerate launch` of the cpu.yaml config really runs N gloo processes.
@@ -124,18 +125,57 @@ def score_distributed_job(
             threads=threads,
             max_tokens=max_tokens,
             timing_path=timing_path,
+            score_key=score_key,
         )
         return
-    dataset = registry.measure_of(benchmark_entry)  # the definition that scores it (its dataset's own by default)
-    definition = registry.definition(dataset, benchmark_name)
-    registry.check_family(benchmark_name, benchmark_entry, model_entry["family"], model_name)
     torch.manual_seed(0)
     if threads:  # the job's threads are shared by the processes of this node
         torch.set_num_threads(max(1, threads // state.num_processes))
+    record = score_sharded(
+        state,
+        [],
+        time.perf_counter(),
+        model_name,
+        model_entry,
+        method_entry,
+        benchmark_name,
+        benchmark_entry,
+        items_path,
+        output_path,
+        max_tokens,
+        score_key=score_key,
+    )
+    if state.is_main_process and timing_path:
+        job_timing.write_timing(timing_path, record)
+    state.wait_for_everyone()
+
+
+def score_sharded(
+    state,
+    loaded: list,
+    began_job: float,
+    model_name,
+    model_entry,
+    method_entry,
+    benchmark_name,
+    benchmark_entry,
+    items_path,
+    output_path,
+    max_tokens,
+    score_key: str | None = None,
+) -> dict | None:
+    """One benchmark scored across the processes of `state`; the main process writes its score file (with
+    `score_key` in its metadata when given) and gets the timing record (None elsewhere). `loaded`: [] or
+    [(model, tokenizer)] of this process, filled on first use and kept for the next benchmark."""
+    from accelerate.utils import gather_object
+
+    from lmbias.engine.evaluation import effective_precision, load_for_method, score_file_metadata
+
+    dataset = registry.measure_of(benchmark_entry)  # the definition that scores it (its dataset's own by default)
+    definition = registry.definition(dataset, benchmark_name)
+    registry.check_family(benchmark_name, benchmark_entry, model_entry["family"], model_name)
     items = pq.read_table(items_path)
     stats = EngineStats()
-    loaded = []
-    began_job = time.perf_counter()
     budgets = []  # this process's TokenBudget, once it scores
 
     elapsed = [0.0]
@@ -197,46 +237,40 @@ def score_distributed_job(
         "load_s": (began[0] - began_job) if began else None,
     }
     everyone = gather_object([own])
-    if state.is_main_process and timing_path:
-        finals = [p["final"] for p in everyone if p["final"] is not None]
-        loads = [p["load_s"] for p in everyone if p["load_s"] is not None]
-        score_s = time.perf_counter() - began[0] if began else None
-        job_timing.write_timing(
-            timing_path,
-            {
-                "status": "ok",
-                "device": str(state.device),
-                "processes": state.num_processes,
-                "load_s": max(loads) if loads else None,
-                "score_s": score_s,
-                "items": items.num_rows,
-                "items_per_s": items.num_rows / score_s if score_s else None,
-                "forward_passes": sum(p["forward_passes"] for p in everyone),
-                "max_tokens": budgets[0].configured if budgets else max_tokens,
-                "max_tokens_final": min(finals) if finals else None,
-                "oom_halvings": sum(p["halvings"] for p in everyone),
-                **job_timing.largest(everyone),
-            },
-        )
-    if state.is_main_process:
-        scores = reassemble(parts)
-        write_table_atomic(
-            scores,
-            output_path,
-            metadata=scoring_provenance(
-                loaded[0][0] if loaded else None, method_entry, state.num_processes, precision[0]
-            ),
-        )
-        log.info(
-            "wrote %d score rows of %s from %d processes to %s",
-            scores.num_rows,
-            benchmark_name,
-            state.num_processes,
-            output_path,
-        )
-        if began:  # every process's items, over the main process's scoring time up to the gathered table
-            log.info(rate_line("scored", items.num_rows, "items", time.perf_counter() - began[0]))
-    state.wait_for_everyone()
+    if not state.is_main_process:
+        return None
+    finals = [p["final"] for p in everyone if p["final"] is not None]
+    loads = [p["load_s"] for p in everyone if p["load_s"] is not None]
+    score_s = time.perf_counter() - began[0] if began else None
+    record = {
+        "status": "ok",
+        "device": str(state.device),
+        "processes": state.num_processes,
+        "load_s": max(loads) if loads else None,
+        "score_s": score_s,
+        "items": items.num_rows,
+        "items_per_s": items.num_rows / score_s if score_s else None,
+        "forward_passes": sum(p["forward_passes"] for p in everyone),
+        "max_tokens": budgets[0].configured if budgets else max_tokens,
+        "max_tokens_final": min(finals) if finals else None,
+        "oom_halvings": sum(p["halvings"] for p in everyone),
+        **job_timing.largest(everyone),
+    }
+    scores = reassemble(parts)
+    metadata = score_file_metadata(
+        loaded[0][0] if loaded else None, method_entry, state.num_processes, precision[0], score_key
+    )
+    write_table_atomic(scores, output_path, metadata=metadata)
+    log.info(
+        "wrote %d score rows of %s from %d processes to %s",
+        scores.num_rows,
+        benchmark_name,
+        state.num_processes,
+        output_path,
+    )
+    if began:  # every process's items, over the main process's scoring time up to the gathered table
+        log.info(rate_line("scored", items.num_rows, "items", time.perf_counter() - began[0]))
+    return record
 
 
 # ------------------------------------------------------------------------------------------- launching

@@ -19,6 +19,7 @@ from lmbias.errors import ConfigError
 from lmbias.io import write_table_atomic
 from lmbias.job_runtime import pick_device
 from lmbias.lazy import lazy_module
+from lmbias.metrics.score_keys import resolve_scores
 from lmbias.metrics.summary import (
     METRIC_SCHEMA,
     SUMMARY_SCHEMA,
@@ -72,6 +73,71 @@ def load_for_method(model_name: str, model_entry: dict, method_entry: dict, devi
     return load_method_model(spec, method_dir, device=device)
 
 
+def prepare_scoring(threads: int | None):
+    """The device to score on, after the process-wide settings every scoring job starts from: torch's seed
+    (0) and the job's Snakemake threads (parallel jobs must not oversubscribe the cores)."""
+    torch.manual_seed(0)
+    if threads:
+        torch.set_num_threads(threads)
+    return pick_device()
+
+
+def score_loaded(
+    model, tokenizer, device, model_name, model_entry, benchmark_name, benchmark_entry, items, max_tokens, record
+):
+    """(scores, effective precision) of one benchmark's `items` with an already loaded model; `record` (a
+    job_timing record, or None) gets the scoring's seconds, forward passes and token budget, also on failure."""
+    definition = registry.definition(registry.measure_of(benchmark_entry), benchmark_name)
+    stats = EngineStats()
+    start = time.perf_counter()
+    precision = effective_precision(
+        model_entry.get("precision", "auto"), model, device, f"models.{model_name}.precision"
+    )
+    log.info(
+        "weights %s, autocast %s (models.%s.dtype %s, precision %s) on %s",
+        _weights_dtype(model),
+        precision,
+        model_name,
+        model_entry.get("dtype", "auto"),
+        model_entry.get("precision", "auto"),
+        device,
+    )
+    with (
+        scoring_budget(max_tokens, f"models.{model_name}.max_tokens") as budget,
+        scoring_precision(precision, f"models.{model_name}.precision"),
+        job_progress(f"scoring {benchmark_name}", unit="inputs"),
+    ):
+        try:
+            scores = definition.score(
+                items,
+                model,
+                tokenizer,
+                model_entry["family"],
+                benchmark_entry.get("scoring", {}),
+                stats,
+                **registry.score_keywords(definition, model_name, model_entry),
+            )
+        finally:  # a failed job's record too: how far it got, and what it held
+            if record is not None:
+                job_timing.record_scoring(record, stats, budget, time.perf_counter() - start)
+    elapsed = time.perf_counter() - start
+    log.info(
+        "scored %d items of %s with %s on %s: %d requests, %d unique inputs, %d forward passes (%s %d, %d halving(s))",
+        items.num_rows,
+        benchmark_name,
+        model_name,
+        device,
+        stats.requests,
+        stats.unique_inputs,
+        stats.forward_passes,
+        budget.key,
+        budget.max_tokens,
+        budget.halvings,
+    )
+    log.info(rate_line("scored", items.num_rows, "items", elapsed))
+    return scores, precision
+
+
 def score_benchmark_job(
     items_path,
     output_path,
@@ -84,69 +150,43 @@ def score_benchmark_job(
     threads: int | None = None,
     max_tokens: int | None = None,
     timing_path=None,
+    score_key: str | None = None,
 ) -> None:
     """Score one benchmark's items. `max_tokens`: padded tokens per forward pass (models.<model>.max_tokens,
     the rule's resource; None: the engine's default); `timing_path`: the job's timing file with its peak
-    memory (lmbias.engine.job_timing; None: none written)."""
-    definition = registry.definition(registry.measure_of(benchmark_entry), benchmark_name)
+    memory (lmbias.engine.job_timing; None: none written); `score_key`: written into the file's metadata
+    (lmbias.metrics.score_keys), so that the job scoring every benchmark of the model keeps the file."""
+    registry.definition(registry.measure_of(benchmark_entry), benchmark_name)
     registry.check_family(benchmark_name, benchmark_entry, model_entry["family"], model_name)
-    torch.manual_seed(0)
-    if threads:  # the job's Snakemake threads: parallel jobs must not oversubscribe the cores
-        torch.set_num_threads(threads)
-    device = pick_device()
+    device = prepare_scoring(threads)
     began = time.perf_counter()
     with job_timing.recorded(timing_path, device) as record:
         model, tokenizer = load_for_method(model_name, model_entry, method_entry, device)
         items = pq.read_table(items_path)
-        stats = EngineStats()
-        start = time.perf_counter()
-        record.update(load_s=start - began, items=items.num_rows)
-        precision = effective_precision(
-            model_entry.get("precision", "auto"), model, device, f"models.{model_name}.precision"
-        )
-        log.info(
-            "weights %s, autocast %s (models.%s.dtype %s, precision %s) on %s",
-            _weights_dtype(model),
-            precision,
-            model_name,
-            model_entry.get("dtype", "auto"),
-            model_entry.get("precision", "auto"),
+        record.update(load_s=time.perf_counter() - began, items=items.num_rows)
+        scores, precision = score_loaded(
+            model,
+            tokenizer,
             device,
-        )
-        with (
-            scoring_budget(max_tokens, f"models.{model_name}.max_tokens") as budget,
-            scoring_precision(precision, f"models.{model_name}.precision"),
-            job_progress(f"scoring {benchmark_name}", unit="inputs"),
-        ):
-            try:
-                scores = definition.score(
-                    items,
-                    model,
-                    tokenizer,
-                    model_entry["family"],
-                    benchmark_entry.get("scoring", {}),
-                    stats,
-                    **registry.score_keywords(definition, model_name, model_entry),
-                )
-            finally:  # a failed job's record too: how far it got, and what it held
-                job_timing.record_scoring(record, stats, budget, time.perf_counter() - start)
-        elapsed = time.perf_counter() - start
-        log.info(
-            "scored %d items of %s with %s on %s: %d requests, %d unique inputs, %d forward passes (%s %d, "
-            "%d halving(s))",
-            items.num_rows,
+            model_name,
+            model_entry,
             benchmark_name,
-            model_name,
-            device,
-            stats.requests,
-            stats.unique_inputs,
-            stats.forward_passes,
-            budget.key,
-            budget.max_tokens,
-            budget.halvings,
+            benchmark_entry,
+            items,
+            max_tokens,
+            record,
         )
-        log.info(rate_line("scored", items.num_rows, "items", elapsed))
-        write_table_atomic(scores, output_path, metadata=scoring_provenance(model, method_entry, 1, precision))
+        write_table_atomic(
+            scores, output_path, metadata=score_file_metadata(model, method_entry, 1, precision, score_key)
+        )
+
+
+def score_file_metadata(model, method_entry: dict, world_size: int, precision, score_key: str | None) -> dict:
+    """A score file's metadata: its provenance (scoring_provenance) and, when given, its score key."""
+    from lmbias.metrics.score_keys import SCORE_KEY_METADATA
+
+    metadata = scoring_provenance(model, method_entry, world_size, precision)
+    return {**metadata, SCORE_KEY_METADATA: score_key} if score_key else metadata
 
 
 def _weights_dtype(model) -> str:
@@ -195,7 +235,9 @@ def _metric_rows(benchmark: str, benchmark_entry: dict, scores_path) -> list[dic
 
 
 def compute_metric_job(benchmark, benchmark_entry, scores_path, output_path, model, method, seed) -> None:
-    """metrics/{benchmark}.parquet: one benchmark's metric rows (a target of its own, built on request)."""
+    """metrics/{benchmark}.parquet: one benchmark's metric rows (a target of its own, built on request).
+    `scores_path`: its score file, or the scores.json manifest of the job that scored it (score_keys)."""
+    scores_path = resolve_scores([scores_path], [benchmark])[0]
     rows = _metric_rows(benchmark, benchmark_entry, scores_path)
     table = pa.Table.from_pylist(with_context(rows, model, method, seed), schema=METRIC_SCHEMA)
     write_table_atomic(table, output_path, METRIC_SCHEMA, metadata=carried_metadata(scores_path))
@@ -215,9 +257,10 @@ def compute_seed_metrics_job(benchmarks: dict, scores_paths, output_path, model,
     a seed), while each job costs Snakemake a DAG node and a Python start; a paper grid has thousands.
 
     `benchmarks`: {name: entry with `dataset` and `metric`}; `scores_paths`: one scores file per benchmark
-    (.../scores/{name}.parquet). Each benchmark's scores metadata is recorded under its name."""
+    (.../scores/{name}.parquet), or the scores.json manifest naming them (lmbias.metrics.score_keys). Each
+    benchmark's scores metadata is recorded under its name."""
     by_name = {}
-    for path in scores_paths:
+    for path in resolve_scores(scores_paths, list(benchmarks)):
         name = scores_benchmark(path)
         if name in by_name:
             raise ConfigError(f"{path}: benchmark {name!r} is given twice")

@@ -14,6 +14,14 @@ kept when the job fails, so an out-of-memory failure still says how much it held
   (lmbias.engine.batching.run_batches);
 * ``load_s`` (model loading) apart from ``score_s`` and ``items_per_s`` (the forward passes and their
   bookkeeping), and ``status`` (``ok`` or the error's class name).
+
+The job that scores every benchmark of a (model, method, seed) (rule score_model, lmbias.engine.model_scoring)
+writes ``scores.job.tsv`` with a first column ``benchmark`` and several rows (write_timing_rows): one
+``(load)`` row (loading the model, once) and one per benchmark: its ``score_s``, items, forward passes, token
+budget and peak memory while it was scored (``status`` ``kept`` for a score file kept by its key, with no
+forward pass). ``peak_rss_mib`` is the process's peak so far (the OS keeps no other); on CUDA
+``peak_cuda_allocated_mib`` is the benchmark's own (the counter is reset before each benchmark; the weights
+are in it).
 """
 
 from __future__ import annotations
@@ -91,6 +99,38 @@ def write_timing(path: str | os.PathLike, record: dict) -> None:
         "\t".join(COLUMNS) + "\n" + "\t".join(_cell(record.get(c)) for c in COLUMNS) + "\n", encoding="utf-8"
     )
     os.replace(tmp, path)
+
+
+#: the columns of a several-benchmark timing file: one row per benchmark and one "(load)" row
+ROWS_COLUMNS = ("benchmark", *COLUMNS)
+
+#: the `benchmark` of the row that records loading the model
+LOAD_ROW = "(load)"
+
+
+def write_timing_rows(path: str | os.PathLike, records: list[dict]) -> None:
+    """Several records (ROWS_COLUMNS) as a TSV with one row each, replacing the file atomically."""
+    unknown = sorted({key for record in records for key in record} - set(ROWS_COLUMNS))
+    if unknown:
+        raise ValueError(f"timing record: unknown column(s) {', '.join(unknown)}")
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    lines = ["\t".join(ROWS_COLUMNS)] + ["\t".join(_cell(r.get(c)) for c in ROWS_COLUMNS) for r in records]
+    tmp.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def read_timing_rows(path: str | os.PathLike) -> list[dict[str, str]]:
+    """Every row of a timing file as {column: text}."""
+    header, *rows = Path(path).read_text(encoding="utf-8").splitlines()
+    return [dict(zip(header.split("\t"), row.split("\t"))) for row in rows]
+
+
+def reset_peak_cuda(device) -> None:
+    """Start a new peak for peak_cuda_allocated_mib (on CUDA; nothing elsewhere)."""
+    if device is not None and torch.device(device).type == "cuda":
+        torch.cuda.reset_peak_memory_stats(torch.device(device))
 
 
 def read_timing(path: str | os.PathLike) -> dict[str, str]:

@@ -137,8 +137,11 @@ def paired_rows(
 def paired_comparison_job(
     name: str, entry: dict, benchmark_entry: dict, before_paths: list[str], after_paths: list[str], output_path: str
 ) -> None:
-    before = [pq.read_table(p) for p in before_paths]
-    after = [pq.read_table(p) for p in after_paths]
+    from lmbias.metrics.score_keys import resolve_scores
+
+    # each side's score files, or the scores.json manifests of the jobs that wrote them (one per seed)
+    before = [pq.read_table(p) for p in resolve_scores(before_paths, [entry["benchmark"]])]
+    after = [pq.read_table(p) for p in resolve_scores(after_paths, [entry["benchmark"]])]
     rows = paired_rows(entry["benchmark"], benchmark_entry, before, after, entry.get("test", "wilcoxon"))
     context = {
         "comparison": name,

@@ -78,5 +78,10 @@ def unknown_seed_metrics_model(config: dict) -> str:
     return f"(?!{valid_seed_paths(config)}/metrics\\.parquet$)[^/]+"
 
 
+def unknown_seed_scores_model(config: dict) -> str:
+    """The same for a seed's scores.json (the score_model job's manifest)."""
+    return f"(?!{valid_seed_paths(config)}/scores\\.json$)[^/]+"
+
+
 def unknown_model_folder(config: dict) -> str:
     return f"(?!(?:{alternatives(config['models'])})$)[^/]+"

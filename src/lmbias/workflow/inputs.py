@@ -103,7 +103,7 @@ def scoring_inputs(config: dict, model: str, method: str, seed: str, benchmark: 
     the method's model folder."""
     bench = checked_benchmark(config, model, method, seed, benchmark)
     return {
-        "benchmark_items": f"results/data/{benchmark}.parquet",
+        "benchmark_items": benchmark_items_file(benchmark),
         "library": library_fingerprint_file(registry.measure_of(bench)),
         "weights": model_weights_input(config, model),
         # The method's fine-tuned or fitted model folder (none for pretrained, online and self_debias).
@@ -113,6 +113,54 @@ def scoring_inputs(config: dict, model: str, method: str, seed: str, benchmark: 
             library_fingerprint_file("self_debias") if config["methods"][method]["kind"] == "self_debias" else []
         ),
     }
+
+
+def benchmark_items_file(benchmark: str) -> str:
+    """A benchmark's parsed items (rule parse_benchmark)."""
+    return f"results/data/{benchmark}.parquet"
+
+
+def score_file(model: str, method: str, seed, benchmark: str) -> str:
+    """A benchmark's score file (written by score_model for a summary's benchmarks, or by score_benchmark)."""
+    return f"results/{model}/{method}/seed{seed}/scores/{benchmark}.parquet"
+
+
+def scores_manifest(model: str, method: str, seed) -> str:
+    """The score_model job's output: which score files it wrote or kept, with their score keys."""
+    return f"results/{model}/{method}/seed{seed}/scores.json"
+
+
+def scoring_libraries(config: dict, method: str, benchmark_entry: dict) -> list[str]:
+    """The library fingerprint files one benchmark's scores depend on: its dataset's, and Self-Debias' for
+    that method kind (lmbias.metrics.score_keys puts their contents in the score key)."""
+    libraries = [library_fingerprint_file(registry.measure_of(benchmark_entry))]
+    if config["methods"][method]["kind"] == "self_debias":
+        libraries.append(library_fingerprint_file("self_debias"))
+    return libraries
+
+
+def model_scoring_inputs(config: dict, selection: BenchmarkSelection, model: str, method: str, seed: str) -> dict:
+    """Inputs of a score_model job: the items and library fingerprints of every benchmark the (model, method)
+    summary holds (one input function: Snakemake's cost per call dominates a large DAG's build), the base
+    weights and the method's model folder."""
+    checked_seed(config, model, method, seed)
+    benchmarks = selection.summary_benchmarks(model, method)
+    libraries = sorted({lib for b in benchmarks for lib in scoring_libraries(config, method, config["benchmarks"][b])})
+    return {
+        "benchmark_items": [benchmark_items_file(b) for b in benchmarks],
+        "library": libraries,
+        "weights": model_weights_input(config, model),
+        "method_model": method_model_dir(config, model, method, seed),
+    }
+
+
+def summary_scores(selection: BenchmarkSelection, model: str, method: str, seed, benchmark: str) -> str:
+    """What a metric or comparison job reads one benchmark's scores through: the score_model manifest when the
+    (model, method) summary holds the benchmark (its one scoring job per seed writes and keys the file),
+    else the score file itself (rule score_benchmark)."""
+    if benchmark in selection.summary_benchmarks(model, method):
+        return scores_manifest(model, method, seed)
+    return score_file(model, method, seed, benchmark)
 
 
 def metric_inputs_of(config: dict, benchmark: str, model: str, method: str, seed: str) -> tuple[str, str, list]:
@@ -127,11 +175,14 @@ def metric_inputs_of(config: dict, benchmark: str, model: str, method: str, seed
     )
 
 
-def metric_inputs(config: dict, model: str, method: str, seed: str, benchmark: str) -> dict:
-    """Inputs of one benchmark's metrics/{benchmark}.parquet."""
+def metric_inputs(
+    config: dict, selection: BenchmarkSelection, model: str, method: str, seed: str, benchmark: str
+) -> dict:
+    """Inputs of one benchmark's metrics/{benchmark}.parquet; its scores through the score_model manifest when
+    the pair's summary holds the benchmark (summary_scores), so they are never older than the config."""
     checked_benchmark(config, model, method, seed, benchmark)
-    scores, library, files = metric_inputs_of(config, benchmark, model, method, seed)
-    inputs = {"scores": scores, "library": library}
+    _, library, files = metric_inputs_of(config, benchmark, model, method, seed)
+    inputs = {"scores": summary_scores(selection, model, method, seed, benchmark), "library": library}
     if files:
         inputs["labels"] = files
     return inputs
@@ -141,13 +192,13 @@ def seed_metric_inputs(config: dict, selection: BenchmarkSelection, model: str, 
     """Inputs of a seed's metrics.parquet: the scores, libraries and files of every benchmark its summary
     holds (one input function: Snakemake's cost per call dominates a large DAG's build)."""
     checked_seed(config, model, method, seed)
-    scores, libraries, files = [], set(), set()
+    libraries, files = set(), set()
     for benchmark in selection.summary_benchmarks(model, method):
-        path, library, extra = metric_inputs_of(config, benchmark, model, method, seed)
-        scores.append(path)
+        _, library, extra = metric_inputs_of(config, benchmark, model, method, seed)
         libraries.add(library)
         files.update(extra)
-    inputs = {"scores": scores, "library": sorted(libraries)}
+    # the scores of all of them: the manifest of the seed's one scoring job (rule score_model)
+    inputs = {"scores": [scores_manifest(model, method, seed)], "library": sorted(libraries)}
     if files:
         inputs["labels"] = sorted(files)
     return inputs
@@ -159,14 +210,15 @@ def summary_metric_files(config: dict, selection: BenchmarkSelection, model: str
     return [f"results/{model}/{method}/seed{seed}/metrics.parquet" for seed in seeds_for(config, method)]
 
 
-def comparison_inputs(config: dict, comparison: str, base: str | Path) -> dict:
-    """The before and after sides' scores of the compared benchmark (every seed), its library fingerprint and
-    the paired-test modules (absolute, under the checkout `base`)."""
+def comparison_inputs(config: dict, selection: BenchmarkSelection, comparison: str, base: str | Path) -> dict:
+    """The before and after sides' scores of the compared benchmark (every seed; through the score_model
+    manifests where the side's summary holds it, summary_scores), its library fingerprint and the paired-test
+    modules (absolute, under the checkout `base`)."""
     entry = config["comparisons"][comparison]
     bench = entry["benchmark"]
     inputs = {
         side: [
-            f"results/{entry[side]['model']}/{entry[side]['method']}/seed{seed}/scores/{bench}.parquet"
+            summary_scores(selection, entry[side]["model"], entry[side]["method"], seed, bench)
             for seed in seeds_for(config, entry[side]["method"])
         ]
         for side in ("before", "after")

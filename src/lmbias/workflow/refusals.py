@@ -72,9 +72,11 @@ def reject_unknown_result(config: dict, model: str, method: str, seed: str, kind
     raise ConfigError(f"{path}: no rule can build it")
 
 
-def reject_unknown_seed_metrics(config: dict, model: str, method: str, seed: str) -> NoReturn:
-    """The same for a seed's metrics.parquet."""
-    path = f"results/{model}/{method}/seed{seed}/metrics.parquet"
+def reject_unknown_seed_metrics(
+    config: dict, model: str, method: str, seed: str, name: str = "metrics.parquet"
+) -> NoReturn:
+    """The same for a seed's metrics.parquet (or, `name`, its scores.json)."""
+    path = f"results/{model}/{method}/seed{seed}/{name}"
     check_model_and_method(config, path, model, method)
     check_seed(config, path, method, seed)
     raise ConfigError(f"{path}: no rule can build it")

@@ -1,0 +1,312 @@
+"""One scoring job per (model, method, seed): the model loaded once, every benchmark of its summary scored.
+
+The job (rule score_model, scripts/score_model.py) gets a *job spec*, a JSON-able dict:
+
+    {"model_name", "model_entry", "method_entry" (with "model_dir": the method's model folder or None),
+     "weights_dir", "seed", "threads", "max_tokens",
+     "benchmarks": {name: {"entry": scoring slice, "items": parquet, "scores": score file,
+                           "library": [library fingerprint files]}},
+     "manifest": scores.json, "timing": the job's timing file}
+
+For each benchmark it computes the score key (lmbias.metrics.score_keys). A score file that already holds
+that key is kept without a forward pass; the others are scored with the model loaded once (not at all when
+every file is kept) and each is written atomically with its key as soon as it is done, so a killed job
+loses nothing finished and its rerun scores only what is missing.
+
+A benchmark that fails with an error (bad items, an input longer than the token budget, out of memory at
+the smallest batch) is logged with its traceback and named on the console at once; the job goes on with the
+others and then fails, naming every failed benchmark and its score file (BenchmarksFailedError). Going on is
+sound: a benchmark's scoring holds no state the next one reads (each gets a fresh token budget and torch's
+random state as it was after loading), and the failed benchmark's tensors are freed when its error unwinds
+(on CUDA the allocator's cache is emptied too, so an out-of-memory failure does not starve the next one).
+KeyboardInterrupt and SystemExit (Ctrl-C, Snakemake killing the job) end the job at once.
+
+Several GPUs (resources.gpu > 1, no device_map): the benchmarks to score go to one `accelerate launch ...
+lmbias score --job FILE` (score_model_distributed), whose processes each load the
+model once and score every listed benchmark data-parallel. There a failing benchmark ends the launch (the
+processes must stay in step); the benchmarks finished before it keep their files.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import logging
+import shlex
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from lmbias import registry
+from lmbias.engine import job_timing
+from lmbias.errors import BenchmarksFailedError
+from lmbias.lazy import lazy_module
+from lmbias.metrics.score_keys import score_key, stored_key, write_manifest
+
+torch = lazy_module("torch")
+pq = lazy_module("pyarrow.parquet")
+
+log = logging.getLogger(__name__)
+
+
+def benchmark_keys(job: dict) -> dict[str, str]:
+    """{benchmark: its score key now} (score_keys.score_key; each folder's identity computed once)."""
+    identities: dict = {}
+    method_dir = job["method_entry"].get("model_dir")
+    return {
+        name: score_key(
+            bench["entry"],
+            bench["items"],
+            job["model_entry"],
+            job["method_entry"],
+            bench["library"],
+            job["seed"],
+            weights_dir=job.get("weights_dir"),
+            method_dir=method_dir,
+            identities=identities,
+        )
+        for name, bench in job["benchmarks"].items()
+    }
+
+
+def to_score(job: dict, keys: dict[str, str]) -> list[str]:
+    """The benchmarks whose score file does not hold their key, in the job's order."""
+    return [name for name, bench in job["benchmarks"].items() if stored_key(bench["scores"]) != keys[name]]
+
+
+def _console(message: str) -> None:
+    """A line on the console the job was started from (the job's stderr goes to its log)."""
+    print(message, file=sys.__stderr__, flush=True)
+
+
+def _rng_state():
+    return torch.get_rng_state(), (torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None)
+
+
+def _set_rng_state(state) -> None:
+    cpu, cuda = state
+    torch.set_rng_state(cpu)
+    if cuda is not None:
+        torch.cuda.set_rng_state_all(cuda)
+
+
+def _failure_line(name: str, bench: dict, error: BaseException) -> str:
+    return f"{name} ({bench['scores']}): {type(error).__name__}: {error}"
+
+
+def score_in_process(job: dict, names: list[str], keys: dict[str, str], timing_rows: list[dict]) -> dict[str, str]:
+    """Score `names` with the model loaded once in this process; {benchmark: failure line} of those that
+    failed. `timing_rows` gets the load row and one row per benchmark; the timing file is rewritten after each
+    benchmark, so a killed job's keeps what it did."""
+    from lmbias.engine.evaluation import load_for_method, prepare_scoring, score_file_metadata, score_loaded
+    from lmbias.io import write_table_atomic
+
+    model_name, model_entry, method_entry = job["model_name"], job["model_entry"], job["method_entry"]
+    device = prepare_scoring(job.get("threads"))
+    load = {"benchmark": job_timing.LOAD_ROW, "device": str(device), "processes": 1, "status": "ok"}
+    timing_rows.insert(0, load)
+    began = time.perf_counter()
+    try:
+        model, tokenizer = load_for_method(model_name, model_entry, method_entry, device)
+    except BaseException as err:
+        load["status"] = type(err).__name__
+        raise
+    finally:
+        load.update(load_s=time.perf_counter() - began, **job_timing.peak_memory(device))
+        _write_timing(job, timing_rows)
+    log.info(
+        "loaded %s (%s) once for %d benchmark(s) in %.1f s",
+        model_name,
+        method_entry["kind"],
+        len(names),
+        load["load_s"],
+    )
+    after_load = _rng_state()  # what each benchmark's scoring starts from, as in a job of its own
+    failures = {}
+    for name in names:
+        bench = job["benchmarks"][name]
+        record = {"benchmark": name, "device": str(device), "processes": 1, "status": "ok"}
+        timing_rows.append(record)
+        job_timing.reset_peak_cuda(device)
+        _set_rng_state(after_load)
+        try:
+            items = pq.read_table(bench["items"])
+            record["items"] = items.num_rows
+            scores, precision = score_loaded(
+                model,
+                tokenizer,
+                device,
+                model_name,
+                model_entry,
+                name,
+                bench["entry"],
+                items,
+                job["max_tokens"],
+                record,
+            )
+            metadata = score_file_metadata(model, method_entry, 1, precision, keys[name])
+            write_table_atomic(scores, bench["scores"], metadata=metadata)
+            log.info("wrote %s (score key %s)", bench["scores"], keys[name][:12])
+        except Exception as err:  # noqa: BLE001 (named, logged and reported when the others are done)
+            record.update(status=type(err).__name__, items_per_s=None)
+            failures[name] = _failure_line(name, bench, err)
+            log.exception("scoring benchmark %s failed; its score file %s is not written", name, bench["scores"])
+            _console(f"lmbias: scoring {failures[name]}; going on with the other benchmarks")
+        except BaseException as err:  # interrupted: what is finished stays, the job ends now
+            record.update(status=type(err).__name__, items_per_s=None)
+            raise
+        finally:
+            record.update(job_timing.peak_memory(device))
+            _write_timing(job, timing_rows)
+        if name in failures and torch.device(device).type == "cuda":
+            # the error (and the frames holding its tensors) is gone: give its memory back before the next one
+            gc.collect()
+            torch.cuda.empty_cache()
+    return failures
+
+
+def _write_timing(job: dict, rows: list[dict]) -> None:
+    if job.get("timing"):
+        job_timing.write_timing_rows(job["timing"], rows)
+
+
+def _kept_rows(job: dict, kept: list[str]) -> list[dict]:
+    return [{"benchmark": name, "status": "kept"} for name in kept]
+
+
+def score_model_job(job: dict, gpus: int = 1) -> dict[str, dict]:
+    """Score what is missing of a (model, method, seed)'s benchmarks and write its manifest; returns the
+    manifest's entries. `gpus` > 1 (and no device_map): data-parallel through `accelerate launch`."""
+    for name, bench in job["benchmarks"].items():  # a config error stops the job before any loading
+        registry.definition(registry.measure_of(bench["entry"]), name)
+        registry.check_family(name, bench["entry"], job["model_entry"]["family"], job["model_name"])
+    keys = benchmark_keys(job)
+    names = to_score(job, keys)
+    kept = [name for name in job["benchmarks"] if name not in names]
+    where = f"{job['model_name']}/{job['method_entry']['kind']} seed {job['seed']}"
+    log.info(
+        "%s: %d benchmark(s) to score (%s), %d kept by their score key (%s)",
+        where,
+        len(names),
+        ", ".join(names) or "none",
+        len(kept),
+        ", ".join(kept) or "none",
+    )
+    rows = _kept_rows(job, kept)
+    seconds: dict[str, float] = {}
+    failures: dict[str, str] = {}
+    if not names:
+        _write_timing(job, rows)  # nothing to score: the model is not loaded
+    elif gpus <= 1 or job["model_entry"].get("device_map") is not None:
+        failures = score_in_process(job, names, keys, rows)
+    else:
+        launch_distributed(job, names, keys, gpus)
+        if job.get("timing") and Path(job["timing"]).exists():  # the launched main process's rows, and the kept
+            _write_timing(job, job_timing.read_timing_rows(job["timing"]) + rows)
+    if job.get("timing") and Path(job["timing"]).exists():
+        seconds = {
+            row["benchmark"]: float(row["score_s"])
+            for row in job_timing.read_timing_rows(job["timing"])
+            if row.get("score_s") not in (None, "", "NA")
+        }
+    if failures:
+        raise BenchmarksFailedError(
+            f"scoring failed for {len(failures)} of {len(job['benchmarks'])} benchmark(s) of {where} (the others'"
+            " score files are written; a rerun scores only the failed ones):\n"
+            + "\n".join(f"  {failures[name]}" for name in names if name in failures)
+        )
+    entries = {}
+    for name, bench in job["benchmarks"].items():
+        found = stored_key(bench["scores"])
+        if found != keys[name]:
+            raise BenchmarksFailedError(
+                f"{bench['scores']}: benchmark {name!r} has no score file with its key after scoring"
+            )
+        entries[name] = {
+            "scores": str(bench["scores"]),
+            "score_key": keys[name],
+            "rows": pq.read_metadata(bench["scores"]).num_rows,
+            "scored": name in names,
+            "seconds": seconds.get(name, 0.0) if name in names else 0.0,
+        }
+    write_manifest(job["manifest"], entries)
+    return entries
+
+
+def launch_distributed(job: dict, names: list[str], keys: dict[str, str], gpus: int) -> None:
+    """`accelerate launch --num_processes <gpus> -m lmbias.cli score --job FILE` for the benchmarks `names`
+    (a rendezvous port derived from the manifest's path, so concurrent jobs on one node do not collide)."""
+    from lmbias.engine.distributed import launch_command, launch_env, main_process_port
+
+    spec = {**job, "benchmarks": {name: {**job["benchmarks"][name], "score_key": keys[name]} for name in names}}
+    if job.get("timing"):  # the launched main process writes it afresh: no rows of an earlier run
+        Path(job["timing"]).unlink(missing_ok=True)
+    job_file = Path(job["manifest"]).with_name("scores.job.json")
+    job_file.parent.mkdir(parents=True, exist_ok=True)
+    job_file.write_text(json.dumps(spec, indent=2, sort_keys=True, default=str), encoding="utf-8")
+    try:
+        cmd = launch_command(gpus, main_process_port(str(Path(job["manifest"]).resolve())), ["--job", str(job_file)])
+        print("launching:", shlex.join(cmd), file=sys.stderr, flush=True)
+        subprocess.run(cmd, check=True, env=launch_env(), stdout=sys.stderr, stderr=sys.stderr)
+    finally:
+        job_file.unlink(missing_ok=True)
+
+
+def score_model_distributed(job: dict) -> None:
+    """`lmbias score --job FILE`: the benchmarks of a job spec (lmbias.engine.model_scoring, each with its
+    `score_key`), every one of them scored across the processes of an `accelerate launch` with the model
+    loaded once per process; the main process writes the score files and the timing rows (job["timing"]).
+    One process: model_scoring.score_in_process. A failing benchmark ends the launch (the processes must stay
+    in step), named in the error; the benchmarks finished before it keep their files."""
+    from accelerate import PartialState
+    from accelerate.utils import gather_object, parse_flag_from_env
+
+    from lmbias.engine.distributed import score_sharded
+    from lmbias.engine.evaluation import load_for_method
+
+    names = list(job["benchmarks"])
+    keys = {name: job["benchmarks"][name]["score_key"] for name in names}
+    state = PartialState(cpu=parse_flag_from_env("ACCELERATE_USE_CPU") or not torch.cuda.is_available())
+    rows: list[dict] = []
+    if state.num_processes == 1:
+        failures = score_in_process(job, names, keys, rows)
+        if failures:
+            raise BenchmarksFailedError("scoring failed:\n" + "\n".join(f"  {line}" for line in failures.values()))
+        return
+    torch.manual_seed(0)
+    if job.get("threads"):  # the job's threads are shared by the processes of this node
+        torch.set_num_threads(max(1, int(job["threads"]) // state.num_processes))
+    began = time.perf_counter()
+    loaded = [load_for_method(job["model_name"], job["model_entry"], job["method_entry"], state.device)]
+    load_s = max(gather_object([time.perf_counter() - began]))  # the slowest process's loading
+    load = {"benchmark": job_timing.LOAD_ROW, "status": "ok", "device": str(state.device), "load_s": load_s}
+    rows.append({**load, "processes": state.num_processes})
+    for name in names:
+        bench = job["benchmarks"][name]
+        try:
+            record = score_sharded(
+                state,
+                loaded,
+                time.perf_counter(),
+                job["model_name"],
+                job["model_entry"],
+                job["method_entry"],
+                name,
+                bench["entry"],
+                bench["items"],
+                bench["scores"],
+                job["max_tokens"],
+                score_key=keys[name],
+            )
+        except Exception as err:
+            raise BenchmarksFailedError(
+                f"scoring {name} ({bench['scores']}) failed in process {state.process_index} of "
+                f"{state.num_processes}: {type(err).__name__}: {err}"
+            ) from err
+        if state.is_main_process:
+            record.pop("load_s", None)
+            rows.append({"benchmark": name, **record})
+            if job.get("timing"):
+                job_timing.write_timing_rows(job["timing"], rows)
+    state.wait_for_everyone()
