@@ -44,6 +44,9 @@ class BenchmarkDef:
     rows(scores, options) -> list[dict]                                               (summary-schema rows)
     paired(before, after, test, options) -> list[dict]   (optional: pre/post test of two score tables,
                                                            item by item; see lmbias.metrics.comparison)
+    prompted: the scorer asks the model a prompt (WinoGender's multiple choice), so an instruct model's chat
+    template applies: its scoring block carries the model's chat settings under CHAT_KEY (scoring_config).
+    Sentence-likelihood benchmarks read raw text and never see them.
     """
 
     dataset: str
@@ -53,6 +56,12 @@ class BenchmarkDef:
     rows: Callable[[Any, Any], list[dict]]
     description: str = ""
     paired: Callable[[Any, Any, str, Any], list[dict]] | None = None
+    prompted: bool = False
+
+
+#: Key of a prompted benchmark's scoring block holding the model's chat settings ({model, chat_template,
+#: system_prompt}); set by scoring_config, never by config.yaml.
+CHAT_KEY = "_chat"
 
 
 def _lmbias_modules(module) -> set[str]:
@@ -127,6 +136,19 @@ def source_files(dataset: str) -> list[str]:
     """Library source files (and the module's RESOURCE_FILES) a benchmark's jobs read (Snakemake inputs:
     editing them reruns the jobs)."""
     return list(_loaded()[1].get(dataset, []))
+
+
+def scoring_config(benchmark: str, benchmark_cfg: dict, model: str, model_entry: dict) -> dict:
+    """The scoring block a benchmark's scorer reads for one model: `benchmarks.<name>.scoring`, plus, for a prompted
+    benchmark, the model's chat settings under CHAT_KEY (models.<name>.chat_template, system_prompt)."""
+    scoring = dict(benchmark_cfg.get("scoring") or {})
+    if definition(measure_of(benchmark_cfg, benchmark), benchmark).prompted:
+        scoring[CHAT_KEY] = {
+            "model": model,
+            "chat_template": model_entry.get("chat_template"),
+            "system_prompt": model_entry.get("system_prompt"),
+        }
+    return scoring
 
 
 def check_family(benchmark: str, benchmark_cfg: dict, family: str, model: str) -> None:

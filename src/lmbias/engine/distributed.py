@@ -162,7 +162,12 @@ def score_distributed_job(
         ):
             budgets.append(budget)
             scores = definition.score(
-                part, model, tokenizer, model_entry["family"], benchmark_entry.get("scoring", {}), stats
+                part,
+                model,
+                tokenizer,
+                model_entry["family"],
+                registry.scoring_config(benchmark_name, benchmark_entry, model_name, model_entry),
+                stats,
             )
         elapsed[0] = time.perf_counter() - start
         return scores

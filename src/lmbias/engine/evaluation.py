@@ -120,7 +120,12 @@ def score_benchmark_job(
         ):
             try:
                 scores = definition.score(
-                    items, model, tokenizer, model_entry["family"], benchmark_entry.get("scoring", {}), stats
+                    items,
+                    model,
+                    tokenizer,
+                    model_entry["family"],
+                    registry.scoring_config(benchmark_name, benchmark_entry, model_name, model_entry),
+                    stats,
                 )
             finally:  # a failed job's record too: how far it got, and what it held
                 job_timing.record_scoring(record, stats, budget, time.perf_counter() - start)
