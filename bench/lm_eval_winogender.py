@@ -16,12 +16,13 @@
    models.<name>.chat_template: true + system_prompt.
 
 Numbers: tiny-gpt2 and tiny-llama (lmbias.engine.tiny, seed 0), every sentence.
-Timing (--timing-items N > 0: the first N sentences): a randomly initialised decoder of Llama-3.2-1B's width
-(bench/lm_eval_crows_pairs.py's shape, --layers-1b of its 16 layers, tiny-llama's tokenizer), lm-eval's
-winogender_all at each of --batch-sizes (its best is reported) against score_winogender (prompt read once for both
-choices), items/s of the loglikelihood requests / the scoring call, with the number of items whose two choices are
-one token each (lm-eval then reuses one forward pass for both: its Collator groups requests by
-context + continuation[:-1], huggingface.py _lookup_one_token_cont).
+Timing (--timing-items N > 0): a randomly initialised decoder of Llama-3.2-1B's width (bench/lm_eval_crows_pairs.py's
+shape, --layers-1b of its 16 layers, tiny-llama's tokenizer); lm-eval's winogender_all at each of --batch-sizes (its
+best is reported) against score_winogender (batch 64, the prompt read once for both choices), items/s of the
+loglikelihood requests / the scoring call, on two sets of N sentences: the first whose two choices are one token
+each (lm-eval then reads both with one forward pass: its Collator groups requests by context + continuation[:-1],
+models/huggingface.py _lookup_one_token_cont, and scores each from the one logits row) and the first where a choice
+spans several tokens (lm-eval reads the prompt once per choice). Both compared as above.
 
 Exit status 1 when a log-likelihood differs by more than 1e-4 or an accuracy differs.
 """
@@ -157,8 +158,17 @@ def compare(name, items, scores, theirs, tasks=None) -> bool:
             f"  {name:28s} {task:32s} n={len(keep):3d} acc lm-eval {theirs['acc'][task]:.4f} ours {acc_ours:.4f}"
             f" {'equal' if same else 'DIFFERENT'}"
         )
-    print(f"  {name}: max |ll ours - ll lm-eval| over every choice = {worst:.2e} (tolerance {TOL:g})")
+    print(
+        f"  {name}: max |ll ours - ll lm-eval| over every choice = {worst:.2e} (tolerance {TOL:g}); "
+        f"{one_token_items(scores)} of {scores.num_rows} sentences have two one-token choices"
+    )
     return ok and worst <= TOL
+
+
+def one_token_items(scores) -> int:
+    """Sentences whose two choices are one token each: lm-eval reads those with one forward pass for both."""
+    pairs = zip(scores.column("occupation_tokens").to_pylist(), scores.column("participant_tokens").to_pylist())
+    return sum(1 for a, b in pairs if a == 1 and b == 1)
 
 
 def with_chat_template(model_dir: Path, where: Path) -> Path:
@@ -211,30 +221,49 @@ def main() -> int:
     return 0 if ok else 1
 
 
+def choice_tokens(items, tokenizer) -> list[tuple[int, int]]:
+    """(occupation, participant) continuation tokens per sentence, as score_winogender counts them."""
+    from lmbias.benchmarks.winogender import causal_requests
+
+    rows = items.to_pylist()
+    out = []
+    for context, occ, par in causal_requests(rows, tokenizer, {}):
+        n = len(tokenizer(context, add_special_tokens=False)["input_ids"])
+        out.append(tuple(len(tokenizer(context + c, add_special_tokens=False)["input_ids"]) - n for c in (occ, par)))
+    return out
+
+
 def timing(items, models, python, where, args) -> bool:
+    """Items/s on the first --timing-items sentences whose two choices are one token each, and on the first whose
+    choices span several tokens (lm-eval reads the first kind with one forward pass, the second with two)."""
+    from transformers import AutoTokenizer
+
     big = next(p for n, p in models.items() if n.startswith("llama-1B"))
-    subset = items.slice(0, args.timing_items)
-    (where / "timing").mkdir()
-    tasks_dir = task_dir(write_data(subset, where / "timing"), where / "timing")
-    best = None
-    for bs in [int(b) for b in args.batch_sizes.split(",")]:
-        theirs = run_lm_eval(python, big, tasks_dir, where, bs, ["winogender_all_local"])
-        rate = subset.num_rows / theirs["loglikelihood_s"]
-        print(f"  lm-eval batch {bs:3d}: {theirs['loglikelihood_s']:.2f} s, {rate:.2f} items/s")
-        best = max(best or (0, 0, None), (rate, bs, theirs))
-    scores, seconds = ours(subset, big)
-    one_token = sum(
-        1
-        for a, b in zip(scores.column("occupation_tokens").to_pylist(), scores.column("participant_tokens").to_pylist())
-        if a == 1 and b == 1
-    )
-    rate = subset.num_rows / seconds
-    print(
-        f"  lmbias (prompt read once): {seconds:.2f} s, {rate:.2f} items/s; lm-eval's best (batch {best[1]}): "
-        f"{best[0]:.2f} items/s; ratio {rate / best[0]:.2f}x; items with two one-token choices: {one_token} of "
-        f"{subset.num_rows}"
-    )
-    return compare(big.name, subset, scores, best[2], tasks=["winogender_all_local"])
+    counts = choice_tokens(items, AutoTokenizer.from_pretrained(big))
+    one = [i for i, c in enumerate(counts) if c == (1, 1)]
+    several = [i for i, c in enumerate(counts) if c != (1, 1)]
+    print(f"  {len(one)} of {items.num_rows} sentences have two one-token choices (tiny-llama's tokenizer)")
+    ok = True
+    for label, rows in (("one-token choices", one), ("a choice of several tokens", several)):
+        subset = items.take(rows[: args.timing_items])
+        folder = where / f"timing-{len(rows)}"
+        folder.mkdir()
+        tasks_dir = task_dir(write_data(subset, folder), folder)
+        best = None
+        for bs in [int(b) for b in args.batch_sizes.split(",")]:
+            theirs = run_lm_eval(python, big, tasks_dir, folder, bs, ["winogender_all_local"])
+            rate = subset.num_rows / theirs["loglikelihood_s"]
+            print(f"  {label}: lm-eval batch {bs:3d}: {theirs['loglikelihood_s']:.2f} s, {rate:.2f} items/s")
+            if best is None or rate > best[0]:
+                best = (rate, bs, theirs)
+        scores, seconds = ours(subset, big)
+        rate = subset.num_rows / seconds
+        print(
+            f"  {label}: lmbias (prompt read once, batch 64): {seconds:.2f} s, {rate:.2f} items/s; lm-eval's best "
+            f"(batch {best[1]}): {best[0]:.2f} items/s; lmbias / lm-eval {rate / best[0]:.2f}x"
+        )
+        ok &= compare(f"{big.name} ({label})", subset, scores, best[2], tasks=["winogender_all_local"])
+    return ok
 
 
 if __name__ == "__main__":
