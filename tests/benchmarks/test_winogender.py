@@ -121,3 +121,11 @@ def test_metric_on_hand_made_scores():
     r = rows[("occupation_preference_r", "female_minus_male", "loglik,bls")]
     assert r["n"] == 2 and r["value"] != r["value"]  # two occupations: no r (NaN)
     assert rows[("accuracy", "all", "loglik")]["ci_low"] <= 50.0 <= rows[("accuracy", "all", "loglik")]["ci_high"]
+
+
+def test_only_prompted_benchmarks_see_the_chat_settings():
+    entry = {"chat_template": True, "system_prompt": "Be brief."}
+    crows = {"dataset": "crows_pairs", "scoring": {"variants": ["nangia"]}}
+    assert scoring_config("crows_pairs", crows, "m", entry) == {"variants": ["nangia"]}
+    wino = scoring_config("winogender", {"dataset": "winogender", "scoring": {"batch_size": 8}}, "m", entry)
+    assert wino["batch_size"] == 8 and wino["_chat"] == {"model": "m", **entry}
