@@ -44,8 +44,10 @@ class BenchmarkDef:
     rows(scores, options) -> list[dict]                                               (summary-schema rows)
     paired(before, after, test, options) -> list[dict]   (optional: pre/post test of two score tables,
                                                            item by item; see lmbias.metrics.comparison)
-    prompted: score also takes model_entry= and model_name= (keywords): its prompts are read through the
-              model's chat template when the entry sets one (lmbias.engine.chat)
+    prompted: the scorer asks the model a prompt (WinoGender's multiple choice, BOLD's generation), so an
+              instruct model's chat template applies: score also takes model_entry= and model_name= (keywords,
+              score_keywords) and reads its prompts through lmbias.engine.chat. Sentence-likelihood benchmarks
+              read raw text and never see them.
     """
 
     dataset: str

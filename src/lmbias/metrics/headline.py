@@ -77,6 +77,10 @@ HEADLINES: dict[str, tuple[Headline, ...]] = {
     "bec_pro": (Headline("association_gap", "prof=all", "BEC-Pro male - female association gap", "0"),),
     "occupations": (Headline("aob", "all", "occupation bias (AOB)", "0"),),
     "bold": (Headline("sentiment_mean_gap", "male-female", "BOLD VADER sentiment gap (actors - actresses)", "0"),),
+    "winogender": (
+        Headline("female_minus_male", "all", "WinoGender female - male accuracy (points)", "0"),
+        Headline("gotcha_gap", "all", "WinoGender gotcha - other accuracy (points)", "0"),
+    ),
     # Not a bias: language-modelling ability (lower = better; a stand-in's variant says so)
     "perplexity": (Headline("perplexity", "all", "perplexity (pseudo- for masked / seq2seq; lower is better)", "n/a"),),
 }

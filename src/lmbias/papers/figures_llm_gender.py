@@ -34,6 +34,8 @@ LLM_PANELS = (
     ("seat", "mean_abs_effect_size", "sent-weat6-8b", "SEAT-6..8b avg. |d|", 0.0),
     ("seat_v1", "effect_size", "occupations-test", "SEAT-v1 d", 0.0),
     ("seat_v2", "effect_size", "occupations-test", "SEAT-v2 d", 0.0),
+    ("winogender", "gotcha_gap", "all", "WinoGender gotcha gap", 0.0),
+    ("bold", "sentiment_mean_gap", "male-female", "BOLD sentiment gap", 0.0),
 )
 MODEL_MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
 #: The grid's methods in distinct Okabe & Ito colours (LoRA-CDS/CDA in the colours of CDS/CDA); others as elsewhere.

@@ -34,6 +34,7 @@ from lmbias.parsers import (
     stereoset,
     wikitext2,
     winobias,
+    winogender,
 )
 from lmbias.parsers.bec_pro import parse_bec_pro
 from lmbias.parsers.cds import parse_cds
@@ -57,6 +58,7 @@ PARSERS: dict[str, ModuleType] = {
     "logprob": logprob,
     "occupations": occupations,
     "wikitext2": wikitext2,
+    "winogender": winogender,
 }
 
 # Keys of a benchmark entry that belong to later stages: they never reach the parser, so editing

@@ -1,0 +1,259 @@
+"""WinoGender scoring: which reading of the pronoun does the model prefer, the occupation or the participant?
+
+Every sentence becomes lm-evaluation-harness's prompt (its `winogender` task, 0.4.13)
+``{sentence} ‘{Pronoun}’ refers to the`` (curly quotes, the pronoun capitalised) with two choices, the occupation
+and the participant (or "someone"), each scored as a continuation of the prompt.
+
+* clm: log p(choice | prompt), lm-eval's loglikelihood: the choice follows the prompt after lm-eval's target
+  delimiter (one space); the prompt is tokenised as the tokenizer does by default (a Llama tokenizer puts its BOS
+  first, GPT-2's puts nothing, and then the prompt's first token is not scored: it cancels), and a choice's tokens
+  are those of the whole text after the prompt's. The prompt and both completed texts are one group of
+  lmbias.engine.prefix_cache.grouped_sentence_logprobs, so the prompt is read once for both choices; the choice's
+  log-likelihood is ll(prompt + choice) - ll(prompt), equal to lm-eval's to float rounding when the prompt's tokens
+  are a prefix of the whole text's (the scores count the sentences where they are not: `prefix_stable`).
+  With a chat template (models.<name>.chat_template) the prompt is the user turn of lmbias.engine.chat.wrap_prompt
+  and the choice follows the assistant's turn with no delimiter, as lm-eval's --apply_chat_template does (its
+  construct_requests drops the target delimiter when there is no gen_prefix); trailing whitespace of the rendered
+  prompt moves to the choice, as lm-eval's _encode_pair does. The scores record the template
+  (lmbias.engine.chat.chat_provenance) in a column and in the file's metadata.
+* mlm / seq2seq: masked LMs have no log p(choice | prompt); the choice's pseudo-log-likelihood given the prompt
+  takes its place: each word piece of the choice is hidden in turn, with the prompt visible, the choice's earlier
+  pieces visible and its later pieces masked too (left to right: Kauf and Ivanova 2023's PLL-word-l2r, so a word of
+  several pieces is not read off its own other pieces), summed over the pieces (lmbias.engine.pll, all in one
+  engine call). Only the choice is scored, not the whole completed prompt: the prompt is the same for both choices
+  and its pseudo-likelihood would only add noise of its own (a prompt token's PLL changes with the choice beside it).
+  Chat templates do not apply (no masked LM is an instruct model).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+
+import pyarrow as pa
+
+from lmbias.engine.batching import EngineStats
+from lmbias.engine.chat import chat_provenance, wrap_prompt
+from lmbias.engine.pll import content_positions, encode, token_logprobs
+from lmbias.engine.prefix_cache import grouped_sentence_logprobs
+from lmbias.errors import ConfigError, DataError
+from lmbias.metrics.winogender import WinoGenderOptions, winogender_metric_rows
+from lmbias.registry import BenchmarkDef
+
+log = logging.getLogger(__name__)
+
+SCORING_KEY = "benchmarks.winogender.scoring"
+#: lm-eval's multiple-choice target delimiter (dropped under a chat template)
+TARGET_DELIMITER = " "
+
+SCORES_SCHEMA = pa.schema(
+    [
+        ("sentid", pa.string()),
+        ("occupation", pa.string()),
+        ("participant", pa.string()),
+        ("answer", pa.int8()),
+        ("gender", pa.string()),
+        ("gotcha", pa.bool_()),
+        ("template", pa.int32()),
+        ("bls_pct_female", pa.float64()),
+        ("bergsma_pct_female", pa.float64()),
+        ("score_kind", pa.string()),  # loglik (clm: log p(choice | prompt)) | pll_l2r (mlm, seq2seq)
+        ("score_occupation", pa.float64()),
+        ("score_participant", pa.float64()),
+        ("occupation_tokens", pa.int32()),  # the choice's tokens as scored
+        ("participant_tokens", pa.int32()),
+        ("prefix_stable", pa.bool_()),  # clm: the prompt's tokens begin the whole text's (lm-eval's split)
+        ("start_token", pa.bool_()),  # clm: the text starts with the tokenizer's BOS (its default, or the template's)
+        ("chat_template", pa.string()),  # none | tokenizer | sha256:<template> (lmbias.engine.chat)
+    ]
+)
+
+#: The scores file's metadata key holding chat_provenance as JSON.
+CHAT_METADATA_KEY = "lmbias.chat"
+
+
+def prompt_of(row: dict) -> str:
+    """lm-eval's doc_to_text: "{{sentence}} ‘{{pronoun.capitalize()}}’ refers to the"."""
+    return f"{row['sentence']} \u2018{row['pronoun'].capitalize()}\u2019 refers to the"
+
+
+def adds_bos(tokenizer) -> bool:
+    """Whether the tokenizer puts its BOS first when asked for its default special tokens (lm-eval's encoding)."""
+    bos = tokenizer.bos_token_id
+    if bos is None:
+        return False
+    ids = tokenizer("a")["input_ids"]
+    return bool(ids) and ids[0] == bos
+
+
+def causal_requests(
+    rows: list[dict], tokenizer, model_entry: dict | None = None, model_name: str = "?"
+) -> list[tuple[str, str, str]]:
+    """(context, occupation continuation, participant continuation) per sentence, as lm-eval builds its requests
+    (the prompt behind the model entry's chat template when it sets one)."""
+    entry = model_entry or {}
+    delimiter = "" if entry.get("chat_template") not in (None, False) else TARGET_DELIMITER
+    out = []
+    for r in rows:
+        context = wrap_prompt(prompt_of(r), tokenizer, entry, model_name)
+        stripped = context.rstrip()
+        moved = context[len(stripped) :]  # lm-eval's _encode_pair: trailing whitespace goes to the continuation
+        out.append((stripped, moved + delimiter + r["occupation"], moved + delimiter + r["participant"]))
+    return out
+
+
+def _score_causal(rows, model, tokenizer, scoring, stats, entry, model_name):
+    batch_size, max_length = scoring.get("batch_size", 64), scoring.get("max_length", 512)
+    requests = causal_requests(rows, tokenizer, entry, model_name)
+    bos_text = tokenizer.bos_token or None
+    default_bos = adds_bos(tokenizer)
+    by_context: dict[str, list[int]] = {"bos": [], "bias_bench": []}
+    for i, (context, _, _) in enumerate(requests):
+        # the tokenizer's BOS first (its default) unless the rendered template already starts with it; otherwise no
+        # start token: the first token's log p (bias_bench's separate start-token term) cancels in the difference
+        starts = default_bos and not (bos_text and context.startswith(bos_text))
+        by_context["bos" if starts else "bias_bench"].append(i)
+    values = [None] * len(rows)
+    for context_kind, members in by_context.items():
+        if not members:
+            continue
+        texts, groups = [], []
+        for i in members:
+            context, occ, par = requests[i]
+            texts += [context, context + occ, context + par]
+            groups += [i, i, i]
+        lls = grouped_sentence_logprobs(
+            model,
+            tokenizer,
+            texts,
+            groups,
+            batch_size=batch_size,
+            max_length=max_length,
+            stats=stats,
+            context=context_kind,
+        )
+        for k, i in enumerate(members):
+            ctx, occ, par = lls[3 * k : 3 * k + 3]
+            values[i] = (float(occ - ctx), float(par - ctx), context_kind == "bos")
+    records = []
+    for r, (context, occ, par), (ll_occ, ll_par, start) in zip(rows, requests, values):
+        ctx_ids = tokenizer(context, add_special_tokens=False)["input_ids"]
+        counts, stable = [], True
+        for cont in (occ, par):
+            whole = tokenizer(context + cont, add_special_tokens=False)["input_ids"]
+            stable = stable and whole[: len(ctx_ids)] == ctx_ids
+            counts.append(len(whole) - len(ctx_ids))
+        starts_with_bos = start or bool(bos_text and context.startswith(bos_text))
+        records.append(_record(r, "loglik", (ll_occ, ll_par), counts, stable, starts_with_bos))
+    return records
+
+
+def _score_masked(rows, model, tokenizer, family, scoring, stats):
+    batch_size, max_length = scoring.get("batch_size", 64), scoring.get("max_length", 512)
+    if tokenizer.mask_token_id is None:
+        raise ConfigError(f"{SCORING_KEY}: WinoGender's masked reading needs a tokenizer with a mask token")
+    seqs, positions, owners = [], [], []  # one masked input per (sentence, choice, piece)
+    counts = []
+    for i, r in enumerate(rows):
+        prompt = prompt_of(r)
+        prompt_ids = encode(tokenizer, prompt)
+        row_counts = []
+        for k, choice in enumerate((r["occupation"], r["participant"])):
+            ids = encode(tokenizer, prompt + TARGET_DELIMITER + choice)
+            if len(ids) > max_length:
+                raise DataError(f"WinoGender {r['sentid']}: {len(ids)} tokens exceed {SCORING_KEY}.max_length")
+            shared = 0
+            while shared < min(len(ids), len(prompt_ids)) and ids[shared] == prompt_ids[shared]:
+                shared += 1
+            pieces = [p for p in content_positions(tokenizer, ids) if p >= shared]
+            if not pieces:
+                raise DataError(f"WinoGender {r['sentid']}: the choice {choice!r} has no token of its own")
+            row_counts.append(len(pieces))
+            for j, pos in enumerate(pieces):
+                masked = list(ids)
+                for later in pieces[j + 1 :]:
+                    masked[later] = tokenizer.mask_token_id
+                seqs.append(masked)
+                positions.append([pos])
+                owners.append((i, k))
+        counts.append(row_counts)
+    values = token_logprobs(
+        model, tokenizer, family, seqs, positions, batch_size=batch_size, max_length=max_length, stats=stats
+    )
+    sums = [[0.0, 0.0] for _ in rows]
+    for (i, k), value in zip(owners, values):
+        sums[i][k] += float(value[0])
+    return [_record(r, "pll_l2r", tuple(s), c, None, None) for r, s, c in zip(rows, sums, counts)]
+
+
+def _record(r, kind, scores, counts, stable, start) -> dict:
+    return {
+        "sentid": r["sentid"],
+        "occupation": r["occupation"],
+        "participant": r["participant"],
+        "answer": r["answer"],
+        "gender": r["gender"],
+        "gotcha": r["gotcha"],
+        "template": r["template"],
+        "bls_pct_female": r["bls_pct_female"],
+        "bergsma_pct_female": r["bergsma_pct_female"],
+        "score_kind": kind,
+        "score_occupation": scores[0],
+        "score_participant": scores[1],
+        "occupation_tokens": int(counts[0]),
+        "participant_tokens": int(counts[1]),
+        "prefix_stable": stable,
+        "start_token": start,
+    }
+
+
+def score_winogender(
+    items: pa.Table,
+    model,
+    tokenizer,
+    family: str,
+    scoring: dict | None = None,
+    stats: EngineStats | None = None,
+    *,
+    model_entry: dict | None = None,
+    model_name: str = "?",
+) -> pa.Table:
+    """Both choices of every sentence (rows of results/data/<benchmark>.parquet); `model_entry` and `model_name`
+    (registry.score_keywords): the model's chat template, when it sets one."""
+    scoring = scoring or {}
+    unknown = set(scoring) - {"batch_size", "max_length"}
+    if unknown:
+        raise ConfigError(f"{SCORING_KEY}: unknown option(s) {sorted(unknown)}; known: batch_size, max_length")
+    rows = items.to_pylist()
+    entry = {k: v for k, v in (model_entry or {}).items() if k in ("chat_template", "system_prompt")}
+    if family == "clm":
+        records = _score_causal(rows, model, tokenizer, scoring, stats, entry, model_name)
+        provenance = chat_provenance(entry, model_name)
+    elif family in ("mlm", "seq2seq"):
+        records = _score_masked(rows, model, tokenizer, family, scoring, stats)
+        provenance = {"chat_template": "none"}
+        if entry.get("chat_template") not in (None, False):
+            log.info("WinoGender: models.%s.chat_template ignored for a %s model (masked reading)", model_name, family)
+    else:
+        raise DataError(f"WinoGender scoring: unknown model family {family!r}")
+    unstable = sum(1 for rec in records if rec["prefix_stable"] is False)
+    if unstable:
+        log.warning("WinoGender: %d sentences whose prompt tokens are not a prefix of prompt + choice", unstable)
+    which = provenance["chat_template"]
+    for rec in records:
+        rec["chat_template"] = which
+    table = pa.Table.from_pylist(records, schema=SCORES_SCHEMA)
+    return table.replace_schema_metadata({CHAT_METADATA_KEY: json.dumps(provenance, sort_keys=True)})
+
+
+BENCHMARKS = [
+    BenchmarkDef(
+        dataset="winogender",
+        families=("mlm", "clm", "seq2seq"),
+        score=score_winogender,
+        parse_options=WinoGenderOptions.from_config,
+        rows=winogender_metric_rows,
+        description="Rudinger et al. 2018 as lm-eval reads it: % of sentences whose pronoun the model resolves right",
+        prompted=True,
+    )
+]
