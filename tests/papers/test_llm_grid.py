@@ -2,8 +2,9 @@
 out like a paper, without published numbers.
 
 Unit tests: the definition file (resources/published/llm_gender.yaml) loads as our grid only, its columns select
-rows the causal benchmarks write, the figure's panels are the table's columns, and the shipped grid is three
-hub decoders x six methods, every pair runnable. The workflow test runs paper_llm_gender end to end on a tiny grid
+rows the causal benchmarks write, the figure's panels are the table's columns, and the shipped grid is five
+hub decoders (three base, two instruct) x six methods, every pair runnable. The workflow test runs
+paper_llm_gender end to end on a tiny grid
 (tiny-llama standing in for the 7B decoders, real data, few items: CrowS-Pairs gender, SEAT-v1, the GAP
 perplexity stand-in on 5 texts, LoRA training 2 steps; about 50 jobs, 4 CPU-minutes) and reads its table and
 figure back. The shipped grid's DAG is tested with the other paper targets (tests/workflow/test_shipped_targets.py).
@@ -81,12 +82,20 @@ def test_columns_are_the_causal_benchmarks_and_the_figure_panels():
     assert [f.id for f in FIGURES["llm_gender"]] == ["bias_vs_perplexity"]
 
 
-def test_shipped_grid_is_three_open_decoders_by_six_methods():
+def test_shipped_grid_is_five_open_decoders_by_six_methods():
+    """Three base decoders and the instruct siblings of two of them, which prompted benchmarks ask through their
+    own chat template (models.<name>.chat_template: true; the base models read raw prompts)."""
     config = _config()
     entry = config["papers"]["llm_gender"]
-    assert entry["methods"] == METHODS and len(entry["models"]) == 3
+    assert entry["methods"] == METHODS and len(entry["models"]) == 5
+    instruct = [name for name in entry["models"] if config["models"][name].get("chat_template") is True]
+    assert instruct == ["qwen2.5-7b-instruct", "olmo-2-7b-instruct"]
+    for name in instruct:
+        base = name.removesuffix("-instruct")
+        assert base in entry["models"] and "chat_template" not in config["models"][base]
+        assert config["models"][name]["hub_id"].startswith(config["models"][base]["hub_id"].split("-7B")[0])
     grid.check_papers({**config, "papers": {"llm_gender": entry}})  # (the sweeps @* expand in the workflow)
-    assert len(grid.paper_pairs(config, "llm_gender")) == 18 and not grid.left_out_pairs(config, "llm_gender")
+    assert len(grid.paper_pairs(config, "llm_gender")) == 30 and not grid.left_out_pairs(config, "llm_gender")
     for name in entry["models"]:
         model = config["models"][name]
         assert model["family"] == "clm" and model["dtype"] == "auto" and "/" in model["hub_id"]
@@ -160,7 +169,12 @@ def test_table_and_figure_read_the_default_variant_and_the_wikitext_perplexity()
 # ------------------------------------------------------------------------------------------ tiny grid, end to end
 
 TINY = "tiny-llama"
-KEEP = {"gap", "crows_pairs", "seat_v1", "perplexity_gap"}
+KEEP = {"gap", "crows_pairs", "seat_v1", "perplexity_gap", "bold"}
+#: The tiny model stands in for an instruct sibling too: BOLD's prompts go through this template (lmbias.engine.chat).
+CHAT_TEMPLATE = (
+    "{% for m in messages %}<|{{ m['role'] }}|>\n{{ m['content'] }}\n{% endfor %}"
+    "{% if add_generation_prompt %}<|assistant|>\n{% endif %}"
+)
 
 
 def _tiny_grid(config: dict, shared_data) -> dict:
@@ -171,6 +185,8 @@ def _tiny_grid(config: dict, shared_data) -> dict:
     config["benchmarks"]["crows_pairs"]["bias_types"] = ["gender"]
     config["benchmarks"]["perplexity_gap"]["scoring"]["limit_texts"] = 5
     config["benchmarks"]["gap"]["splits"] = ["validation"]
+    config["benchmarks"]["bold"]["scoring"].update(prompts_per_group=2, max_new_tokens=8)
+    config["models"][TINY].update(chat_template=CHAT_TEMPLATE, system_prompt="Answer in one sentence.")
     # naive (dictionary) swaps and the punctuation splitter: no spaCy parse in this test
     config["corpora"]["gap"]["splitter"] = "sentencizer"
     config["corpora"]["gap"]["interventions"] = {
@@ -208,6 +224,10 @@ def test_tiny_grid_builds_the_table_and_the_figure(tiny_grid_run):
             assert pd.notna(cells[(method, column)]), (method, column)
         assert pd.isna(cells[(method, "da_score")])  # da_gender is not run in this grid: "–", never invented
     assert pd.notna(cells[("inlp", "seat_v1")]) and pd.isna(cells[("self_debias", "seat_v1")])
+    # BOLD: generated behind the chat template by every method but Self-Debias (no generation of its own)
+    assert pd.notna(cells[("cds-lora", "bold_sentiment_gap")]) and pd.isna(cells[("self_debias", "bold_sentiment_gap")])
+    generations = pq.read_table(tiny_grid_run / f"results/{TINY}/pretrained/seed0/scores/bold.parquet")
+    assert generations.num_rows == 4 and b"sha256:" in generations.schema.metadata[b"lmbias.chat"]
     # the adapters moved the model: LoRA-CDS scores differ from the pretrained model's
     assert cells[("cds-lora", "ours_perplexity_gap")] != cells[("pretrained", "ours_perplexity_gap")]
     md = (tiny_grid_run / "results/papers/llm_gender/bias_and_perplexity.md").read_text()

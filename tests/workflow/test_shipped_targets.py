@@ -121,26 +121,28 @@ CAUSAL_BENCHMARKS = (
     "da_gender",
     "perplexity_wikitext2",
     "perplexity_gap",
+    "winogender",
+    "bold",
 )
 
 
 def test_llm_grid_runs_lora_and_post_hoc_methods_on_every_causal_benchmark(shipped):
-    """papers.llm_gender: three hub decoders (fetched, bf16 where the GPU has it), LoRA-CDA/CDS trained as
-    adapters, Self-Debias, SentenceDebias and INLP fitted or decoded, each scored on every causal benchmark (SEAT
-    left out for Self-Debias), one table and one figure."""
+    """papers.llm_gender: three hub decoders and two instruct siblings (fetched, bf16 where the GPU has it),
+    LoRA-CDA/CDS trained as adapters, Self-Debias, SentenceDebias and INLP fitted or decoded, each scored on every
+    causal benchmark (SEAT and BOLD left out for Self-Debias), one table and one figure."""
     proc = dry_run(shipped, "paper_llm_gender")
     outputs, text = set(scheduled_files(proc)), proc.stdout + proc.stderr
-    models = ("qwen2.5-7b", "olmo-2-7b", "pythia-6.9b")
+    models = ("qwen2.5-7b", "qwen2.5-7b-instruct", "olmo-2-7b", "olmo-2-7b-instruct", "pythia-6.9b")
     assert _methods(proc) == {"pretrained", "cda-lora", "cds-lora", "self_debias", "sd", "inlp"}
-    assert re.search(r"^fetch_hub_model\s+3$", text, re.M) and re.search(r"^finetune\s+6$", text, re.M)
-    # one scoring job per (model, method, seed), each loading its model once (3 models x 6 methods, one seed)
-    assert re.search(r"^score_model\s+18$", text, re.M) and not re.search(r"^score_benchmark\s", text, re.M)
+    assert re.search(r"^fetch_hub_model\s+5$", text, re.M) and re.search(r"^finetune\s+10$", text, re.M)
+    # one scoring job per (model, method, seed), each loading its model once (5 models x 6 methods, one seed)
+    assert re.search(r"^score_model\s+30$", text, re.M) and not re.search(r"^score_benchmark\s", text, re.M)
     for model in models:
         assert f"results/{model}/cds-lora/seed0/model" in outputs and f"results/{model}/inlp/seed0/model" in outputs
         for bench in CAUSAL_BENCHMARKS:
             assert f"results/{model}/cda-lora/seed0/scores/{bench}.parquet" in outputs, (model, bench)
             scheduled = f"results/{model}/self_debias/seed0/scores/{bench}.parquet" in outputs
-            assert scheduled == (not bench.startswith("seat")), (model, bench)
+            assert scheduled == (not bench.startswith("seat") and bench != "bold"), (model, bench)
         assert not [o for o in outputs if o.startswith(f"results/{model}/") and ("bec_pro" in o or "logprob" in o)]
     assert "results/papers/llm_gender/bias_and_perplexity.parquet," in outputs  # (a job's first output)
     assert "results/plots/llm_gender/bias_vs_perplexity.png," in outputs
