@@ -6,6 +6,10 @@
 # score the base model, self_debias the base model behind its prefix (lmbias.engine.self_debias). Every scoring and metric job of a benchmark (and every fine-tuning or SentenceDebias
 # job) reads its library modules through one fingerprint file (results/library/{library}.sha256), rewritten
 # when one of them is edited: one input per job instead of six to ten keeps a large DAG's build fast.
+#
+# The metric jobs and the fingerprints are cheap: they run inside Snakemake's process (`run:`, the job's module
+# imported when the first one runs), logging through lmbias.job_runtime.job_log, and on a cluster on the submit
+# host (localrule). See docs/development/index.md, "Jobs in Snakemake's process".
 
 
 rule library_fingerprint:
@@ -17,7 +21,8 @@ rule library_fingerprint:
         "logs/library/{library}.log",
     localrule: True
     run:
-        write_source_fingerprint(input, output[0], workflow.basedir)
+        with job_log(log[0]):
+            write_source_fingerprint(input, output[0], workflow.basedir)
 
 
 rule score_benchmark:
@@ -54,32 +59,49 @@ rule compute_seed_metrics:
     input:
         # scores, library fingerprints and metric files of every benchmark the summary holds
         unpack(seed_metric_inputs),
-        script="scripts/compute_seed_metrics.py",
     output:
         "results/{model}/{method}/seed{seed}/metrics.parquet",
     log:
         "logs/{model}/{method}/seed{seed}/metrics.log",
-    conda:
-        "../envs/lmbias.yaml"
+    localrule: True
     params:
         # Only what the metrics read: editing scoring options reruns scoring (and so this), nothing else.
         benchmarks=seed_metric_benchmark_slices,
-    script:
-        "../scripts/compute_seed_metrics.py"
+    run:
+        from lmbias.engine.evaluation import compute_seed_metrics_job
+
+        with job_log(log[0]):
+            compute_seed_metrics_job(
+                benchmarks=params.benchmarks,
+                scores_paths=list(input.scores),
+                output_path=output[0],
+                model=wildcards.model,
+                method=wildcards.method,
+                seed=wildcards.seed,
+            )
 
 
 rule compute_metric:
     input:
         unpack(metric_inputs),
-        script="scripts/compute_metric.py",
     output:
         "results/{model}/{method}/seed{seed}/metrics/{benchmark}.parquet",
     log:
         "logs/{model}/{method}/seed{seed}/metrics/{benchmark}.log",
-    conda:
-        "../envs/lmbias.yaml"
+    localrule: True
     params:
         # Only what the metric reads: editing scoring options reruns scoring (and so this), nothing else.
         benchmark=metric_benchmark_slice,
-    script:
-        "../scripts/compute_metric.py"
+    run:
+        from lmbias.engine.evaluation import compute_metric_job
+
+        with job_log(log[0]):
+            compute_metric_job(
+                benchmark=wildcards.benchmark,
+                benchmark_entry=params.benchmark,
+                scores_path=input.scores,
+                output_path=output[0],
+                model=wildcards.model,
+                method=wildcards.method,
+                seed=wildcards.seed,
+            )
