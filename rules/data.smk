@@ -9,6 +9,7 @@
 # submit host (localrule). See docs/development/index.md, "Jobs in Snakemake's process".
 
 from lmbias import parsers as _data_parsers
+from lmbias.job_runtime import job_log
 
 
 include: "data_helpers.smk"
