@@ -135,7 +135,13 @@ rule paper_settings_table:
 
         with job_log(log[0]):
             paper_table_job(
-                wildcards.paper, wildcards.table, input.published, input.summaries, params.pairs, output, params.left_out
+                wildcards.paper,
+                wildcards.table,
+                input.published,
+                input.summaries,
+                params.pairs,
+                output,
+                params.left_out,
             )
 
 
