@@ -1,9 +1,9 @@
 # Aggregation: every metric for one model and method, over seeds (mean, std, interval: config `aggregate`),
 # with provenance.
 #
-# Every job here is cheap: it runs inside Snakemake's process (`run:`, the job's module imported when the first
-# one runs), logging through lmbias.job_runtime.job_log, and on a cluster on the submit host (localrule). See
-# docs/development/index.md, "Jobs in Snakemake's process".
+# Every job here is cheap: it runs inside Snakemake's process (`run:`, one call of lmbias.workflow.jobs, which
+# imports the job's module when the first one runs and logs through lmbias.job_runtime.job_log), and on a
+# cluster on the submit host (localrule). See docs/development/index.md, "Jobs in Snakemake's process".
 
 
 rule summarise:
@@ -21,16 +21,9 @@ rule summarise:
         # the interval across seeds: editing it re-summarises, nothing else
         aggregate=aggregate_settings,
     run:
-        from lmbias.engine.evaluation import summarise_job
+        from lmbias.workflow.jobs import summarise
 
-        with job_log(log[0]):
-            summarise_job(
-                metric_paths=list(input.metrics),
-                output_path=output[0],
-                slices=params.slices,
-                left_out=params.left_out,
-                aggregate=params.aggregate,
-            )
+        summarise(input, output, params, wildcards, log)
 
 
 # What `snakemake` with no target ends with: one headline number per benchmark, before vs after mitigation,
@@ -55,12 +48,9 @@ rule summary_page:
             if not _readings_grid.is_reading(entry)
         },
     run:
-        from lmbias.metrics.summary_page import write_summary_pages
+        from lmbias.workflow.jobs import summary_page
 
-        with job_log(log[0]):
-            write_summary_pages(
-                list(input.summaries), dict(params.datasets), list(input.paired), output.md, output.html
-            )
+        summary_page(input, output, params, wildcards, log)
 
 
 # Pre/post paired test of one benchmark between two (model, method) pairs (config.yaml `comparisons`).
@@ -76,17 +66,9 @@ rule paired_comparison:
         comparison=comparison_entry,
         benchmark=comparison_benchmark_slice,
     run:
-        from lmbias.metrics.comparison import paired_comparison_job
+        from lmbias.workflow.jobs import paired_comparison
 
-        with job_log(log[0]):
-            paired_comparison_job(
-                name=wildcards.comparison,
-                entry=params.comparison,
-                benchmark_entry=params.benchmark,
-                before_paths=list(input.before),
-                after_paths=list(input.after),
-                output_path=output[0],
-            )
+        paired_comparison(input, output, params, wildcards, log)
 
 
 rule reject_unknown_comparison:

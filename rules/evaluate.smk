@@ -7,9 +7,10 @@
 # job) reads its library modules through one fingerprint file (results/library/{library}.sha256), rewritten
 # when one of them is edited: one input per job instead of six to ten keeps a large DAG's build fast.
 #
-# The metric jobs and the fingerprints are cheap: they run inside Snakemake's process (`run:`, the job's module
-# imported when the first one runs), logging through lmbias.job_runtime.job_log, and on a cluster on the submit
-# host (localrule). See docs/development/index.md, "Jobs in Snakemake's process".
+# The metric jobs and the fingerprints are cheap: they run inside Snakemake's process (`run:`, one call of
+# lmbias.workflow.jobs, which imports the job's module when the first one runs and logs through
+# lmbias.job_runtime.job_log), and on a cluster on the submit host (localrule). See docs/development/index.md,
+# "Jobs in Snakemake's process".
 
 
 rule library_fingerprint:
@@ -68,17 +69,9 @@ rule compute_seed_metrics:
         # Only what the metrics read: editing scoring options reruns scoring (and so this), nothing else.
         benchmarks=seed_metric_benchmark_slices,
     run:
-        from lmbias.engine.evaluation import compute_seed_metrics_job
+        from lmbias.workflow.jobs import compute_seed_metrics
 
-        with job_log(log[0]):
-            compute_seed_metrics_job(
-                benchmarks=params.benchmarks,
-                scores_paths=list(input.scores),
-                output_path=output[0],
-                model=wildcards.model,
-                method=wildcards.method,
-                seed=wildcards.seed,
-            )
+        compute_seed_metrics(input, output, params, wildcards, log)
 
 
 rule compute_metric:
@@ -93,15 +86,6 @@ rule compute_metric:
         # Only what the metric reads: editing scoring options reruns scoring (and so this), nothing else.
         benchmark=metric_benchmark_slice,
     run:
-        from lmbias.engine.evaluation import compute_metric_job
+        from lmbias.workflow.jobs import compute_metric
 
-        with job_log(log[0]):
-            compute_metric_job(
-                benchmark=wildcards.benchmark,
-                benchmark_entry=params.benchmark,
-                scores_path=input.scores,
-                output_path=output[0],
-                model=wildcards.model,
-                method=wildcards.method,
-                seed=wildcards.seed,
-            )
+        compute_metric(input, output, params, wildcards, log)

@@ -15,9 +15,9 @@
 # method kind it shows, and its params are only those pairs, so editing one method reruns that method's
 # jobs and the tables and figures that show it.
 #
-# Tables and figures are cheap: they run inside Snakemake's process (`run:`, lmbias.papers.jobs, imported when
-# the first one runs), logging through lmbias.job_runtime.job_log, and on a cluster on the submit host
-# (localrule). See docs/development/index.md, "Jobs in Snakemake's process".
+# Tables and figures are cheap: they run inside Snakemake's process (`run:`, one call of lmbias.workflow.jobs,
+# which imports lmbias.papers.jobs when the first one runs and logs through lmbias.job_runtime.job_log), and on
+# a cluster on the submit host (localrule). See docs/development/index.md, "Jobs in Snakemake's process".
 
 
 include: "papers_helpers.smk"
@@ -91,20 +91,9 @@ rule paper_table:
         lm_benchmarks=paper_table_lm_benchmarks,
         readings=paper_table_readings,
     run:
-        from lmbias.papers.jobs import paper_table_job
+        from lmbias.workflow.jobs import paper_table
 
-        with job_log(log[0]):
-            paper_table_job(
-                wildcards.paper,
-                wildcards.table,
-                input.published,
-                input.summaries,
-                params.pairs,
-                output,
-                params.left_out,
-                lm_benchmarks=params.lm_benchmarks,
-                readings=params.readings,
-            )
+        paper_table(input, output, params, wildcards, log)
 
 
 rule paper_settings_table:
@@ -131,18 +120,9 @@ rule paper_settings_table:
         caption=paper_table_caption,
         left_out=paper_table_left_out,
     run:
-        from lmbias.papers.jobs import paper_table_job
+        from lmbias.workflow.jobs import paper_table
 
-        with job_log(log[0]):
-            paper_table_job(
-                wildcards.paper,
-                wildcards.table,
-                input.published,
-                input.summaries,
-                params.pairs,
-                output,
-                params.left_out,
-            )
+        paper_table(input, output, params, wildcards, log)
 
 
 ruleorder: paper_settings_table > paper_table
@@ -171,16 +151,6 @@ rule paper_figure:
         readings=paper_figure_readings,
         caption=paper_figure_caption,
     run:
-        from lmbias.papers.jobs import paper_figure_job
+        from lmbias.workflow.jobs import paper_figure
 
-        with job_log(log[0]):
-            paper_figure_job(
-                wildcards.paper,
-                wildcards.figure,
-                input.summaries,
-                params.runs,
-                input.models,
-                output.png,
-                params.families,
-                readings=params.readings,
-            )
+        paper_figure(input, output, params, wildcards, log)
