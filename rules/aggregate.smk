@@ -1,25 +1,29 @@
 # Aggregation: every metric for one model and method, over seeds (mean, std, interval: config `aggregate`),
 # with provenance.
+#
+# Every job here is cheap: it runs inside Snakemake's process (`run:`, one call of lmbias.workflow.jobs, which
+# imports the job's module when the first one runs and logs through lmbias.job_runtime.job_log), and on a
+# cluster on the submit host (localrule). See docs/development/index.md, "Jobs in Snakemake's process".
 
 
 rule summarise:
     input:
         metrics=summary_metric_files,
-        script="scripts/summarise.py",
         library="src/lmbias/metrics/summary.py",
     output:
         "results/{model}/{method}/summary.parquet",
     log:
         "logs/{model}/{method}/summary.log",
-    conda:
-        "../envs/lmbias.yaml"
+    localrule: True
     params:
         slices=summary_config_slices,
         left_out=summary_left_out,
         # the interval across seeds: editing it re-summarises, nothing else
         aggregate=aggregate_settings,
-    script:
-        "../scripts/summarise.py"
+    run:
+        from lmbias.workflow.jobs import summarise
+
+        summarise(input, output, params, wildcards, log)
 
 
 # What `snakemake` with no target ends with: one headline number per benchmark, before vs after mitigation,
@@ -29,15 +33,13 @@ rule summary_page:
     input:
         summaries=default_target_summaries(),
         paired=default_target_comparisons(),
-        script="scripts/summary_page.py",
         library=["src/lmbias/metrics/headline.py", "src/lmbias/metrics/summary_page.py"],
     output:
         md="results/summary.md",
         html="results/summary.html",
     log:
         "logs/summary_page.log",
-    conda:
-        "../envs/lmbias.yaml"
+    localrule: True
     params:
         # our benchmarks' headlines; a peer reading (papers.<paper>.readings) is a paper table's, not a headline
         datasets=lambda wildcards: {
@@ -45,30 +47,28 @@ rule summary_page:
             for b, entry in config["benchmarks"].items()
             if not _readings_grid.is_reading(entry)
         },
-    script:
-        "../scripts/summary_page.py"
+    run:
+        from lmbias.workflow.jobs import summary_page
 
-
-localrules:
-    summary_page,
+        summary_page(input, output, params, wildcards, log)
 
 
 # Pre/post paired test of one benchmark between two (model, method) pairs (config.yaml `comparisons`).
 rule paired_comparison:
     input:
         unpack(comparison_inputs),
-        script="scripts/compare_paired.py",
     output:
         "results/tables/paired/{comparison}.parquet",
     log:
         "logs/tables/paired/{comparison}.log",
-    conda:
-        "../envs/lmbias.yaml"
+    localrule: True
     params:
         comparison=comparison_entry,
         benchmark=comparison_benchmark_slice,
-    script:
-        "../scripts/compare_paired.py"
+    run:
+        from lmbias.workflow.jobs import paired_comparison
+
+        paired_comparison(input, output, params, wildcards, log)
 
 
 rule reject_unknown_comparison:

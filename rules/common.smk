@@ -14,7 +14,7 @@ from lmbias.config import name_source
 from lmbias.errors import ConfigError
 from lmbias.papers import grid as _readings_grid  # rules/aggregate.smk's summary_page
 from lmbias.workflow import constraints, inputs, methods, params, refusals, selection, targets, validation
-from lmbias.job_runtime import write_source_fingerprint
+from lmbias.job_runtime import job_log, write_source_fingerprint  # job_log: the in-process jobs' logs
 
 try:
     validation.check_config(config)

@@ -3,8 +3,13 @@
 #
 # One rule per dataset (data_<dataset>), so each dataset's files can only come from its own rule and
 # a job's params are that file's config slice: editing data.gap reruns GAP files only.
+#
+# Both rules are cheap (a copy, a parse): they run inside Snakemake's process (`run:`, lmbias.parsers.jobs,
+# imported when the first job runs), logging through lmbias.job_runtime.job_log, and on a cluster on the
+# submit host (localrule). See docs/development/index.md, "Jobs in Snakemake's process".
 
 from lmbias import parsers as _data_parsers
+from lmbias.job_runtime import job_log
 
 
 include: "data_helpers.smk"
@@ -24,14 +29,15 @@ for _data_dataset, _data_entry in config["data"].items():
         # Downloads run where snakemake runs (a cluster's compute nodes often have no internet); copying
         # from data_dir is as cheap there.
         localrule: True
-        conda:
-            "../envs/lmbias.yaml"
         params:
             source=_data_file_params(_data_dataset),
         message:
             f"{_data_dataset}: fetch and verify {{wildcards.file}}"
-        script:
-            "../scripts/fetch_data.py"
+        run:
+            from lmbias.parsers.jobs import fetch_data_job
+
+            with job_log(log[0]):
+                fetch_data_job(params.source, config, output[0])
 
 
 rule parse_benchmark:
@@ -43,11 +49,13 @@ rule parse_benchmark:
         "logs/data/{benchmark}.log",
     wildcard_constraints:
         benchmark=_data_alternatives(config.get("benchmarks") or {}),
-    conda:
-        "../envs/lmbias.yaml"
+    localrule: True
     params:
         # The benchmark's config slice minus `scoring` and `metric`: editing those does not re-parse.
         benchmark=lambda wildcards: _data_parsers.parse_slice(_data_benchmark_cfg(wildcards)),
         files=_data_benchmark_files,
-    script:
-        "../scripts/parse_benchmark.py"
+    run:
+        from lmbias.parsers.jobs import parse_benchmark_job
+
+        with job_log(log[0]):
+            parse_benchmark_job(wildcards.benchmark, params.benchmark, params.files, input.raw, output[0])

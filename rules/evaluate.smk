@@ -7,6 +7,11 @@
 # score the base model, self_debias the base model behind its prefix (lmbias.engine.self_debias). Every scoring and metric job of a benchmark (and every fine-tuning or SentenceDebias
 # job) reads its library modules through one fingerprint file (results/library/{library}.sha256), rewritten
 # when one of them is edited: one input per job instead of six to ten keeps a large DAG's build fast.
+#
+# The metric jobs and the fingerprints are cheap: they run inside Snakemake's process (`run:`, one call of
+# lmbias.workflow.jobs, which imports the job's module when the first one runs and logs through
+# lmbias.job_runtime.job_log), and on a cluster on the submit host (localrule). See docs/development/index.md,
+# "Jobs in Snakemake's process".
 
 
 rule library_fingerprint:
@@ -18,7 +23,8 @@ rule library_fingerprint:
         "logs/library/{library}.log",
     localrule: True
     run:
-        write_source_fingerprint(input, output[0], workflow.basedir)
+        with job_log(log[0]):
+            write_source_fingerprint(input, output[0], workflow.basedir)
 
 
 # Every benchmark a (model, method) summary holds, scored in one job per seed that loads the model once
@@ -89,42 +95,43 @@ rule compute_seed_metrics:
     input:
         # scores, library fingerprints and metric files of every benchmark the summary holds
         unpack(seed_metric_inputs),
-        script="scripts/compute_seed_metrics.py",
     output:
         "results/{model}/{method}/seed{seed}/metrics.parquet",
     log:
         "logs/{model}/{method}/seed{seed}/metrics.log",
-    conda:
-        "../envs/lmbias.yaml"
+    localrule: True
     params:
         # Only what the metrics read: editing scoring options reruns scoring (and so this), nothing else.
         benchmarks=seed_metric_benchmark_slices,
-    script:
-        "../scripts/compute_seed_metrics.py"
+    run:
+        from lmbias.workflow.jobs import compute_seed_metrics
+
+        compute_seed_metrics(input, output, params, wildcards, log)
 
 
 rule compute_metric:
     input:
         unpack(metric_inputs),
-        script="scripts/compute_metric.py",
     output:
         "results/{model}/{method}/seed{seed}/metrics/{benchmark}.parquet",
     log:
         "logs/{model}/{method}/seed{seed}/metrics/{benchmark}.log",
-    conda:
-        "../envs/lmbias.yaml"
+    localrule: True
     params:
         # Only what the metric reads: editing scoring options reruns scoring (and so this), nothing else.
         benchmark=metric_benchmark_slice,
-    script:
-        "../scripts/compute_metric.py"
+    run:
+        from lmbias.workflow.jobs import compute_metric
+
+        compute_metric(input, output, params, wildcards, log)
 
 
 # BOLD's figure (lmbias.papers.figures_bold): the VADER sentiment of one seed's generations per group, from its
 # cached generations; `snakemake results/{model}/{method}/seed{k}/plots/bold_sentiment.svg`.
 rule bold_sentiment_figure:
     input:
-        scores="results/{model}/{method}/seed{seed}/scores/{benchmark}.parquet",
+        # the pair's score_model manifest when its summary holds the benchmark, else the score file (as metrics)
+        scores=lambda wildcards: metric_inputs(wildcards)["scores"],
         library=["src/lmbias/papers/figures_bold.py", "src/lmbias/metrics/bold.py"],
         script="scripts/bold_figure.py",
     output:

@@ -14,6 +14,10 @@
 # summaries hold those entries (lmbias.workflow.selection) and the tables read them. A table reads only the summaries of the pairs whose
 # method kind it shows, and its params are only those pairs, so editing one method reruns that method's
 # jobs and the tables and figures that show it.
+#
+# Tables and figures are cheap: they run inside Snakemake's process (`run:`, one call of lmbias.workflow.jobs,
+# which imports lmbias.papers.jobs when the first one runs and logs through lmbias.job_runtime.job_log), and on
+# a cluster on the submit host (localrule). See docs/development/index.md, "Jobs in Snakemake's process".
 
 
 include: "papers_helpers.smk"
@@ -79,16 +83,17 @@ rule paper_table:
         "logs/papers/{paper}/{table}.log",
     wildcard_constraints:
         table=r"[^/.]+",
-    conda:
-        "../envs/lmbias.yaml"
+    localrule: True
     params:
         pairs=paper_table_pairs,
         caption=paper_table_caption,
         left_out=paper_table_left_out,
         lm_benchmarks=paper_table_lm_benchmarks,
         readings=paper_table_readings,
-    script:
-        "../scripts/paper_table.py"
+    run:
+        from lmbias.workflow.jobs import paper_table
+
+        paper_table(input, output, params, wildcards, log)
 
 
 rule paper_settings_table:
@@ -109,14 +114,15 @@ rule paper_settings_table:
     wildcard_constraints:
         # the hyper-parameter tables of the transcriptions (lmbias.papers.tables.is_settings_table)
         table=_PAPERS_SETTINGS_PATTERN,
-    conda:
-        "../envs/lmbias.yaml"
+    localrule: True
     params:
         pairs=paper_table_pairs,
         caption=paper_table_caption,
         left_out=paper_table_left_out,
-    script:
-        "../scripts/paper_table.py"
+    run:
+        from lmbias.workflow.jobs import paper_table
+
+        paper_table(input, output, params, wildcards, log)
 
 
 ruleorder: paper_settings_table > paper_table
@@ -138,12 +144,13 @@ rule paper_figure:
         "logs/plots/{paper}/{figure}.log",
     wildcard_constraints:
         figure=r"[^/.]+",
-    conda:
-        "../envs/lmbias.yaml"
+    localrule: True
     params:
         runs=paper_figure_runs,
         families=paper_figure_families,
         readings=paper_figure_readings,
         caption=paper_figure_caption,
-    script:
-        "../scripts/plot_figure.py"
+    run:
+        from lmbias.workflow.jobs import paper_figure
+
+        paper_figure(input, output, params, wildcards, log)

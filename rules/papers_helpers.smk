@@ -119,7 +119,7 @@ def paper_table_inputs(wildcards):
     return {
         "summaries": summaries,
         "published": f"resources/published/{wildcards.paper}.yaml",
-        "script": "scripts/paper_table.py",
+        "job": "src/lmbias/papers/jobs.py",
         "library": _PAPERS_LIBRARY,
     }
 
@@ -160,7 +160,7 @@ def paper_figure_inputs(wildcards):
     return {
         "summaries": [f"results/{m}/{k}/summary.parquet" for m, k in _papers_grid.paper_pairs(config, wildcards.paper)],
         "models": [f"results/{m}/{k}/seed{s}/model" for m, k, s in runs],
-        "script": "scripts/plot_figure.py",
+        "job": "src/lmbias/papers/jobs.py",
         "library": _PAPERS_FIGURES_LIBRARY + _PAPERS_LIBRARY,
     }
 

@@ -1,12 +1,19 @@
-"""Small helpers for Snakemake jobs and scripts: logging into the job's log file, picking the device, the
-library fingerprint a job writes; and for the Snakefile: the failed jobs' errors for the console."""
+"""Small helpers for Snakemake jobs and scripts: logging into the job's log file (a script's process, or a
+`run:` job inside Snakemake's own process), picking the device, the library fingerprint a job writes; and for
+the Snakefile: the failed jobs' errors for the console."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import logging
 import os
 import re
 import sys
+import threading
+import traceback
+import warnings
+from collections.abc import Iterator
 
 from lmbias.io import write_text_atomic
 from lmbias.lazy import lazy_module
@@ -31,10 +38,101 @@ def setup_job_logging(log_path: str | None) -> None:
         sys.stderr = handle
     logging.basicConfig(
         level=logging.INFO,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        format=LOG_FORMAT,
         stream=sys.stderr,
         force=True,
     )
+
+
+#: The format of a job log's lines, for scripts (setup_job_logging) and in-process jobs (job_log) alike.
+LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+
+#: The log file of each thread that runs an in-process job now (thread id -> open file).
+_JOB_LOGS: dict[int, io.TextIOBase] = {}
+_JOB_LOGS_LOCK = threading.Lock()
+_ROOT_LEVEL_BEFORE_JOBS: list[int] = []  # the root logger's level while no in-process job runs
+
+
+class _ThreadRoutedStream(io.TextIOBase):
+    """sys.stderr while in-process jobs run: what a job's thread writes goes to that job's log, what any other
+    thread (Snakemake's own) writes goes to the stream this one replaced. Tracebacks, warnings and progress
+    bars are written to sys.stderr when they happen, so they follow their job."""
+
+    def __init__(self, console):
+        self.console = console
+
+    def _target(self):
+        return _JOB_LOGS.get(threading.get_ident(), self.console)
+
+    def write(self, text: str) -> int:
+        return self._target().write(text)
+
+    def flush(self) -> None:
+        self._target().flush()
+
+    def isatty(self) -> bool:  # a progress bar in a job's log draws lines, not a live bar
+        return self._target().isatty()
+
+    def fileno(self) -> int:
+        return self.console.fileno()
+
+    @property
+    def encoding(self):
+        return self.console.encoding
+
+
+class _ThreadFilter(logging.Filter):
+    """Only the records logged by one thread: concurrent jobs log to their own files."""
+
+    def __init__(self, thread: int):
+        super().__init__()
+        self.thread = thread
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.thread == self.thread
+
+
+@contextlib.contextmanager
+def job_log(log_path: str | os.PathLike) -> Iterator[io.TextIOBase]:
+    """The job log of a `run:` job, which Snakemake runs in a thread of its own process (`--cores N`: several
+    at once), what setup_job_logging is to a script's process: the block's logging records (INFO and up, the
+    script's level), its warnings and whatever it writes to sys.stderr go to `log_path`, written anew; other
+    threads' output, concurrent jobs' included, does not. A block that raises leaves its traceback in the log,
+    as a failing script's process does, so the failed job's error names itself on the console
+    (failed_jobs_report). Threads that the block starts itself are not followed (the cheap jobs start none).
+
+    Python shows a warning once per place in the code and process: the record of warnings shown is reset
+    when a job starts (a filter is added, once: the final `default` action Python applies anyway), so each
+    job's log holds its warnings as a job of its own process would."""
+    thread = threading.get_ident()
+    handle = open(log_path, "w", buffering=1, encoding="utf-8")
+    handler = logging.StreamHandler(handle)
+    handler.setFormatter(logging.Formatter(LOG_FORMAT))
+    handler.addFilter(_ThreadFilter(thread))
+    root = logging.getLogger()
+    with _JOB_LOGS_LOCK:
+        if not _JOB_LOGS:
+            _ROOT_LEVEL_BEFORE_JOBS[:] = [root.level]
+            root.setLevel(logging.INFO)
+        if not isinstance(sys.stderr, _ThreadRoutedStream):
+            sys.stderr = _ThreadRoutedStream(sys.stderr)
+        _JOB_LOGS[thread] = handle
+        root.addHandler(handler)
+        warnings.filterwarnings("default", append=True)  # resets the warnings already shown (see above)
+    try:
+        yield handle
+    except BaseException:
+        traceback.print_exc(file=handle)
+        raise
+    finally:
+        with _JOB_LOGS_LOCK:
+            root.removeHandler(handler)
+            del _JOB_LOGS[thread]
+            if not _JOB_LOGS:
+                root.setLevel(_ROOT_LEVEL_BEFORE_JOBS.pop())
+                if isinstance(sys.stderr, _ThreadRoutedStream):
+                    sys.stderr = sys.stderr.console
+        handle.close()
 
 
 def pick_device() -> torch.device:

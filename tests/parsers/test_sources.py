@@ -278,8 +278,6 @@ def data_workflow(tmp_path, shared_data) -> Path:
     (work / "rules").mkdir(parents=True)
     for name in ("data.smk", "data_helpers.smk"):  # data.smk includes its helpers itself
         shutil.copy(REPO / "rules" / name, work / "rules")
-    shutil.copytree(REPO / "scripts", work / "scripts")
-    shutil.copytree(REPO / "envs", work / "envs")
     config = yaml.safe_load((REPO / "config.yaml").read_text())
     config["data_dir"] = str(shared_data)
     (work / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))

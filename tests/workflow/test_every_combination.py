@@ -5,7 +5,8 @@ methods run scores each method only on the benchmarks its tests read).
 What runs is what Snakemake would run: the shipped config.yaml on a copy of the workflow, its DAG built by
 Snakemake's API for one summary per (tiny model, method), and every job of that DAG executed *in this
 process* by its own script (scripts/*.py with the job's `snakemake` object: its input, output, params,
-wildcards, log), in dependency order. The params are Snakemake's own, so each job gets the config slices the
+wildcards, log) or its rule's `run:` block (the cheap jobs, which Snakemake runs in its own process too), in
+dependency order. The params are Snakemake's own, so each job gets the config slices the
 workflow passes; running the scripts in process saves each job's Python start (measured: a Snakemake job
 costs about 6 s of CPU in process start and imports, so the ~1,000 jobs here would take over an hour and a
 half of CPU as a Snakemake run; in process they take about 2 minutes).
@@ -375,17 +376,25 @@ def _job_sandbox():
 
 
 def run_job(job, config: dict, workdir: Path) -> None:
-    """One job as Snakemake runs it: its script with its `snakemake` object (rule `run:` blocks: their code)."""
+    """One job as Snakemake runs it: its script with its `snakemake` object, or its rule's `run:` block."""
     from snakemake.iocontainers import Snakemake
 
     rule = job.rule
     for path in list(job.output) + list(job.log):
         Path(workdir, path).parent.mkdir(parents=True, exist_ok=True)
-    if rule.script is None:  # the one `run:` rule (rules/evaluate.smk): its block's one call
-        assert rule.name == "library_fingerprint", f"rule {rule.name}: neither a script nor known here"
-        from lmbias.job_runtime import write_source_fingerprint
-
-        write_source_fingerprint(job.input, job.output[0], workdir)
+    if rule.script is None:  # a `run:` rule (the cheap jobs): its block, called as Snakemake's run_wrapper does
+        job_args = dict(input=job.input, output=job.output, params=job.params, wildcards=job.wildcards, log=job.log)
+        job_args |= dict(threads=job.threads, resources=job.resources, rule=rule.name, basedir=rule.basedir, jobid=0)
+        unused = ("conda_env", "container_img", "singularity_args", "env_modules", "bench_record", "bench_iteration")
+        unused += ("shadow_dir", "edit_notebook", "conda_base_path", "sourcecache_path", "runtime_sourcecache_path")
+        with _job_sandbox():
+            rule.run_func(
+                **job_args,
+                **dict.fromkeys((*unused, "runtime_paths")),
+                use_singularity=False,
+                is_shell=False,
+                cleanup_scripts=False,
+            )
         return
     script = Path(str(rule.basedir)) / rule.script
     injected = Snakemake(

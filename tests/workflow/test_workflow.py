@@ -373,6 +373,12 @@ def test_checksum_mismatch_stops_and_leaves_no_file(tmp_path, repo_root, shared_
     assert not (workdir / "results/data/winobias.parquet").exists()
     log = (workdir / "logs/data/winobias/pro_stereotyped_type2.txt.dev.log").read_text()
     assert "pro_stereotyped_type2.txt.dev" in log and "sha256" in log.lower()
+    # the job ran inside Snakemake's process (a run: block): its log holds its traceback all the same, and the
+    # console names the job, its log and its error (the Snakefile's onerror, lmbias.job_runtime.job_log)
+    assert (
+        "rule data_winobias (logs/data/winobias/pro_stereotyped_type2.txt.dev.log):\n"
+        "    DataError: resources/data/winobias/pro_stereotyped_type2.txt.dev: sha256 mismatch"
+    ) in proc.stderr, proc.stderr[-3000:]
 
 
 def _dry_run_resources(workdir: Path, data: Path, profile: str, target: str) -> dict[str, str]:
