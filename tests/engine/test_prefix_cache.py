@@ -74,6 +74,28 @@ def test_grouped_scores_equal_the_full_recomputation(tiny_clm, context):
     assert stats.requests == len(texts) and stats.unique_inputs == len(set(texts))
 
 
+@pytest.mark.parametrize("context", ["bos", "bias_bench"])
+def test_without_the_prefix_terms_differences_within_a_group_stay(tiny_clm, context):
+    """score_prefix=False (WinoGender: ll(prompt + choice) - ll(prompt)) leaves out what a group's texts share:
+    every difference within a group equals the full scores', and a text of a shared group is worth less than
+    its whole log-likelihood by exactly its prefix's terms (the same for every member of the group)."""
+    arch, model, tok = tiny_clm
+    groups, texts = zip(*TEXTS)
+    stats = EngineStats()
+    short = grouped_sentence_logprobs(
+        model, tok, texts, groups, batch_size=4, stats=stats, context=context, score_prefix=False
+    )
+    full = sentence_logprobs(model, tok, texts, context=context)
+    for g in dict.fromkeys(groups):
+        members = [i for i, name in enumerate(groups) if name == g]
+        np.testing.assert_allclose(np.diff(short[members]), np.diff(full[members]), rtol=0, atol=1e-5)
+        prefix_terms = full[members] - short[members]
+        np.testing.assert_allclose(prefix_terms, prefix_terms[0], rtol=0, atol=1e-5)
+        shared_prefix = g in ("blank", "choice", "nested")
+        assert (abs(prefix_terms[0]) > 1e-3) == shared_prefix, (g, prefix_terms)  # read in full: nothing left out
+    assert stats.requests == len(texts)
+
+
 def test_a_model_without_logits_to_keep_gives_the_same_numbers(tiny_clm, monkeypatch):
     """A forward without ``logits_to_keep`` computes every position's logits; the scored ones are taken."""
     _, model, tok = tiny_clm

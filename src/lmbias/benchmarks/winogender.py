@@ -131,6 +131,8 @@ def _score_causal(rows, model, tokenizer, scoring, stats, entry, model_name):
             max_length=max_length,
             stats=stats,
             context=context_kind,
+            # the prompt's own terms cancel in ll(prompt + choice) - ll(prompt): no LM head over its tokens
+            score_prefix=False,
         )
         for k, i in enumerate(members):
             ctx, occ, par = lls[3 * k : 3 * k + 3]

@@ -170,9 +170,17 @@ def grouped_sentence_logprobs(
     stats: EngineStats | None = None,
     context: str = "bos",
     max_tokens: int | None = None,
+    score_prefix: bool = True,
 ) -> np.ndarray:
     """``sentence_logprobs(model, tokenizer, texts, ...)`` with the token prefix shared by the texts of one
     group (``groups[i]`` names text i's group, e.g. its item) read once per group; see the module docstring.
+
+    ``score_prefix=False``: a text of a group read once gets the log-probability of its tokens *after* the
+    group's shared prefix only (the start-token term too is left out), and the prefix pass applies the LM head
+    at its last position alone. For a caller that only compares texts of one group (a multiple-choice item:
+    log p(prompt + choice) - log p(prompt)) the prefix's terms cancel, and reading them costs one vocabulary
+    projection per prompt token. Texts read in full (no shared prefix) keep their whole log-likelihood, so
+    differences within a group are the same either way.
 
     The token budget counts a group of k distinct inputs of at most n tokens as k x n padded tokens (its
     continuation pass holds k rows; the prefix pass is smaller), so a batch stays within ``max_tokens``."""
@@ -222,26 +230,31 @@ def grouped_sentence_logprobs(
     prefix_runs: dict[int, tuple[list[tuple[torch.Tensor, torch.Tensor]], float, np.ndarray]] = {}
 
     def run_prefixes(batch):
-        """One pass of the prefixes of groups `batch` (indices into shared): every prefix position is scored,
-        the last one for each member's first continuation token."""
+        """One pass of the prefixes of groups `batch` (indices into shared): every prefix position is scored
+        (unless score_prefix is false), the last one for each member's first continuation token."""
         prefixes = [seqs[shared[g][1][0]][: shared[g][0]] for g in batch]
         prefix_ids, prefix_attn = pad(prefixes, pad_id, device)
+        if score_prefix:
+            keep = prefix_attn.bool()
+        else:  # the last position alone: each member's first continuation token
+            keep = torch.zeros_like(prefix_attn, dtype=torch.bool)
+            keep[torch.arange(len(batch), device=device), prefix_attn.sum(1) - 1] = True
         positions, tokens, offset = [], [], 0
         for prefix, g in zip(prefixes, batch):
             length, uids = shared[g]
-            positions += list(range(offset, offset + length - 1)) + [offset + length - 1] * len(uids)
-            tokens += prefix[1:] + [seqs[u][length] for u in uids]
-            offset += length
-        logits, out = _forward_scored(
-            model, prefix_attn.bool(), input_ids=prefix_ids, attention_mask=prefix_attn, use_cache=True
-        )
+            own = length - 1 if score_prefix else 0  # the prefix's own scored tokens; then its last position
+            positions += list(range(offset, offset + own)) + [offset + own] * len(uids)
+            tokens += prefix[1 : 1 + own] + [seqs[u][length] for u in uids]
+            offset += own + 1
+        logits, out = _forward_scored(model, keep, input_ids=prefix_ids, attention_mask=prefix_attn, use_cache=True)
         values = _picked_logprobs(logits, positions, tokens)
         runs, start = {}, 0
         for row, g in enumerate(batch):
             length, uids = shared[g]
+            own = length - 1 if score_prefix else 0  # the prefix's own scored tokens
             kv = [(layer.keys[row, :, :length], layer.values[row, :, :length]) for layer in out.past_key_values.layers]
-            end = start + length - 1 + len(uids)
-            runs[g] = (kv, float(values[start : start + length - 1].sum()), values[start + length - 1 : end])
+            end = start + own + len(uids)
+            runs[g] = (kv, float(values[start : start + own].sum()), values[start + own : end])
             start = end
         prefix_runs.update(runs)  # stored once the whole batch went through
         stats.forward_passes += 1
@@ -276,7 +289,7 @@ def grouped_sentence_logprobs(
             g, k, _ = conts[c]
             _, prefix_sum, first = prefix_runs[g]
             uid = shared[g][1][k]
-            totals[uid] = head[uid] + prefix_sum + first[k] + value
+            totals[uid] = lead[uid] + prefix_sum + first[k] + value
         stats.forward_passes += 1
         stats.sequences_run += len(chunk)
 
@@ -286,6 +299,8 @@ def grouped_sentence_logprobs(
             stats.forward_passes += 1
             stats.sequences_run += 1
             head[:] = [float(start[seq[0]]) for seq in seqs]
+        # the start-token term of a text read through a shared prefix (left out with the prefix's own terms)
+        lead = head if score_prefix else np.zeros_like(head)
         for u in alone:
             totals[u] = head[u]  # a one-token input (bias_bench) has nothing more to score
         reads = sorted((u for u in alone if len(seqs[u]) > 1), key=lambda u: (len(seqs[u]), u))
@@ -310,7 +325,7 @@ def grouped_sentence_logprobs(
                     if len(seqs[u]) - length > 1:
                         conts.append((g, k, seqs[u][length:]))
                     else:
-                        totals[u] = head[u] + prefix_runs[g][1] + prefix_runs[g][2][k]
+                        totals[u] = lead[u] + prefix_runs[g][1] + prefix_runs[g][2][k]
             widths = [shared[g][0] + len(cont) for g, _, cont in conts]
             order = sorted(range(len(conts)), key=lambda c: (len(conts[c][2]), c))
             for run in low_padding_runs(order, [len(cont) for _, _, cont in conts], batch_size):
