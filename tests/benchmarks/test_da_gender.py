@@ -291,11 +291,12 @@ def test_planted_association_raises_da_on_male_pairs_and_lowers_it_on_female_pai
 def test_workflow_runs_da_gender_and_logprob(tmp_path, repo_root):
     """Dry run for the three tiny families (logprob is part of the mlm and seq2seq summaries only, and asking it
     of the causal model fails at DAG-build time), then a real run of both benchmarks for tiny-bert."""
-    from helpers.workflow_runs import copy_workflow, run_snakemake, scheduled_outputs
+    from helpers.workflow_runs import copy_workflow, run_snakemake, scheduled_files
 
     workdir = copy_workflow(repo_root, tmp_path / "wf")
     summaries = [f"results/{m}/pretrained/summary.parquet" for m in ("tiny-bert", "tiny-gpt2", "tiny-bart")]
-    outputs = set(scheduled_outputs(run_snakemake(workdir, "-n", *summaries)))
+    # the score files through their score_model job
+    outputs = set(scheduled_files(run_snakemake(workdir, "-n", *summaries)))
     for model in ("tiny-bert", "tiny-gpt2", "tiny-bart"):
         assert f"results/{model}/pretrained/seed0/scores/da_gender.parquet" in outputs
         assert f"results/{model}/pretrained/seed0/metrics.parquet" in outputs

@@ -436,14 +436,14 @@ def test_competency_labels_need_the_person_condition(tmp_path, scored):
 
 @pytest.mark.workflow
 def test_workflow_dry_run_and_bad_option(tmp_path, repo_root, shared_data):
-    from helpers.workflow_runs import copy_workflow, run_snakemake, scheduled_outputs, write_config
+    from helpers.workflow_runs import copy_workflow, run_snakemake, scheduled_files, write_config
 
     workdir = copy_workflow(repo_root, tmp_path / "wf")
     targets = [
         f"results/{m}/pretrained/seed0/metrics/winobias.parquet" for m in ("tiny-bert", "tiny-gpt2", "tiny-bart")
     ]
     proc = run_snakemake(workdir, "-n", "--config", f"data_dir={shared_data}", *targets)
-    outputs = scheduled_outputs(proc)
+    outputs = scheduled_files(proc)  # the score files through their score_model job
     for m in ("tiny-bert", "tiny-gpt2", "tiny-bart"):
         assert f"results/{m}/pretrained/seed0/scores/winobias.parquet" in outputs
         assert f"results/{m}/pretrained/seed0/metrics/winobias.parquet" in outputs

@@ -115,6 +115,21 @@ def scheduled_outputs(proc: subprocess.CompletedProcess) -> list[str]:
     return re.findall(r"^\s*output: (\S+)", text, re.M)
 
 
+#: a score_model job's block in a dry run: its inputs (every benchmark's items among them), its manifest
+SCORE_MODEL_JOB = re.compile(r"input: ([^\n]*)\n\s*output: results/([^/\s]+)/([^/\s]+)/seed(\d+)/scores\.json")
+
+
+def scheduled_files(proc: subprocess.CompletedProcess) -> list[str]:
+    """The outputs a dry run schedules, and the score file of every benchmark a scheduled score_model job scores
+    (its items among its inputs; the score files are not its declared outputs: docs/scoring-jobs.md)."""
+    files = [
+        f"results/{model}/{method}/seed{seed}/scores/{bench}.parquet"
+        for inputs, model, method, seed in SCORE_MODEL_JOB.findall(proc.stdout + proc.stderr)
+        for bench in re.findall(r"results/data/([^,\s]+)\.parquet", inputs)
+    ]
+    return scheduled_outputs(proc) + files
+
+
 @contextlib.contextmanager
 def edited_module(module: Path):
     """A comment appended to a library module for the block; then its content and mtime are put back, so a

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from helpers.workflow_runs import copy_workflow, run_snakemake, scheduled_outputs, write_config
+from helpers.workflow_runs import copy_workflow, run_snakemake, scheduled_files, write_config
 from lmbias import registry
 from lmbias.errors import ConfigError
 
@@ -117,7 +117,7 @@ def test_dry_run_chain_corpus_finetune_scores_metrics_summary(dag_workdir, share
     proc = run_snakemake(
         dag_workdir, "-n", "results/bert-large/cds/summary.parquet", "--config", f"data_dir={shared_data}"
     )
-    out = scheduled_outputs(proc)
+    out = scheduled_files(proc)  # the score files through their score_model job
     assert "results/corpora/gap/cds-1.0.parquet" in out
     assert "results/bert-large/cds/seed0/model" in out
     assert "results/bert-large/cds/seed0/scores/bec_pro_en.parquet" in out
@@ -129,7 +129,7 @@ def test_dry_run_online_scores_winobias_only(dag_workdir, shared_data):
     proc = run_snakemake(
         dag_workdir, "-n", "results/tiny-bert/online/summary.parquet", "--config", f"data_dir={shared_data}"
     )
-    out = scheduled_outputs(proc)
+    out = scheduled_files(proc)
     assert [o for o in out if "/scores/" in o] == ["results/tiny-bert/online/seed0/scores/winobias.parquet"]
     assert not [o for o in out if o.endswith("/model")]
 

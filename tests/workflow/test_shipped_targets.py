@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from helpers.workflow_runs import copy_workflow, run_snakemake, scheduled_outputs
+from helpers.workflow_runs import SCORE_MODEL_JOB, copy_workflow, run_snakemake, scheduled_files
 
 pytestmark = pytest.mark.workflow
 
@@ -34,21 +34,6 @@ def dry_run(workdir, target):
     if target not in _DRY_RUNS:
         _DRY_RUNS[target] = run_snakemake(workdir, "-n", *([target] if target else []))
     return _DRY_RUNS[target]
-
-
-#: a score_model job's block in a dry run: its inputs (every benchmark's items among them), its manifest
-SCORE_MODEL_JOB = re.compile(r"input: ([^\n]*)\n\s*output: results/([^/\s]+)/([^/\s]+)/seed(\d+)/scores\.json")
-
-
-def scheduled_files(proc) -> list[str]:
-    """The outputs a dry run schedules, and the score file of every benchmark a scheduled score_model job scores
-    (its items among its inputs; the score files are not its declared outputs)."""
-    files = [
-        f"results/{model}/{method}/seed{seed}/scores/{bench}.parquet"
-        for inputs, model, method, seed in SCORE_MODEL_JOB.findall(proc.stdout + proc.stderr)
-        for bench in re.findall(r"results/data/([^,\s]+)\.parquet", inputs)
-    ]
-    return scheduled_outputs(proc) + files
 
 
 def _methods(proc) -> set[str]:
