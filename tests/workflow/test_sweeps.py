@@ -10,7 +10,7 @@ import re
 import pytest
 import yaml
 
-from helpers.workflow_runs import copy_workflow, run_snakemake, scheduled_outputs, write_config
+from helpers.workflow_runs import copy_workflow, run_snakemake, scheduled_files, scheduled_outputs, write_config
 from lmbias import registry, sweeps
 from lmbias.corpora import jobs as corpora
 from lmbias.errors import ConfigError
@@ -367,7 +367,7 @@ def test_dry_run_instances_train_on_their_own_corpus_and_compare(workdir, shared
         "results/tables/paired/cds-sweep.parquet",
     ]
     proc = run_snakemake(workdir, "-n", *targets, "--configfile", str(write_config(workdir, edit)))
-    out = scheduled_outputs(proc)
+    out = scheduled_files(proc)  # the score files through their score_model job
     assert "results/corpora/gap/cds-0.7.parquet" in out
     assert not [o for o in out if re.fullmatch(r"results/corpora/gap/cds-(?!0\.7\.).*", o)]  # no other rate
     text = proc.stdout + proc.stderr

@@ -244,7 +244,10 @@ def test_editing_a_scoring_option_rescores_without_retraining(methods_run):
     out = _dry_run_after(
         methods_run, lambda c: c["benchmarks"]["bec_pro_en"].setdefault("scoring", {}).update(batch_size=7)
     )
-    assert any(o.endswith("/scores/bec_pro_en.parquet") for o in out)
+    # the pairs' one scoring job each (score_model: it rescores bec_pro_en alone, by its score keys, as
+    # tests/engine/test_model_scoring.py counts); never a training or corpus job
+    rescored = {tuple(o.split("/")[1:3]) for o in out if o.endswith("/scores.json")}
+    assert rescored and all(m in ("tiny-bert", "tiny-roberta", "tiny-bart") for m, _ in rescored), rescored
     assert not [o for o in out if o.endswith("/model") or "/corpora/" in o], out
 
 
@@ -393,7 +396,7 @@ def test_editing_a_peer_reading_reruns_its_jobs_only(methods_run):
             targets=everything,
         )
     ]
-    assert not [o for o in out if "/scores/" in o or o.endswith("/model")], out
+    assert not [o for o in out if o.endswith(("/scores.json", "/model"))], out
     pairs = {
         tuple(o.split("/")[1:3])
         for o in out
@@ -401,8 +404,9 @@ def test_editing_a_peer_reading_reruns_its_jobs_only(methods_run):
     }
     assert pairs and pairs <= meade, pairs
     out = _dry_run_after(methods_run, lambda c: c["benchmarks"][READING]["scoring"].update(remaining_pieces="mask"))
-    scores = [o for o in out if "/scores/" in o]
-    assert scores and all(o.endswith(f"/scores/{READING}.parquet") for o in scores), scores
+    # rescored by the scoring jobs of the grid's pairs only (inside each, the reading alone: its score key)
+    scores = {tuple(o.split("/")[1:3]) for o in out if o.endswith("/scores.json")}
+    assert scores and scores <= meade, scores
     out = [
         o.rstrip(",")
         for o in _dry_run_after(

@@ -23,6 +23,7 @@ MASKED = [
     "seat_v2",
     "stereoset",
     "winobias",
+    "winogender",
 ]
 EMBEDDING = {"seat", "seat_v1", "seat_v2"}
 
@@ -40,6 +41,8 @@ def test_summary_benchmarks_by_family_and_kind():
     assert chosen.summary_benchmarks("tiny-bert", "pretrained") == MASKED
     causal = chosen.summary_benchmarks("tiny-gpt2", "pretrained")
     assert "logprob" not in causal and "bec_pro_en" not in causal and "winobias" in causal
+    assert "bold" in causal and "winogender" in causal  # BOLD generates: causal and seq2seq models only
+    assert "bold" not in chosen.summary_benchmarks("tiny-gpt2", "self_debias")  # no generation of its own
     assert chosen.summary_benchmarks("tiny-bert", "online") == ["winobias"]  # online changes WinoBias only
     assert chosen.summary_benchmarks("tiny-bert", "self_debias") == [b for b in MASKED if b not in EMBEDDING]
     reasons = chosen.left_out("tiny-bert", "self_debias")
