@@ -6,7 +6,7 @@ missed) and knows nothing of GPU memory; Snakemake rewrites it once the job ends
 it. The scoring job writes its own record beside it, ``{benchmark}.job.tsv`` (the rule's ``log: timing``,
 kept when the job fails, so an out-of-memory failure still says how much it held):
 
-* ``peak_rss_mib``: the process's peak resident memory (``getrusage`` ru_maxrss, KiB on Linux), model
+* ``peak_rss_mib``: the process's peak resident memory (Linux's VmHWM, else ``getrusage`` ru_maxrss), model
   loading included; with several processes (resources.gpu > 1) the largest of them;
 * ``peak_cuda_allocated_mib``: on a GPU, ``torch.cuda.max_memory_allocated`` (tensors only, not the caching
   allocator's reserve), weights included; NA on CPU;
@@ -54,7 +54,17 @@ COLUMNS = (
 
 
 def peak_rss_mib() -> float:
-    """This process's peak resident memory in MiB (ru_maxrss: KiB on Linux, bytes on macOS)."""
+    """This process's peak resident memory in MiB: Linux's VmHWM (/proc/self/status, the high-water mark of this
+    program since it started), else ru_maxrss (KiB on Linux, bytes on macOS). Not ru_maxrss on Linux: a process
+    forked from a large one (a job started by Snakemake, a bench that built a model) inherits its parent's
+    high-water mark there, across exec, and would report the parent's memory."""
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 2**10  # kB
+    except OSError:
+        pass
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return peak / (2**20 if sys.platform == "darwin" else 2**10)
 
