@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import warnings
 from pathlib import Path
 
 import pytest
@@ -70,7 +71,38 @@ def pytest_xdist_make_scheduler(config, log):
 
 
 @pytest.fixture(autouse=True, scope="session")
-def _start_long_workflow_runs_early(request):
+def _job_fork_server(tmp_path_factory):
+    """The fork server of the tests' Snakemake jobs (tests/helpers/forkserver.py: a job process starts without
+    importing torch and transformers again), for the whole session; LMBIAS_TEST_FORKSERVER=off runs every job
+    as a plain process. Its socket goes into this process's environment, which the tests' Snakemake runs copy
+    (helpers.workflow_runs.snakemake_command)."""
+    if os.environ.get("LMBIAS_TEST_FORKSERVER", "").lower() == "off":
+        yield None
+        return
+    from helpers.forkserver import ForkServer
+
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONHASHSEED": "0"}  # as helpers.workflow_runs' runs
+    server = ForkServer(tmp_path_factory.mktemp("forkserver"), env)
+    if not server.wait_ready():  # its jobs would all run as plain processes: say why, and go on without it
+        server.stop()
+        warnings.warn(f"the tests' fork server did not start: {server.log_path.read_text()[-2000:]}", stacklevel=1)
+        yield None
+        return
+    before = {k: os.environ.get(k) for k in ("LMBIAS_TEST_FORKSERVER", "PYTHONPATH")}
+    os.environ.update(
+        {k: v for k, v in server.env(dict(os.environ)).items() if k in before}
+    )  # every process the tests start may use it (the client decides which do)
+    yield server
+    for k, v in before.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
+    server.stop()
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _start_long_workflow_runs_early(request, _job_fork_server):
     """Start the methods workflow run (tests/workflow/test_workflow_methods.py, about 10 minutes of jobs) in the
     background when the session starts, if any selected test uses it. The unit tests run in one process and
     leave a core idle; the run, at a lower priority, uses it. Its fixture waits for it when its tests come.
