@@ -17,7 +17,10 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
+from helpers.background_runs import queued_result
+from helpers.llm_grid_run import METHODS, TINY, prepare_llm_grid_run
 from helpers.paths import REPO_ROOT
+from helpers.workflow_runs import run_snakemake
 from lmbias import registry
 from lmbias.errors import DataError
 from lmbias.papers import grid
@@ -27,7 +30,6 @@ from lmbias.papers.published import OWN_GRIDS, PAPERS, load_published, load_publ
 from lmbias.papers.tables import build_table, legend
 
 REPO = REPO_ROOT
-METHODS = ["pretrained", "cda-lora", "cds-lora", "self_debias", "sd", "inlp"]
 
 
 def _config() -> dict:
@@ -168,49 +170,14 @@ def test_table_and_figure_read_the_default_variant_and_the_wikitext_perplexity()
 
 # ------------------------------------------------------------------------------------------ tiny grid, end to end
 
-TINY = "tiny-llama"
-KEEP = {"gap", "crows_pairs", "seat_v1", "perplexity_gap", "bold"}
-#: The tiny model stands in for an instruct sibling too: BOLD's prompts go through this template (lmbias.engine.chat).
-CHAT_TEMPLATE = (
-    "{% for m in messages %}<|{{ m['role'] }}|>\n{{ m['content'] }}\n{% endfor %}"
-    "{% if add_generation_prompt %}<|assistant|>\n{% endif %}"
-)
-
-
-def _tiny_grid(config: dict, shared_data) -> dict:
-    """The shipped config cut to tiny-llama standing in for the decoders and a few items per benchmark."""
-    config["data_dir"] = str(shared_data)
-    config["benchmarks"] = {k: v for k, v in config["benchmarks"].items() if k in KEEP}
-    config["optional_benchmarks"] = []
-    config["benchmarks"]["crows_pairs"]["bias_types"] = ["gender"]
-    config["benchmarks"]["perplexity_gap"]["scoring"]["limit_texts"] = 5
-    config["benchmarks"]["gap"]["splits"] = ["validation"]
-    config["benchmarks"]["bold"]["scoring"].update(prompts_per_group=2, max_new_tokens=8)
-    config["models"][TINY].update(chat_template=CHAT_TEMPLATE, system_prompt="Answer in one sentence.")
-    # naive (dictionary) swaps and the punctuation splitter: no spaCy parse in this test
-    config["corpora"]["gap"]["splitter"] = "sentencizer"
-    config["corpora"]["gap"]["interventions"] = {
-        "cda-grammatical": {"method": "cda", "intervention": "naive", "names": False},
-        "cds-1.0": {"method": "cds", "intervention": "naive", "names": False, "swap_rate": 1.0, "seed": 0},
-    }
-    config["models"][TINY]["training"].update(max_steps=2, limit_examples=16, batch_size=4, swap_rate=1.0)
-    config["methods"]["sd"]["limit_sentences"] = 64
-    config["methods"]["sd"].pop("sweep", None)
-    config["methods"]["inlp"].update(limit_sentences=400, n_iterations=2, sentences_per_class=60)
-    config["papers"] = {"llm_gender": {"models": [TINY], "methods": METHODS}}
-    config["comparisons"] = {}
-    config["targets"] = {"models": [TINY], "methods": ["pretrained"], "comparisons": []}
-    return config
-
 
 @pytest.fixture(scope="module")
-def tiny_grid_run(tmp_path_factory, repo_root, shared_data):
-    from helpers.workflow_runs import copy_workflow, run_snakemake
-
-    workdir = copy_workflow(repo_root, tmp_path_factory.mktemp("llm_grid"))
-    config = _tiny_grid(yaml.safe_load((workdir / "config.yaml").read_text()), shared_data)
-    (workdir / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
-    run_snakemake(workdir, "paper_llm_gender")
+def tiny_grid_run(request, tmp_path_factory, repo_root, shared_data):
+    queued = queued_result(request, "llm_grid")  # started in the background by tests/conftest.py
+    if queued is not None:
+        return queued[0]
+    workdir, args = prepare_llm_grid_run(tmp_path_factory, repo_root, shared_data)
+    run_snakemake(workdir, *args)
     return workdir
 
 

@@ -16,34 +16,24 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
+from helpers.background_runs import queued_result
+from helpers.shipped_run import MODELS, PAIRED, prepare_shipped_run
 from helpers.workflow_runs import copy_workflow, edited_module, run_snakemake, scheduled_outputs, write_config
 from lmbias.metrics.summary import SUMMARY_SCHEMA
 
 pytestmark = pytest.mark.workflow
 
-MODELS = ["tiny-bert", "tiny-bert-he", "tiny-gpt2", "tiny-bart"]
 PLAIN_WINOBIAS = "cutoff=0.1,probability=pair"  # the paper's variant, without -O / names
-PAIRED = "results/tables/paired/tiny-bert-vs-planted.parquet"  # config.yaml's example: tiny-bert vs tiny-bert-he
-
-
-#: BOLD's generation cut for this run (its first prompts of each group, short continuations): the shipped entry
-#: generates 3,204 continuations of 50 tokens on each causal and encoder-decoder model, about a minute each here.
-CHEAP_BOLD = {"prompts_per_group": 8, "max_new_tokens": 16}
-#: CrowS-Pairs and StereoSet cut to their gender examples (262 of 1,508 pairs; 255 of 2,106 intrasentence
-#: examples): the masked models' pseudo-log-likelihoods of all nine bias types were half of this run's scoring.
-GENDER_ONLY = ("crows_pairs", "stereoset")
 
 
 @pytest.fixture(scope="module")
-def tiny_run(tmp_path_factory, repo_root, shared_data):
-    workdir = copy_workflow(repo_root, tmp_path_factory.mktemp("wf"))
-    config = yaml.safe_load((workdir / "config.yaml").read_text())
-    config["benchmarks"]["bold"]["scoring"].update(CHEAP_BOLD)
-    for name in GENDER_ONLY:
-        config["benchmarks"][name]["bias_types"] = ["gender"]
-    (workdir / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
-    targets = [f"results/{m}/pretrained/summary.parquet" for m in MODELS] + [PAIRED]
-    run_snakemake(workdir, "--config", f"data_dir={shared_data}", *targets)
+def tiny_run(request, tmp_path_factory, repo_root, shared_data):
+    queued = queued_result(request, "shipped")  # started in the background by tests/conftest.py
+    if queued is None:
+        workdir, args = prepare_shipped_run(tmp_path_factory, repo_root, shared_data)
+        run_snakemake(workdir, *args)
+    else:
+        workdir = queued[0]
     return workdir, shared_data
 
 
