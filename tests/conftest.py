@@ -74,8 +74,8 @@ def pytest_xdist_make_scheduler(config, log):
 def _job_fork_server(tmp_path_factory):
     """The fork server of the tests' Snakemake jobs (tests/helpers/forkserver.py: a job process starts without
     importing torch and transformers again), for the whole session; LMBIAS_TEST_FORKSERVER=off runs every job
-    as a plain process. Its socket goes into this process's environment, which the tests' Snakemake runs copy
-    (helpers.workflow_runs.snakemake_command)."""
+    as a plain process. Its socket and client go into this process's environment, which every process the
+    tests start inherits (Slurm's jobs excepted: helpers.slurm_cluster)."""
     if os.environ.get("LMBIAS_TEST_FORKSERVER", "").lower() == "off":
         yield None
         return
@@ -88,16 +88,10 @@ def _job_fork_server(tmp_path_factory):
         warnings.warn(f"the tests' fork server did not start: {server.log_path.read_text()[-2000:]}", stacklevel=1)
         yield None
         return
-    before = {k: os.environ.get(k) for k in ("LMBIAS_TEST_FORKSERVER", "PYTHONPATH")}
-    os.environ.update(
-        {k: v for k, v in server.env(dict(os.environ)).items() if k in before}
-    )  # every process the tests start may use it (the client decides which do)
-    yield server
-    for k, v in before.items():
-        if v is None:
-            os.environ.pop(k, None)
-        else:
-            os.environ[k] = v
+    with pytest.MonkeyPatch.context() as patch:  # every process the tests start inherits it; the client decides
+        for name, value in server.client_env(os.environ.get("PYTHONPATH")).items():
+            patch.setenv(name, value)
+        yield server
     server.stop()
 
 

@@ -94,14 +94,8 @@ CLIENT_DIR = Path(__file__).resolve().parent / "forkserver_client"
 FORWARDED_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2)
 
 
-def job_env(env: dict, socket_path: str) -> dict:
-    """`env` for a Snakemake run whose jobs go through the server at socket_path."""
-    paths = [str(CLIENT_DIR)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
-    return {**env, "PYTHONPATH": os.pathsep.join(paths), "LMBIAS_TEST_FORKSERVER": socket_path}
-
-
 class ForkServer:
-    """The server process, started by the test session; `env()` is what its Snakemake runs add to theirs."""
+    """The server process, started by the test session; `client_env()` is what the processes it serves carry."""
 
     def __init__(self, folder: Path, env: dict):
         self.socket_path = str(folder / "forkserver.sock")
@@ -128,8 +122,10 @@ class ForkServer:
             time.sleep(0.05)
         return False
 
-    def env(self, env: dict) -> dict:
-        return job_env(env, self.socket_path)
+    def client_env(self, python_path: str | None) -> dict:
+        """The variables that send a process to this server: the client first on PYTHONPATH, and the socket."""
+        paths = [str(CLIENT_DIR), *(p for p in (python_path or "").split(os.pathsep) if p)]
+        return {"PYTHONPATH": os.pathsep.join(paths), "LMBIAS_TEST_FORKSERVER": self.socket_path}
 
     def stop(self) -> None:
         if self.proc.poll() is None:

@@ -5,6 +5,7 @@ run (another environment, another command) starts as usual."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -48,21 +49,18 @@ def _env(**extra) -> dict:
     return {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONHASHSEED": "0", "OMP_NUM_THREADS": "1", **extra}
 
 
-def test_a_job_script_runs_in_a_child_of_the_server_as_its_plain_process_would(server, job_script, tmp_path):
-    import json
+def _without_server(env: dict) -> dict:
+    return {k: v for k, v in env.items() if k != "LMBIAS_TEST_FORKSERVER"}
 
+
+def _run(argv: list, env: dict, cwd=None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, *argv], cwd=cwd, env=env, capture_output=True, text=True, timeout=60)
+
+
+def test_a_job_script_runs_in_a_child_of_the_server_as_its_plain_process_would(server, job_script, tmp_path):
     env = _env(MARKER="m1", EXIT="3")
-    served = subprocess.run(
-        [sys.executable, str(job_script)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60
-    )
-    plain = subprocess.run(
-        [sys.executable, str(job_script)],
-        cwd=tmp_path,
-        env={k: v for k, v in env.items() if k != "LMBIAS_TEST_FORKSERVER"},
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    served = _run([str(job_script)], env, cwd=tmp_path)
+    plain = _run([str(job_script)], _without_server(env), cwd=tmp_path)
     assert served.returncode == plain.returncode == 3
     assert served.stderr == plain.stderr == "to stderr\n"
     a, b = json.loads(served.stdout), json.loads(plain.stdout)
@@ -91,8 +89,6 @@ def test_niceness_and_sigterm_reach_the_child(server, job_script, tmp_path):
         text=True,
         preexec_fn=lambda: os.nice(5),
     )
-    import json
-
     first = json.loads(proc.stdout.readline())
     assert first["nice"] == os.nice(0) + 5 and first["parent"] == server.proc.pid
     assert proc.stdout.readline() == "sleeping\n"
@@ -110,33 +106,17 @@ def test_niceness_and_sigterm_reach_the_child(server, job_script, tmp_path):
 
 
 def test_another_environment_or_command_starts_as_usual(server, job_script, tmp_path):
-    import json
-
     # a hash seed other than the server's is read at start-up: the job must start as a plain process
-    other = subprocess.run(
-        [sys.executable, str(job_script)],
-        cwd=tmp_path,
-        env=_env(PYTHONHASHSEED="7"),
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    other = _run([str(job_script)], _env(PYTHONHASHSEED="7"), cwd=tmp_path)
     assert other.returncode == 0 and json.loads(other.stdout)["parent"] != server.proc.pid
     # more than one thread per process: the server imported with one
-    threads = subprocess.run(
-        [sys.executable, str(job_script)],
-        cwd=tmp_path,
-        env=_env(OMP_NUM_THREADS="2"),
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    threads = _run([str(job_script)], _env(OMP_NUM_THREADS="2"), cwd=tmp_path)
     assert threads.returncode == 0 and json.loads(threads.stdout)["parent"] != server.proc.pid
     assert "threads (*_NUM_THREADS)" in server.log_path.read_text()
     # a script outside .snakemake/scripts: never sent
     outside = tmp_path / "probe.py"
     outside.write_text(SCRIPT)
-    plain = subprocess.run([sys.executable, str(outside)], env=_env(), capture_output=True, text=True, timeout=60)
+    plain = _run([str(outside)], _env())
     assert json.loads(plain.stdout)["parent"] != server.proc.pid
 
 
@@ -144,22 +124,9 @@ def test_the_cli_module_runs_in_the_server_with_its_exit_status(server, tmp_path
     """`python -u -m lmbias.cli` (how Accelerate starts its workers): a bad command line exits 2 with argparse's
     message, through the server as without it."""
     env = _env()
-    served = subprocess.run(
-        [sys.executable, "-u", "-m", "lmbias.cli", "no-such-command"],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    plain = subprocess.run(
-        [sys.executable, "-u", "-m", "lmbias.cli", "no-such-command"],
-        cwd=tmp_path,
-        env={k: v for k, v in env.items() if k != "LMBIAS_TEST_FORKSERVER"},
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    command = ["-u", "-m", "lmbias.cli", "no-such-command"]
+    served = _run(command, env, cwd=tmp_path)
+    plain = _run(command, _without_server(env), cwd=tmp_path)
     assert served.returncode == plain.returncode == 2
     assert served.stderr == plain.stderr and "invalid choice: 'no-such-command'" in served.stderr
     assert "'module': 'lmbias.cli', 'args': ['no-such-command']" in server.log_path.read_text()
