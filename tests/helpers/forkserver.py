@@ -6,14 +6,18 @@ most of its CPU time. This server (started once per test session by tests/confte
 third-party libraries (PRELOAD; never lmbias, whose copy in each workflow folder a test may edit) and then, for
 each job process of a test's Snakemake run, forks a child that runs the job's script in that process's place
 (tests/helpers/forkserver_client/sitecustomize.py is the other half), and likewise for the processes of
-`python -m lmbias.cli` and of Accelerate's launcher that the tests start. The child gets the job's argv, working
-folder, environment, niceness, umask and standard streams, `sys.path` as a fresh interpreter would build it,
-and fresh Python and NumPy random states; the script runs as `__main__` with its atexit handlers, and the job
-process exits with the child's status. Snakemake, its jobs' commands and the scripts are unchanged.
+`python -m snakemake` (the tests' Snakemake runs themselves), `python -m lmbias.cli` and Accelerate's launcher.
+The child gets the job's argv, working folder, environment, niceness, umask and standard streams, `sys.path` as
+a fresh interpreter would build it, and fresh Python and NumPy random states; the script runs as `__main__` with
+its atexit handlers, and the job process exits with the child's status. Snakemake, its jobs' commands and the
+scripts are unchanged.
 
 Only where it cannot change a result: a job whose environment differs from the server's in a variable the
 preloaded libraries read when imported (IMPORT_TIME_ENV) runs as a plain process, and so does every process
 that is neither a Snakemake job script nor one of those modules (Slurm's jobs, `python -c`, bench scripts).
+Thread pools: the server imports with one thread each (ONE_THREAD_ENV, what Snakemake gives a 1-thread job); a
+process with those variables unset (a Snakemake main process, a CLI the tests start) gets the pools a fresh
+process gets, which the server measures once in a probe process (FreshThreads); any other setting runs plain.
 LMBIAS_TEST_FORKSERVER=off turns the server off for a test session (tests/conftest.py).
 """
 
@@ -58,7 +62,18 @@ PRELOAD = [
     "peft",
     "sklearn.linear_model",
     "spacy",
+    "threadpoolctl",
+    "matplotlib",
+    "matplotlib.figure",
+    "matplotlib.backends.backend_agg",
+    "snakemake",
+    "snakemake.cli",
+    "snakemake.api",
+    "snakemake.script",
 ]
+#: The preloaded modules that bring native thread pools (OpenMP, OpenBLAS): the probe imports these to read a
+#: fresh process's pool sizes.
+THREAD_POOL_MODULES = ["torch", "numpy", "scipy.linalg", "sklearn.linear_model"]
 #: Environment variables that the preloaded libraries read when they are imported: a job whose values differ
 #: from the server's would not see its own in a forked child, so it runs as a plain process.
 IMPORT_TIME_ENV = [
@@ -75,10 +90,16 @@ IMPORT_TIME_ENV = [
     "LD_LIBRARY_PATH",
     "TORCH_HOME",
     "PYTORCH_CUDA_ALLOC_CONF",
+    "HOME",  # huggingface_hub's and matplotlib's default folders
+    "XDG_CACHE_HOME",
+    "XDG_CONFIG_HOME",
+    "MPLBACKEND",
+    "MPLCONFIGDIR",
 ]
 #: Snakemake sets these to a job's threads, and torchrun sets OMP_NUM_THREADS=1 for its workers; the server
 #: imports with them all at 1. A process with OMP_NUM_THREADS=1 and each of the others 1 or unset (MKL, OpenBLAS
-#: and numexpr then follow OMP_NUM_THREADS) gets the same thread pools; any other runs as a plain process.
+#: and numexpr then follow OMP_NUM_THREADS) gets the same thread pools; one with all of them unset gets a fresh
+#: process's pools (FreshThreads); any other runs as a plain process.
 ONE_THREAD_ENV = {
     k: "1"
     for k in (
@@ -137,6 +158,64 @@ class ForkServer:
         self._log.close()
 
 
+#: Run as `python -c PROBE <module>...`: imports the modules, then prints torch's intra- and inter-op threads and
+#: each native pool's size by library file (threadpoolctl), as a fresh process with that environment has them.
+PROBE = """
+import json, sys
+for name in sys.argv[1:]:
+    __import__(name)
+import threadpoolctl, torch
+pools = {p["filepath"]: p["num_threads"] for p in threadpoolctl.threadpool_info()}
+print(json.dumps({"torch": torch.get_num_threads(), "interop": torch.get_num_interop_threads(), "pools": pools}))
+"""
+
+
+class FreshThreads:
+    """The thread pools of a fresh process with ONE_THREAD_ENV unset: what the server's children with those
+    variables unset get in place of the server's one-thread pools. Measured by a probe process that starts beside
+    the server's imports; `sizes` is None (and `problem` says why) where the probe failed or a pool of the server's
+    is not among the probe's, and such processes then run plain."""
+
+    def __init__(self, env: dict):
+        self.sizes: dict | None = None
+        self.problem: str | None = "not measured yet"
+        self._probe = subprocess.Popen(
+            [sys.executable, "-c", PROBE, *THREAD_POOL_MODULES],
+            env={k: v for k, v in env.items() if k not in ONE_THREAD_ENV},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+
+    def measure(self) -> None:
+        """Read the probe (after the server's own imports: its pools must all be among the probe's)."""
+        import threadpoolctl
+        import torch
+
+        out, err = self._probe.communicate(timeout=300)
+        if self._probe.returncode != 0:
+            self.problem = f"the probe failed: {err[-1000:]}"
+            return
+        sizes = json.loads(out.splitlines()[-1])
+        unknown = sorted({p["filepath"] for p in threadpoolctl.threadpool_info()} - set(sizes["pools"]))
+        if unknown:
+            self.problem = f"pools the probe did not load: {unknown}"
+        elif sizes["interop"] != torch.get_num_interop_threads():  # settable once only, before any use
+            here = torch.get_num_interop_threads()
+            self.problem = f"inter-op threads {sizes['interop']} in a fresh process, {here} here"
+        else:
+            self.sizes, self.problem = sizes, None
+
+    def apply(self) -> None:
+        """In a forked child: resize torch's and every native pool to a fresh process's sizes."""
+        import threadpoolctl
+        import torch
+
+        torch.set_num_threads(self.sizes["torch"])
+        for pool in threadpoolctl.ThreadpoolController().lib_controllers:
+            pool.set_num_threads(self.sizes["pools"][pool.filepath])
+
+
 # ------------------------------------------------------------------------------------------- the server side
 
 
@@ -154,7 +233,7 @@ def _read_request(conn: socket.socket) -> tuple[dict, list[int]]:
     return json.loads(body), fds
 
 
-def _incompatibility(request: dict) -> str | None:
+def _incompatibility(request: dict, fresh: FreshThreads) -> str | None:
     """Why the job may not run in a child of this server (None: it may)."""
     if request["executable"] != os.path.realpath(sys.executable):
         return f"another Python ({request['executable']})"
@@ -163,12 +242,24 @@ def _incompatibility(request: dict) -> str | None:
     if "PYTHONHASHSEED" in differ and "PYTHONHASHSEED" not in env:  # unset: a random seed, of which the server's is one
         differ.remove("PYTHONHASHSEED")
     launcher = request["run"].get("module") == "accelerate.commands.launch"  # computes nothing: no threads
-    if not launcher and (env.get("OMP_NUM_THREADS") != "1" or any(env.get(k, "1") != "1" for k in ONE_THREAD_ENV)):
+    threads = [env.get(k) for k in ONE_THREAD_ENV]
+    if launcher or (env.get("OMP_NUM_THREADS") == "1" and all(v in (None, "1") for v in threads)):
+        pass  # the server's pools
+    elif all(v is None for v in threads):
+        if fresh.sizes is None:
+            differ.append(f"threads unset, and a fresh process's pools are unknown ({fresh.problem})")
+    else:
         differ.append("threads (*_NUM_THREADS)")
     return f"import-time environment differs: {', '.join(differ)}" if differ else None
 
 
-def _run_job(request: dict, fds: list[int], base_path: list[str]) -> None:
+def _wants_fresh_threads(request: dict) -> bool:
+    """Whether the process has no *_NUM_THREADS set (it gets a fresh process's pools), the launcher excepted."""
+    env = request["env"]
+    return request["run"].get("module") != "accelerate.commands.launch" and all(k not in env for k in ONE_THREAD_ENV)
+
+
+def _run_job(request: dict, fds: list[int], base_path: list[str], fresh: FreshThreads) -> None:
     """In the forked child: become the job's process and run its script; never returns."""
     code = 1
     try:
@@ -178,6 +269,8 @@ def _run_job(request: dict, fds: list[int], base_path: list[str]) -> None:
         os.chdir(request["cwd"])
         os.environ.clear()
         os.environ.update(request["env"])
+        if _wants_fresh_threads(request):
+            fresh.apply()
         os.umask(request["umask"])
         delta = request["nice"] - os.nice(0)
         if delta:
@@ -247,13 +340,16 @@ def _run_job(request: dict, fds: list[int], base_path: list[str]) -> None:
 
 def serve(socket_path: str) -> None:
     base_path = [p for p in sys.path[1:] if p]  # a fresh interpreter's, less the script's folder
+    fresh = FreshThreads(dict(os.environ))  # the probe imports beside the server
     for name in PRELOAD:
         try:
             importlib.import_module(name)
         except Exception as error:  # noqa: BLE001 (an optional library: the jobs import what they need)
             print(f"not preloaded: {name}: {type(error).__name__}: {error}", flush=True)
     threads = len(os.listdir("/proc/self/task")) if os.path.isdir("/proc/self/task") else 1
+    fresh.measure()
     print(f"preloaded {len(PRELOAD)} modules, {threads} thread(s)", flush=True)
+    print(f"fresh-process thread pools: {fresh.sizes or fresh.problem}", flush=True)
     with contextlib.suppress(FileNotFoundError):
         os.unlink(socket_path)
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -310,7 +406,7 @@ def serve(socket_path: str) -> None:
                 print(f"bad request: {error}", flush=True)
                 conn.close()
                 continue
-            reason = _incompatibility(request)
+            reason = _incompatibility(request, fresh)
             if reason:
                 print(f"plain process for {request['run']}: {reason}", flush=True)
                 for fd in fds:
@@ -331,7 +427,7 @@ def serve(socket_path: str) -> None:
                     other.close()
                 os.close(wake_read)
                 os.close(wake_write)
-                _run_job(request, fds, base_path)
+                _run_job(request, fds, base_path, fresh)
             for fd in fds:
                 os.close(fd)
             served += 1

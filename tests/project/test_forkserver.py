@@ -130,3 +130,79 @@ def test_the_cli_module_runs_in_the_server_with_its_exit_status(server, tmp_path
     assert served.returncode == plain.returncode == 2
     assert served.stderr == plain.stderr and "invalid choice: 'no-such-command'" in served.stderr
     assert "'module': 'lmbias.cli', 'args': ['no-such-command']" in server.log_path.read_text()
+
+
+THREADS_SCRIPT = """
+import json, scipy.linalg, sklearn.linear_model, threadpoolctl, torch  # every pool the server has
+pools = sorted((p["filepath"], p["num_threads"]) for p in threadpoolctl.threadpool_info())
+print(json.dumps({"torch": torch.get_num_threads(), "interop": torch.get_num_interop_threads(), "pools": pools}))
+"""
+
+
+def _unthreaded(env: dict) -> dict:
+    """The environment without any *_NUM_THREADS (as the tests' Snakemake runs and CLI processes have it)."""
+    from helpers.forkserver import ONE_THREAD_ENV
+
+    return {k: v for k, v in env.items() if k not in ONE_THREAD_ENV}
+
+
+def test_without_thread_settings_the_child_gets_a_fresh_process_pools(server, job_script, tmp_path):
+    """The server imported with one thread per pool; a process with no *_NUM_THREADS gets the sizes a plain
+    process gets (torch's and every OpenMP and OpenBLAS pool), and one with OMP_NUM_THREADS=1 keeps one."""
+    job_script.write_text(THREADS_SCRIPT)
+    env = _unthreaded(_env())
+    served = _run([str(job_script)], env, cwd=tmp_path)
+    plain = _run([str(job_script)], _without_server(env), cwd=tmp_path)
+    assert served.returncode == plain.returncode == 0, served.stderr + plain.stderr
+    assert json.loads(served.stdout) == json.loads(plain.stdout)
+    fresh = json.loads(plain.stdout)
+    one = json.loads(_run([str(job_script)], _env(), cwd=tmp_path).stdout)
+    assert one["torch"] == 1 and {n for _, n in one["pools"]} == {1}
+    if os.cpu_count() > 1:  # otherwise a fresh process has one thread too, and the comparison above says nothing
+        assert fresh["torch"] > 1 and one != fresh
+
+
+SNAKEFILE = """
+rule all:
+    input: "b.txt"
+
+rule a:
+    output: "a.txt"
+    run:
+        import os, sys
+        with open(output[0], "w") as out:
+            out.write(f"{os.environ.get('MARKER')} {'torch' in sys.modules}\\n")
+
+rule b:
+    input: "a.txt"
+    output: "b.txt"
+    script: "b.py"
+"""
+
+
+def test_a_snakemake_run_runs_in_the_server_as_its_plain_process_would(server, tmp_path):
+    """`python -m snakemake` (the tests' runs): the main process is a child of the server, its `run:` job runs
+    in it and its script job is served in turn; files, output and exit status as without the server."""
+    results = {}
+    served_env = _unthreaded(_env(MARKER="m2"))
+    for name, env in (("served", served_env), ("plain", _without_server(served_env))):
+        workdir = tmp_path / name
+        workdir.mkdir()
+        (workdir / "Snakefile").write_text(SNAKEFILE)
+        (workdir / "b.py").write_text(
+            "import os\nopen(snakemake.output[0], 'w').write(open(snakemake.input[0]).read() + str(os.getppid()))\n"
+        )
+        run = _run(["-m", "snakemake", "--cores", "1", "--quiet"], env, cwd=workdir)
+        assert run.returncode == 0, run.stderr
+        again = _run(["-m", "snakemake", "--cores", "1", "-n", "bad-target"], env, cwd=workdir)
+        results[name] = (workdir, run, again)
+    (served, _, served_bad), (plain, _, plain_bad) = results["served"], results["plain"]
+    # the run: job ran in the served main process, where the server had imported torch; the plain one had not
+    assert (served / "a.txt").read_text() == "m2 True\n" and (plain / "a.txt").read_text() == "m2 False\n"
+    served_parent = int((served / "b.txt").read_text().splitlines()[-1])
+    assert served_parent == server.proc.pid  # the script job: served too
+    assert served_bad.returncode == plain_bad.returncode == 1
+    error = [out.stdout.split("Building DAG of jobs...")[-1] for out in (served_bad, plain_bad)]
+    assert error[0] == error[1] and "MissingRuleException" in error[0]
+    log = server.log_path.read_text()
+    assert "'module': 'snakemake', 'args': ['--cores', '1', '--quiet']" in log

@@ -1,8 +1,8 @@
 """The client half of the tests' fork server (tests/helpers/forkserver.py): on the PYTHONPATH of the tests' Snakemake
 runs only, so Python imports it at start-up in Snakemake and in every job process.
 
-A job script of a Snakemake run (`python .snakemake/scripts/tmpXXXX.<name>.py`), or a `python -m lmbias.cli`
-or Accelerate launcher process (MODULES), asks the server, started by the
+A job script of a Snakemake run (`python .snakemake/scripts/tmpXXXX.<name>.py`), or a `python -m snakemake`,
+`python -m lmbias.cli` or Accelerate launcher process (MODULES), asks the server, started by the
 test session with torch, transformers and the other heavy libraries already imported, to fork a process that runs
 the script in this process's place: same argv, working folder, environment, niceness, umask and standard streams
 (passed as file descriptors). This process waits, forwards the signals it gets (Snakemake stops a job with
@@ -14,9 +14,9 @@ Standard library only: it runs before anything else.
 import os
 import sys
 
-#: The modules whose `python [-u] -m <module> ...` processes the server runs: the CLI that the tests and
-#: Accelerate's workers start, and Accelerate's launcher.
-MODULES = ("lmbias.cli", "accelerate.commands.launch")
+#: The modules whose `python [-u] -m <module> ...` processes the server runs: Snakemake (the tests' runs), the CLI
+#: that the tests and Accelerate's workers start, and Accelerate's launcher.
+MODULES = ("snakemake", "lmbias.cli", "accelerate.commands.launch")
 
 
 def _what_to_run(argv: list) -> dict | None:
