@@ -13,6 +13,7 @@ import os
 import signal
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -44,7 +45,8 @@ SITE = ["--slurm-status-command", "squeue", "--slurm-init-seconds-before-status-
 
 @pytest.fixture(scope="module")
 def slurm(tmp_path_factory):
-    cluster = SlurmCluster(tmp_path_factory.mktemp("slurm"))
+    # room for both tests' runs side by side: scoring asks for 8 CPUs and 32 GB, the fine-tune for 2 x 2 CPUs
+    cluster = SlurmCluster(tmp_path_factory.mktemp("slurm"), cpus=16, memory_mb=128000)
     try:
         cluster.start()
     except ClusterUnavailable as exc:
@@ -63,20 +65,24 @@ def _workdir(repo_root: Path, dest: Path) -> Path:
     return workdir
 
 
-def _jobs(slurm: SlurmCluster) -> list[dict]:
-    """Every job the cluster still knows (MinJobAge 300 s): rule (from the executor's comment) and allocation."""
+def _jobs(slurm: SlurmCluster, workdir: Path) -> list[dict]:
+    """Every job of the run in workdir that the cluster still knows (MinJobAge 300 s): rule (from the executor's
+    comment) and allocation."""
     proc = subprocess.run(
-        ["squeue", "--states=all", "--noheader", "--format=%k|%P|%l|%C|%m|%b|%T"],
+        ["squeue", "--states=all", "--noheader", "--format=%k|%P|%l|%C|%m|%b|%T|%Z"],
         env=slurm.env,
         capture_output=True,
         text=True,
         check=True,
     )
-    keys = ("comment", "partition", "time_limit", "cpus", "memory", "gres", "state")
-    return [dict(zip(keys, line.split("|"))) for line in proc.stdout.splitlines()]
+    keys = ("comment", "partition", "time_limit", "cpus", "memory", "gres", "state", "workdir")
+    jobs = [dict(zip(keys, line.split("|"))) for line in proc.stdout.splitlines()]
+    return [job for job in jobs if Path(job["workdir"]).resolve() == workdir.resolve()]
 
 
-def test_summary_under_slurm_equals_the_local_run(slurm, repo_root, shared_data, tmp_path):
+def test_summary_under_slurm_equals_the_local_run(slurm, tasks_run, repo_root, shared_data, tmp_path):
+    """The summary under `profiles/slurm-cpu` equals a local run's. Asking for `tasks_run` starts the other test's
+    Slurm run now, beside this test's two runs."""
     local = _workdir(repo_root, tmp_path / "local")
     cluster = _workdir(repo_root, tmp_path / "slurm")
     command = [
@@ -108,7 +114,7 @@ def test_summary_under_slurm_equals_the_local_run(slurm, repo_root, shared_data,
     assert proc.returncode == 0, f"snakemake under Slurm failed:\n{out[-6000:]}\n{slurm.logs()}"
     assert "workflow specific profile" not in out
 
-    jobs = [j for j in _jobs(slurm) if j["comment"].startswith("rule_")]
+    jobs = [j for j in _jobs(slurm, cluster) if j["comment"].startswith("rule_")]
     assert {j["state"] for j in jobs} == {"COMPLETED"}, jobs
     rules = {j["comment"][len("rule_") :].split("_wildcards")[0] for j in jobs}
     # the data rules download on the submit host and the cheap jobs (parsing, metrics, summaries) run in
@@ -156,15 +162,25 @@ TASKS_CONFIG = {
 }
 
 
-def test_two_task_fine_tune_under_slurm_equals_the_local_two_process_run(slurm, repo_root, shared_data, tmp_path):
-    import json
+@dataclass
+class TasksRun:
+    """The two-task fine-tune's Snakemake run under Slurm, started by its fixture."""
 
-    import numpy as np
-    from safetensors.torch import load_file
+    workdir: Path
+    proc: subprocess.Popen
+    log: Path
 
-    from lmbias.engine.distributed import launch_command, launch_env, main_process_port
+    def wait(self) -> str:
+        """Its output, once it has ended (a test that waits longer than 600 s in all stops it)."""
+        self.proc.wait(timeout=600)
+        return self.log.read_text()
 
-    workdir = copy_workflow(repo_root, tmp_path / "slurm")
+
+@pytest.fixture(scope="module")
+def tasks_run(slurm, repo_root, shared_data, tmp_path_factory):
+    """The two-task fine-tune under Slurm, started as soon as the cluster is up: the first test asks for it, so
+    that it runs beside that test's runs (a Slurm run mostly waits between its status checks)."""
+    workdir = copy_workflow(repo_root, tmp_path_factory.mktemp("tasks") / "slurm")
     (workdir / "tasks.yaml").write_text(yaml.safe_dump(TASKS_CONFIG))
     # the way docs/clusters.md describes: a copy of the profile whose finetune asks for tasks (here 2 on the one node)
     profile = yaml.safe_load((workdir / "profiles" / "slurm-cpu" / "config.yaml").read_text())
@@ -185,15 +201,33 @@ def test_two_task_fine_tune_under_slurm_equals_the_local_two_process_run(slurm, 
         f"data_dir={shared_data}",
     ]
     env = {**slurm.env, "HF_HUB_OFFLINE": "1", "PYTHONHASHSEED": "0"}
-    proc = subprocess.run(command, cwd=workdir, env=env, capture_output=True, text=True, timeout=600)
+    log = workdir.parent / "snakemake.log"
+    with log.open("w") as sink:
+        proc = subprocess.Popen(command, cwd=workdir, env=env, stdout=sink, stderr=subprocess.STDOUT)
+    yield TasksRun(workdir, proc, log)
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGINT)  # Snakemake cancels its Slurm jobs on Ctrl-C
+        proc.wait(timeout=60)
+
+
+def test_two_task_fine_tune_under_slurm_equals_the_local_two_process_run(slurm, tasks_run, tmp_path):
+    import json
+
+    import numpy as np
+    from safetensors.torch import load_file
+
+    from lmbias.engine.distributed import launch_command, launch_env, main_process_port
+
+    output = tasks_run.wait()
+    workdir = tasks_run.workdir
     out = workdir / TASKS_TARGET
     train_log = workdir / "logs" / "tiny-llama" / "cda-tasks" / "seed0" / "train.log"
     logs = train_log.read_text() if train_log.exists() else ""
-    assert proc.returncode == 0, f"{proc.stdout[-3000:]}{proc.stderr[-5000:]}\n{logs[-3000:]}\n{slurm.logs()}"
+    assert tasks_run.proc.returncode == 0, f"{output[-8000:]}\n{logs[-3000:]}\n{slurm.logs()}"
     assert "srun --ntasks=2 --kill-on-bad-exit=1" in logs
     info = json.loads((out / "training.json").read_text())
     assert (info["world_size"], info["distributed"]) == (2, "fsdp")
-    finetune = [j for j in _jobs(slurm) if j["comment"].startswith("rule_finetune")]
+    finetune = [j for j in _jobs(slurm, workdir) if j["comment"].startswith("rule_finetune")]
     assert [(j["state"], j["cpus"]) for j in finetune] == [("COMPLETED", "4")], finetune  # 2 tasks x 2 CPUs
 
     # the same job as a local 2-process launch (accelerate launch, gloo), from the cluster run's own inputs
