@@ -97,16 +97,17 @@ def _job_fork_server(tmp_path_factory):
 
 @pytest.fixture(autouse=True, scope="session")
 def _start_long_workflow_runs_early(request, _job_fork_server):
-    """Start the long workflow runs of the selected tests in the background when the session starts, one after
-    another (helpers.background_runs): the methods run (tests/workflow/test_workflow_methods.py, the longest)
-    first, then, in the order their tests come, the tiny LLM grid (tests/papers/test_llm_grid.py) and the
-    shipped-config run (tests/workflow/test_workflow.py). The unit tests run in one process and leave a core
-    idle; the runs, at a lower priority, use it. Each fixture waits for its run when its tests come (or starts
-    it, if it is still queued). Without the data folder nothing starts: the fixtures then skip (or fail under
-    CI) as usual.
+    """In one pytest process (`-n 0`): start the long workflow runs of the selected tests in the background when
+    the session starts, one after another (helpers.background_runs): the methods run
+    (tests/workflow/test_workflow_methods.py, the longest) first, then, in the order their tests come, the tiny
+    LLM grid (tests/papers/test_llm_grid.py) and the shipped-config run (tests/workflow/test_workflow.py). The
+    unit tests leave a core idle; the runs, at a lower priority, use it. Each fixture waits for its run when its
+    tests come (or starts it, if it is still queued). Without the data folder nothing starts: the fixtures then
+    skip (or fail under CI) as usual.
 
-    Not in an xdist worker (`-n N`, optional): there the other workers keep the cores busy, and the scheduler
-    hands the methods module out first, so each fixture runs its own run in the worker that runs its tests."""
+    Not in an xdist worker (the default `-n 2`): there the other worker keeps the second core busy, and the
+    scheduler hands the methods module out first, so each fixture runs its own run in the worker that runs its
+    tests."""
     runs = {}
     request.config._lmbias_background_runs = runs
     if not _data_dir().is_dir() or "PYTEST_XDIST_WORKER" in os.environ:

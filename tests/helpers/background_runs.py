@@ -21,7 +21,7 @@ from helpers.workflow_runs import BackgroundSnakemake
 @dataclass(frozen=True)
 class QueuedRun:
     name: str
-    #: the fixture test that reads it (tests/conftest.py queues the run where a selected test uses it)
+    #: the fixture that reads it (tests/conftest.py queues the run where a selected test uses it)
     fixture: str
     #: prepare the run's workflow copy: (workdir, Snakemake arguments)
     prepare: Callable[[], tuple[Path, list[str]]]

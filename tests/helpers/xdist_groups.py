@@ -1,5 +1,5 @@
-"""How the suite is shared out between pytest-xdist's workers (`-n N --dist loadgroup`, optional;
-docs/development/index.md: the 2-core CI runs the suite in one process).
+"""How the suite is shared out between pytest-xdist's workers (`-n 2 --dist loadgroup` in pyproject.toml's
+`addopts`: one worker per core of the 2-core CI machine; docs/development/index.md).
 
 xdist's `loadgroup` sends the tests of one `xdist_group` to one worker and every other test on its own, and
 hands out the largest groups (by test count) first. Two changes (tests/conftest.py returns this scheduler):
@@ -19,10 +19,10 @@ from collections import OrderedDict
 
 from xdist.scheduler import LoadGroupScheduling
 
-#: Modules (or xdist_group names) by time, longest first: the methods run (about 350 Snakemake jobs, ten
-#: minutes on 2 cores), the tiny-model run and its dry runs, the two Slurm runs, the 2-process launches, every
-#: combination in process, the LLM tiny grid, then the other modules that run or dry-run Snakemake. Order from
-#: `--durations=0` of `-n 2` runs of tests/workflow and tests/cluster (both on the same loaded 2-core machine).
+#: Modules (or xdist_group names) by time, longest first: the methods run (about 7 minutes of a worker), the
+#: shipped-config run and its dry runs, the two Slurm runs, the 2-process launches, every combination in process,
+#: the LLM tiny grid, then the other modules that run or dry-run Snakemake. Order from `--durations=0` of `-n 2`
+#: runs on the 2-core machine (docs/development/performance.md, "The test suite in CI").
 LONGEST_FIRST = (
     "tests/workflow/test_workflow_methods.py",
     "tests/workflow/test_workflow.py",
