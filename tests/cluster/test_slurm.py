@@ -65,6 +65,13 @@ def _workdir(repo_root: Path, dest: Path) -> Path:
     return workdir
 
 
+def _interrupt(proc: subprocess.Popen) -> None:
+    """Stop an unfinished Snakemake run under Slurm as a user would: Ctrl-C, on which it cancels its Slurm jobs."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=60)
+
+
 def _jobs(slurm: SlurmCluster, workdir: Path) -> list[dict]:
     """Every job of the run in workdir that the cluster still knows (MinJobAge 300 s): rule (from the executor's
     comment) and allocation."""
@@ -107,9 +114,7 @@ def test_summary_under_slurm_equals_the_local_run(slurm, tasks_run, repo_root, s
             run_snakemake(local, TARGET, "--configfile", "cheap.yaml", "--config", f"data_dir={shared_data}")
             proc.wait(timeout=480)
         finally:
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGINT)  # Snakemake cancels its Slurm jobs on Ctrl-C
-                proc.wait(timeout=60)
+            _interrupt(proc)
     out = log.read_text()
     assert proc.returncode == 0, f"snakemake under Slurm failed:\n{out[-6000:]}\n{slurm.logs()}"
     assert "workflow specific profile" not in out
@@ -205,9 +210,7 @@ def tasks_run(slurm, repo_root, shared_data, tmp_path_factory):
     with log.open("w") as sink:
         proc = subprocess.Popen(command, cwd=workdir, env=env, stdout=sink, stderr=subprocess.STDOUT)
     yield TasksRun(workdir, proc, log)
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGINT)  # Snakemake cancels its Slurm jobs on Ctrl-C
-        proc.wait(timeout=60)
+    _interrupt(proc)
 
 
 def test_two_task_fine_tune_under_slurm_equals_the_local_two_process_run(slurm, tasks_run, tmp_path):

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from helpers.workflow_runs import BackgroundSnakemake
+from helpers.workflow_runs import BackgroundSnakemake, run_snakemake
 
 
 @dataclass(frozen=True)
@@ -74,7 +74,13 @@ class BackgroundQueue:
             started.stop()
 
 
-def queued_result(request, name: str) -> tuple[Path, subprocess.CompletedProcess] | None:
-    """For a fixture: the session's queued run `name`, or None (then the fixture runs it itself)."""
+def queued_or_run(request, name: str, prepare: Callable[[], tuple[Path, list[str]]]) -> Path:
+    """For a fixture: the workdir of the session's run `name` once it has ended (queued by tests/conftest.py in
+    one pytest process), or, where the session did not queue it (an xdist worker), of the same run done here."""
     queue = getattr(request.config, "_lmbias_background_queue", None)
-    return queue.result(name) if queue is not None else None
+    queued = queue.result(name) if queue is not None else None
+    if queued is not None:
+        return queued[0]
+    workdir, args = prepare()
+    run_snakemake(workdir, *args)
+    return workdir

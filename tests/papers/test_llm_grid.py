@@ -17,10 +17,9 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
-from helpers.background_runs import queued_result
+from helpers.background_runs import queued_or_run
 from helpers.llm_grid_run import METHODS, TINY, prepare_llm_grid_run
 from helpers.paths import REPO_ROOT
-from helpers.workflow_runs import run_snakemake
 from lmbias import registry
 from lmbias.errors import DataError
 from lmbias.papers import grid
@@ -173,12 +172,7 @@ def test_table_and_figure_read_the_default_variant_and_the_wikitext_perplexity()
 
 @pytest.fixture(scope="module")
 def tiny_grid_run(request, tmp_path_factory, repo_root, shared_data):
-    queued = queued_result(request, "llm_grid")  # started in the background by tests/conftest.py
-    if queued is not None:
-        return queued[0]
-    workdir, args = prepare_llm_grid_run(tmp_path_factory, repo_root, shared_data)
-    run_snakemake(workdir, *args)
-    return workdir
+    return queued_or_run(request, "llm_grid", lambda: prepare_llm_grid_run(tmp_path_factory, repo_root, shared_data))
 
 
 @pytest.mark.workflow
