@@ -242,7 +242,8 @@ def _init_worker(folder: str) -> None:
     """One process of test_meta_processes_...: every init mode on each tiny model, compared to every_process."""
     from lmbias.engine.model_spec import model_spec
     from lmbias.engine.models import load_empty_model, load_model, lossless_dtype
-    from lmbias.training.trainer import TrainModule, set_dropout
+    from lmbias.training.dropout import set_dropout
+    from lmbias.training.trainer import TrainModule
 
     torch.set_num_threads(1)
     torch.distributed.init_process_group("gloo")

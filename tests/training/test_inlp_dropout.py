@@ -27,8 +27,8 @@ from lmbias.engine.models import load_model
 from lmbias.engine.tiny import FAMILY_OF, build_tiny_model
 from lmbias.errors import ConfigError
 from lmbias.training import inlp
+from lmbias.training.dropout import set_dropout
 from lmbias.training.jobs import train_job
-from lmbias.training.trainer import set_dropout
 
 MALE = ["he", "his", "him", "man", "father", "son", "brother", "husband", "boy"]
 FEMALE = ["she", "her", "woman", "mother", "daughter", "sister", "wife", "girl"]

@@ -391,8 +391,8 @@ def test_killed_lora_job_resumes_to_the_same_adapter(tiny, corpora, lora_llama, 
 
 def test_a_half_precision_base_stays_frozen_in_its_dtype_under_a_float32_adapter(tiny, corpora, tmp_path):
     """models.<m>.dtype applies to a LoRA method's base (full fine-tuning keeps float32 master weights): bf16 base,
-    float32 adapter, also when a raised dropout rebuilds the model (trainer.set_dropout); merged weights in the
-    base's dtype."""
+    float32 adapter, also when a raised dropout rebuilds the model (lmbias.training.dropout.set_dropout); merged
+    weights in the base's dtype."""
     out = tmp_path / "bf16"
     entry = {**_entry(tiny["llama"], "clm"), "dtype": "bf16"}
     train_job(
