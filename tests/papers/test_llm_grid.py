@@ -26,7 +26,8 @@ from lmbias.papers import grid
 from lmbias.papers.figures import FIGURES
 from lmbias.papers.figures_llm_gender import LLM_PANELS, llm_bias_figure, llm_points
 from lmbias.papers.published import OWN_GRIDS, PAPERS, load_published, load_published_file
-from lmbias.papers.tables import build_table, legend
+from lmbias.papers.table_render import legend
+from lmbias.papers.tables import build_table
 
 REPO = REPO_ROOT
 

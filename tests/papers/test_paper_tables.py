@@ -13,15 +13,8 @@ from lmbias.config import check_papers
 from lmbias.errors import ConfigError
 from lmbias.papers.grid import left_out_pairs, pair_info, paper_pairs
 from lmbias.papers.published import load_published_file
-from lmbias.papers.tables import (
-    TABLE_SCHEMA,
-    build_table,
-    is_settings_table,
-    pair_notes,
-    to_html,
-    to_markdown,
-    write_table,
-)
+from lmbias.papers.table_render import pair_notes, to_html, to_markdown, write_table
+from lmbias.papers.tables import TABLE_SCHEMA, build_table, is_settings_table
 
 FIXTURES = TESTS / "fixtures" / "published"
 

@@ -16,7 +16,8 @@ from lmbias.config import check_papers, config_errors
 from lmbias.errors import ConfigError
 from lmbias.papers.grid import is_reading, pair_readings, paper_readings, readings_stand_for, table_readings
 from lmbias.papers.published import load_published_file
-from lmbias.papers.tables import apply_readings, build_table, reading_notes, write_table
+from lmbias.papers.table_render import write_table
+from lmbias.papers.tables import apply_readings, build_table, reading_notes
 from lmbias.sweeps import expand_method_targets, expand_sweeps
 
 ROOT = REPO_ROOT

@@ -22,7 +22,8 @@ from __future__ import annotations
 from lmbias import registry
 from lmbias.errors import ConfigError
 from lmbias.papers.published import OWN_GRIDS, PAPERS
-from lmbias.papers.tables import left_out_summary, pair_settings  # noqa: F401  (left_out_summary: re-exported)
+from lmbias.papers.table_render import left_out_summary  # noqa: F401  (re-exported for rules/papers_helpers.smk)
+from lmbias.papers.tables import pair_settings
 
 #: The benchmark-entry key that marks a peer's reading (its text: whose computation the entry reproduces).
 READING_KEY = "reading"

@@ -12,7 +12,8 @@ import pandas as pd
 
 from lmbias.papers.figures import FIGURES
 from lmbias.papers.published import load_published_file
-from lmbias.papers.tables import apply_readings, read_summaries, write_table
+from lmbias.papers.table_render import write_table
+from lmbias.papers.tables import apply_readings, read_summaries
 
 
 def paper_table_job(
