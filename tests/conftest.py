@@ -97,39 +97,21 @@ def _job_fork_server(tmp_path_factory):
 
 @pytest.fixture(autouse=True, scope="session")
 def _start_long_workflow_runs_early(request, _job_fork_server):
-    """In one pytest process (`-n 0`): start the long workflow runs of the selected tests in the background when
-    the session starts, one after another (helpers.background_runs): the methods run
-    (tests/workflow/test_workflow_methods.py, the longest) first, then, in the order their tests come, the tiny
-    LLM grid (tests/papers/test_llm_grid.py) and the shipped-config run (tests/workflow/test_workflow.py). The
-    unit tests leave a core idle; the runs, at a lower priority, use it. Each fixture waits for its run when its
-    tests come (or starts it, if it is still queued). Without the data folder nothing starts: the fixtures then
-    skip (or fail under CI) as usual.
+    """In one pytest process (`-n 0`): start the methods workflow run (tests/workflow/test_workflow_methods.py,
+    the longest) in the background when the session starts, if any selected test uses it. The unit tests leave
+    a core idle; the run, at a lower priority, uses it. Its fixture waits for it when its tests come. Without
+    the data folder nothing starts: the fixture then skips (or fails under CI) as usual.
 
     Not in an xdist worker (the default `-n 2`): there the other worker keeps the second core busy, and the
-    scheduler hands the methods module out first, so each fixture runs its own run in the worker that runs its
-    tests."""
+    scheduler hands the methods module out first, so its fixture starts the run at once in the one worker that
+    runs its tests."""
     runs = {}
     request.config._lmbias_background_runs = runs
-    if not _data_dir().is_dir() or "PYTEST_XDIST_WORKER" in os.environ:
-        yield
-        return
-    from helpers.background_runs import BackgroundQueue, QueuedRun
-    from helpers.llm_grid_run import prepare_llm_grid_run
-    from helpers.shipped_run import prepare_shipped_run
-
-    used = {name for item in request.session.items for name in getattr(item, "fixturenames", ())}
-    factory = request.getfixturevalue("tmp_path_factory")
-    if "methods_run" in used:
+    wanted = any("methods_run" in getattr(item, "fixturenames", ()) for item in request.session.items)
+    if wanted and _data_dir().is_dir() and "PYTEST_XDIST_WORKER" not in os.environ:
         from helpers.methods_run import start_methods_run
 
-        runs["methods"] = start_methods_run(factory, REPO_ROOT, _data_dir())
-    queued = [
-        QueuedRun("llm_grid", "tiny_grid_run", lambda: prepare_llm_grid_run(factory, REPO_ROOT, _data_dir())),
-        QueuedRun("shipped", "tiny_run", lambda: prepare_shipped_run(factory, REPO_ROOT, _data_dir())),
-    ]
-    queue = BackgroundQueue(runs.get("methods"), [run for run in queued if run.fixture in used])
-    request.config._lmbias_background_queue = queue
+        runs["methods"] = start_methods_run(request.getfixturevalue("tmp_path_factory"), REPO_ROOT, _data_dir())
     yield
-    queue.stop()
     for run in runs.values():
         run.stop()

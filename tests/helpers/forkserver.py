@@ -149,12 +149,9 @@ class ForkServer:
         return {"PYTHONPATH": os.pathsep.join(paths), "LMBIAS_TEST_FORKSERVER": self.socket_path}
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
+        from helpers.processes import stop_process  # here: the server runs this file as a script, without helpers
+
+        stop_process(self.proc, timeout=30)
         self._log.close()
 
 

@@ -1,6 +1,5 @@
 """The tiny LLM grid run that tests/papers/test_llm_grid.py reads: paper_llm_gender on the shipped config cut to
-tiny-llama (standing in for the 7B decoders, base and instruct) and a few items per benchmark. Queued in the
-background by tests/conftest.py (helpers.background_runs)."""
+tiny-llama (standing in for the 7B decoders, base and instruct) and a few items per benchmark."""
 
 from __future__ import annotations
 

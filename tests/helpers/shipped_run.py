@@ -1,7 +1,6 @@
 """The shipped-config run that tests/workflow/test_workflow.py reads: the shipped config.yaml's tiny models
 (tiny-bert, its planted-bias twin, tiny-gpt2, tiny-bart) on every configured benchmark whose data is in
-../shared/data, with a cheaper BOLD, CrowS-Pairs and StereoSet. Queued in the background by tests/conftest.py
-(helpers.background_runs)."""
+../shared/data, with a cheaper BOLD, CrowS-Pairs and StereoSet."""
 
 from __future__ import annotations
 

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import yaml
 
+from helpers.processes import stop_process
+
 COPIED = ["Snakefile", "config.yaml", "rules", "scripts", "schemas", "profiles", "envs", "resources", "src", "report"]
 SNAKEMAKE = [sys.executable, "-m", "snakemake"]
 #: One thread per model job in tests: a tiny model's job is mostly process start-up (imports, model load),
@@ -101,12 +103,7 @@ class BackgroundSnakemake:
 
     def stop(self) -> None:
         """End an unfinished run (the session ends early); its Snakemake stops its own jobs on SIGTERM."""
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
+        stop_process(self.proc, timeout=60)
 
 
 def scheduled_outputs(proc: subprocess.CompletedProcess) -> list[str]:

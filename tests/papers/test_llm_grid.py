@@ -17,9 +17,9 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
-from helpers.background_runs import queued_or_run
 from helpers.llm_grid_run import METHODS, TINY, prepare_llm_grid_run
 from helpers.paths import REPO_ROOT
+from helpers.workflow_runs import run_snakemake
 from lmbias import registry
 from lmbias.errors import DataError
 from lmbias.papers import grid
@@ -172,8 +172,10 @@ def test_table_and_figure_read_the_default_variant_and_the_wikitext_perplexity()
 
 
 @pytest.fixture(scope="module")
-def tiny_grid_run(request, tmp_path_factory, repo_root, shared_data):
-    return queued_or_run(request, "llm_grid", lambda: prepare_llm_grid_run(tmp_path_factory, repo_root, shared_data))
+def tiny_grid_run(tmp_path_factory, repo_root, shared_data):
+    workdir, args = prepare_llm_grid_run(tmp_path_factory, repo_root, shared_data)
+    run_snakemake(workdir, *args)
+    return workdir
 
 
 @pytest.mark.workflow

@@ -16,7 +16,6 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
-from helpers.background_runs import queued_or_run
 from helpers.shipped_run import MODELS, PAIRED, prepare_shipped_run
 from helpers.workflow_runs import copy_workflow, edited_module, run_snakemake, scheduled_outputs, write_config
 from lmbias.metrics.summary import SUMMARY_SCHEMA
@@ -27,8 +26,9 @@ PLAIN_WINOBIAS = "cutoff=0.1,probability=pair"  # the paper's variant, without -
 
 
 @pytest.fixture(scope="module")
-def tiny_run(request, tmp_path_factory, repo_root, shared_data):
-    workdir = queued_or_run(request, "shipped", lambda: prepare_shipped_run(tmp_path_factory, repo_root, shared_data))
+def tiny_run(tmp_path_factory, repo_root, shared_data):
+    workdir, args = prepare_shipped_run(tmp_path_factory, repo_root, shared_data)
+    run_snakemake(workdir, *args)
     return workdir, shared_data
 
 
