@@ -148,7 +148,7 @@ def test_causal_windows_equal_schicks_computation(tiny, scoring):
     model, tok = tiny["gpt2"]
     wrapped = wrap(model, tok, "clm", {})
     scores = score_perplexity(_items(TEXTS), wrapped, tok, "clm", scoring).to_pylist()
-    max_length = window_length(tok, scoring, reserved_positions(wrapped.prepending_prefix()))
+    max_length = window_length(wrapped, tok, scoring, reserved_positions(wrapped.prepending_prefix()))
     stride = scoring.get("stride") or max_length - 1
     expected = []
     for text in TEXTS:
@@ -218,4 +218,6 @@ def test_masked_pseudo_perplexity_equals_bias_benchs_computation(tiny, arch):
     assert len(scores) == 1 and scores[0]["n_tokens"] == len(ids) - 2
     assert scores[0]["nll_sum"] == pytest.approx(-total, rel=1e-6)
     assert reserved_positions(wrapped) == len(wrapped.prefix_ids) - 1  # the prefix replaces [CLS]
-    assert window_length(tok, {}, reserved_positions(wrapped)) == tok.model_max_length - reserved_positions(wrapped)
+    assert window_length(wrapped, tok, {}, reserved_positions(wrapped)) == tok.model_max_length - reserved_positions(
+        wrapped
+    )

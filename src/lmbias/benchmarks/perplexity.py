@@ -6,7 +6,8 @@ a benchmark entry selects it with `measure: perplexity` (config.yaml: perplexity
 data.wikitext2, and perplexity_gap, the offline stand-in over GAP's test contexts).
 
 * clm: every token but a text's first is scored, log p(token | the tokens before it), no BOS added.
-  A text longer than the window (`scoring.max_length`, default the tokenizer's model_max_length) is
+  A text longer than the window (`scoring.max_length`, default the model's usable context: the smaller of
+  the tokenizer's model_max_length and the config's positions, lmbias.engine.context_window) is
   scored in windows: the targets are cut into consecutive chunks of `scoring.stride` tokens (default
   max_length - 1), each read with the max_length tokens ending at the chunk's end as context (the
   Hugging Face sliding-window recipe). Every token is scored exactly once; a smaller stride gives each
@@ -44,6 +45,7 @@ import numpy as np
 import pyarrow as pa
 
 from lmbias.engine.batching import EngineStats, autocast, model_device, pad, run_batches
+from lmbias.engine.context_window import context_window
 from lmbias.engine.pll import token_logprobs
 from lmbias.engine.scoring import sentence_alone
 from lmbias.errors import ConfigError, DataError
@@ -67,10 +69,10 @@ SCORES_SCHEMA = pa.schema(
 )
 
 SCORING_KEY = "benchmarks.<perplexity>.scoring"
+#: parquet metadata key of the window (tokens of input) the texts were scored in
+WINDOW_METADATA = "lmbias.perplexity_window"
 SCORING_KEYS = ("batch_size", "max_length", "stride", "limit_texts")
 SCORE_KIND = {"clm": "clm=perplexity", "mlm": "mlm=pseudo_perplexity", "seq2seq": "seq2seq=pseudo_perplexity"}
-#: Tokenizers without a real limit report a huge model_max_length; then this is the window.
-FALLBACK_MAX_LENGTH = 512
 
 
 def _positive_int(value, key: str, minimum: int = 1):
@@ -92,11 +94,10 @@ def check_scoring(scoring: dict) -> dict:
     return scoring
 
 
-def window_length(tokenizer, scoring: dict, reserved: int = 0) -> int:
-    """The window: scoring.max_length, at most the tokenizer's model_max_length less `reserved` positions (a
-    Self-Debias prefix's)."""
-    limit = getattr(tokenizer, "model_max_length", None)
-    limit = (limit if isinstance(limit, int) and limit < 10**6 else FALLBACK_MAX_LENGTH) - reserved
+def window_length(model, tokenizer, scoring: dict, reserved: int = 0) -> int:
+    """The window: scoring.max_length, at most the model's usable context (the smaller of its tokenizer's and
+    its config's limits, lmbias.engine.context_window) less `reserved` positions (a Self-Debias prefix's)."""
+    limit = context_window(model, tokenizer).tokens - reserved
     if limit < 4:
         raise ConfigError(
             f"{SCORING_KEY}.max_length: the model's {limit + reserved} positions leave no window beside "
@@ -214,8 +215,9 @@ def score_perplexity(
     if family == "clm":  # a window is read alone; Self-Debias puts its prefix before it (module docstring)
         model = sentence_alone(model)
     reserved = reserved_positions(model)
-    max_length = window_length(tokenizer, scoring, reserved)
-    if reserved and max_length < window_length(tokenizer, scoring):
+    context = context_window(model, tokenizer)
+    max_length = window_length(model, tokenizer, scoring, reserved)
+    if reserved and max_length < window_length(model, tokenizer, scoring):
         log.info(
             "perplexity: windows of %d tokens, leaving %d positions for the Self-Debias prefix", max_length, reserved
         )
@@ -223,7 +225,7 @@ def score_perplexity(
     plan: list[tuple[int, int]] = []  # (text, window) per scored window
     if family == "clm":
         stride = scoring.get("stride") or max_length - 1
-        if stride > max_length - 1 and reserved and stride <= window_length(tokenizer, scoring) - 1:
+        if stride > max_length - 1 and reserved and stride <= window_length(model, tokenizer, scoring) - 1:
             log.warning(
                 "perplexity: stride %d cut to %d, the window beside the Self-Debias prefix", stride, max_length - 1
             )
@@ -263,13 +265,20 @@ def score_perplexity(
         for k, (t, w) in enumerate(plan)
     ]
     log.info(
-        "perplexity: %d texts, %d windows, %d tokens scored (max_length %d)",
+        "perplexity: %d texts, %d windows, %d tokens scored (max_length %d; the model's context %d: tokenizer %s, "
+        "config %s %s)",
         len(texts),
         len(rows),
         sum(counts),
         max_length,
+        context.tokens,
+        context.tokenizer_limit,
+        context.config_key,
+        context.config_limit,
     )
-    return pa.Table.from_pylist(rows, schema=SCORES_SCHEMA)
+    # the context the windows were cut to, in the score file's metadata beside the window itself
+    metadata = {**context.metadata(), WINDOW_METADATA: str(max_length)}
+    return pa.Table.from_pylist(rows, schema=SCORES_SCHEMA.with_metadata(metadata))
 
 
 BENCHMARKS = [
