@@ -14,6 +14,7 @@ from lmbias.config import name_source
 from lmbias.errors import ConfigError
 from lmbias.papers import grid as _readings_grid  # rules/aggregate.smk's summary_page
 from lmbias.workflow import constraints, inputs, methods, params, refusals, selection, targets, validation
+from lmbias.workflow.scoring_specs import spec_digest
 from lmbias.job_runtime import job_log, write_source_fingerprint  # job_log: the in-process jobs' logs
 
 try:
@@ -84,29 +85,32 @@ def model_scoring_inputs(wildcards):
     return inputs.model_scoring_inputs(config, SELECTION, w.model, w.method, w.seed)
 
 
-def model_benchmark_slices(wildcards):
-    """{benchmark: its scoring slice} of every benchmark a score_model job scores (its summary's)."""
-    return {
-        b: params.benchmark_scoring_slice(config, b)
-        for b in SELECTION.summary_benchmarks(wildcards.model, wildcards.method)
-    }
+@lru_cache(maxsize=None)
+def _scoring_spec(variant, benchmark):
+    return params.scoring_spec(config, variant, benchmark)
 
 
-def model_entry(wildcards):
-    return params.model_entry(config, wildcards.model)
+def scoring_spec_content(wildcards):
+    """A benchmark's scoring spec (lmbias.workflow.scoring_specs), out of Snakemake's records."""
+    return params.Unrecorded(_scoring_spec(wildcards.variant, wildcards.benchmark))
 
 
-def method_entry(wildcards):
-    return params.method_entry(config, wildcards.model, wildcards.method)
+def scoring_spec_digest(wildcards):
+    """The spec's short digest: its rerun trigger, and the reason `snakemake -n` prints for an edit."""
+    return spec_digest(wildcards.benchmark, _scoring_spec(wildcards.variant, wildcards.benchmark))
 
 
-def benchmark_scoring_slice(wildcards):
-    return params.benchmark_scoring_slice(config, wildcards.benchmark)
+def scoring_model_spec_content(wildcards):
+    return params.Unrecorded(params.model_scoring_spec(config, wildcards.model))
+
+
+def scoring_model_spec_digest(wildcards):
+    return spec_digest(wildcards.model, params.model_scoring_spec(config, wildcards.model))
 
 
 def metric_inputs(wildcards):
     w = wildcards
-    return inputs.metric_inputs(config, SELECTION, w.model, w.method, w.seed, w.benchmark)
+    return inputs.metric_inputs(config, w.model, w.method, w.seed, w.benchmark)
 
 
 def metric_benchmark_slice(wildcards):
@@ -215,12 +219,12 @@ def fitting_model_entry(wildcards):
 # Snakemake inspects the signature of an input function on every call (inspect.signature, a few times per
 # job); a precomputed __signature__ makes that a lookup. Behaviour is unchanged.
 for _input_function in (
-    model_entry,
-    method_entry,
-    benchmark_scoring_slice,
+    scoring_spec_content,
+    scoring_spec_digest,
+    scoring_model_spec_content,
+    scoring_model_spec_digest,
     scoring_inputs,
     model_scoring_inputs,
-    model_benchmark_slices,
     metric_inputs,
     seed_metric_inputs,
     seed_metric_benchmark_slices,

@@ -2,7 +2,7 @@
 # benchmark of its summary, each score file cached by its score key) and metrics (cheap,
 # recomputed from the cached scores when a metric option changes: one job per model/method/seed computes
 # every benchmark's rows into seed{k}/metrics.parquet, which summaries read; metrics/{benchmark}.parquet is
-# one benchmark's rows, built on request). A method with a model folder
+# one benchmark's rows, built on request from its own score file, so that it costs one benchmark's scoring). A method with a model folder
 # (rules/train.smk) is scored through lmbias.engine.method_folders.load_method_model; pretrained and online
 # score the base model, self_debias the base model behind its prefix (lmbias.engine.self_debias). Every scoring and metric job of a benchmark (and every fine-tuning or SentenceDebias
 # job) reads its library modules through one fingerprint file (results/library/{library}.sha256), rewritten
@@ -27,14 +27,54 @@ rule library_fingerprint:
             write_source_fingerprint(input, output[0], workflow.basedir)
 
 
+# What scores depend on from the config, in small files the scoring jobs read (lmbias.workflow.scoring_specs):
+# the model entry, one file per model; a benchmark's scoring slice with the method entry, one file per (scoring
+# variant: the method's kind, or a Self-Debias method; benchmark). An edit rewrites the edited spec alone, so
+# `snakemake -n` names that benchmark (or model) as the scoring jobs' reason, and a score file written by
+# score_model is seen as older than the edit by score_benchmark too. Params: a short digest (the rerun trigger
+# and the printed reason) and the spec itself, kept out of Snakemake's records.
+rule scoring_model_spec:
+    output:
+        "results/scoring/{model}.json",
+    log:
+        "logs/scoring/{model}.log",
+    localrule: True
+    params:
+        digest=scoring_model_spec_digest,
+        spec=scoring_model_spec_content,
+    run:
+        from lmbias.workflow.jobs import write_scoring_spec
+
+        write_scoring_spec(output, params, wildcards.model, log)
+
+
+rule scoring_spec:
+    output:
+        "results/scoring/{variant}/{benchmark}.json",
+    log:
+        "logs/scoring/{variant}/{benchmark}.log",
+    wildcard_constraints:
+        variant=constraints.scoring_variants(config),
+    localrule: True
+    params:
+        digest=scoring_spec_digest,
+        spec=scoring_spec_content,
+    run:
+        from lmbias.workflow.jobs import write_scoring_spec
+
+        write_scoring_spec(output, params, wildcards.benchmark, log)
+
+
 # Every benchmark a (model, method) summary holds, scored in one job per seed that loads the model once
 # (lmbias.engine.model_scoring, docs/scoring-jobs.md). Its declared output is a manifest; the score files
-# (scores/{benchmark}.parquet, the same paths score_benchmark writes) are not outputs, since Snakemake would
-# delete them before a rerun: each carries a score key (lmbias.metrics.score_keys), and a rerun keeps every
-# file whose key still holds, so editing one benchmark's scoring options rescores that benchmark only.
+# (scores/{benchmark}.parquet, rule score_benchmark's outputs) are written beside it, each with its score key
+# (lmbias.metrics.score_keys): a rerun keeps every file whose key still holds, so editing one benchmark's
+# scoring options rescores that benchmark only. It holds the seed's scoring lock (lmbias.engine.score_lock)
+# while it scores, as score_benchmark does, so the two never write one file; its priority starts it first when
+# both are ready, and score_benchmark then keeps its file.
 rule score_model:
     input:
-        # every benchmark's items and library fingerprints, the weights and the method's model folder
+        # the model's spec, every benchmark's spec, items and library fingerprints, the weights, the method's model
         unpack(model_scoring_inputs),
         script="scripts/score_model.py",
     output:
@@ -47,28 +87,27 @@ rule score_model:
         "benchmarks/{model}/{method}/seed{seed}/scores.tsv"
     conda:
         "../envs/lmbias.yaml"
+    priority: 1
     threads: 2
     resources:
         gpu=1,
         max_tokens=scoring_max_tokens,
-    params:
-        model=model_entry,
-        method=method_entry,
-        benchmarks=model_benchmark_slices,
     script:
         "../scripts/score_model.py"
 
 
-# One benchmark's score file on its own (a user asking for that path, or a metric or comparison of a benchmark
-# outside the pair's summary): the same file and score key as score_model's, so that job later keeps it.
+# One benchmark's score file: the only rule whose output it is, so that Snakemake rebuilds a missing one and a
+# target that names one benchmark (its scores, its metrics) loads the model for that benchmark alone. update():
+# Snakemake keeps the file while the job runs, and the job keeps it when it holds its score key (written by
+# score_model, or by this rule for the same config), without loading the model.
 rule score_benchmark:
     input:
-        # benchmark_items, library, weights (none for hub ids) and method_model (the method's fine-tuned or
-        # fitted model folder; none for pretrained and online): one input function, see scoring_inputs.
+        # model_spec, spec, benchmark_items, library, weights (none for hub ids), method_model (the method's
+        # fine-tuned or fitted model folder; none for pretrained and online): one input function, scoring_inputs.
         unpack(scoring_inputs),
         script="scripts/score_benchmark.py",
     output:
-        "results/{model}/{method}/seed{seed}/scores/{benchmark}.parquet",
+        update("results/{model}/{method}/seed{seed}/scores/{benchmark}.parquet"),
     log:
         "logs/{model}/{method}/seed{seed}/scores/{benchmark}.log",
         # the job's own timing file: seconds, token budget and halvings, peak RSS and CUDA memory
@@ -83,10 +122,6 @@ rule score_benchmark:
         gpu=1,
         # models.<model>.max_tokens: a resource, not a param, since no score depends on it (docs/llms.md)
         max_tokens=scoring_max_tokens,
-    params:
-        model=model_entry,
-        method=method_entry,
-        benchmark=benchmark_scoring_slice,
     script:
         "../scripts/score_benchmark.py"
 
@@ -130,7 +165,7 @@ rule compute_metric:
 # cached generations; `snakemake results/{model}/{method}/seed{k}/plots/bold_sentiment.svg`.
 rule bold_sentiment_figure:
     input:
-        # the pair's score_model manifest when its summary holds the benchmark, else the score file (as metrics)
+        # the benchmark's score file (rule score_benchmark), as its metrics read it
         scores=lambda wildcards: metric_inputs(wildcards)["scores"],
         library=["src/lmbias/papers/figures_bold.py", "src/lmbias/metrics/bold.py"],
         script="scripts/bold_figure.py",

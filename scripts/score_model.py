@@ -1,7 +1,8 @@
 """Snakemake script: every benchmark of one model/method/seed's summary, scored with the model loaded once.
 
 Score files whose score key still holds are kept (lmbias.engine.model_scoring); resources.gpu = N > 1 (and no
-device_map): the benchmarks to score go to one `accelerate launch` of N data-parallel processes.
+device_map): the benchmarks to score go to one `accelerate launch` of N data-parallel processes. What each
+benchmark's scores depend on from the config comes from its scoring spec (lmbias.workflow.scoring_specs).
 """
 
 import sys
@@ -12,28 +13,31 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))  # the libr
 from lmbias.engine.model_scoring import score_model_job
 from lmbias.job_runtime import setup_job_logging
 from lmbias.workflow.inputs import benchmark_items_file, score_file, scoring_libraries
+from lmbias.workflow.scoring_specs import read_benchmark_spec, read_model_spec, shared_method_entry
 
 setup_job_logging(snakemake.log[0])  # noqa: F821
 wildcards = snakemake.wildcards  # noqa: F821
-method_name = wildcards.method
-methods = {method_name: snakemake.params.method}  # noqa: F821 (the kind is what scoring_libraries reads)
+model_entry = read_model_spec(snakemake.input.model_spec)["model_entry"]  # noqa: F821
+specs = [read_benchmark_spec(path) for path in snakemake.input.spec]  # noqa: F821
+method_entry = shared_method_entry(specs, list(snakemake.input.spec))  # noqa: F821
+methods = {wildcards.method: method_entry}  # the kind is what scoring_libraries reads
 job = dict(
     model_name=wildcards.model,
-    model_entry=snakemake.params.model,  # noqa: F821
+    model_entry=model_entry,
     # the method's model folder (fine-tuned or fitted) travels inside the method entry, as in score_benchmark
-    method_entry={**snakemake.params.method, "model_dir": snakemake.input.method_model or None},  # noqa: F821
+    method_entry={**method_entry, "model_dir": snakemake.input.method_model or None},  # noqa: F821
     weights_dir=snakemake.input.weights or None,  # noqa: F821
     seed=int(wildcards.seed),
     threads=snakemake.threads,  # noqa: F821
     max_tokens=int(snakemake.resources.max_tokens),  # noqa: F821 (a resource: no score depends on it)
     benchmarks={
-        name: {
-            "entry": entry,
-            "items": benchmark_items_file(name),
-            "scores": score_file(wildcards.model, method_name, wildcards.seed, name),
-            "library": scoring_libraries({"methods": methods}, method_name, entry),
+        spec["name"]: {
+            "entry": spec["entry"],
+            "items": benchmark_items_file(spec["name"]),
+            "scores": score_file(wildcards.model, wildcards.method, wildcards.seed, spec["name"]),
+            "library": scoring_libraries({"methods": methods}, wildcards.method, spec["entry"]),
         }
-        for name, entry in snakemake.params.benchmarks.items()  # noqa: F821
+        for spec in specs
     },
     manifest=snakemake.output[0],  # noqa: F821
     timing=snakemake.log.timing,  # noqa: F821

@@ -217,5 +217,9 @@ def test_metrics_read_the_files_a_manifest_names_and_refuse_a_replaced_one(setup
     path = job["benchmarks"]["winobias"]["scores"]
     table = pq.read_table(path)
     write_table_atomic(table, path, metadata={SCORE_KEY_METADATA: "0" * 64})
-    with pytest.raises(ConfigError, match="winobias.parquet: its score key"):
+    with pytest.raises(ConfigError, match="winobias.parquet: changed since .* its score key"):
         compute_seed_metrics_job(benches, [job["manifest"]], out / "m2.parquet", "tiny-bert", "pretrained", "0")
+    # a deleted one: named as missing, with the target that scores it again alone
+    Path(path).unlink()
+    with pytest.raises(ConfigError, match=r"winobias.parquet: the score file of benchmark 'winobias' .* is missing"):
+        compute_seed_metrics_job(benches, [job["manifest"]], out / "m3.parquet", "tiny-bert", "pretrained", "0")

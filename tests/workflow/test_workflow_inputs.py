@@ -14,6 +14,8 @@ from lmbias.workflow import inputs, methods, params, selection
 def test_scoring_inputs():
     config = shipped_config()
     assert inputs.scoring_inputs(config, "tiny-bert", "cds", "0", "winobias") == {
+        "model_spec": "results/scoring/tiny-bert.json",
+        "spec": "results/scoring/cds/winobias.json",
         "benchmark_items": "results/data/winobias.parquet",
         "library": "results/library/winobias.sha256",
         "weights": "resources/models/tiny-bert",
@@ -44,17 +46,21 @@ def test_metric_inputs():
         "scores": ["results/tiny-bert/online/seed0/scores.json"],
         "library": ["results/library/winobias.sha256"],
     }
-    # one benchmark's metrics: through the manifest when the pair's summary holds it, else its score file
+    # one benchmark's metrics: always its own score file (rule score_benchmark), summary or not, so that such a
+    # target costs that benchmark alone
     assert (
-        inputs.metric_inputs(config, chosen, "tiny-bert", "cds", "0", "seat")["scores"]
-        == "results/tiny-bert/cds/seed0/scores.json"
+        inputs.metric_inputs(config, "tiny-bert", "cds", "0", "seat")["scores"]
+        == "results/tiny-bert/cds/seed0/scores/seat.parquet"
     )
     assert (
-        inputs.metric_inputs(config, chosen, "tiny-bert", "online", "0", "seat")["scores"]
+        inputs.metric_inputs(config, "tiny-bert", "online", "0", "seat")["scores"]
         == "results/tiny-bert/online/seed0/scores/seat.parquet"
     )
+    assert inputs.scoring_inputs(config, "tiny-bert", "cds", "0", "seat")["spec"] == ("results/scoring/cds/seat.json")
     scoring = inputs.model_scoring_inputs(config, chosen, "tiny-bert", "online", "0")
     assert scoring == {
+        "model_spec": "results/scoring/tiny-bert.json",
+        "spec": ["results/scoring/online/winobias.json"],
         "benchmark_items": ["results/data/winobias.parquet"],
         "library": ["results/library/winobias.sha256"],
         "weights": "resources/models/tiny-bert",

@@ -40,6 +40,7 @@ from pathlib import Path
 
 from lmbias import registry
 from lmbias.engine import job_timing
+from lmbias.engine.score_lock import scoring_lock, seed_folder_of_score_file
 from lmbias.errors import BenchmarksFailedError
 from lmbias.lazy import lazy_module
 from lmbias.metrics.score_keys import score_key, stored_key, write_manifest
@@ -177,11 +178,18 @@ def _kept_rows(job: dict, kept: list[str]) -> list[dict]:
 
 def score_model_job(job: dict, gpus: int = 1) -> dict[str, dict]:
     """Score what is missing of a (model, method, seed)'s benchmarks and write its manifest; returns the
-    manifest's entries. `gpus` > 1 (and no device_map): data-parallel through `accelerate launch`."""
+    manifest's entries. `gpus` > 1 (and no device_map): data-parallel through `accelerate launch`. The seed's
+    scoring lock (lmbias.engine.score_lock) is held from the check of the score keys to the manifest, so a
+    one-benchmark job of the same seed neither writes a file this job writes nor reads one half-done."""
     for name, bench in job["benchmarks"].items():  # a config error stops the job before any loading
         registry.definition(registry.measure_of(bench["entry"]), name)
         registry.check_family(name, bench["entry"], job["model_entry"]["family"], job["model_name"])
     keys = benchmark_keys(job)
+    with scoring_lock(Path(job["manifest"]).parent):  # the seed folder, where scores.json lies
+        return _score_model_locked(job, keys, gpus)
+
+
+def _score_model_locked(job: dict, keys: dict[str, str], gpus: int) -> dict[str, dict]:
     names = to_score(job, keys)
     kept = [name for name in job["benchmarks"] if name not in names]
     where = f"{job['model_name']}/{job['method_entry']['kind']} seed {job['seed']}"
@@ -193,6 +201,15 @@ def score_model_job(job: dict, gpus: int = 1) -> dict[str, dict]:
         len(kept),
         ", ".join(kept) or "none",
     )
+    for name in names:  # a file there with another key: named as changed (a missing one is plainly scored)
+        found = stored_key(job["benchmarks"][name]["scores"])
+        if found is not None:
+            log.info(
+                "%s: its score key %s is not %s now: scored again",
+                job["benchmarks"][name]["scores"],
+                found[:12],
+                keys[name][:12],
+            )
     rows = _kept_rows(job, kept)
     seconds: dict[str, float] = {}
     failures: dict[str, str] = {}
@@ -213,7 +230,8 @@ def score_model_job(job: dict, gpus: int = 1) -> dict[str, dict]:
     if failures:
         raise BenchmarksFailedError(
             f"scoring failed for {len(failures)} of {len(job['benchmarks'])} benchmark(s) of {where} (the others'"
-            " score files are written; a rerun scores only the failed ones):\n"
+            " score files are written; a rerun scores only the failed ones, and with --keep-going Snakemake"
+            " still builds the other benchmarks' own targets, metrics/<benchmark>.parquet, in this run):\n"
             + "\n".join(f"  {failures[name]}" for name in names if name in failures)
         )
     entries = {}
@@ -232,6 +250,78 @@ def score_model_job(job: dict, gpus: int = 1) -> dict[str, dict]:
         }
     write_manifest(job["manifest"], entries)
     return entries
+
+
+def score_benchmark_file(job: dict, library: list, seed, gpus: int = 1) -> str:
+    """Rule score_benchmark: one benchmark's score file, "kept" when it already holds its score key (written by
+    score_model, or by an earlier job for the same config; the model is not loaded), else "scored" with the
+    model loaded for this benchmark alone: in this process (gpus <= 1, or a device_map), else through
+    `accelerate launch` on `gpus` data-parallel processes. `job`: evaluation.score_benchmark_job's arguments
+    but score_key; `library`: the library fingerprint files the score key covers. Holds the seed's scoring lock
+    (lmbias.engine.score_lock) from the key check to the written file."""
+    from lmbias.engine.evaluation import score_benchmark_job
+
+    key = score_key(
+        job["benchmark_entry"],
+        job["items_path"],
+        job["model_entry"],
+        job["method_entry"],
+        library,
+        seed,
+        weights_dir=job.get("weights_dir"),
+        method_dir=job["method_entry"].get("model_dir"),
+    )
+    output = job["output_path"]
+    with scoring_lock(seed_folder_of_score_file(output)):
+        found = stored_key(output)
+        if found == key:
+            log.info("%s holds its score key %s: kept, the model is not loaded", output, key[:12])
+            if job.get("timing_path"):
+                job_timing.write_timing(job["timing_path"], {"status": "kept"})
+            return "kept"
+        if found is not None:
+            log.info("%s: its score key %s is not %s now: scored again", output, found[:12], key[:12])
+        if gpus <= 1 or job["model_entry"].get("device_map") is not None:
+            score_benchmark_job(**job, score_key=key)
+        else:
+            launch_benchmark_distributed(job, key, gpus)
+    return "scored"
+
+
+def launch_benchmark_distributed(job: dict, key: str, gpus: int) -> None:
+    """`accelerate launch --num_processes <gpus> -m lmbias.cli score ...` for one benchmark (a rendezvous port
+    derived from its score file's path, so concurrent jobs on one node do not collide)."""
+    from lmbias.engine.distributed import launch_command, launch_env, main_process_port
+
+    args = [
+        "--items",
+        str(job["items_path"]),
+        "--output",
+        str(job["output_path"]),
+        "--model",
+        job["model_name"],
+        "--model-entry",
+        json.dumps(job["model_entry"]),
+        "--method-entry",
+        json.dumps(job["method_entry"]),
+        "--benchmark",
+        job["benchmark_name"],
+        "--benchmark-entry",
+        json.dumps(job["benchmark_entry"]),
+        "--threads",
+        str(job["threads"]),
+        "--max-tokens",
+        str(job["max_tokens"]),
+        "--timing",
+        str(job["timing_path"]),
+        "--score-key",
+        key,
+    ]
+    if job.get("weights_dir"):
+        args += ["--weights-dir", str(job["weights_dir"])]
+    cmd = launch_command(gpus, main_process_port(str(Path(job["output_path"]).resolve())), args)
+    print("launching:", shlex.join(cmd), file=sys.stderr, flush=True)
+    subprocess.run(cmd, check=True, env=launch_env(), stdout=sys.stderr, stderr=sys.stderr)
 
 
 def launch_distributed(job: dict, names: list[str], keys: dict[str, str], gpus: int) -> None:

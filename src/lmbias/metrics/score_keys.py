@@ -2,7 +2,8 @@
 
 One scoring job per (model, method, seed) (rule score_model) writes every benchmark's score file
 (results/{model}/{method}/seed{k}/scores/{benchmark}.parquet) without declaring them as outputs: Snakemake
-deletes a job's declared outputs before rerunning it, and these files are the cache a rerun keeps. Each file
+deletes a job's declared outputs before rerunning it, and these files are the cache a rerun keeps. They are
+rule score_benchmark's outputs, which keeps a file holding its key rather than scoring it again. Each file
 carries in its parquet metadata (SCORE_KEY_METADATA) the *score key*: the sha256 of canonical JSON of
 everything its numbers depend on (score_key). A file whose key equals the key the job computes now is kept
 without a forward pass; any other is scored again. What the job produced is listed in its declared output, the
@@ -142,17 +143,26 @@ def read_manifest(path: str | os.PathLike) -> dict[str, dict]:
     return entries
 
 
-def manifest_score_files(path: str | os.PathLike) -> dict[str, str]:
-    """{benchmark: score file} of a manifest, each checked to hold the key the manifest recorded (a score
-    file replaced since, say by a one-benchmark request after a config edit, is named, not read)."""
+def manifest_score_files(path: str | os.PathLike, benchmarks=None) -> dict[str, str]:
+    """{benchmark: score file} of a manifest, each checked to hold the key the manifest recorded. A missing file
+    is named with the target that scores it again alone; a file whose key changed since (replaced by hand, or
+    by a one-benchmark job for another config) is named as changed. `benchmarks`: only those are checked."""
     out = {}
     for name, entry in read_manifest(path).items():
+        if benchmarks is not None and name not in benchmarks:
+            continue
         found = stored_key(entry["scores"])
+        if found is None and not Path(entry["scores"]).exists():
+            raise ConfigError(
+                f"{entry['scores']}: the score file of benchmark {name!r} that {path} lists is missing (deleted "
+                f"after its scoring job); ask for it (snakemake {entry['scores']}, or its metrics/{name}.parquet): "
+                "that scores it again alone, then rerun"
+            )
         if found != entry["score_key"]:
             raise ConfigError(
-                f"{entry['scores']}: its score key ({found or 'none'}) is not the one {path} recorded for "
-                f"benchmark {name!r}: the file changed after the scoring job; rerun it "
-                f"(snakemake --forcerun score_model {path})"
+                f"{entry['scores']}: changed since {path} was written: its score key ({found or 'none'}) is not "
+                f"the one recorded for benchmark {name!r}; delete the file and rerun: the scoring job scores it "
+                "again"
             )
         out[name] = entry["scores"]
     return out
@@ -166,7 +176,7 @@ def resolve_scores(paths, benchmarks=None) -> list[str]:
         if not is_manifest(path):
             out.append(str(path))
             continue
-        files = manifest_score_files(path)
+        files = manifest_score_files(path, benchmarks)
         wanted = list(files) if benchmarks is None else [b for b in benchmarks if b in files]
         if benchmarks is not None and not wanted:
             raise ConfigError(f"{path}: holds none of the benchmarks {', '.join(benchmarks)}")

@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 
 from lmbias import registry
+from lmbias.workflow import scoring_specs
 from lmbias.workflow.selection import method_names_of_kinds, seeds_for
 
 #: Fingerprinted library sets that are not a benchmark's measure (rules/evaluate.smk, library_fingerprint).
@@ -32,6 +33,11 @@ def global_constraints(config: dict) -> dict[str, str]:
         "library": alternatives(libraries),
         "comparison": alternatives(config.get("comparisons", {})) or NOTHING,
     }
+
+
+def scoring_variants(config: dict) -> str:
+    """The {variant} of rule scoring_spec (lmbias.workflow.scoring_specs.scoring_variant)."""
+    return alternatives(scoring_specs.scoring_variants(config)) or NOTHING
 
 
 def methods_of_kinds(config: dict, kinds) -> str:

@@ -12,6 +12,7 @@ from lmbias.corpora.jobs import LEXICON_INPUTS, NAMES_INPUT
 from lmbias.errors import ConfigError
 from lmbias.workflow.methods import has_model_folder, resolved_method
 from lmbias.workflow.refusals import check_seed
+from lmbias.workflow.scoring_specs import method_spec_file, model_spec_file
 from lmbias.workflow.selection import BenchmarkSelection, seeds_for
 
 #: The dataset cds files (rules/data.smk) a SentenceDebias fit with `pair_list: dagender` reads.
@@ -103,6 +104,9 @@ def scoring_inputs(config: dict, model: str, method: str, seed: str, benchmark: 
     the method's model folder."""
     bench = checked_benchmark(config, model, method, seed, benchmark)
     return {
+        # what its scores depend on from the config (rules scoring_model_spec, scoring_spec)
+        "model_spec": model_spec_file(model),
+        "spec": method_spec_file(config, method, benchmark),
         "benchmark_items": benchmark_items_file(benchmark),
         "library": library_fingerprint_file(registry.measure_of(bench)),
         "weights": model_weights_input(config, model),
@@ -121,7 +125,8 @@ def benchmark_items_file(benchmark: str) -> str:
 
 
 def score_file(model: str, method: str, seed, benchmark: str) -> str:
-    """A benchmark's score file (written by score_model for a summary's benchmarks, or by score_benchmark)."""
+    """A benchmark's score file (rule score_benchmark's output; score_model writes those of a summary's
+    benchmarks beside its manifest, and score_benchmark then keeps them by their score key)."""
     return f"results/{model}/{method}/seed{seed}/scores/{benchmark}.parquet"
 
 
@@ -147,6 +152,8 @@ def model_scoring_inputs(config: dict, selection: BenchmarkSelection, model: str
     benchmarks = selection.summary_benchmarks(model, method)
     libraries = sorted({lib for b in benchmarks for lib in scoring_libraries(config, method, config["benchmarks"][b])})
     return {
+        "model_spec": model_spec_file(model),
+        "spec": [method_spec_file(config, method, b) for b in benchmarks],
         "benchmark_items": [benchmark_items_file(b) for b in benchmarks],
         "library": libraries,
         "weights": model_weights_input(config, model),
@@ -175,14 +182,13 @@ def metric_inputs_of(config: dict, benchmark: str, model: str, method: str, seed
     )
 
 
-def metric_inputs(
-    config: dict, selection: BenchmarkSelection, model: str, method: str, seed: str, benchmark: str
-) -> dict:
-    """Inputs of one benchmark's metrics/{benchmark}.parquet; its scores through the score_model manifest when
-    the pair's summary holds the benchmark (summary_scores), so they are never older than the config."""
+def metric_inputs(config: dict, model: str, method: str, seed: str, benchmark: str) -> dict:
+    """Inputs of one benchmark's metrics/{benchmark}.parquet: its own score file (rule score_benchmark, so that
+    such a target costs that benchmark's scoring alone, and a missing score file is scored again), its
+    library and the files its metric reads."""
     checked_benchmark(config, model, method, seed, benchmark)
-    _, library, files = metric_inputs_of(config, benchmark, model, method, seed)
-    inputs = {"scores": summary_scores(selection, model, method, seed, benchmark), "library": library}
+    scores, library, files = metric_inputs_of(config, benchmark, model, method, seed)
+    inputs = {"scores": scores, "library": library}
     if files:
         inputs["labels"] = files
     return inputs
@@ -199,9 +205,25 @@ def seed_metric_inputs(config: dict, selection: BenchmarkSelection, model: str, 
         files.update(extra)
     # the scores of all of them: the manifest of the seed's one scoring job (rule score_model)
     inputs = {"scores": [scores_manifest(model, method, seed)], "library": sorted(libraries)}
+    missing = missing_score_files(selection, model, method, seed)
+    if missing:
+        inputs["rescored"] = missing
     if files:
         inputs["labels"] = sorted(files)
     return inputs
+
+
+def missing_score_files(selection: BenchmarkSelection, model: str, method: str, seed) -> list[str]:
+    """The score files of the pair's summary that are gone although its scoring job's manifest exists (deleted
+    since): inputs, so that rule score_benchmark scores each of them again alone before the metrics read it (the
+    manifest is not rewritten: the new file holds the same score key). Snakemake cannot see a file the model's
+    job wrote without declaring it, so this looks at the disk while the DAG is built; once the file is back,
+    the job's input set is the usual one again, which Snakemake reports as a changed set of input files and
+    answers with one more run of the cheap metric and summary jobs (docs/scoring-jobs.md)."""
+    if not Path(scores_manifest(model, method, seed)).exists():
+        return []  # the scoring job has not run: it writes them all
+    files = [score_file(model, method, seed, b) for b in selection.summary_benchmarks(model, method)]
+    return [f for f in files if not Path(f).exists()]
 
 
 def summary_metric_files(config: dict, selection: BenchmarkSelection, model: str, method: str) -> list[str]:
@@ -223,6 +245,16 @@ def comparison_inputs(config: dict, selection: BenchmarkSelection, comparison: s
         ]
         for side in ("before", "after")
     }
+    # a compared score file deleted since its scoring job: scored again alone first (missing_score_files)
+    rescored = [
+        path
+        for side in ("before", "after")
+        for seed in seeds_for(config, entry[side]["method"])
+        for path in missing_score_files(selection, entry[side]["model"], entry[side]["method"], seed)
+        if path.endswith(f"/scores/{bench}.parquet")
+    ]
+    if rescored:
+        inputs["rescored"] = rescored
     inputs["library"] = [library_fingerprint_file(registry.measure_of(config["benchmarks"][bench]))] + [
         str(Path(base) / f"src/lmbias/metrics/{m}.py") for m in ("comparison", "summary")
     ]

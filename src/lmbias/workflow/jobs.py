@@ -11,6 +11,15 @@ from __future__ import annotations
 from lmbias.job_runtime import job_log
 
 
+def write_scoring_spec(output, params, name, log) -> None:
+    """Rules scoring_spec and scoring_model_spec: what scores depend on from the config
+    (lmbias.workflow.scoring_specs); `name`: the benchmark or the model."""
+    from lmbias.workflow.scoring_specs import write_spec
+
+    with job_log(log[0]):
+        write_spec(output[0], name, params.spec.value)
+
+
 def compute_seed_metrics(input, output, params, wildcards, log) -> None:
     """Rule compute_seed_metrics: the metric rows of every benchmark of one model, method and seed."""
     from lmbias.engine.evaluation import compute_seed_metrics_job

@@ -112,3 +112,33 @@ def fitting_model_entry(config: dict, model: str) -> dict:
     (their embeddings come from the model as scoring loads it)."""
     entry = {k: v for k, v in config["models"][model].items() if k not in ("training", "precision")}
     return with_snapshot(config, model, entry)
+
+
+class Unrecorded:
+    """A params value that Snakemake keeps out of its records (it records only built-in types): the job reads
+    `.value`, and a short digest param beside it is what reruns the job and what `snakemake -n` prints as the
+    reason (rule scoring_spec)."""
+
+    def __init__(self, value):
+        self.value = value
+
+    def __repr__(self) -> str:  # Snakemake prints params of a job it runs
+        return f"Unrecorded({self.value!r})"
+
+
+def scoring_spec(config: dict, variant: str, benchmark: str) -> dict:
+    """What one benchmark's scores depend on from the config besides the model entry (lmbias.workflow.
+    scoring_specs): its scoring slice and the method entry of the scoring `variant` (a method kind, or
+    `<kind>.<method>`), equal to method_entry's for every method of that variant."""
+    kind, _, method = variant.partition(".")
+    method_part = {"kind": kind}
+    if method:  # a kind with scoring options (Self-Debias): as method_entry fills them in
+        from lmbias.engine.self_debias import SelfDebiasSettings
+
+        method_part.update(SelfDebiasSettings.from_entry(config["methods"][method], f"methods.{method}").to_dict())
+    return {"entry": benchmark_scoring_slice(config, benchmark), "method_entry": method_part}
+
+
+def model_scoring_spec(config: dict, model: str) -> dict:
+    """What every score of the model depends on from the config: its entry as scoring reads it (model_entry)."""
+    return {"model_entry": model_entry(config, model)}
