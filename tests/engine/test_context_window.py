@@ -14,7 +14,9 @@ from lmbias.engine.context_window import (
     config_positions,
     context_window,
 )
+from lmbias.engine.scoring import MaskedRequest, masked_logprobs
 from lmbias.engine.tiny import build_bert_tokenizer
+from lmbias.errors import DataError
 
 WORDS = ["he", "she", "the", "doctor", "nurse", "said", "that", "was", "tired"]
 
@@ -86,3 +88,27 @@ def test_perplexity_windows_follow_the_config_and_record_it(tokenizer):
     metadata = {k.decode(): v.decode() for k, v in scores.schema.metadata.items()}
     assert metadata[WINDOW_METADATA] == "32"
     assert '"config_limit": 32' in metadata[CONTEXT_METADATA] and '"tokenizer_limit": 512' in metadata[CONTEXT_METADATA]
+
+
+def test_an_input_longer_than_the_models_context_is_refused_by_name(tokenizer):
+    """The engine's guard (a benchmark's max_length, 512 by default) is cut to the model's context: a 40-token
+    input for a model of 32 positions is a DataError naming the limit, not an index error in its embeddings."""
+    import torch
+
+    tokenizer.model_max_length = 512
+    config = BertConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=16,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=32,
+        max_position_embeddings=32,
+    )
+    torch.manual_seed(0)
+    model = BertForMaskedLM(config).eval()
+    he = (tokenizer.convert_tokens_to_ids("he"),)
+    short = MaskedRequest(f"the doctor said that {tokenizer.mask_token} was tired", he)
+    assert len(masked_logprobs(model, tokenizer, [short], max_length=512)) == 1
+    long = MaskedRequest(" ".join(["the doctor said"] * 12) + f" {tokenizer.mask_token}", he)
+    with pytest.raises(DataError, match="exceeds max_length=32"):
+        masked_logprobs(model, tokenizer, [long], max_length=512)

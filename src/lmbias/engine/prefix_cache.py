@@ -45,7 +45,7 @@ from collections.abc import Hashable, Sequence
 import numpy as np
 
 from lmbias.engine.batching import EngineStats, autocast, model_device, pad, run_batches
-from lmbias.engine.scoring import CLM_CONTEXTS, clm_inputs, sentence_logprobs, start_logprobs
+from lmbias.engine.scoring import CLM_CONTEXTS, clm_inputs, input_limit, sentence_logprobs, start_logprobs
 from lmbias.errors import ConfigError
 from lmbias.lazy import lazy_module
 
@@ -184,6 +184,7 @@ def grouped_sentence_logprobs(
 
     The token budget counts a group of k distinct inputs of at most n tokens as k x n padded tokens (its
     continuation pass holds k rows; the prefix pass is smaller), so a batch stays within ``max_tokens``."""
+    max_length = input_limit(model, tokenizer, max_length)
     if context not in CLM_CONTEXTS:
         raise ConfigError(f"sentence scoring: context {context!r} is not one of {', '.join(CLM_CONTEXTS)}")
     if len(groups) != len(texts):

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from lmbias.engine.batching import EngineStats, autocast, model_device, pad, run_batches
+from lmbias.engine.context_window import context_window
 from lmbias.errors import ConfigError, DataError
 from lmbias.lazy import lazy_module
 
@@ -85,6 +86,14 @@ def mlm_head(model) -> Callable[[torch.Tensor], torch.Tensor] | None:
     return None
 
 
+def input_limit(model, tokenizer, max_length: int | None) -> int:
+    """The longest input the engine scores: a benchmark's `max_length`, at most the model's usable context (the
+    smaller of its tokenizer's and its config's limits, lmbias.engine.context_window), so that an input the
+    model cannot hold is refused by name rather than crashing in its position embeddings."""
+    context = context_window(model, tokenizer).tokens
+    return context if max_length is None else min(int(max_length), context)
+
+
 def _encode_unique(tokenizer, texts: Sequence[str], max_length: int, what: str) -> list[list[int]]:
     encoded = tokenizer(list(texts), add_special_tokens=True, truncation=False)["input_ids"]
     for text, ids in zip(texts, encoded):
@@ -106,6 +115,7 @@ def masked_logprobs(
 
     Texts are tokenised once per distinct text, then scored by `masked_logprobs_ids`.
     """
+    max_length = input_limit(model, tokenizer, max_length)
     mask_id = tokenizer.mask_token_id
     if mask_id is None:
         raise DataError("masked scoring needs a tokenizer with a mask token")
@@ -200,6 +210,7 @@ def sentence_logprobs(
     """Total log-likelihood of each text under a causal LM (sum over its tokens), every token conditioned on
     a BOS (context bos) or as bias-bench conditions them (context bias_bench, see CLM_CONTEXTS: one extra
     forward pass of the start token, computed once per call and read for every text's first token)."""
+    max_length = input_limit(model, tokenizer, max_length)
     if context not in CLM_CONTEXTS:
         raise ConfigError(f"sentence scoring: context {context!r} is not one of {', '.join(CLM_CONTEXTS)}")
     stats = stats if stats is not None else EngineStats()
@@ -284,6 +295,7 @@ def infill_logprobs(
     max_tokens: int | None = None,
 ) -> list[np.ndarray]:
     """log p(candidate) as the next decoder token of an encoder-decoder LM (BART text infilling)."""
+    max_length = input_limit(model, tokenizer, max_length)
     stats = stats if stats is not None else EngineStats()
     device = model_device(model)
     enc, prefixes = _seq2seq_pairs(tokenizer, requests, max_length)
@@ -363,6 +375,7 @@ def masked_logprobs_ids(
     stats: EngineStats | None = None,
 ) -> list[np.ndarray]:
     """log p(candidate) at `position` of each request's ids, for masked LMs. One array per request."""
+    max_length = input_limit(model, tokenizer, max_length)
     stats = stats if stats is not None else EngineStats()
     device = model_device(model)
     unique: dict[tuple[int, ...], int] = {}
@@ -463,6 +476,7 @@ def infill_logprobs_ids(
     position t depend only on decoder tokens <= t), so scoring every piece of a word, or every token of
     a sentence, costs one decoder pass per encoder input.
     """
+    max_length = input_limit(model, tokenizer, max_length)
     stats = stats if stats is not None else EngineStats()
     device = model_device(model)
     by_encoder: dict[tuple[int, ...], set[tuple[int, ...]]] = {}

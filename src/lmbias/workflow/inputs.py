@@ -35,7 +35,7 @@ def library_sets(config: dict, base: str | Path) -> dict[str, list[str]]:
     """{name: source files} of every fingerprint: each benchmark dataset's modules and resource files plus
     the scoring engine; the trainer's modules (fine-tuning); SentenceDebias' module (fitting); INLP's; Self-Debias'."""
     base = Path(base)
-    engine = [str(base / f"src/lmbias/engine/{m}.py") for m in ("scoring", "batching")]
+    engine = [str(base / f"src/lmbias/engine/{m}.py") for m in ("scoring", "batching", "context_window")]
     sets = {
         registry.measure_of(entry): sorted(set(registry.source_files(registry.measure_of(entry))) | set(engine))
         for entry in config["benchmarks"].values()
