@@ -223,3 +223,38 @@ def test_metrics_read_the_files_a_manifest_names_and_refuse_a_replaced_one(setup
     Path(path).unlink()
     with pytest.raises(ConfigError, match=r"winobias.parquet: the score file of benchmark 'winobias' .* is missing"):
         compute_seed_metrics_job(benches, [job["manifest"]], out / "m3.parquet", "tiny-bert", "pretrained", "0")
+
+
+def test_a_one_benchmark_job_keeps_the_model_jobs_file_and_rescores_a_changed_one(setup, tmp_path, caplog):
+    """score_benchmark_file (rule score_benchmark): the file score_model wrote holds its key, so it is kept
+    without loading the model; a file with another key is named as changed and scored again, with the same
+    bytes as the model's job writes."""
+    root, config, models = setup
+    job = make_job(root, config, models, "tiny-gpt2", tmp_path / "run")
+    model_scoring.score_model_job(job)
+    bench = job["benchmarks"]["crows_pairs"]
+    written = Path(bench["scores"]).read_bytes()
+    one = {
+        "items_path": bench["items"],
+        "output_path": bench["scores"],
+        "model_name": "tiny-gpt2",
+        "model_entry": models["tiny-gpt2"],
+        "method_entry": job["method_entry"],
+        "benchmark_name": "crows_pairs",
+        "benchmark_entry": bench["entry"],
+        "weights_dir": job["weights_dir"],
+        "threads": 1,
+        "max_tokens": 1024,
+        "timing_path": str(tmp_path / "one.job.tsv"),
+    }
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(evaluation, "load_for_method", lambda *a, **k: pytest.fail("a kept file loads no model"))
+        assert model_scoring.score_benchmark_file(one, bench["library"], 0) == "kept"
+    assert job_timing.read_timing(one["timing_path"])["status"] == "kept"
+    table = pq.read_table(bench["scores"])
+    write_table_atomic(table, bench["scores"], metadata={SCORE_KEY_METADATA: "0" * 64})  # replaced: another key
+    with caplog.at_level("INFO", logger="lmbias.engine.model_scoring"):
+        assert model_scoring.score_benchmark_file(one, bench["library"], 0) == "scored"
+    assert f"its score key {'0' * 12} is not" in caplog.text
+    assert Path(bench["scores"]).read_bytes() == written
+    assert (tmp_path / "run" / "scores.lock").exists()  # the seed folder's lock, shared with score_model

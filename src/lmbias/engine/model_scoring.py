@@ -1,4 +1,8 @@
-"""One scoring job per (model, method, seed): the model loaded once, every benchmark of its summary scored.
+"""Scoring jobs: one per (model, method, seed) that loads the model once for every benchmark of its summary
+(score_model_job, rule score_model), and one per benchmark asked for on its own (score_benchmark_file, rule
+score_benchmark). Both keep a score file that already holds its score key, and both hold the seed's scoring
+lock (lmbias.engine.score_lock) while they decide and write, so no file is written by two jobs
+(docs/scoring-jobs.md).
 
 The job (rule score_model, scripts/score_model.py) gets a *job spec*, a JSON-able dict:
 
@@ -190,6 +194,7 @@ def score_model_job(job: dict, gpus: int = 1) -> dict[str, dict]:
 
 
 def _score_model_locked(job: dict, keys: dict[str, str], gpus: int) -> dict[str, dict]:
+    """score_model_job's work, with the seed's scoring lock held."""
     names = to_score(job, keys)
     kept = [name for name in job["benchmarks"] if name not in names]
     where = f"{job['model_name']}/{job['method_entry']['kind']} seed {job['seed']}"
