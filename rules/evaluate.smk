@@ -1,15 +1,18 @@
-# Scoring (expensive forward passes: one job per model/method/seed loads the model once and scores every
-# benchmark of its summary, each score file cached by its score key) and metrics (cheap,
-# recomputed from the cached scores when a metric option changes: one job per model/method/seed computes
-# every benchmark's rows into seed{k}/metrics.parquet, which summaries read; metrics/{benchmark}.parquet is
-# one benchmark's rows, built on request from its own score file, so that it costs one benchmark's scoring). A method with a model folder
-# (rules/train.smk) is scored through lmbias.engine.method_folders.load_method_model; pretrained and online
-# score the base model, self_debias the base model behind its prefix (lmbias.engine.self_debias). Every scoring and metric job of a benchmark (and every fine-tuning or SentenceDebias
-# job) reads its library modules through one fingerprint file (results/library/{library}.sha256), rewritten
-# when one of them is edited: one input per job instead of six to ten keeps a large DAG's build fast.
+# Scoring (expensive forward passes) and metrics (cheap, recomputed from the cached scores when a metric option
+# changes). Scoring: one job per model/method/seed loads the model once and scores every benchmark of its
+# summary (score_model), one job per benchmark scores a benchmark asked for on its own (score_benchmark); each
+# score file is cached by its score key, and both jobs keep a file that holds it (docs/scoring-jobs.md).
+# Metrics: one job per model/method/seed computes every benchmark's rows into seed{k}/metrics.parquet, which
+# summaries read; metrics/{benchmark}.parquet is one benchmark's rows, built on request from its own score file.
+# A method with a model folder (rules/train.smk) is scored through
+# lmbias.engine.method_folders.load_method_model; pretrained and online score the base model, self_debias the
+# base model behind its prefix (lmbias.engine.self_debias). Every scoring and metric job of a benchmark (and
+# every fine-tuning or SentenceDebias job) reads its library modules through one fingerprint file
+# (results/library/{library}.sha256), rewritten when one of them is edited: one input per job instead of six
+# to ten keeps a large DAG's build fast.
 #
-# The metric jobs and the fingerprints are cheap: they run inside Snakemake's process (`run:`, one call of
-# lmbias.workflow.jobs, which imports the job's module when the first one runs and logs through
+# The metric jobs, the scoring specs and the fingerprints are cheap: they run inside Snakemake's process (`run:`,
+# one call of lmbias.workflow.jobs, which imports the job's module when the first one runs and logs through
 # lmbias.job_runtime.job_log), and on a cluster on the submit host (localrule). See docs/development/index.md,
 # "Jobs in Snakemake's process".
 
@@ -85,9 +88,9 @@ rule score_model:
         timing="benchmarks/{model}/{method}/seed{seed}/scores.job.tsv",
     benchmark:
         "benchmarks/{model}/{method}/seed{seed}/scores.tsv"
+    priority: 1
     conda:
         "../envs/lmbias.yaml"
-    priority: 1
     threads: 2
     resources:
         gpu=1,
