@@ -1,7 +1,9 @@
-"""Atomic writing (parquet tables with explicit schemas, whole folders): a failed job never leaves half an output."""
+"""Files: atomic writing (parquet tables with explicit schemas, whole folders: a failed job never leaves half an
+output) and the library's one file hash."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import tempfile
@@ -50,6 +52,16 @@ def atomic_folder(out_dir: str | os.PathLike):
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+
+
+def file_sha256(path: str | os.PathLike) -> str:
+    """Hex sha256 of a file's bytes, read in blocks of 1 MiB (the one file hash of the library: data checksums,
+    items in score keys, library fingerprints, hub snapshots, checkpoints)."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 def write_table_atomic(

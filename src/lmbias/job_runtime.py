@@ -15,9 +15,8 @@ import traceback
 import warnings
 from collections.abc import Iterator
 
-from lmbias.io import write_text_atomic
+from lmbias.io import file_sha256, write_text_atomic
 from lmbias.lazy import lazy_module
-from lmbias.parsers.sources import sha256_file
 
 torch = lazy_module("torch")  # imported on first use: DAG builds and metric jobs never need it
 
@@ -147,7 +146,7 @@ def write_source_fingerprint(sources, out: str | os.PathLike, root: str | os.Pat
     newer than the fingerprint, so the fingerprint is rewritten and every job that reads it runs again, as
     with the modules listed one by one; each job has one input instead of six to ten, which a 14,000-job
     DAG builds faster (bench/dag_build.py)."""
-    lines = [f"{sha256_file(source)}  {os.path.relpath(source, root)}\n" for source in sorted(str(s) for s in sources)]
+    lines = [f"{file_sha256(source)}  {os.path.relpath(source, root)}\n" for source in sorted(str(s) for s in sources)]
     write_text_atomic(out, "".join(lines))
 
 

@@ -31,11 +31,12 @@ def test_atomic_parquet_follows_the_umask(tmp_path, umask_027):
 
 
 def test_verified_copy_follows_the_umask(tmp_path, umask_027):
-    from lmbias.parsers.sources import copy_local, sha256_file
+    from lmbias.io import file_sha256
+    from lmbias.parsers.sources import copy_local
 
     src = tmp_path / "src.txt"
     src.write_text("x\n")
-    out = copy_local(src, tmp_path / "out" / "dest.txt", sha256_file(src))
+    out = copy_local(src, tmp_path / "out" / "dest.txt", file_sha256(src))
     assert _mode(out) == 0o640
 
 

@@ -19,6 +19,7 @@ import yaml
 from helpers.loopback_http import FileHandler, QuietLog, loopback_entry, serve_in_thread
 from helpers.paths import REPO_ROOT
 from lmbias.errors import ConfigError, DataError
+from lmbias.io import file_sha256
 from lmbias.parsers.sources import (
     copy_local,
     dataset_files,
@@ -26,7 +27,6 @@ from lmbias.parsers.sources import (
     fetch_params,
     obtain,
     resolve_source,
-    sha256_file,
 )
 
 REPO = REPO_ROOT
@@ -158,7 +158,7 @@ def test_copy_local_verifies_and_copies(config, shared_data, tmp_path):
     sha = config["data"]["cds"]["files"][name]["sha256"]
     dest = copy_local(shared_data / "cds" / name, tmp_path / "cds" / name, sha)
     assert dest.read_bytes() == (shared_data / "cds" / name).read_bytes()
-    assert sha256_file(dest) == sha
+    assert file_sha256(dest) == sha
     assert os.stat(dest).st_mode & 0o044  # readable by others: not mkstemp's 0600
 
 
@@ -166,7 +166,7 @@ def test_copy_local_checksum_mismatch(shared_data, tmp_path):
     src = shared_data / "cds" / "cda_default_pairs.json"
     with pytest.raises(DataError) as err:
         copy_local(src, tmp_path / "out.json", "1" * 64)
-    assert "1" * 64 in str(err.value) and sha256_file(src) in str(err.value)
+    assert "1" * 64 in str(err.value) and file_sha256(src) in str(err.value)
     assert _leftovers(tmp_path) == []
 
 
@@ -185,15 +185,15 @@ def test_config_checksums_match_shared_data(config, shared_data):
         for name, spec in entry["files"].items():
             path = shared_data / dataset / name
             if path.exists():
-                assert sha256_file(path) == spec["sha256"], f"data.{dataset}.files.{name}"
+                assert file_sha256(path) == spec["sha256"], f"data.{dataset}.files.{name}"
                 checked += 1
     assert checked >= 50  # 56 configured today, all in the shared folder
 
 
-def test_sha256_file(tmp_path):
+def test_file_sha256(tmp_path):
     path = tmp_path / "f.bin"
     path.write_bytes(b"lmbias" * 50000)
-    assert sha256_file(path) == hashlib.sha256(b"lmbias" * 50000).hexdigest()
+    assert file_sha256(path) == hashlib.sha256(b"lmbias" * 50000).hexdigest()
 
 
 # -- resolving sources ---------------------------------------------------------------------------
@@ -234,7 +234,7 @@ def test_local_only_file_is_copied_never_downloaded(config, shared_data, tmp_pat
     with pytest.raises(ConfigError, match=rf"data\.stereoset\.files\.{re.escape(flat)} is local-only"):
         resolve_source("stereoset", flat, data, None)
     params = fetch_params("stereoset", flat, data, str(shared_data))
-    assert params["source"] == "local" and params["sha256"] == sha256_file(shared_data / "stereoset" / flat)
+    assert params["source"] == "local" and params["sha256"] == file_sha256(shared_data / "stereoset" / flat)
     assert obtain(params, tmp_path / flat).read_bytes() == (shared_data / "stereoset" / flat).read_bytes()
     bad = yaml.safe_load((REPO / "config.yaml").read_text())
     bad["data"]["stereoset"]["files"][flat]["sha256"] = "unpinned"
@@ -328,13 +328,13 @@ def test_data_rule_reruns_only_for_its_own_slice(data_workflow, shared_data):
 def test_unpinned_file_is_accepted_with_a_warning_that_prints_its_hash(config, file_server, tmp_path, caplog):
     import logging
 
-    from lmbias.parsers.sources import UNPINNED, sha256_file
+    from lmbias.parsers.sources import UNPINNED
 
     url = f"{file_server}/winobias/male_occupations.txt"
     dest = tmp_path / "male_occupations.txt"
     with caplog.at_level(logging.WARNING):
         fetch_file(url, dest, UNPINNED)
-    assert "UNVERIFIED" in caplog.text and sha256_file(dest) in caplog.text
+    assert "UNVERIFIED" in caplog.text and file_sha256(dest) in caplog.text
     # only files we had no copy of are unpinned (StereoSet dev, WikiText-2 test, WinoBias test split)
     unpinned = [(d, f) for d, e in config["data"].items() for f, s in e["files"].items() if s["sha256"] == UNPINNED]
     assert sorted(unpinned) == [("stereoset", "dev.json"), ("wikitext2", "wikitext-2-raw-v1-test.parquet")] + [

@@ -21,8 +21,9 @@ from lmbias.corpora.counterfactual import Swapper
 from lmbias.corpora.sentences import SENTENCES_SCHEMA, gap_sentences, load_splitter
 from lmbias.corpora.swap_lexicon import PRONOUNS, load_lexicon
 from lmbias.errors import ConfigError, DataError
+from lmbias.io import file_sha256
 from lmbias.parsers.gap import parse_gap
-from lmbias.parsers.sources import dataset_files, sha256_file
+from lmbias.parsers.sources import dataset_files
 
 BARTL = "bartl2020_gap_flipped/gap_flipped.tsv"
 LU2018 = str(REPO_ROOT / "resources/wordlists/lu2018_gender_pairs.tsv")
@@ -357,7 +358,7 @@ def test_new_data_entries_match_the_shared_copies(config, shared_data, dataset, 
     for name in files:
         url, sha = pinned[name]
         assert url == entry["base_url"] + entry["files"][name]["upstream"]
-        assert sha256_file(shared_data / dataset / name) == sha
+        assert file_sha256(shared_data / dataset / name) == sha
 
 
 # -- the workflow: the Bartl corpus and the recipes' corpora are targets the DAG schedules ------------------
@@ -406,7 +407,7 @@ def test_bartl_corpus_builds_through_its_rule(tmp_path, repo_root, shared_data):
     def small(config):
         edit(config)
         config["data"]["bartl2020_gap_flipped"]["path"] = str(head.parent)
-        config["data"]["bartl2020_gap_flipped"]["files"]["gap_flipped.tsv"]["sha256"] = sha256_file(head)
+        config["data"]["bartl2020_gap_flipped"]["files"]["gap_flipped.tsv"]["sha256"] = file_sha256(head)
 
     run_snakemake(
         workdir,

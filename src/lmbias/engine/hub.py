@@ -19,7 +19,6 @@ never written anywhere.
 from __future__ import annotations
 
 import fnmatch
-import hashlib
 import json
 import logging
 import os
@@ -30,7 +29,7 @@ from pathlib import Path
 
 from lmbias.engine.model_spec import ModelSpec
 from lmbias.errors import ConfigError, LmbiasError
-from lmbias.io import atomic_folder
+from lmbias.io import atomic_folder, file_sha256
 
 log = logging.getLogger(__name__)
 
@@ -135,14 +134,6 @@ def wanted_files(repo_files, allow_pickle: bool) -> tuple[list[str], list[str]]:
         weights = [f for f in weights if f.endswith(".safetensors")]
     others = [f for f in top if any(fnmatch.fnmatch(f, p) for p in CONFIG_PATTERNS)]
     return sorted(set(weights) | set(others)), weights
-
-
-def sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def _endpoint() -> str:
@@ -259,7 +250,7 @@ def fetch_hub_model(name: str, entry: Mapping, out_dir: str | os.PathLike) -> Pa
             "commit": commit,
             "allow_pickle": spec.allow_pickle,
             "endpoint": _endpoint(),
-            "files": {f: {"size": (tmp / f).stat().st_size, "sha256": sha256_file(tmp / f)} for f in files},
+            "files": {f: {"size": (tmp / f).stat().st_size, "sha256": file_sha256(tmp / f)} for f in files},
         }
         (tmp / SOURCE_FILE).write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
     log.info("%s: %s@%s in %s", key, repo, commit, out)

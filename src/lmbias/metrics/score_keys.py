@@ -27,20 +27,13 @@ from pathlib import Path
 import pyarrow.parquet as pq
 
 from lmbias.errors import ConfigError
+from lmbias.io import file_sha256
 
 #: parquet metadata key of a score file's score key
 SCORE_KEY_METADATA = "lmbias.score_key"
 
 #: bumped when what a key covers changes, so every older file is scored again
 KEY_VERSION = 1
-
-
-def file_sha256(path: str | os.PathLike) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def folder_identity(folder: str | os.PathLike | None) -> list | None:

@@ -9,7 +9,6 @@ required_files(options, available, key) and parse(files, options, key); most als
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from collections.abc import Mapping
@@ -19,6 +18,7 @@ from types import ModuleType
 import pyarrow as pa
 
 from lmbias.errors import ConfigError
+from lmbias.io import file_sha256
 from lmbias.parsers import (
     bec_pro,
     bold,
@@ -135,14 +135,6 @@ def module_files(dataset: str) -> list[str]:
     return [str(Path(module.__file__).resolve()), str(here / "common.py")] + resources
 
 
-def _sha256(path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def parse_benchmark(benchmark_cfg: Mapping, files: Mapping[str, str | os.PathLike], name: str) -> pa.Table:
     """Parse benchmark `name` from `files` ({file name: path}); the raw files' sha256 and the parse
     options are stored in the schema metadata (provenance for the summary tables)."""
@@ -153,7 +145,7 @@ def parse_benchmark(benchmark_cfg: Mapping, files: Mapping[str, str | os.PathLik
         b"lmbias.benchmark": name.encode(),
         b"lmbias.dataset": str(benchmark_cfg["dataset"]).encode(),
         b"lmbias.options": json.dumps(options, sort_keys=True, default=str).encode(),
-        b"lmbias.sha256": json.dumps({f: _sha256(p) for f, p in files.items()}, sort_keys=True).encode(),
+        b"lmbias.sha256": json.dumps({f: file_sha256(p) for f, p in files.items()}, sort_keys=True).encode(),
     }
     return result.replace_schema_metadata(metadata)
 

@@ -39,15 +39,6 @@ _SHA256 = re.compile(r"[0-9a-f]{64}")
 UNPINNED = "unpinned"
 
 
-def sha256_file(path: str | os.PathLike) -> str:
-    """Hex sha256 of a file's bytes."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(CHUNK), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def _check_sha256(value, key: str) -> str:
     if value == UNPINNED:
         return UNPINNED
@@ -267,7 +258,6 @@ def obtain(params: Mapping, dest: str | os.PathLike, timeout: float = 60) -> Pat
 
 
 __all__ = [
-    "sha256_file",
     "is_local_only",
     "dataset_files",
     "resolve_source",

@@ -21,7 +21,7 @@ from pathlib import Path
 import torch
 
 from lmbias.errors import DataError
-from lmbias.training.data import file_sha256
+from lmbias.io import file_sha256
 
 log = logging.getLogger(__name__)
 

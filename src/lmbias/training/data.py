@@ -7,7 +7,6 @@ run on N processes, or with accumulation, sees the same step batches as one proc
 
 from __future__ import annotations
 
-import hashlib
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,6 +16,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from lmbias.errors import DataError
+from lmbias.io import file_sha256
 from lmbias.training.objectives import Encoded
 
 log = logging.getLogger(__name__)
@@ -41,14 +41,6 @@ class Corpus:
     val_labels: list[str] = field(default_factory=list)
     sha256: str = ""
     path: str = ""
-
-
-def file_sha256(path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def load_corpus(path, settings) -> Corpus:

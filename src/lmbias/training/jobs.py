@@ -166,7 +166,7 @@ def _train(model_name, corpus, out: Path, seed: int, s: TrainingSettings, spec, 
     data = load_corpus(corpus, s)
     extra = {}
     if s.block_augmentation is not None:  # a checkpoint trained with another word list is not resumed
-        from lmbias.training.data import file_sha256
+        from lmbias.io import file_sha256
         from lmbias.training.packing import load_bias_bench_pairs
 
         load_bias_bench_pairs(s.block_augmentation_words)  # a missing or bad file fails before the model loads
