@@ -386,7 +386,8 @@ def test_user_added_stereoset_is_scheduled_by_snakemake(tmp_path, repo_root, fix
     for output in (
         "resources/data/stereoset/dev.json",
         "results/data/stereoset.parquet",
-        "results/tiny-bert/pretrained/seed0/scores.json",  # the score_model job that scores it (and its kin)
+        "results/tiny-bert/pretrained/seed0/scores/stereoset.parquet",  # its own scoring job, this benchmark alone
         target,
     ):
         assert output in text
+    assert "scores.json" not in text  # one benchmark's metrics do not score the model's other benchmarks

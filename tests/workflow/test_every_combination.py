@@ -541,6 +541,7 @@ def test_one_scoring_job_per_pair_writes_what_one_job_per_benchmark_would(every_
     benchmark each, a different one from pair to pair."""
     from lmbias.engine.evaluation import score_benchmark_job
     from lmbias.metrics.score_keys import read_manifest
+    from lmbias.workflow.scoring_specs import read_benchmark_spec, read_model_spec
 
     run = every_combination
     jobs = [job for job in run["jobs"] if job.rule.name == "score_model"]
@@ -553,21 +554,23 @@ def test_one_scoring_job_per_pair_writes_what_one_job_per_benchmark_would(every_
     by_seed = {tuple(job.wildcards[k] for k in ("model", "method", "seed")): job for job in jobs}
     for single in singles:
         job = by_seed.get(tuple(single.wildcards[k] for k in ("model", "method", "seed")))
-        assert job is None or single.wildcards.benchmark not in job.params.benchmarks, single
+        assert job is None or single.wildcards.benchmark not in [Path(p).stem for p in job.input.spec], single
     with contextlib.chdir(run["workdir"]):
         for i, job in enumerate(sorted(jobs, key=str)):
             manifest = read_manifest(job.output[0])
             name = sorted(manifest)[i % len(manifest)]
             alone = tmp_path / f"{job.wildcards.model}-{job.wildcards.method}-{name}.parquet"
+            # what the job read of the config: its scoring specs (lmbias.workflow.scoring_specs)
+            spec = read_benchmark_spec(next(p for p in job.input.spec if Path(p).stem == name))
             with _job_sandbox():
                 score_benchmark_job(
                     f"results/data/{name}.parquet",
                     alone,
                     job.wildcards.model,
-                    dict(job.params.model),
-                    {**job.params.method, "model_dir": _one_file(job.input.method_model)},
+                    read_model_spec(job.input.model_spec)["model_entry"],
+                    {**spec["method_entry"], "model_dir": _one_file(job.input.method_model)},
                     name,
-                    job.params.benchmarks[name],
+                    spec["entry"],
                     threads=1,
                     max_tokens=int(job.resources.max_tokens),
                     score_key=manifest[name]["score_key"],

@@ -388,7 +388,9 @@ def test_dry_run_instances_train_on_their_own_corpus_and_compare(workdir, shared
         "results/tables/paired/cds-sweep.parquet",
     ):
         assert path in out, path
-    assert not [o for o in out if "/cds/" in o or "/er/" in o or "/sd/" in o]  # the defaults are not pulled in
+    # the defaults are not pulled in; an instance scores with its kind's scoring specs (lmbias.workflow.scoring_specs)
+    assert not [o for o in out if ("/cds/" in o or "/er/" in o or "/sd/" in o) and not o.startswith("results/scoring/")]
+    assert "results/scoring/cds/winobias.json" in out
 
 
 def _grid(workdir, shared_data, values):
