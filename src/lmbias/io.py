@@ -64,6 +64,29 @@ def file_sha256(path: str | os.PathLike) -> str:
     return digest.hexdigest()
 
 
+def write_lock_holder(fd: int) -> None:
+    """Write who holds a lock file (pid, host, since) into it, open as `fd` (lmbias.training.output_lock,
+    lmbias.engine.score_lock)."""
+    import json
+    import socket
+    import time
+
+    stamp = {"pid": os.getpid(), "host": socket.gethostname(), "since": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+    os.ftruncate(fd, 0)
+    os.write(fd, (json.dumps(stamp) + "\n").encode())
+
+
+def lock_holder(path: str | os.PathLike) -> str:
+    """Who write_lock_holder says holds the lock file `path`, in words."""
+    import json
+
+    try:
+        info = json.loads(Path(path).read_text())
+        return f"pid {info['pid']} on host {info['host']} (since {info['since']})"
+    except (OSError, ValueError, KeyError, TypeError):
+        return "an unknown process"
+
+
 def write_table_atomic(
     table: pa.Table, path: str | os.PathLike, schema: pa.Schema | None = None, metadata: dict[str, str] | None = None
 ) -> Path:

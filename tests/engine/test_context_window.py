@@ -21,6 +21,22 @@ from lmbias.errors import DataError
 WORDS = ["he", "she", "the", "doctor", "nurse", "said", "that", "was", "tired"]
 
 
+def _bert(tokenizer, positions: int):
+    """A one-layer BERT of `positions` positions over `tokenizer`'s vocabulary, seeded."""
+    import torch
+
+    config = BertConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=16,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=32,
+        max_position_embeddings=positions,
+    )
+    torch.manual_seed(0)
+    return BertForMaskedLM(config).eval()
+
+
 class _Model:
     """Anything with a transformers config, as a loaded model or a wrapper (Self-Debias, PEFT) exposes it."""
 
@@ -69,18 +85,7 @@ def test_perplexity_windows_follow_the_config_and_record_it(tokenizer):
     """A masked model whose tokenizer says 512 but whose config has 32 positions: every chunk fits 32 positions
     (the old window, 512, crashed in the position embeddings), and the score file's metadata says why."""
     tokenizer.model_max_length = 512
-    config = BertConfig(
-        vocab_size=len(tokenizer),
-        hidden_size=16,
-        num_hidden_layers=1,
-        num_attention_heads=2,
-        intermediate_size=32,
-        max_position_embeddings=32,
-    )
-    import torch
-
-    torch.manual_seed(0)
-    model = BertForMaskedLM(config).eval()
+    model = _bert(tokenizer, 32)
     text = " ".join(["the doctor said that he was tired"] * 12)  # 84 word pieces, three chunks of 32
     assert window_length(model, tokenizer, {}) == 32
     scores = score_perplexity(pa.table({"text": [text], "source": ["test"]}), model, tokenizer, "mlm")
@@ -93,19 +98,8 @@ def test_perplexity_windows_follow_the_config_and_record_it(tokenizer):
 def test_an_input_longer_than_the_models_context_is_refused_by_name(tokenizer):
     """The engine's guard (a benchmark's max_length, 512 by default) is cut to the model's context: a 40-token
     input for a model of 32 positions is a DataError naming the limit, not an index error in its embeddings."""
-    import torch
-
     tokenizer.model_max_length = 512
-    config = BertConfig(
-        vocab_size=len(tokenizer),
-        hidden_size=16,
-        num_hidden_layers=1,
-        num_attention_heads=2,
-        intermediate_size=32,
-        max_position_embeddings=32,
-    )
-    torch.manual_seed(0)
-    model = BertForMaskedLM(config).eval()
+    model = _bert(tokenizer, 32)
     he = (tokenizer.convert_tokens_to_ids("he"),)
     short = MaskedRequest(f"the doctor said that {tokenizer.mask_token} was tired", he)
     assert len(masked_logprobs(model, tokenizer, [short], max_length=512)) == 1

@@ -15,12 +15,12 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
-import json
 import logging
 import os
-import socket
 import time
 from pathlib import Path
+
+from lmbias.io import lock_holder, write_lock_holder
 
 log = logging.getLogger(__name__)
 
@@ -30,14 +30,6 @@ LOCK_NAME = "scores.lock"
 def seed_folder_of_score_file(score_file: str | os.PathLike) -> Path:
     """The (model, method, seed) folder a score file lies in (…/seed{k}/scores/{b}.parquet)."""
     return Path(score_file).parent.parent
-
-
-def _holder(path: Path) -> str:
-    try:
-        info = json.loads(path.read_text())
-        return f"pid {info['pid']} on host {info['host']} (since {info['since']})"
-    except (OSError, ValueError, KeyError, TypeError):
-        return "another process"
 
 
 @contextlib.contextmanager
@@ -56,12 +48,10 @@ def scoring_lock(seed_folder: str | os.PathLike, poll_s: float = 0.5):
                 if exc.errno not in (errno.EWOULDBLOCK, errno.EACCES):
                     raise
                 if not waited:
-                    log.info("%s: waiting for %s, which is scoring this model and method", path, _holder(path))
+                    log.info("%s: waiting for %s, which is scoring this model and method", path, lock_holder(path))
                     waited = True
                 time.sleep(poll_s)
-        stamp = {"pid": os.getpid(), "host": socket.gethostname(), "since": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
-        os.ftruncate(fd, 0)
-        os.write(fd, (json.dumps(stamp) + "\n").encode())
+        write_lock_holder(fd)
         yield path
     finally:
         os.close(fd)  # releases the flock

@@ -14,27 +14,17 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
-import json
 import os
-import socket
-import time
 from pathlib import Path
 
 from lmbias.errors import LmbiasError
+from lmbias.io import lock_holder, write_lock_holder
 
 LOCK_NAME = "LOCK"
 
 
 class OutputLocked(LmbiasError):
     """Another live process is training into the same output (its checkpoint folder is locked)."""
-
-
-def _holder(path: Path) -> str:
-    try:
-        info = json.loads(path.read_text())
-        return f"pid {info['pid']} on host {info['host']} (since {info['since']})"
-    except (OSError, ValueError, KeyError, TypeError):
-        return "an unknown process"
 
 
 @contextlib.contextmanager
@@ -52,7 +42,7 @@ def training_lock(checkpoint_dir):
             if exc.errno not in (errno.EWOULDBLOCK, errno.EACCES):
                 raise
             raise OutputLocked(
-                f"{root}: another training process holds this checkpoint folder: {_holder(path)}. A second job "
+                f"{root}: another training process holds this checkpoint folder: {lock_holder(path)}. A second job "
                 "for the same output would resume from its checkpoints and write beside it. Wait for it or stop "
                 "it (on Slurm: scancel --name <run id>, see docs/clusters.md); a lock left by a process that has ended "
                 "does not block"
@@ -68,9 +58,7 @@ def training_lock(checkpoint_dir):
         os.close(fd)
         root.mkdir(parents=True, exist_ok=True)
     try:
-        stamp = {"pid": os.getpid(), "host": socket.gethostname(), "since": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
-        os.ftruncate(fd, 0)
-        os.write(fd, (json.dumps(stamp) + "\n").encode())
+        write_lock_holder(fd)
         yield path
     finally:
         os.close(fd)  # releases the flock; the file stays (or goes with the checkpoint folder)
