@@ -100,12 +100,17 @@ def scoring_spec_digest(wildcards):
     return spec_digest(wildcards.benchmark, _scoring_spec(wildcards.variant, wildcards.benchmark))
 
 
+@lru_cache(maxsize=None)
+def _model_scoring_spec(model):
+    return params.model_scoring_spec(config, model)
+
+
 def scoring_model_spec_content(wildcards):
-    return params.Unrecorded(params.model_scoring_spec(config, wildcards.model))
+    return params.Unrecorded(_model_scoring_spec(wildcards.model))
 
 
 def scoring_model_spec_digest(wildcards):
-    return spec_digest(wildcards.model, params.model_scoring_spec(config, wildcards.model))
+    return spec_digest(wildcards.model, _model_scoring_spec(wildcards.model))
 
 
 def metric_inputs(wildcards):

@@ -296,8 +296,6 @@ def score_benchmark_file(job: dict, library: list, seed, gpus: int = 1) -> str:
 def launch_benchmark_distributed(job: dict, key: str, gpus: int) -> None:
     """`accelerate launch --num_processes <gpus> -m lmbias.cli score ...` for one benchmark (a rendezvous port
     derived from its score file's path, so concurrent jobs on one node do not collide)."""
-    from lmbias.engine.distributed import launch_command, launch_env, main_process_port
-
     args = [
         "--items",
         str(job["items_path"]),
@@ -324,7 +322,15 @@ def launch_benchmark_distributed(job: dict, key: str, gpus: int) -> None:
     ]
     if job.get("weights_dir"):
         args += ["--weights-dir", str(job["weights_dir"])]
-    cmd = launch_command(gpus, main_process_port(str(Path(job["output_path"]).resolve())), args)
+    _accelerate_launch(gpus, job["output_path"], args)
+
+
+def _accelerate_launch(gpus: int, output, args: list[str]) -> None:
+    """`accelerate launch ... -m lmbias.cli score <args>` on `gpus` processes, its rendezvous port derived from
+    the job's `output` path (concurrent jobs on one node do not collide), its output in this job's log."""
+    from lmbias.engine.distributed import launch_command, launch_env, main_process_port
+
+    cmd = launch_command(gpus, main_process_port(str(Path(output).resolve())), args)
     print("launching:", shlex.join(cmd), file=sys.stderr, flush=True)
     subprocess.run(cmd, check=True, env=launch_env(), stdout=sys.stderr, stderr=sys.stderr)
 
@@ -332,8 +338,6 @@ def launch_benchmark_distributed(job: dict, key: str, gpus: int) -> None:
 def launch_distributed(job: dict, names: list[str], keys: dict[str, str], gpus: int) -> None:
     """`accelerate launch --num_processes <gpus> -m lmbias.cli score --job FILE` for the benchmarks `names`
     (a rendezvous port derived from the manifest's path, so concurrent jobs on one node do not collide)."""
-    from lmbias.engine.distributed import launch_command, launch_env, main_process_port
-
     spec = {**job, "benchmarks": {name: {**job["benchmarks"][name], "score_key": keys[name]} for name in names}}
     if job.get("timing"):  # the launched main process writes it afresh: no rows of an earlier run
         Path(job["timing"]).unlink(missing_ok=True)
@@ -341,9 +345,7 @@ def launch_distributed(job: dict, names: list[str], keys: dict[str, str], gpus: 
     job_file.parent.mkdir(parents=True, exist_ok=True)
     job_file.write_text(json.dumps(spec, indent=2, sort_keys=True, default=str), encoding="utf-8")
     try:
-        cmd = launch_command(gpus, main_process_port(str(Path(job["manifest"]).resolve())), ["--job", str(job_file)])
-        print("launching:", shlex.join(cmd), file=sys.stderr, flush=True)
-        subprocess.run(cmd, check=True, env=launch_env(), stdout=sys.stderr, stderr=sys.stderr)
+        _accelerate_launch(gpus, job["manifest"], ["--job", str(job_file)])
     finally:
         job_file.unlink(missing_ok=True)
 

@@ -213,16 +213,18 @@ def seed_metric_inputs(config: dict, selection: BenchmarkSelection, model: str, 
     return inputs
 
 
-def missing_score_files(selection: BenchmarkSelection, model: str, method: str, seed) -> list[str]:
+def missing_score_files(selection: BenchmarkSelection, model: str, method: str, seed, only=None) -> list[str]:
     """The score files of the pair's summary that are gone although its scoring job's manifest exists (deleted
     since): inputs, so that rule score_benchmark scores each of them again alone before the metrics read it (the
     manifest is not rewritten: the new file holds the same score key). Snakemake cannot see a file the model's
     job wrote without declaring it, so this looks at the disk while the DAG is built; once the file is back,
     the job's input set is the usual one again, which Snakemake reports as a changed set of input files and
-    answers with one more run of the cheap metric and summary jobs (docs/scoring-jobs.md)."""
+    answers with one more run of the cheap metric and summary jobs (docs/scoring-jobs.md). `only`: of these
+    benchmarks alone (a comparison's)."""
     if not Path(scores_manifest(model, method, seed)).exists():
         return []  # the scoring job has not run: it writes them all
-    files = [score_file(model, method, seed, b) for b in selection.summary_benchmarks(model, method)]
+    benchmarks = selection.summary_benchmarks(model, method)
+    files = [score_file(model, method, seed, b) for b in benchmarks if only is None or b in only]
     return [f for f in files if not Path(f).exists()]
 
 
@@ -250,8 +252,7 @@ def comparison_inputs(config: dict, selection: BenchmarkSelection, comparison: s
         path
         for side in ("before", "after")
         for seed in seeds_for(config, entry[side]["method"])
-        for path in missing_score_files(selection, entry[side]["model"], entry[side]["method"], seed)
-        if path.endswith(f"/scores/{bench}.parquet")
+        for path in missing_score_files(selection, entry[side]["model"], entry[side]["method"], seed, only=[bench])
     ]
     if rescored:
         inputs["rescored"] = rescored
