@@ -11,7 +11,7 @@ from snakemake.utils import min_version, validate
 sys.path.insert(0, f"{workflow.basedir}/src")  # the library of this checkout, also inside conda envs
 from lmbias.config import config_sources, name_source, validate_config
 from lmbias.errors import ConfigError
-from lmbias.sweeps import expand_method_targets, expand_sweeps
+from lmbias.methods.sweeps import expand_method_targets, expand_sweeps
 
 min_version("9.0")
 

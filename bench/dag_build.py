@@ -53,7 +53,7 @@ TABLE11 = {
 def prepare(dest: Path) -> list[str]:
     """A copy of the workflow with the paper grid's config; returns the summary targets."""
     sys.path.insert(0, str(REPO / "src"))
-    from lmbias.sweeps import expand_method_targets
+    from lmbias.methods.sweeps import expand_method_targets
 
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc", "data", "models")
     for name in COPIED:

@@ -6,7 +6,7 @@ Runs on a CUDA machine (no network, nothing installed but torch, transformers, a
 scipy, scikit-learn; no snakemake, no spaCy: only lmbias modules that import neither are used):
 
 * scoring: every benchmark of config.yaml on the tiny model of each family that it applies to (built here,
-  lmbias.engine.tiny), through the scoring job (lmbias.engine.evaluation.score_benchmark_job) on CPU and on CUDA:
+  lmbias.engine.tiny), through the scoring job (lmbias.jobs.scoring.score_benchmark_job) on CPU and on CUDA:
   CUDA fp32 must equal CPU within 1e-4 x max(1, |score|) (absolute 1e-4, relative for sums above 1); the bf16
   weights' largest difference is reported, not judged;
 * a short fine-tune under bf16 autocast, killed after a checkpoint (LMBIAS_TRAIN_EXIT_AFTER_STEP) and resumed:
@@ -208,7 +208,7 @@ def score(
     import pandas as pd
     import torch
 
-    from lmbias.engine import evaluation
+    from lmbias.jobs import scoring as evaluation
 
     evaluation.pick_device = lambda: torch.device(device)
     timing = out.with_suffix(".job.tsv")
@@ -251,7 +251,7 @@ def score_difference(reference: Path, other: Path) -> tuple[float, float]:
 
 
 def check_scoring(config, data: Path, tiny: dict, work: Path, device: str, limit: int, only: list[str] | None) -> None:
-    from lmbias import registry
+    from lmbias.benchmarks import catalog
     from lmbias.errors import ConfigError, DataError
 
     names = [n for n in config["benchmarks"] if not only or n in only]
@@ -268,7 +268,7 @@ def check_scoring(config, data: Path, tiny: dict, work: Path, device: str, limit
         fp32, bf16, models, failed = 0.0, 0.0, [], []
         for arch, (path, family) in tiny.items():
             try:
-                registry.check_family(bench, bench_entry, family, f"tiny-{arch}")
+                catalog.check_family(bench, bench_entry, family, f"tiny-{arch}")
             except ConfigError:
                 continue  # the benchmark does not apply to this family
             runs = {}

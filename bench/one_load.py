@@ -1,6 +1,6 @@
 """One model load for all of a model's benchmarks (issue 28, section 4): the same benchmarks scored (a) as before,
 one process per benchmark (a score_benchmark job each: Python start, imports, model load, scoring), and (b) in
-one process that loads the model once (the score_model job, lmbias.engine.model_scoring).
+one process that loads the model once (the score_model job, lmbias.jobs.model_scoring).
 
     .venv/bin/python bench/one_load.py --data ../shared/data [--shapes tiny-bert,llama-1b]
         [--benchmarks winobias,crows_pairs,stereoset] [--items 16] [--layers 16] [--vocab 32000] [--threads 2]
@@ -102,12 +102,12 @@ def worker(spec_path: str, way: str) -> None:
     (b) score_model_job on all of them."""
     spec = json.loads(Path(spec_path).read_text())
     if way == "b":
-        from lmbias.engine.model_scoring import score_model_job
+        from lmbias.jobs.model_scoring import score_model_job
 
         score_model_job(spec)
         return
-    from lmbias.engine.evaluation import score_benchmark_job
-    from lmbias.engine.model_scoring import benchmark_keys
+    from lmbias.jobs.model_scoring import benchmark_keys
+    from lmbias.jobs.scoring import score_benchmark_job
 
     ((name, bench),) = spec["benchmarks"].items()
     score_benchmark_job(

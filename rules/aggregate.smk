@@ -43,7 +43,7 @@ rule summary_page:
     params:
         # our benchmarks' headlines; a peer reading (papers.<paper>.readings) is a paper table's, not a headline
         datasets=lambda wildcards: {
-            b: registry.measure_of(entry)
+            b: catalog.measure_of(entry)
             for b, entry in config["benchmarks"].items()
             if not _readings_grid.is_reading(entry)
         },

@@ -9,7 +9,8 @@ from functools import lru_cache
 
 from snakemake.logging import logger
 
-from lmbias import registry  # also rules/aggregate.smk's, train.smk's and papers_helpers.smk's
+from lmbias.benchmarks import catalog  # also rules/aggregate.smk's
+from lmbias.methods import resolution  # rules/train.smk's and papers_helpers.smk's
 from lmbias.config import name_source
 from lmbias.errors import ConfigError
 from lmbias.papers import grid as _readings_grid  # rules/aggregate.smk's summary_page

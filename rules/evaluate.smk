@@ -69,7 +69,7 @@ rule scoring_spec:
 
 
 # Every benchmark a (model, method) summary holds, scored in one job per seed that loads the model once
-# (lmbias.engine.model_scoring, docs/scoring-jobs.md). Its declared output is a manifest; the score files
+# (lmbias.jobs.model_scoring, docs/scoring-jobs.md). Its declared output is a manifest; the score files
 # (scores/{benchmark}.parquet, rule score_benchmark's outputs) are written beside it, each with its score key
 # (lmbias.metrics.score_keys): a rerun keeps every file whose key still holds, so editing one benchmark's
 # scoring options rescores that benchmark only. It holds the seed's scoring lock (lmbias.engine.score_lock)

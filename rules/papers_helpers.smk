@@ -148,7 +148,7 @@ def _papers_trained_runs(paper):
     """(model, method, seed) of the paper's pairs that have a training run."""
     out = []
     for m, k in _papers_grid.paper_pairs(config, paper):
-        if config["methods"][k]["kind"] in registry.TRAINED_METHOD_KINDS:
+        if config["methods"][k]["kind"] in resolution.TRAINED_METHOD_KINDS:
             out += [(m, k, s) for s in seeds_for(k)]
     return out
 

@@ -7,7 +7,7 @@
 # params are the resolved settings slice only (the method's `training` merged over models.<model>.training,
 # with the objective implied by family and kind), so editing one method retrains that method only and
 # editing a scoring option rescores without retraining. A method the model's family cannot run fails when
-# the DAG is built (lmbias.registry.check_method_family). Checkpoints go beside the output
+# the DAG is built (lmbias.methods.resolution.check_method_family). Checkpoints go beside the output
 # (<output>.checkpoints), so a rerun of a killed job resumes.
 
 
@@ -22,7 +22,7 @@ rule finetune:
     benchmark:
         "benchmarks/{model}/{method}/seed{seed}/train.tsv"
     wildcard_constraints:
-        method=constraints.methods_of_kinds(config, registry.TRAINED_METHOD_KINDS),
+        method=constraints.methods_of_kinds(config, resolution.TRAINED_METHOD_KINDS),
     conda:
         "../envs/lmbias.yaml"
     threads: 2

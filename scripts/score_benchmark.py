@@ -1,7 +1,7 @@
 """Snakemake script: per-item scores of one benchmark for one model/method/seed.
 
 The file is kept when it already holds its score key (written by score_model or an earlier run for the same
-config); else the model is loaded for this benchmark alone (lmbias.engine.model_scoring.score_benchmark_file).
+config); else the model is loaded for this benchmark alone (lmbias.jobs.model_scoring.score_benchmark_file).
 resources.gpu <= 1, or a model entry with a device_map: scored in this process; resources.gpu = N > 1: N
 data-parallel processes through `accelerate launch` (lmbias.engine.distributed).
 """
@@ -11,8 +11,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))  # the library of this checkout
 
-from lmbias.engine.model_scoring import score_benchmark_file
 from lmbias.job_runtime import setup_job_logging
+from lmbias.jobs.model_scoring import score_benchmark_file
 from lmbias.workflow.scoring_specs import read_benchmark_spec, read_model_spec
 
 

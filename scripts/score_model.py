@@ -1,6 +1,6 @@
 """Snakemake script: every benchmark of one model/method/seed's summary, scored with the model loaded once.
 
-Score files whose score key still holds are kept (lmbias.engine.model_scoring); resources.gpu = N > 1 (and no
+Score files whose score key still holds are kept (lmbias.jobs.model_scoring); resources.gpu = N > 1 (and no
 device_map): the benchmarks to score go to one `accelerate launch` of N data-parallel processes. What each
 benchmark's scores depend on from the config comes from its scoring spec (lmbias.workflow.scoring_specs).
 """
@@ -10,8 +10,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))  # the library of this checkout
 
-from lmbias.engine.model_scoring import score_model_job
 from lmbias.job_runtime import setup_job_logging
+from lmbias.jobs.model_scoring import score_model_job
 from lmbias.workflow.inputs import benchmark_items_file, score_file, scoring_libraries
 from lmbias.workflow.scoring_specs import read_benchmark_spec, read_model_spec, shared_method_entry
 

@@ -137,7 +137,7 @@ scores parquet. Run plainly it is one process (the score_benchmark rule's job); 
 `accelerate launch --num_processes N -m lmbias.cli score ...` each process scores a contiguous shard
 of the items and the main process writes the gathered table (see lmbias.engine.distributed).
 
-With --job FILE (a job spec of lmbias.engine.model_scoring, what the score_model rule writes for resources.gpu
+With --job FILE (a job spec of lmbias.jobs.model_scoring, what the score_model rule writes for resources.gpu
 > 1) it scores several benchmarks with the model loaded once per process, instead of the one named by the
 other options.
 """
@@ -156,8 +156,8 @@ def _json_arg(text: str):
 
 
 def run_score(args) -> int:
-    from lmbias.engine.distributed import score_distributed_job
-    from lmbias.engine.model_scoring import score_model_distributed
+    from lmbias.jobs.model_scoring import score_model_distributed
+    from lmbias.jobs.sharded import score_distributed_job
 
     if args.job:
         import json
@@ -221,7 +221,7 @@ def register_score(subparsers) -> None:
     p.add_argument(
         "--job",
         metavar="FILE",
-        help="a job spec (JSON) of several benchmarks, scored with the model loaded once (lmbias.engine.model_scoring)",
+        help="a job spec (JSON) of several benchmarks, scored with the model loaded once (lmbias.jobs.model_scoring)",
     )
     p.set_defaults(func=run_score, _parser=p)
 

@@ -11,7 +11,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from lmbias import registry
+from lmbias.benchmarks import catalog
 from lmbias.benchmarks.bold import CHAT_KEY, GENERATION_KEY, GENERATIONS_SCHEMA, bold_settings, score_bold
 from lmbias.engine.chat import wrap_prompt
 from lmbias.engine.generation import GenerationSettings, generate_continuations
@@ -19,6 +19,7 @@ from lmbias.engine.model_spec import model_spec
 from lmbias.engine.models import load_model
 from lmbias.engine.tiny import build_tiny_model
 from lmbias.errors import ConfigError, DataError
+from lmbias.methods import resolution
 from lmbias.metrics.bold import (
     GAP_SUBSET,
     BoldOptions,
@@ -247,13 +248,13 @@ def test_score_bold_reads_the_chat_template(items, tiny_llama):
 def test_settings_and_registry():
     with pytest.raises(ConfigError, match="benchmarks.bold.scoring.prompts_per_group"):
         bold_settings({"prompts_per_group": 0})
-    definition = registry.definition("bold")
+    definition = catalog.definition("bold")
     assert definition.families == ("clm", "seq2seq") and definition.prompted
     with pytest.raises(ConfigError, match="does not apply to model 'tiny-bert' of family 'mlm'"):
-        registry.check_family("bold", {"dataset": "bold"}, "mlm", "tiny-bert")
-    reason = registry.method_benchmark_exclusion("self_debias", {"kind": "self_debias"}, {"dataset": "bold"})
+        catalog.check_family("bold", {"dataset": "bold"}, "mlm", "tiny-bert")
+    reason = resolution.method_benchmark_exclusion("self_debias", {"kind": "self_debias"}, {"dataset": "bold"})
     assert reason and "self-debiased generation" in reason
-    assert registry.method_benchmark_exclusion("cds", {"kind": "cds", "corpus": "x"}, {"dataset": "bold"}) is None
+    assert resolution.method_benchmark_exclusion("cds", {"kind": "cds", "corpus": "x"}, {"dataset": "bold"}) is None
 
 
 def test_sentiment_figure(tmp_path):

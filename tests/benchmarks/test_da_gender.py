@@ -27,7 +27,7 @@ import yaml
 from helpers.over_debiasing_paper import over_debiasing_text, paper_list
 from helpers.paths import REPO_ROOT
 from helpers.planted_association import FAMILY, MALE_WORDS, attribute_ids, load_dir, marker_signs, plant_association
-from lmbias import registry  # noqa: F401  first: importing a benchmark module before it drops that module
+from lmbias.benchmarks import catalog  # noqa: F401  first: importing a benchmark module before it drops that module
 from lmbias.benchmarks.da_gender import score_da_gender
 from lmbias.engine.planted_bias import bias_token_ids
 from lmbias.engine.tiny import build_tiny_model
@@ -314,8 +314,9 @@ def test_jobs_on_the_full_datasets_in_process(base_models, tmp_path, caplog):
     include them)."""
     import logging
 
-    from lmbias.engine.evaluation import compute_metric_job, score_benchmark_job
     from lmbias.io import write_table_atomic
+    from lmbias.jobs.metrics import compute_metric_job
+    from lmbias.jobs.scoring import score_benchmark_job
     from lmbias.parsers import parse_benchmark
 
     entry = {"path": str(base_models["bert"]), "family": "mlm", "revision": "local"}
@@ -375,7 +376,7 @@ def test_jobs_on_the_full_datasets_in_process(base_models, tmp_path, caplog):
 
     # A seed's metrics.parquet (what summaries read) holds exactly the per-benchmark files' rows, and each
     # benchmark's scoring provenance: here logprob's scores come from a (pretend) 2-process run at a commit.
-    from lmbias.engine.evaluation import compute_seed_metrics_job
+    from lmbias.jobs.metrics import compute_seed_metrics_job
     from lmbias.metrics.summary import METRIC_SCHEMA, file_provenance, provenance_by_benchmark, scores_metadata
 
     logprob_scores = tmp_path / "scores" / "logprob.parquet"

@@ -27,7 +27,7 @@ import torch
 
 from helpers.over_debiasing_paper import over_debiasing_text, paper_list
 from helpers.planted_association import FAMILY, MALE_WORDS, attribute_ids, load_dir, marker_signs, plant_association
-from lmbias import registry
+from lmbias.benchmarks import catalog
 from lmbias.benchmarks.logprob import AssociationItem, association_logprobs, build_masked, score_logprob
 from lmbias.engine.scoring import word_token_ids
 from lmbias.engine.tiny import build_tiny_model
@@ -153,10 +153,10 @@ def test_bad_options_and_bad_template_file(tmp_path):
 
 
 def test_clm_is_excluded_with_a_message():
-    d = registry.definition("logprob")
+    d = catalog.definition("logprob")
     assert d.families == ("mlm", "seq2seq")
     with pytest.raises(ConfigError, match="does not apply to model 'tiny-gpt2' of family 'clm'"):
-        registry.check_family("logprob", {"dataset": "logprob"}, "clm", "tiny-gpt2")
+        catalog.check_family("logprob", {"dataset": "logprob"}, "clm", "tiny-gpt2")
 
 
 # --------------------------------------------------------------------------------------------------

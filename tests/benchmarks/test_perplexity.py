@@ -13,7 +13,7 @@ import pytest
 import torch
 import yaml
 
-from lmbias import registry
+from lmbias.benchmarks import catalog
 from lmbias.benchmarks.perplexity import causal_windows, score_perplexity
 from lmbias.engine.model_spec import model_spec
 from lmbias.engine.models import load_model
@@ -231,7 +231,7 @@ def _config(repo_root):
 
 def test_gap_stand_in_is_read_from_shared_data_and_labelled(shared_data, repo_root, tiny_gpt2):
     entry = _config(repo_root)["benchmarks"]["perplexity_gap"]
-    assert registry.measure_of(entry) == "perplexity" and entry["splits"] == ["test"]
+    assert catalog.measure_of(entry) == "perplexity" and entry["splits"] == ["test"]
     files = required_files(entry, _config(repo_root)["data"], "perplexity_gap")
     assert files == ["gap-test.tsv"]
     items = parse_benchmark(entry, {f: shared_data / "gap" / f for f in files}, "perplexity_gap")
@@ -244,10 +244,10 @@ def test_gap_stand_in_is_read_from_shared_data_and_labelled(shared_data, repo_ro
 
 def test_measure_makes_gap_entries_measurable_only_when_asked(repo_root):
     benchmarks = _config(repo_root)["benchmarks"]
-    assert not registry.is_measurable(benchmarks["gap"])  # the CDS corpus entry is never scored
-    assert {"perplexity_gap", "perplexity_wikitext2"} <= set(registry.benchmarks_for("seq2seq", benchmarks))
+    assert not catalog.is_measurable(benchmarks["gap"])  # the CDS corpus entry is never scored
+    assert {"perplexity_gap", "perplexity_wikitext2"} <= set(catalog.benchmarks_for("seq2seq", benchmarks))
     with pytest.raises(ConfigError, match=r"benchmarks\.ppl\.measure: 'perplexty' is not a measure"):
-        registry.measure_of({"dataset": "gap", "measure": "perplexty"}, "ppl")
+        catalog.measure_of({"dataset": "gap", "measure": "perplexty"}, "ppl")
 
 
 def test_wikitext_data_entry_is_pinned_to_a_commit(repo_root):

@@ -13,15 +13,17 @@ import pytest
 import yaml
 
 from helpers.paths import REPO_ROOT
-from lmbias import parsers, registry
+from lmbias import parsers
+from lmbias.benchmarks import catalog
 from lmbias.benchmarks.seat_core import SeatOptions, SeatScoring, mask_placeholder, score_seat, seat_metric_rows
 from lmbias.engine.embeddings import naive_sentence_embeddings
-from lmbias.engine.evaluation import compute_metric_job, score_benchmark_job
 from lmbias.engine.model_spec import model_spec
 from lmbias.engine.models import load_model
 from lmbias.engine.tiny import build_tiny_model
 from lmbias.errors import ConfigError, DataError
 from lmbias.io import write_table_atomic
+from lmbias.jobs.metrics import compute_metric_job
+from lmbias.jobs.scoring import score_benchmark_job
 from lmbias.parsers import seat_templates
 from lmbias.parsers.seat import parse_seat
 
@@ -269,10 +271,10 @@ def test_tiny_models_run_the_classic_tests(tiny, tmp_path, shared_data):
 
 def test_seat_benchmarks_apply_to_every_family():
     for dataset in ("seat", "seat_templates"):
-        assert registry.definition(dataset).families == ("mlm", "clm", "seq2seq", "encoder")
+        assert catalog.definition(dataset).families == ("mlm", "clm", "seq2seq", "encoder")
     for family in ("mlm", "clm", "seq2seq", "encoder"):
-        assert {"seat", "seat_v1", "seat_v2"} <= set(registry.benchmarks_for(family, CONFIG["benchmarks"]))
-    sources = registry.source_files("seat_templates")
+        assert {"seat", "seat_v1", "seat_v2"} <= set(catalog.benchmarks_for(family, CONFIG["benchmarks"]))
+    sources = catalog.source_files("seat_templates")
     assert any(s.endswith("lmbias/engine/embeddings.py") for s in sources) and any(
         s.endswith("lmbias/metrics/weat.py") for s in sources
     )

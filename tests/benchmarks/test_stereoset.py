@@ -18,11 +18,12 @@ import yaml
 
 from lmbias.benchmarks.stereoset import score_stereoset, word_span
 from lmbias.config import validate_config
-from lmbias.engine.evaluation import compute_metric_job, score_benchmark_job
 from lmbias.engine.model_spec import model_spec
 from lmbias.engine.models import load_model
 from lmbias.engine.tiny import build_tiny_model
 from lmbias.errors import ConfigError
+from lmbias.jobs.metrics import compute_metric_job
+from lmbias.jobs.scoring import score_benchmark_job
 from lmbias.metrics.stereoset import StereoSetOptions, icat, ss_lms_icat, stereoset_metric_rows, term_counts
 from lmbias.parsers import parse_benchmark, parse_stereoset
 

@@ -7,6 +7,8 @@ import pyarrow as pa
 import pytest
 import torch
 
+from lmbias.benchmarks.catalog import check_family, definition
+from lmbias.benchmarks.definition import score_keywords
 from lmbias.benchmarks.winogender import SCORES_SCHEMA, causal_requests, score_winogender
 from lmbias.engine.model_spec import model_spec
 from lmbias.engine.models import load_model
@@ -14,7 +16,6 @@ from lmbias.engine.tiny import build_tiny_model
 from lmbias.errors import ConfigError
 from lmbias.metrics.winogender import WinoGenderOptions, winogender_metric_rows
 from lmbias.parsers.winogender import FILES, parse_winogender
-from lmbias.registry import check_family, definition, score_keywords
 
 WINOGENDER = definition("winogender", "winogender")
 

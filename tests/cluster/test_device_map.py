@@ -10,7 +10,6 @@ import numpy as np
 import pytest
 import torch
 
-from lmbias import registry
 from lmbias.engine.batching import input_device, model_device
 from lmbias.engine.debias_projection import install_projection
 from lmbias.engine.model_spec import model_spec
@@ -19,6 +18,7 @@ from lmbias.engine.scoring import sentence_logprobs
 from lmbias.engine.self_debias import wrap
 from lmbias.engine.tiny import build_tiny_model
 from lmbias.errors import ConfigError, DeviceMapTrainingError, DiskOffloadError
+from lmbias.methods import resolution
 
 TEXTS = ["The nurse said that she was tired.", "The doctor said that he was late for work.", "He is here."]
 CPU_MAP = {
@@ -125,9 +125,9 @@ def test_finetune_with_device_map_refused_pointing_to_fsdp(tiny_llama, tmp_path)
     with pytest.raises(
         DeviceMapTrainingError, match=r"methods\.cds fine-tunes models\.tl.*training\.distributed: fsdp"
     ):
-        registry.resolve_method("tl", entry, "cds", method)
+        resolution.resolve_method("tl", entry, "cds", method)
     # scoring-only methods resolve
-    assert registry.resolve_method("tl", entry, "pretrained", {"kind": "pretrained"})["kind"] == "pretrained"
+    assert resolution.resolve_method("tl", entry, "pretrained", {"kind": "pretrained"})["kind"] == "pretrained"
     from lmbias.training.jobs import train_job
 
     with pytest.raises(DeviceMapTrainingError, match="FSDP"):

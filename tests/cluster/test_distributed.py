@@ -16,23 +16,16 @@ import pytest
 import yaml
 
 from helpers.paths import REPO_ROOT
-from lmbias import registry
+from lmbias.benchmarks import catalog
 from lmbias.engine import job_timing
 from lmbias.engine.batching import EngineStats
-from lmbias.engine.distributed import (
-    ROW_LOCAL_DATASETS,
-    launch_command,
-    launch_env,
-    main_process_port,
-    reassemble,
-    score_table_sharded,
-    shard_bounds,
-)
-from lmbias.engine.evaluation import score_benchmark_job
+from lmbias.engine.distributed import launch_command, launch_env, main_process_port
 from lmbias.engine.model_spec import model_spec
 from lmbias.engine.models import load_model
 from lmbias.engine.tiny import build_tiny_model
 from lmbias.io import write_table_atomic
+from lmbias.jobs.scoring import score_benchmark_job
+from lmbias.jobs.sharded import reassemble, score_table_sharded, shard_bounds
 from lmbias.metrics.summary import file_provenance
 from lmbias.parsers import parse_benchmark, required_files
 
@@ -202,17 +195,17 @@ def test_fake_two_process_split_equals_whole_table(setup):
     """The split/reassembly in-process: ranks 0 and 1 of a fake world of 2, gathered out of order."""
     root, items, models, bench = setup
     model, tokenizer = load_model(model_spec("tiny-bert", models["tiny-bert"]))
-    definition = registry.definition("winobias")
+    definition = catalog.definition("winobias")
 
     def score(part):
         return definition.score(part, model, tokenizer, "mlm", bench["scoring"], EngineStats())
 
-    parts = [score_table_sharded(items, "winobias", rank, 2, score) for rank in (1, 0)]
+    parts = [score_table_sharded(items, definition, rank, 2, score) for rank in (1, 0)]
     assert [p[1].num_rows for p in parts] == [150, 151]
     assert_tables_equal(reassemble(parts), score(items))
     # more processes than items: the idle ranks contribute nothing
     few = items.slice(0, 2)
-    parts = [score_table_sharded(few, "winobias", rank, 4, score) for rank in range(4)]
+    parts = [score_table_sharded(few, definition, rank, 4, score) for rank in range(4)]
     assert [p[1] is None for p in parts] == [False, False, True, True]
     assert reassemble(parts)["item_id"].to_pylist() == few["item_id"].to_pylist()
 
@@ -225,19 +218,24 @@ def test_cross_item_scorers_run_whole_on_the_main_process():
         seen.append(part.num_rows)
         return pa.table({"total": [sum(part["x"].to_pylist())]})  # aggregates across items
 
-    assert "seat_templates" not in ROW_LOCAL_DATASETS and "seat" not in ROW_LOCAL_DATASETS
-    parts = [score_table_sharded(items, "seat_templates", rank, 3, score) for rank in range(3)]
+    seat_templates = catalog.definition("seat_templates")
+    assert not seat_templates.row_local and not catalog.definition("seat").row_local
+    parts = [score_table_sharded(items, seat_templates, rank, 3, score) for rank in range(3)]
     assert seen == [7] and reassemble(parts)["total"].to_pylist() == [21]
 
 
 def test_row_local_scorer_with_wrong_row_count_is_refused():
     items = pa.table({"x": list(range(6))})
     with pytest.raises(RuntimeError, match="one row per item"):
-        score_table_sharded(items, "winobias", 0, 2, lambda part: part.slice(0, 1))
+        score_table_sharded(items, catalog.definition("winobias"), 0, 2, lambda part: part.slice(0, 1))
 
 
-def test_every_row_local_dataset_is_registered():
-    assert ROW_LOCAL_DATASETS <= set(registry.definitions())
+def test_row_local_definitions_are_the_per_item_scorers():
+    """The definitions that say their rows shard: every likelihood scorer that maps one item to one row.
+    SEAT (pooled effect sizes), perplexity (windows across texts), BOLD and WinoGender (batched prompts,
+    not yet checked shard by shard) stay whole on the main process."""
+    row_local = {name for name, d in catalog.definitions().items() if d.row_local}
+    assert row_local == {"winobias", "crows_pairs", "da_gender", "logprob", "occupations", "stereoset", "bec_pro"}
 
 
 def test_main_process_port_depends_on_the_job_and_is_free():
@@ -252,10 +250,10 @@ def test_main_process_port_depends_on_the_job_and_is_free():
 
 
 def test_one_launch_scores_several_benchmarks_like_one_process(setup, tmp_path):
-    """The score_model job with resources.gpu = 2 (lmbias.engine.model_scoring): one `accelerate launch ...
+    """The score_model job with resources.gpu = 2 (lmbias.jobs.model_scoring): one `accelerate launch ...
     lmbias score --job FILE` for every benchmark to score, the model loaded once per process; the score files
     equal the one-process job's (keys included), and a rerun keeps them without launching."""
-    from lmbias.engine import model_scoring
+    from lmbias.jobs import model_scoring
     from lmbias.metrics.score_keys import read_manifest, stored_key
 
     root, items, models, bench = setup

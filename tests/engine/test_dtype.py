@@ -19,13 +19,13 @@ import pytest
 import torch
 import yaml
 
-from lmbias import registry
+from lmbias.benchmarks import catalog
 from lmbias.engine.batching import EngineStats
-from lmbias.engine.evaluation import effective_precision, score_benchmark_job
 from lmbias.engine.model_spec import model_spec
 from lmbias.engine.models import dtype_name, load_model
 from lmbias.engine.tiny import build_tiny_model
 from lmbias.errors import ConfigError
+from lmbias.jobs.scoring import effective_precision, score_benchmark_job
 from lmbias.metrics.summary import file_provenance
 from lmbias.parsers import parse_benchmark, required_files
 
@@ -83,7 +83,7 @@ def test_half_precision_scores_stay_within_the_stated_tolerance(loaded, config, 
     """Every sentence log-likelihood of a bf16 (fp16) load is within BF16 (FP16)_RELATIVE_TOLERANCE of the fp32
     load's, and not equal to it (the half-precision weights were really used)."""
     bench = config["benchmarks"][name]
-    definition = registry.definition(registry.measure_of(bench), name)
+    definition = catalog.definition(catalog.measure_of(bench), name)
     items = _items(config, name, n, shared_data)
     tokenizer = loaded["fp32"][1]
     scores = {

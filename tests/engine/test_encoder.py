@@ -8,7 +8,7 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
-from lmbias import registry
+from lmbias.benchmarks import catalog
 from lmbias.engine import embeddings
 from lmbias.engine.model_spec import model_spec
 from lmbias.engine.models import load_model
@@ -80,11 +80,11 @@ def test_registry_gives_encoders_only_the_embedding_benchmarks(repo_root):
         name for name, entry in config["benchmarks"].items() if entry["dataset"] in ("seat", "seat_templates")
     }
     assert EMBEDDING_BENCHMARKS <= embedding_entries
-    assert set(registry.benchmarks_for("encoder", config["benchmarks"])) == embedding_entries
+    assert set(catalog.benchmarks_for("encoder", config["benchmarks"])) == embedding_entries
     with pytest.raises(
         ConfigError, match="benchmark 'crows_pairs' does not apply to model 'minilm' of family 'encoder'"
     ):
-        registry.check_family("crows_pairs", config["benchmarks"]["crows_pairs"], "encoder", "minilm")
+        catalog.check_family("crows_pairs", config["benchmarks"]["crows_pairs"], "encoder", "minilm")
 
 
 # ------------------------------------------------------------------------------- through the workflow

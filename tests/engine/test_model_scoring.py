@@ -1,4 +1,4 @@
-"""One scoring job per (model, method, seed) (lmbias.engine.model_scoring): the model loaded once for every
+"""One scoring job per (model, method, seed) (lmbias.jobs.model_scoring): the model loaded once for every
 benchmark, score files bit-identical to one job per benchmark, kept by their score key on a rerun
 (lmbias.metrics.score_keys), a failing benchmark named while the others keep their files, an interrupted job
 resumed without losing what it finished. Tiny models, a few items of real benchmarks."""
@@ -14,11 +14,14 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
-from lmbias.engine import evaluation, job_timing, model_scoring
-from lmbias.engine.evaluation import compute_seed_metrics_job, score_benchmark_job
+from lmbias.engine import job_timing
 from lmbias.engine.tiny import build_tiny_model
 from lmbias.errors import BenchmarksFailedError, ConfigError
 from lmbias.io import write_table_atomic
+from lmbias.jobs import model_scoring
+from lmbias.jobs import scoring as evaluation
+from lmbias.jobs.metrics import compute_seed_metrics_job
+from lmbias.jobs.scoring import score_benchmark_job
 from lmbias.metrics.score_keys import SCORE_KEY_METADATA, read_manifest, stored_key
 from lmbias.parsers import parse_benchmark, required_files
 from lmbias.workflow.params import benchmark_scoring_slice
@@ -253,7 +256,7 @@ def test_a_one_benchmark_job_keeps_the_model_jobs_file_and_rescores_a_changed_on
     assert job_timing.read_timing(one["timing_path"])["status"] == "kept"
     table = pq.read_table(bench["scores"])
     write_table_atomic(table, bench["scores"], metadata={SCORE_KEY_METADATA: "0" * 64})  # replaced: another key
-    with caplog.at_level("INFO", logger="lmbias.engine.model_scoring"):
+    with caplog.at_level("INFO", logger="lmbias.jobs.model_scoring"):
         assert model_scoring.score_benchmark_file(one, bench["library"], 0) == "scored"
     assert f"its score key {'0' * 12} is not" in caplog.text
     assert Path(bench["scores"]).read_bytes() == written

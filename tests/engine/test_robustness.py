@@ -195,8 +195,8 @@ def test_summary_records_the_hub_commit_and_what_it_left_out(tmp_path):
     """The commit a scoring job's weights resolved to travels scores -> metrics -> summary provenance."""
     import pandas as pd
 
-    from lmbias.engine.evaluation import summarise_job
     from lmbias.io import write_table_atomic
+    from lmbias.jobs.metrics import summarise_job
     from lmbias.metrics.summary import COMMIT_KEY, METRIC_SCHEMA, left_out, with_context
 
     commit = "0123456789abcdef0123456789abcdef01234567"

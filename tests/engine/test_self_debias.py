@@ -15,9 +15,7 @@ import pyarrow as pa
 import pytest
 import torch
 
-from lmbias import registry
 from lmbias.benchmarks.crows_pairs import align, score_crows_pairs
-from lmbias.engine.evaluation import load_for_method
 from lmbias.engine.model_spec import model_spec
 from lmbias.engine.models import load_model
 from lmbias.engine.oracles import naive_masked_logprobs, naive_sentence_logprobs
@@ -26,6 +24,8 @@ from lmbias.engine.scoring import MaskedIdsRequest, MaskedRequest, masked_logpro
 from lmbias.engine.self_debias import SelfDebiasSettings, rescaled_logprobs, wrap
 from lmbias.engine.tiny import build_tiny_model
 from lmbias.errors import ConfigError
+from lmbias.jobs.scoring import load_for_method
+from lmbias.methods import resolution
 
 PREFIX = "The following text discriminates against people because of their gender: "
 SENTENCES = [
@@ -218,23 +218,23 @@ def test_scoring_job_loads_the_wrapper_with_the_entry_options(planted):
 )
 def test_bad_options_are_named(key, value, message):
     with pytest.raises(ConfigError, match=message.replace(".", r"\.")):
-        registry.check_method_entry("sdb", {"kind": "self_debias", key: value})
+        resolution.check_method_entry("sdb", {"kind": "self_debias", key: value})
 
 
 def test_families_defaults_and_left_out_benchmarks():
     entry = {"kind": "self_debias"}
-    resolved = registry.resolve_method("tiny-gpt2", {"family": "clm"}, "sdb", entry)
+    resolved = resolution.resolve_method("tiny-gpt2", {"family": "clm"}, "sdb", entry)
     assert resolved["self_debias"] == {"prefix": PREFIX, "decay_constant": 50.0, "epsilon": 0.01}
-    assert registry.seeds_for(entry, [0, 1, 2]) == [0]
+    assert resolution.seeds_for(entry, [0, 1, 2]) == [0]
     with pytest.raises(ConfigError, match="'sdb'.*'tiny-bart'.*seq2seq"):
-        registry.check_method_family("tiny-bart", "seq2seq", "sdb", entry)
-    assert "embedding benchmarks do not apply" in registry.method_benchmark_exclusion(
+        resolution.check_method_family("tiny-bart", "seq2seq", "sdb", entry)
+    assert "embedding benchmarks do not apply" in resolution.method_benchmark_exclusion(
         "sdb", entry, {"dataset": "seat_templates"}
     )
-    assert registry.method_benchmark_exclusion("sdb", entry, {"dataset": "winobias"}) is None
-    assert registry.method_benchmark_exclusion("pretrained", {"kind": "pretrained"}, {"dataset": "seat"}) is None
+    assert resolution.method_benchmark_exclusion("sdb", entry, {"dataset": "winobias"}) is None
+    assert resolution.method_benchmark_exclusion("pretrained", {"kind": "pretrained"}, {"dataset": "seat"}) is None
     with pytest.raises(ConfigError, match="'seat_v1' does not apply to method 'sdb'"):
-        registry.check_method_benchmark("sdb", entry, "seat_v1", {"dataset": "seat_templates"})
+        resolution.check_method_benchmark("sdb", entry, "seat_v1", {"dataset": "seat_templates"})
 
 
 # ------------------------------------------------------------------------- tokenizers that add a BOS themselves

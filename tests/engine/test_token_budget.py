@@ -17,7 +17,6 @@ from lmbias.benchmarks.perplexity import causal_nll
 from lmbias.engine import job_timing
 from lmbias.engine.batching import DEFAULT_MAX_TOKENS, EngineStats, TokenBudget, scoring_budget
 from lmbias.engine.embeddings import POOLINGS, sentence_embeddings
-from lmbias.engine.evaluation import score_benchmark_job
 from lmbias.engine.model_spec import model_spec
 from lmbias.engine.models import load_model
 from lmbias.engine.pll import content_positions, encode, token_logprobs
@@ -34,6 +33,7 @@ from lmbias.engine.scoring import (
 from lmbias.engine.tiny import FAMILY_OF, build_tiny_model
 from lmbias.errors import ConfigError, ScoringOutOfMemoryError, TokenBudgetError
 from lmbias.io import write_table_atomic
+from lmbias.jobs.scoring import score_benchmark_job
 from lmbias.parsers import parse_benchmark, required_files
 
 TEXTS = [

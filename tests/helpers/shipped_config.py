@@ -9,7 +9,7 @@ from pathlib import Path
 
 import yaml
 
-from lmbias.sweeps import expand_method_targets, expand_sweeps
+from lmbias.methods.sweeps import expand_method_targets, expand_sweeps
 
 REPO = Path(__file__).resolve().parents[2]
 

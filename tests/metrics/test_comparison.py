@@ -11,13 +11,8 @@ import pytest
 import yaml
 
 from lmbias.errors import ConfigError, DataError
-from lmbias.metrics.comparison import (
-    PAIRED_SCHEMA,
-    check_comparison,
-    mean_over_seeds,
-    paired_comparison_job,
-    paired_rows,
-)
+from lmbias.jobs.comparisons import check_comparison, paired_comparison_job, paired_rows
+from lmbias.metrics.comparison import PAIRED_SCHEMA, mean_over_seeds
 
 BEC_PRO = {
     "dataset": "bec_pro",

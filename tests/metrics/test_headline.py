@@ -9,8 +9,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from lmbias.benchmarks import catalog
 from lmbias.errors import DataError
-from lmbias.metrics.headline import HEADLINES, headline_cell, paired_lines, read_summaries, summary_markdown
+from lmbias.metrics.headline import headline_cell, paired_lines, read_summaries, summary_markdown
 from lmbias.metrics.summary_page import summary_html, write_summary_pages
 
 
@@ -62,6 +63,9 @@ DATASETS = {
     "bec_pro_en": "bec_pro",
     "logprob": "logprob",
 }
+#: the headlines of every definition, by dataset, and those of the benchmarks above
+HEADLINES = {name: d.headlines for name, d in catalog.definitions().items()}
+BY_BENCHMARK = {benchmark: HEADLINES[dataset] for benchmark, dataset in DATASETS.items()}
 
 
 def test_each_headline_reads_its_row():
@@ -118,7 +122,7 @@ def test_markdown_puts_before_and_after_side_by_side(tmp_path):
         ),
         paired,
     )
-    text = summary_markdown(paths, DATASETS, [paired])
+    text = summary_markdown(paths, BY_BENCHMARK, [paired])
     lines = text.splitlines()
     assert "| benchmark | headline | unbiased | tiny-bert / pretrained | tiny-bert / cds |" in lines
     assert "| winobias | WinoBias mean skew (type1) | 0 | 40.00 | 30.00 |" in lines
@@ -131,11 +135,11 @@ def test_markdown_puts_before_and_after_side_by_side(tmp_path):
         in lines
     )
     assert not any("stereoset" in line for line in lines)  # no summary holds it: no row
-    html = summary_html(read_summaries(paths), DATASETS, paired_lines([paired]))
+    html = summary_html(read_summaries(paths), BY_BENCHMARK, paired_lines([paired]))
     assert "<td>WinoBias mean skew (type1)</td>" in html and "<td>30.00</td>" in html
     assert "<td>55.00<small>[48.00, 61.50]</small></td>" in html
     out_md, out_html = tmp_path / "summary.md", tmp_path / "summary.html"
-    assert write_summary_pages(paths, DATASETS, [paired], out_md, out_html) == text
+    assert write_summary_pages(paths, BY_BENCHMARK, [paired], out_md, out_html) == text
     assert out_md.read_text() == text and out_html.read_text() == html
 
 
@@ -143,4 +147,4 @@ def test_an_empty_summary_is_named(tmp_path):
     path = tmp_path / "empty.parquet"
     pq.write_table(pa.Table.from_pandas(_summary("x").iloc[0:0]), path)
     with pytest.raises(DataError, match="empty.parquet"):
-        summary_markdown([path], DATASETS)
+        summary_markdown([path], BY_BENCHMARK)

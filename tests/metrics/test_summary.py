@@ -15,9 +15,10 @@ import pytest
 from scipy import stats as sps
 
 from lmbias.config import config_errors
-from lmbias.engine.evaluation import scoring_provenance, summarise_job
 from lmbias.errors import ConfigError, DataError
 from lmbias.io import write_table_atomic
+from lmbias.jobs.metrics import summarise_job
+from lmbias.jobs.scoring import scoring_provenance
 from lmbias.metrics.summary import (
     METRIC_SCHEMA,
     SUMMARY_SCHEMA,

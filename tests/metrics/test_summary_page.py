@@ -15,7 +15,8 @@ import pandas as pd
 import pytest
 from matplotlib.collections import LineCollection
 
-from lmbias.metrics.headline import HEADLINES, HeadlineRow, HeadlineValue, headline_rows, read_summaries
+from lmbias.benchmarks import catalog
+from lmbias.metrics.headline import HeadlineRow, HeadlineValue, headline_rows, read_summaries
 from lmbias.metrics.summary_page import (
     UNBIASED_COLOUR,
     figure_caption,
@@ -81,6 +82,9 @@ def _rows(model: str, method: str, crows: float, crows_ci: tuple[float, float] |
 
 
 DATASETS = {"crows_pairs": "crows_pairs", "logprob": "logprob", "perplexity_gap": "perplexity"}
+#: the headlines of every definition, by dataset, and those of the benchmarks above
+HEADLINES = {name: d.headlines for name, d in catalog.definitions().items()}
+BY_BENCHMARK = {benchmark: HEADLINES[dataset] for benchmark, dataset in DATASETS.items()}
 
 
 @pytest.fixture
@@ -102,7 +106,7 @@ def summary_paths(tmp_path) -> list[Path]:
 
 
 def _row(paths, benchmark: str) -> HeadlineRow:
-    return next(r for r in headline_rows(read_summaries(paths), DATASETS) if r.benchmark == benchmark)
+    return next(r for r in headline_rows(read_summaries(paths), BY_BENCHMARK) if r.benchmark == benchmark)
 
 
 def _labelled(ax, prefix: str) -> dict[str, object]:
@@ -168,7 +172,7 @@ def test_captions_say_what_has_no_interval(summary_paths):
 
 def test_the_page_holds_figures_table_and_provenance(summary_paths, tmp_path):
     summaries = read_summaries(summary_paths)
-    page = summary_html(summaries, DATASETS)
+    page = summary_html(summaries, BY_BENCHMARK)
     assert page.count("<figure>") == 3 and page.count("<svg ") == 3  # crows_pairs, logprob, perplexity
     assert "<table>" in page and "<td>CrowS-Pairs metric score (gender)</td>" in page
     assert "<td>52.00<small>[47.00, 57.50]</small></td>" in page and "<td>0.80<small>(p 0.07)</small></td>" in page
@@ -177,9 +181,9 @@ def test_the_page_holds_figures_table_and_provenance(summary_paths, tmp_path):
         assert text in footer
     assert "generated (no data files" in footer  # logprob: data_sha256 empty
     local = summaries[("tiny-gpt2", "pretrained")].assign(model_commit="")
-    assert "none (a local folder)" in summary_html({("tiny-gpt2", "pretrained"): local}, DATASETS)
+    assert "none (a local folder)" in summary_html({("tiny-gpt2", "pretrained"): local}, BY_BENCHMARK)
     older = summaries[("tiny-gpt2", "pretrained")].drop(columns=["model_commit", "config_hash"])
-    assert summary_html({("tiny-gpt2", "pretrained"): older}, DATASETS).count("<td>not recorded</td>") == 2
+    assert summary_html({("tiny-gpt2", "pretrained"): older}, BY_BENCHMARK).count("<td>not recorded</td>") == 2
     # self-contained: no script, no external file or font; one id per element on the whole page
     assert not re.search(r"<script|<link|<img|@import|url\((?!#)|<\?xml|<!DOCTYPE svg", page)
     ids = re.findall(r'\bid="([^"]+)"', page)
@@ -191,7 +195,7 @@ def test_rerunning_writes_identical_bytes(summary_paths, tmp_path):
     outputs = []
     for run in ("a", "b"):
         md, page = tmp_path / f"{run}.md", tmp_path / f"{run}.html"
-        write_summary_pages(summary_paths, DATASETS, [], md, page)
+        write_summary_pages(summary_paths, BY_BENCHMARK, [], md, page)
         outputs.append((md.read_bytes(), page.read_bytes()))
     assert outputs[0] == outputs[1]
 
@@ -200,7 +204,7 @@ def test_names_are_escaped(tmp_path):
     model, method = "<b>m&1</b>", 'x"<script>'
     path = tmp_path / "odd.parquet"
     pd.DataFrame(_rows(model, method, 55.0, (50.0, 60.0), 0.2)).to_parquet(path)
-    page = summary_html(read_summaries([path]), DATASETS)
+    page = summary_html(read_summaries([path]), BY_BENCHMARK)
     assert "<script" not in page and "<b>m&1" not in page
     assert "&lt;b&gt;m&amp;1&lt;/b&gt; / x&quot;&lt;script&gt;" in page  # the table's column header
     assert "org/&lt;b&gt;m&amp;1&lt;/b&gt;" in page  # provenance
@@ -273,7 +277,8 @@ def test_a_headless_browser_draws_the_figures(repo_root, tmp_path):
         "da_gender": "da_gender",
     }
     page, shot = tmp_path / "summary.html", tmp_path / "summary.png"
-    write_summary_pages(paths, datasets, [], tmp_path / "summary.md", page)
+    headlines = {benchmark: HEADLINES[dataset] for benchmark, dataset in datasets.items()}
+    write_summary_pages(paths, headlines, [], tmp_path / "summary.md", page)
     profile = tmp_path / "chromium-profile"
     profile.mkdir()
     subprocess.run(

@@ -20,7 +20,7 @@ import yaml
 from helpers.llm_grid_run import METHODS, TINY, prepare_llm_grid_run
 from helpers.paths import REPO_ROOT
 from helpers.workflow_runs import run_snakemake
-from lmbias import registry
+from lmbias.benchmarks import catalog
 from lmbias.errors import DataError
 from lmbias.papers import grid
 from lmbias.papers.figures import FIGURES
@@ -72,11 +72,11 @@ def test_columns_are_the_causal_benchmarks_and_the_figure_panels():
     config = _config()
     columns = _table().columns
     clm = {
-        b for b in registry.benchmarks_for("clm", config["benchmarks"]) if not grid.is_reading(config["benchmarks"][b])
+        b for b in catalog.benchmarks_for("clm", config["benchmarks"]) if not grid.is_reading(config["benchmarks"][b])
     }
     selected = {c.benchmark for c in columns}
     assert selected <= clm
-    lm = {b for b in clm if registry.measure_of(config["benchmarks"][b], b) == "perplexity"}
+    lm = {b for b in clm if catalog.measure_of(config["benchmarks"][b], b) == "perplexity"}
     assert clm - lm == selected, "a causal benchmark without a column (or a column for a non-causal one)"
     for masked_only in ("bec_pro_en", "bec_pro_de", "logprob"):
         assert masked_only not in clm

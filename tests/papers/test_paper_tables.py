@@ -321,7 +321,7 @@ def test_table_notes_name_the_recipe_behind_each_method(table7):
 
 
 def test_a_recipe_must_be_a_text():
-    from lmbias.registry import check_method_entry
+    from lmbias.methods.resolution import check_method_entry
 
     check_method_entry("cds-x", {"kind": "cds", "corpus": "c", "recipe": "DA-Gender code"})
     with pytest.raises(ConfigError, match="methods.cds-x.recipe: expected a short text"):

@@ -43,10 +43,11 @@ def test_dag_modules_and_metric_jobs_do_not_import_torch_or_scipy():
     module, the summary) load neither torch nor scipy; reading a torch attribute then loads torch."""
     code = (
         "import sys; sys.path.insert(0, 'src');"
-        "from lmbias import registry; import lmbias.engine.evaluation, lmbias.metrics.summary, "
+        "from lmbias.benchmarks import catalog; import lmbias.methods.resolution, lmbias.jobs.scoring, "
+        "lmbias.jobs.metrics, lmbias.jobs.comparisons, lmbias.metrics.summary, "
         "lmbias.metrics.comparison;"
         "import lmbias.papers.tables;"
-        "registry.definitions();"
+        "catalog.definitions();"
         "before = sorted(m for m in ('torch', 'scipy', 'scipy.stats') if m in sys.modules);"
         "from lmbias.engine import scoring; scoring.torch.zeros(1);"
         "print(before, 'torch' in sys.modules)"

@@ -20,13 +20,13 @@ import yaml
 from helpers.gap_corpora import gap_sentences
 from helpers.paths import REPO_ROOT
 from lmbias import progress
-from lmbias.engine.evaluation import score_benchmark_job
 from lmbias.engine.model_spec import model_spec
 from lmbias.engine.models import load_model
 from lmbias.engine.scoring import sentence_logprobs
 from lmbias.engine.tiny import build_tiny_model
 from lmbias.io import write_table_atomic
 from lmbias.job_runtime import setup_job_logging
+from lmbias.jobs.scoring import score_benchmark_job
 from lmbias.metrics.summary import file_provenance, library_versions
 from lmbias.parsers import parse_benchmark, required_files
 
@@ -98,7 +98,7 @@ def test_scoring_job_logs_a_bar_and_a_rate_line(job_log, tiny_bert, shared_data,
 
 
 def test_training_job_logs_a_bar_and_a_rate_line(job_log, tiny_bert, shared_data, tmp_path):
-    from lmbias.engine.evaluation import scoring_provenance
+    from lmbias.jobs.scoring import scoring_provenance
     from lmbias.training.jobs import train_job
 
     corpus = tmp_path / "corpus.parquet"

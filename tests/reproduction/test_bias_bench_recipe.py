@@ -17,11 +17,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from lmbias import registry
 from lmbias.engine.model_spec import model_spec
 from lmbias.engine.models import load_model
 from lmbias.engine.tiny import FAMILY_OF, build_tiny_model
 from lmbias.errors import ConfigError, DataError
+from lmbias.methods import resolution
 from lmbias.training.data import Corpus
 from lmbias.training.jobs import train_job
 from lmbias.training.packing import augment_blocks, bias_bench_swap_map, load_bias_bench_pairs, pack_blocks
@@ -162,11 +162,11 @@ def test_settings_defaults_unchanged_and_bad_values_name_the_key(words_file):
             "block_augmentation_words": {"mlm": str(words_file)},
         },
     }
-    mlm = registry.resolve_method("m", {"family": "mlm"}, "cda-biasbench", entry)["settings"]
-    clm = registry.resolve_method("m", {"family": "clm"}, "cda-biasbench", entry)["settings"]
+    mlm = resolution.resolve_method("m", {"family": "mlm"}, "cda-biasbench", entry)["settings"]
+    clm = resolution.resolve_method("m", {"family": "clm"}, "cda-biasbench", entry)["settings"]
     assert mlm["block_augmentation"] == "bias_bench_gender" and "block_augmentation" not in clm
     with pytest.raises(ConfigError, match=r"methods\.cda-biasbench\.training\.block_augmentation\b"):
-        registry.resolve_method(
+        resolution.resolve_method(
             "m", {"family": "mlm"}, "cda-biasbench", {**entry, "training": {"block_augmentation": "bias_bench_gender"}}
         )
 

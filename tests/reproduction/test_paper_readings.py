@@ -14,11 +14,11 @@ import yaml
 from helpers.paths import REPO_ROOT, TESTS
 from lmbias.config import check_papers, config_errors
 from lmbias.errors import ConfigError
+from lmbias.methods.sweeps import expand_method_targets, expand_sweeps
 from lmbias.papers.grid import is_reading, pair_readings, paper_readings, readings_stand_for, table_readings
 from lmbias.papers.published import load_published_file
 from lmbias.papers.table_render import write_table
 from lmbias.papers.tables import apply_readings, build_table, reading_notes
-from lmbias.sweeps import expand_method_targets, expand_sweeps
 
 ROOT = REPO_ROOT
 FIXTURES = TESTS / "fixtures" / "published"

@@ -19,7 +19,7 @@ import pytest
 import torch
 from torch.nn.functional import softmax
 
-from lmbias import registry  # noqa: F401  first: importing a benchmark module before it drops that module
+from lmbias.benchmarks import catalog  # noqa: F401  first: importing a benchmark module before it drops that module
 from lmbias.benchmarks.da_gender import score_da_gender
 from lmbias.metrics.da_gender import margins
 from lmbias.parsers import da_gender as da_parser

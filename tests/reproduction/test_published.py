@@ -97,7 +97,7 @@ def test_loading_does_not_need_snakemake(repo_root):
 
 
 def test_method_kinds_are_the_config_kinds():
-    from lmbias.method_kinds import METHOD_KEYS
+    from lmbias.methods.kinds import METHOD_KEYS
 
     assert set(METHOD_KINDS) == set(METHOD_KEYS)
 

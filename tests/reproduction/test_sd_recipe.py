@@ -15,7 +15,6 @@ import pyarrow.parquet as pq
 import pytest
 import torch
 
-from lmbias import registry
 from lmbias.engine import embeddings
 from lmbias.engine.debias_projection import INFO_FILE, install_projection
 from lmbias.engine.method_folders import load_method_model
@@ -23,6 +22,7 @@ from lmbias.engine.model_spec import model_spec
 from lmbias.engine.models import load_model
 from lmbias.engine.tiny import build_tiny_model
 from lmbias.errors import ConfigError, DataError
+from lmbias.methods import resolution
 from lmbias.training import sentence_debias as sd
 
 FAMILY = {"bert": "mlm", "gpt2": "clm", "bart": "seq2seq"}
@@ -297,8 +297,8 @@ def test_options_that_do_not_fit_the_family_or_the_files_name_the_key(tiny, cds_
         sd.SDSettings.from_dict({"fit_pooling": "last"}).pooling("mlm", "methods.sd-x")
     entry = {"kind": "sd", "corpus": "c.parquet", "fit_pooling": "decoder_mean"}
     with pytest.raises(ConfigError, match=r"^methods\.sd-x\.fit_pooling: "):
-        registry.resolve_method("tiny-bert", {"family": "mlm", "training": {"ratio_of_pairs": 0.05}}, "sd-x", entry)
-    resolved = registry.resolve_method(
+        resolution.resolve_method("tiny-bert", {"family": "mlm", "training": {"ratio_of_pairs": 0.05}}, "sd-x", entry)
+    resolved = resolution.resolve_method(
         "tiny-bert",
         {"family": "mlm"},
         "sd-x",
@@ -311,7 +311,7 @@ def test_options_that_do_not_fit_the_family_or_the_files_name_the_key(tiny, cds_
     per_family = {**entry, "fit_pooling": {"mlm": "mean_padded", "clm": "last", "seq2seq": "decoder_mean"}}
 
     def resolve(family):
-        return registry.resolve_method("m", {"family": family}, "sd-x", {**per_family, "ratio_of_pairs": 1.0})
+        return resolution.resolve_method("m", {"family": family}, "sd-x", {**per_family, "ratio_of_pairs": 1.0})
 
     assert [resolve(f)["sd_settings"]["fit_pooling"] for f in ("mlm", "clm", "seq2seq")] == [
         "mean_padded",
@@ -320,12 +320,12 @@ def test_options_that_do_not_fit_the_family_or_the_files_name_the_key(tiny, cds_
     ]
     assert (
         "fit_pooling"
-        not in registry.resolve_method(
+        not in resolution.resolve_method(
             "m", {"family": "clm"}, "sd-x", {**entry, "fit_pooling": {"mlm": "mean_padded"}, "ratio_of_pairs": 1.0}
         )["sd_settings"]
     )
     with pytest.raises(ConfigError, match=r"^methods\.sd-x\.fit_pooling\.bert: "):
-        registry.resolve_method(
+        resolution.resolve_method(
             "m", {"family": "mlm"}, "sd-x", {**entry, "fit_pooling": {"bert": "mean"}, "ratio_of_pairs": 1.0}
         )
     with pytest.raises(ConfigError, match=r"^methods\.sd-x\.fit_pooling\.seq2seq: "):
@@ -351,7 +351,7 @@ def test_options_that_do_not_fit_the_family_or_the_files_name_the_key(tiny, cds_
 def test_the_engine_imports_no_training_module(repo_root):
     code = (
         "import sys; sys.path.insert(0, 'src');"
-        "import lmbias.engine.models, lmbias.engine.embeddings, lmbias.engine.scoring, lmbias.engine.evaluation;"
+        "import lmbias.engine.models, lmbias.engine.embeddings, lmbias.engine.scoring, lmbias.jobs.scoring;"
         "import lmbias.engine.tiny;"  # not debias_projection: it imports torch (3 s); the source check covers it
         "print(sorted(m for m in sys.modules if m == 'lmbias.training' or m.startswith('lmbias.training.')))"
     )

@@ -17,11 +17,11 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from lmbias import registry, sweeps
 from lmbias.engine.model_spec import model_spec
 from lmbias.engine.models import load_model
 from lmbias.engine.tiny import FAMILY_OF, build_tiny_model
 from lmbias.errors import ConfigError
+from lmbias.methods import resolution, sweeps
 from lmbias.training.data import Corpus
 from lmbias.training.objectives import draw_masked_words, example_generator, mask_words
 from lmbias.training.settings import FAMILY_OBJECTIVE, TrainingSettings
@@ -397,14 +397,14 @@ MODEL = {"family": "clm", "path": "x", "training": {"er_lambda": 0.5, "swap_rate
 )
 def test_bad_values_are_named_when_the_method_resolves(training, message):
     with pytest.raises(ConfigError) as error:
-        registry.resolve_method("gpt2", MODEL, "m", {"kind": "er", "corpus": "c", "training": training})
+        resolution.resolve_method("gpt2", MODEL, "m", {"kind": "er", "corpus": "c", "training": training})
     assert message in str(error.value)
 
 
 def test_a_bad_model_default_names_the_model_block():
     model = {**MODEL, "training": {"er_lambda": 0.5, "er_pooling": "max"}}
     with pytest.raises(ConfigError, match=r"models\.gpt2\.training\.er_pooling"):
-        registry.resolve_method("gpt2", model, "er", {"kind": "er", "corpus": "c"})
+        resolution.resolve_method("gpt2", model, "er", {"kind": "er", "corpus": "c"})
 
 
 def test_a_zero_lambda_sweep_fails_when_the_dag_is_built():
@@ -450,7 +450,7 @@ def test_dagender_blocks_train_every_family(tiny, tmp_path, arch):
         "training": {"batch_size": 2, "epochs": 1, "er_lambda": 0.5, "limit_examples": 3},
     }
     for kind, block in (("cds", CDS_DAGENDER), ("er", ER_DAGENDER)):
-        resolved = registry.resolve_method(
+        resolved = resolution.resolve_method(
             f"tiny-{arch}", model, f"{kind}-dagender", {"kind": kind, "corpus": str(corpus), "training": block}
         )
         out = tmp_path / kind
@@ -463,7 +463,7 @@ def test_dagender_blocks_train_every_family(tiny, tmp_path, arch):
 def test_a_per_family_training_value_resolves_to_the_model_family():
     """One recipe entry, each family its authors' value: warmup_steps 0 for BERT, 100 for GPT-2 and BART."""
     from lmbias.errors import ConfigError
-    from lmbias.registry import resolve_method
+    from lmbias.methods.resolution import resolve_method
 
     entry = {
         "kind": "cds",
@@ -484,7 +484,7 @@ def test_a_per_family_training_value_resolves_to_the_model_family():
 def test_a_configured_model_name_keys_a_value_over_its_family():
     """bias-bench's dropout: BERT 0.20, ALBERT 0.05, both masked LMs; a model-name key wins over the family."""
     from lmbias.errors import ConfigError
-    from lmbias.registry import resolve_method
+    from lmbias.methods.resolution import resolve_method
 
     entry = {
         "kind": "dropout",

@@ -110,7 +110,7 @@ def test_enable_turns_it_on(setup):
 def test_a_method_entry_sets_it_per_family(repo_root):
     import yaml
 
-    from lmbias.registry import resolve_method
+    from lmbias.methods.resolution import resolve_method
 
     models = yaml.safe_load((repo_root / "config.yaml").read_text())["models"]
     entry = {"kind": "cds", "corpus": "c.parquet", "training": {"gradient_checkpointing": {"clm": True, "mlm": False}}}

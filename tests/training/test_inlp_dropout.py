@@ -19,13 +19,13 @@ import yaml
 from safetensors.torch import load_file
 
 from helpers.paths import REPO_ROOT
-from lmbias import registry
 from lmbias.engine.debias_projection import load_projection_matrix
 from lmbias.engine.method_folders import load_method_model
 from lmbias.engine.model_spec import model_spec
 from lmbias.engine.models import load_model
 from lmbias.engine.tiny import FAMILY_OF, build_tiny_model
 from lmbias.errors import ConfigError
+from lmbias.methods import resolution
 from lmbias.training import inlp
 from lmbias.training.dropout import set_dropout
 from lmbias.training.jobs import train_job
@@ -200,7 +200,7 @@ def test_inlp_settings_load_without_torch_and_name_the_engine_files():
 
     assert (inlp.INLP_FILE, inlp.INLP_INFO_FILE) == (debias_projection.INLP_FILE, debias_projection.INLP_INFO_FILE)
     code = (
-        "import sys; import lmbias.registry, lmbias.training.inlp; "
+        "import sys; import lmbias.methods.resolution, lmbias.training.inlp; "
         "assert 'torch' not in sys.modules and 'sklearn' not in sys.modules"
     )
     subprocess.run(
@@ -319,17 +319,17 @@ def test_inlp_folder_projects_the_state_before_the_lm_head(tiny, tmp_path, arch)
 def test_bad_inlp_options_are_named(entry, key):
     method = {"kind": "inlp", "corpus": "results/corpora/gap/sentences.parquet", **entry}
     with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
-        registry.resolve_method("tiny-bert", {"family": "mlm"}, "inlp", method)
+        resolution.resolve_method("tiny-bert", {"family": "mlm"}, "inlp", method)
 
 
 def test_method_kinds_seeds_and_families():
     entry = {"kind": "inlp", "corpus": "results/corpora/gap/sentences.parquet", "n_iterations": 3}
-    assert registry.resolve_method("m", {"family": "seq2seq"}, "inlp", entry)["inlp_settings"] == {"n_iterations": 3}
-    assert registry.seeds_for(entry, [0, 1, 2]) == [0]
-    assert registry.seeds_for({"kind": "dropout"}, [0, 1, 2]) == [0, 1, 2]
+    assert resolution.resolve_method("m", {"family": "seq2seq"}, "inlp", entry)["inlp_settings"] == {"n_iterations": 3}
+    assert resolution.seeds_for(entry, [0, 1, 2]) == [0]
+    assert resolution.seeds_for({"kind": "dropout"}, [0, 1, 2]) == [0, 1, 2]
     for kind in ("inlp", "dropout"):
         with pytest.raises(ConfigError, match="family encoder"):
-            registry.resolve_method("enc", {"family": "encoder"}, kind, {"kind": kind, "corpus": "c.parquet"})
+            resolution.resolve_method("enc", {"family": "encoder"}, kind, {"kind": kind, "corpus": "c.parquet"})
 
 
 # -------------------------------------------------------------------------------------------- Dropout
@@ -340,7 +340,8 @@ DROPOUT_TRAINING = {"hidden_dropout": {"mlm": 0.2, "clm": 0.15}, "attention_drop
 def test_dropout_settings_resolve_per_family_and_bad_values_are_named():
     entry = {"kind": "dropout", "corpus": "results/corpora/gap/sentences.parquet", "training": DROPOUT_TRAINING}
     got = {
-        f: registry.resolve_method("m", {"family": f}, "dropout", entry)["settings"] for f in ("mlm", "clm", "seq2seq")
+        f: resolution.resolve_method("m", {"family": f}, "dropout", entry)["settings"]
+        for f in ("mlm", "clm", "seq2seq")
     }
     assert (got["mlm"]["hidden_dropout"], got["mlm"]["attention_dropout"], got["mlm"]["objective"]) == (
         0.2,
@@ -351,7 +352,7 @@ def test_dropout_settings_resolve_per_family_and_bad_values_are_named():
     assert "hidden_dropout" not in got["seq2seq"] and got["seq2seq"]["objective"] == "infilling"  # BART keeps its own
     for bad in (1.0, -0.1, "high"):
         with pytest.raises(ConfigError, match=r"methods\.dropout\.training\.hidden_dropout"):
-            registry.resolve_method("m", {"family": "mlm"}, "dropout", {**entry, "training": {"hidden_dropout": bad}})
+            resolution.resolve_method("m", {"family": "mlm"}, "dropout", {**entry, "training": {"hidden_dropout": bad}})
 
 
 @pytest.mark.parametrize(
@@ -507,20 +508,20 @@ def test_inlp_classifier_count_per_family_as_bias_bench(repo_root):
     config = yaml.safe_load((repo_root / "config.yaml").read_text())
     entry, models = config["methods"]["inlp-biasbench"], config["models"]
     counts = {
-        m: registry.resolve_method(m, models[m], "inlp-biasbench", entry, models)["inlp_settings"]["n_iterations"]
+        m: resolution.resolve_method(m, models[m], "inlp-biasbench", entry, models)["inlp_settings"]["n_iterations"]
         for m in ("bert-base", "albert-base", "roberta-base", "gpt2")
     }
     assert counts == {"bert-base": 80, "albert-base": 80, "roberta-base": 80, "gpt2": 10}
     for model in ("bert-base", "gpt2"):  # their split and their dropout_rate=0 scale (issue 21)
-        settings = registry.resolve_method(model, models[model], "inlp-biasbench", entry, models)["inlp_settings"]
+        settings = resolution.resolve_method(model, models[model], "inlp-biasbench", entry, models)["inlp_settings"]
         assert (settings["test_fraction"], settings["dropout_rate"], settings.get("dev_fraction", 0.3)) == (0.3, 0, 0.3)
         resolved = inlp.INLPSettings.from_dict(settings)
         assert (resolved.test_fraction, resolved.dropout_rate, resolved.dev_fraction) == (0.3, 0, 0.3)
     default = inlp.INLPSettings.from_dict(
-        registry.resolve_method("bert-base", models["bert-base"], "inlp", config["methods"]["inlp"], models)[
+        resolution.resolve_method("bert-base", models["bert-base"], "inlp", config["methods"]["inlp"], models)[
             "inlp_settings"
         ]
     )
     assert (default.test_fraction, default.dropout_rate) == (None, None)  # the default: one split, no scale
     with pytest.raises(ConfigError, match=r"methods.inlp-x.n_iterations.gpt: not a model family or a configured model"):
-        registry.resolve_method("gpt2", models["gpt2"], "inlp-x", {**entry, "n_iterations": {"gpt": 10}}, models)
+        resolution.resolve_method("gpt2", models["gpt2"], "inlp-x", {**entry, "n_iterations": {"gpt": 10}}, models)

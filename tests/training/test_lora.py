@@ -38,8 +38,8 @@ from lmbias.engine.models import load_model
 from lmbias.engine.scoring import sentence_logprobs
 from lmbias.engine.tiny import build_tiny_model
 from lmbias.errors import ConfigError
+from lmbias.methods.resolution import resolve_method
 from lmbias.parsers import parse_crows_pairs
-from lmbias.registry import resolve_method
 from lmbias.training.adapters import DEFAULT_TARGETS, default_targets
 from lmbias.training.jobs import train_job
 from lmbias.training.settings import TrainingSettings

@@ -47,8 +47,9 @@ import yaml
 
 from helpers.paths import FIXTURES
 from helpers.workflow_runs import copy_workflow
-from lmbias import registry
-from lmbias.method_kinds import TRAINED_METHOD_KINDS
+from lmbias.benchmarks import catalog
+from lmbias.methods import resolution
+from lmbias.methods.kinds import TRAINED_METHOD_KINDS
 from lmbias.metrics.summary import left_out as summary_left_out
 from lmbias.papers.grid import is_reading
 
@@ -79,7 +80,9 @@ def scoring_signature(config: dict, model: str, method: str) -> tuple:
     kind = entry["kind"]
     options = tuple((key, repr(entry.get(key))) for key in SCORING_OPTIONS.get(kind, ()))
     if kind in TRAINED_METHOD_KINDS:  # the adapter (its kind) as this model resolves the entry's training
-        settings = registry.resolve_method(model, config["models"][model], method, entry, config["models"])["settings"]
+        settings = resolution.resolve_method(model, config["models"][model], method, entry, config["models"])[
+            "settings"
+        ]
         options += (("adapter", (settings.get("adapter") or {}).get("kind")),)
     return (SCORED_AS.get(kind, kind),) + options
 
@@ -93,7 +96,7 @@ def methods_for(config: dict, model: str) -> tuple[list[str], list[str]]:
     kinds = {}
     for name, entry in config["methods"].items():
         try:
-            registry.check_method_family(model, family, name, entry)
+            resolution.check_method_family(model, family, name, entry)
         except Exception:  # ConfigError: the family cannot run it (e.g. gpr on a causal model)
             continue
         full.setdefault(scoring_signature(config, model, name), name)
@@ -107,8 +110,8 @@ def applicable_benchmarks(config: dict, model: str, method: str) -> set[str]:
     (Self-Debias: embeddings); online changes WinoBias only. Peer readings (entries with `reading:`) included."""
     family = config["models"][model]["family"]
     entry = config["methods"][method]
-    names = registry.benchmarks_for(family, config["benchmarks"])
-    names = [b for b in names if not registry.method_benchmark_exclusion(method, entry, config["benchmarks"][b])]
+    names = catalog.benchmarks_for(family, config["benchmarks"])
+    names = [b for b in names if not resolution.method_benchmark_exclusion(method, entry, config["benchmarks"][b])]
     if entry["kind"] == "online":
         names = [b for b in names if config["benchmarks"][b]["dataset"] == "winobias"]
     return set(names)
@@ -124,7 +127,7 @@ def targets_for(config: dict, model: str, method: str, full: bool = True) -> lis
     """full: the pair's summary, and one metrics file per peer reading that applies to it (scored and measured
     as a paper's grid would); else the score file of its summary's first benchmark (config order), asked for
     on its own (rule score_benchmark: one benchmark, where its metrics file would score the whole summary)."""
-    seed = registry.seeds_for(config["methods"][method], config["seeds"])[0]
+    seed = resolution.seeds_for(config["methods"][method], config["seeds"])[0]
     if not full:
         first = next(b for b in config["benchmarks"] if b in expected_benchmarks(config, model, method))
         return [f"results/{model}/{method}/seed{seed}/scores/{first}.parquet"]
@@ -208,7 +211,7 @@ FEW_ITEMS = {
 
 
 def few_items(benchmark_cfg: dict, table: pa.Table) -> pa.Table:
-    rule = FEW_ITEMS.get(registry.measure_of(benchmark_cfg)) or FEW_ITEMS.get(benchmark_cfg["dataset"])
+    rule = FEW_ITEMS.get(catalog.measure_of(benchmark_cfg)) or FEW_ITEMS.get(benchmark_cfg["dataset"])
     return rule(table) if rule else _evenly(table, DEFAULT_ITEMS)
 
 
@@ -229,7 +232,7 @@ def shrink(job, config: dict) -> None:
 def _cheap_metric(name: str, entry: dict) -> dict:
     """The entry's metric block with each CHEAP_METRIC option its metric accepts (asked of its option parser)."""
     metric = dict(entry.get("metric") or {})
-    parse = registry.definition(registry.measure_of(entry), name).parse_options
+    parse = catalog.definition(catalog.measure_of(entry), name).parse_options
     for key, value in CHEAP_METRIC.items():
         try:
             parse({**metric, key: value}, f"benchmarks.{name}.metric")
@@ -249,7 +252,7 @@ def cheap_config(config: dict, data_dir: Path, shared_data: Path) -> dict:
         if "training" in entry:
             entry["training"] = _cap_training(entry["training"])
     for name, entry in config["benchmarks"].items():
-        if registry.is_measurable(entry):
+        if catalog.is_measurable(entry):
             entry["metric"] = _cheap_metric(name, entry)
         if entry.get("measure") == "perplexity":
             entry.setdefault("scoring", {})["max_length"] = CHEAP_WINDOW
@@ -501,7 +504,7 @@ def test_every_summary_holds_every_benchmark_its_model_and_method_allow(every_co
         assert not left - {
             b
             for b in config["benchmarks"]
-            if registry.method_benchmark_exclusion(method, config["methods"][method], config["benchmarks"][b])
+            if resolution.method_benchmark_exclusion(method, config["methods"][method], config["benchmarks"][b])
         }, (model, method, left)
         covered |= {(config["models"][model]["family"], config["methods"][method]["kind"], b) for b in held}
     families = {config["models"][m]["family"] for m in tiny_models(config)}
@@ -512,7 +515,7 @@ def test_every_summary_holds_every_benchmark_its_model_and_method_allow(every_co
         for target in targets:
             assert (run["workdir"] / target).exists(), f"{target} was not built"
             covered.add((config["models"][model]["family"], config["methods"][method]["kind"], Path(target).stem))
-    measurable = {b for b in config["benchmarks"] if registry.is_measurable(config["benchmarks"][b])}
+    measurable = {b for b in config["benchmarks"] if catalog.is_measurable(config["benchmarks"][b])}
     assert {f for f, _, _ in covered} == families and {k for _, k, _ in covered} == kinds
     assert {b for _, _, b in covered} == measurable
     runs = {
@@ -539,7 +542,7 @@ def test_one_scoring_job_per_pair_writes_what_one_job_per_benchmark_would(every_
     byte for byte what a job of its own per benchmark (score_benchmark_job) writes: for every family and way of
     scoring (trained model folders, LoRA adapters, SentenceDebias and INLP projections, Self-Debias), one
     benchmark each, a different one from pair to pair."""
-    from lmbias.engine.evaluation import score_benchmark_job
+    from lmbias.jobs.scoring import score_benchmark_job
     from lmbias.metrics.score_keys import read_manifest
     from lmbias.workflow.scoring_specs import read_benchmark_spec, read_model_spec
 

@@ -10,8 +10,8 @@ import pytest
 import yaml
 
 from helpers.workflow_runs import copy_workflow, run_snakemake, scheduled_files, write_config
-from lmbias import registry
 from lmbias.errors import ConfigError
+from lmbias.methods import resolution
 
 
 @pytest.fixture(scope="module")
@@ -20,7 +20,7 @@ def config(repo_root):
 
 
 def _resolve(config, model, method):
-    return registry.resolve_method(model, config["models"][model], method, config["methods"][method])
+    return resolution.resolve_method(model, config["models"][model], method, config["methods"][method])
 
 
 @pytest.mark.parametrize(
@@ -48,7 +48,7 @@ def test_table12_defaults_reach_the_trainer(config, model, batch, lr, swap, lam,
 
 def test_method_training_block_wins_over_model_defaults(config):
     entry = {**config["methods"]["cda"], "training": {"learning_rate": 1e-3, "max_steps": 3}}
-    got = registry.resolve_method("bert-base", config["models"]["bert-base"], "cda", entry)["settings"]
+    got = resolution.resolve_method("bert-base", config["models"]["bert-base"], "cda", entry)["settings"]
     assert got["learning_rate"] == 1e-3 and got["max_steps"] == 3 and got["batch_size"] == 8
 
 
@@ -73,8 +73,8 @@ def test_family_cannot_run_method(config, model, method, message):
 def test_encoder_family_runs_only_pretrained():
     entry = {"family": "encoder", "path": "x", "revision": "local"}
     with pytest.raises(ConfigError, match="method 'cds' .* cannot run on model 'minilm'"):
-        registry.check_method_family("minilm", "encoder", "cds", {"kind": "cds", "corpus": "c"})
-    registry.check_method_family("minilm", entry["family"], "pretrained", {"kind": "pretrained"})
+        resolution.check_method_family("minilm", "encoder", "cds", {"kind": "cds", "corpus": "c"})
+    resolution.check_method_family("minilm", entry["family"], "pretrained", {"kind": "pretrained"})
 
 
 @pytest.mark.parametrize(
@@ -96,13 +96,13 @@ def test_encoder_family_runs_only_pretrained():
 )
 def test_bad_method_entries(entry, message):
     with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(")", r"\)")):
-        registry.check_method_entry("m", entry)
+        resolution.check_method_entry("m", entry)
 
 
 def test_seeds_per_kind():
-    assert registry.seeds_for({"kind": "cds"}, [0, 1, 2]) == [0, 1, 2]
+    assert resolution.seeds_for({"kind": "cds"}, [0, 1, 2]) == [0, 1, 2]
     for kind in ("pretrained", "online", "sd"):
-        assert registry.seeds_for({"kind": kind}, [3, 4]) == [0]
+        assert resolution.seeds_for({"kind": kind}, [3, 4]) == [0]
 
 
 # --------------------------------------------------------------------------------------- the DAG (dry runs)
@@ -182,7 +182,7 @@ def test_dag_build_errors(dag_workdir, shared_data, target, edit, message):
 @pytest.mark.parametrize("value", [[], "winobias", [""], [3]])
 def test_a_methods_benchmark_list_must_be_names(value):
     from lmbias.errors import ConfigError
-    from lmbias.registry import check_method_entry, method_benchmark_choice
+    from lmbias.methods.resolution import check_method_entry, method_benchmark_choice
 
     with pytest.raises(ConfigError, match=r"methods.cds-x.benchmarks: expected a non-empty list of benchmark names"):
         check_method_entry("cds-x", {"kind": "cds", "corpus": "c", "benchmarks": value})

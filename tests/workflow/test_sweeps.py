@@ -11,9 +11,9 @@ import pytest
 import yaml
 
 from helpers.workflow_runs import copy_workflow, run_snakemake, scheduled_files, scheduled_outputs, write_config
-from lmbias import registry, sweeps
 from lmbias.corpora import jobs as corpora
 from lmbias.errors import ConfigError
+from lmbias.methods import resolution, sweeps
 
 TABLE11 = {
     "cds": ("swap_rate", [0.6, 0.65, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95]),
@@ -66,7 +66,7 @@ def test_instances_resolve_over_table12_defaults(config, model, swap, lam, ratio
     methods, entry = _expanded(config), config["models"][model]
 
     def resolve(name):
-        return registry.resolve_method(model, entry, name, methods[name])
+        return resolution.resolve_method(model, entry, name, methods[name])
 
     assert resolve("cds")["corpus"] == f"results/corpora/gap/cds-{swap}.parquet"
     cds = resolve("cds@swap_rate=0.65")

@@ -40,7 +40,7 @@ def _summary(workdir: Path, model: str):
 def test_summary_has_every_applicable_benchmark_with_data(tiny_run, model):
     """Issue 4's bar: rows for every benchmark that applies to the family and whose data is present
     (all but WikiText-2 with ../shared/data; StereoSet from its flat copy there)."""
-    from lmbias import registry
+    from lmbias.benchmarks import catalog
     from lmbias.parsers import required_files
 
     workdir, data = tiny_run
@@ -56,7 +56,7 @@ def test_summary_has_every_applicable_benchmark_with_data(tiny_run, model):
     assert "perplexity_wikitext2" in absent and "stereoset" not in absent
     # peer readings (entries with `reading:`) aside: a summary holds those its papers' grids select, none here
     expected = {
-        b for b in registry.benchmarks_for(family, config["benchmarks"]) if not config["benchmarks"][b].get("reading")
+        b for b in catalog.benchmarks_for(family, config["benchmarks"]) if not config["benchmarks"][b].get("reading")
     } - absent
     assert "winobias" in expected and "crows_pairs" in expected and "stereoset" in expected
     rows = _summary(workdir, model).to_pylist()

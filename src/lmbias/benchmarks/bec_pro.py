@@ -27,6 +27,7 @@ import logging
 import pyarrow as pa
 import pyarrow.compute  # noqa: F401  (pa.compute)
 
+from lmbias.benchmarks.definition import BenchmarkDef
 from lmbias.engine.batching import EngineStats
 from lmbias.engine.scoring import (
     InfillIdsRequest,
@@ -38,8 +39,8 @@ from lmbias.engine.scoring import (
 )
 from lmbias.errors import ConfigError, DataError
 from lmbias.metrics.bec_pro import BecProOptions, bec_pro_metric_rows, bec_pro_paired_rows
+from lmbias.metrics.headline import Headline
 from lmbias.parsers.bec_pro_generator import MASK, load_person_words, person_slot
-from lmbias.registry import BenchmarkDef
 
 log = logging.getLogger(__name__)
 
@@ -163,5 +164,7 @@ BENCHMARKS = [
         rows=bec_pro_metric_rows,
         description="Bartl et al. 2020: association log(p_T(TM)/p_T(TAM)) per profession group x person gender",
         paired=paired_bec_pro_rows,
+        row_local=True,
+        headlines=(Headline("association_gap", "prof=all", "BEC-Pro male - female association gap", "0"),),
     )
 ]

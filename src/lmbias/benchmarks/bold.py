@@ -19,12 +19,13 @@ import json
 
 import pyarrow as pa
 
+from lmbias.benchmarks.definition import BenchmarkDef
 from lmbias.engine.batching import EngineStats
 from lmbias.engine.chat import chat_provenance, uses_chat_template, wrap_prompt
 from lmbias.engine.generation import GenerationSettings, check_generative, generate_continuations
 from lmbias.errors import ConfigError
 from lmbias.metrics.bold import BoldOptions, bold_metric_rows
-from lmbias.registry import BenchmarkDef
+from lmbias.metrics.headline import Headline
 
 SCORING_KEY = "benchmarks.bold.scoring"
 GENERATION_KEY = "lmbias.generation"
@@ -121,5 +122,9 @@ BENCHMARKS = [
         rows=bold_metric_rows,
         description="Dhamala et al. 2021: VADER sentiment and gender polarity of generations about actors vs actresses",
         prompted=True,
+        reads="generations",
+        headlines=(
+            Headline("sentiment_mean_gap", "male-female", "BOLD VADER sentiment gap (actors - actresses)", "0"),
+        ),
     )
 ]

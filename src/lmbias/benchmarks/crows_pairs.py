@@ -27,12 +27,13 @@ import math
 
 import pyarrow as pa
 
+from lmbias.benchmarks.definition import BenchmarkDef
 from lmbias.engine.batching import EngineStats
 from lmbias.engine.pll import encode, token_logprobs
 from lmbias.engine.scoring import clm_context, sentence_logprobs
 from lmbias.errors import ConfigError, DataError
 from lmbias.metrics.crows_pairs import VARIANTS, CrowsPairsOptions, crows_pairs_metric_rows
-from lmbias.registry import BenchmarkDef
+from lmbias.metrics.headline import Headline
 
 log = logging.getLogger(__name__)
 
@@ -210,5 +211,7 @@ BENCHMARKS = [
         parse_options=CrowsPairsOptions.from_config,
         rows=crows_pairs_metric_rows,
         description="Nangia et al. 2020: % of pairs whose more stereotypical sentence scores higher (PLL / likelihood)",
+        row_local=True,
+        headlines=(Headline("metric_score", "gender", "CrowS-Pairs metric score (gender)", "50"),),
     )
 ]

@@ -20,11 +20,12 @@ import math
 import pyarrow as pa
 
 from lmbias.benchmarks import logprob as logprob_benchmark  # the module, not its names: importable in either order
+from lmbias.benchmarks.definition import BenchmarkDef
 from lmbias.engine.batching import EngineStats
 from lmbias.engine.scoring import sentence_logprobs
 from lmbias.errors import DataError
 from lmbias.metrics.da_gender import DaGenderOptions, da_gender_metric_rows
-from lmbias.registry import BenchmarkDef
+from lmbias.metrics.headline import Headline
 
 log = logging.getLogger(__name__)
 
@@ -108,6 +109,12 @@ BENCHMARKS = [
         rows=da_gender_metric_rows,
         description=(
             "over-debiasing paper: DA-score (share of DA-Gender pairs preferring the genuine target), per ideal gender"
+        ),
+        row_local=True,
+        headlines=(
+            Headline(
+                "da_score", "all", "DA-score (genuine associations kept)", "100", variant_contains="association=ratio"
+            ),
         ),
     )
 ]

@@ -36,12 +36,13 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
+from lmbias.benchmarks.definition import BenchmarkDef
 from lmbias.engine.batching import EngineStats
 from lmbias.engine.scoring import InfillRequest, MaskedRequest, infill_logprobs, masked_logprobs, word_token_ids
 from lmbias.errors import ConfigError, DataError
-from lmbias.metrics import weat  # noqa: F401  (the metric's statistics: listed as a source file of this benchmark's jobs)
+from lmbias.metrics import weat
+from lmbias.metrics.headline import Headline
 from lmbias.metrics.logprob import LogprobOptions, logprob_metric_rows
-from lmbias.registry import BenchmarkDef
 
 log = logging.getLogger(__name__)
 
@@ -272,5 +273,8 @@ BENCHMARKS = [
             "Kurita et al. 2019 logprob-score (over-debiasing paper, appendix A): effect size and permutation p "
             "of log p_t(TM)/p_t(TAM); not defined for causal LMs (the paper, section 4.2: GPT-2 has no mask token)"
         ),
+        row_local=True,
+        headlines=(Headline("effect_size", "test", "logprob-score effect size (test terms)", "0"),),
+        library=(weat,),
     )
 ]

@@ -20,11 +20,12 @@ from __future__ import annotations
 
 import pyarrow as pa
 
+from lmbias.benchmarks.definition import BenchmarkDef
 from lmbias.engine.batching import EngineStats
 from lmbias.engine.scoring import InfillRequest, MaskedRequest, infill_logprobs, masked_logprobs, sentence_logprobs
 from lmbias.errors import ConfigError, DataError
+from lmbias.metrics.headline import Headline
 from lmbias.metrics.occupations import OccupationOptions, occupation_metric_rows
-from lmbias.registry import BenchmarkDef
 
 SCORES_SCHEMA = pa.schema(
     [
@@ -148,5 +149,7 @@ BENCHMARKS = [
         rows=occupation_metric_rows,
         description="Lu et al. 2018: per-occupation bias and aggregate occupation bias (AOB) from "
         "'He is a | [OCCUPATION]' templates; masked-occupation variant for MLMs, infill for seq2seq",
+        row_local=True,
+        headlines=(Headline("aob", "all", "occupation bias (AOB)", "0"),),
     )
 ]

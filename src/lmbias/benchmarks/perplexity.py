@@ -44,14 +44,15 @@ import logging
 import numpy as np
 import pyarrow as pa
 
+from lmbias.benchmarks.definition import BenchmarkDef
 from lmbias.engine.batching import EngineStats, autocast, model_device, pad, run_batches
 from lmbias.engine.context_window import context_window
 from lmbias.engine.pll import token_logprobs
 from lmbias.engine.scoring import sentence_alone
 from lmbias.errors import ConfigError, DataError
 from lmbias.lazy import lazy_module
+from lmbias.metrics.headline import Headline
 from lmbias.metrics.perplexity import PerplexityOptions, perplexity_metric_rows
-from lmbias.registry import BenchmarkDef
 
 torch = lazy_module("torch")
 
@@ -289,5 +290,9 @@ BENCHMARKS = [
         parse_options=PerplexityOptions.from_config,
         rows=perplexity_metric_rows,
         description="language-modelling ability: perplexity (causal) / pseudo-perplexity (Salazar et al. 2020)",
+        headlines=(
+            # not a bias: language-modelling ability (lower = better; a stand-in's variant says so)
+            Headline("perplexity", "all", "perplexity (pseudo- for masked / seq2seq; lower is better)", "n/a"),
+        ),
     )
 ]

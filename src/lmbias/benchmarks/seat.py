@@ -4,10 +4,11 @@ embeddings. The scorer and metric live in `lmbias.benchmarks.seat_core` (shared 
 
 from __future__ import annotations
 
+from lmbias.benchmarks.definition import BenchmarkDef
 from lmbias.benchmarks.seat_core import SeatOptions, score_seat, seat_metric_rows
-from lmbias.engine import embeddings  # noqa: F401  (imported so registry.source_files lists it as a job input)
-from lmbias.metrics import weat  # noqa: F401  (imported so registry.source_files lists them as job inputs)
-from lmbias.registry import BenchmarkDef
+from lmbias.engine import embeddings
+from lmbias.metrics import weat
+from lmbias.metrics.headline import Headline
 
 BENCHMARKS = [
     BenchmarkDef(
@@ -17,5 +18,17 @@ BENCHMARKS = [
         parse_options=SeatOptions.from_config,
         rows=seat_metric_rows,
         description="May et al. 2019 SEAT gender tests (sent-bias): effect size, permutation p",
+        reads="embeddings",
+        headlines=(
+            Headline(
+                "effect_size",
+                None,
+                "SEAT mean |effect size| over the tests",
+                "0",
+                variant_contains="pooling=mean,ddof=1",
+                mean_abs_over_subsets=True,
+            ),
+        ),
+        library=(embeddings, weat),
     )
 ]

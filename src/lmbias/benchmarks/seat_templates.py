@@ -17,12 +17,13 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
+from lmbias.benchmarks.definition import BenchmarkDef
 from lmbias.benchmarks.seat_core import SCORES_SCHEMA, SeatOptions, SeatScoring, embed_all, seat_metric_rows
-from lmbias.engine import embeddings  # noqa: F401  (imported so registry.source_files lists it as a job input)
+from lmbias.engine import embeddings
 from lmbias.engine.batching import EngineStats
 from lmbias.errors import DataError
-from lmbias.metrics import weat  # noqa: F401  (imported so registry.source_files lists them as job inputs)
-from lmbias.registry import BenchmarkDef
+from lmbias.metrics import weat
+from lmbias.metrics.headline import Headline
 
 
 def score_seat_templates(
@@ -97,5 +98,10 @@ BENCHMARKS = [
         rows=seat_metric_rows,
         description="DA-Gender appendix A: SEAT-v1 (May et al. templates) and SEAT-v2 (Bartl templates, "
         "target or attribute masked) effect sizes with permutation p",
+        reads="embeddings",
+        headlines=(
+            Headline("effect_size", None, "effect size (test terms)", "0", variant_contains="pooling=mean,ddof=1"),
+        ),
+        library=(embeddings, weat),
     )
 ]

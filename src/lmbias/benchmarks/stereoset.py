@@ -34,6 +34,7 @@ import string
 import numpy as np
 import pyarrow as pa
 
+from lmbias.benchmarks.definition import BenchmarkDef
 from lmbias.engine.batching import EngineStats
 from lmbias.engine.prefix_cache import grouped_sentence_logprobs
 from lmbias.engine.scoring import (
@@ -45,9 +46,9 @@ from lmbias.engine.scoring import (
     sentence_logprobs,
 )
 from lmbias.errors import ConfigError, DataError
+from lmbias.metrics.headline import Headline
 from lmbias.metrics.stereoset import StereoSetOptions, stereoset_metric_rows
 from lmbias.parsers.stereoset import blank_word_index
-from lmbias.registry import BenchmarkDef
 
 log = logging.getLogger(__name__)
 
@@ -229,5 +230,7 @@ BENCHMARKS = [
         parse_options=StereoSetOptions.from_config,
         rows=stereoset_metric_rows,
         description="Nadeem et al. 2020: intrasentence ss, lms, icat per target term, macro-averaged",
+        row_local=True,
+        headlines=(Headline("ss", "gender", "StereoSet stereotype score (gender)", "50"),),
     )
 ]

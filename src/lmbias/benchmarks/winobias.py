@@ -38,6 +38,7 @@ from pathlib import Path
 import pyarrow as pa
 import yaml
 
+from lmbias.benchmarks.definition import BenchmarkDef
 from lmbias.engine.batching import EngineStats
 from lmbias.engine.scoring import (
     InfillRequest,
@@ -48,8 +49,8 @@ from lmbias.engine.scoring import (
     word_token_ids,
 )
 from lmbias.errors import ConfigError, DataError
+from lmbias.metrics.headline import Headline
 from lmbias.metrics.winobias import CONDITION_PREFIX, WinoBiasOptions, winobias_metric_rows
-from lmbias.registry import BenchmarkDef
 
 log = logging.getLogger(__name__)
 
@@ -79,9 +80,8 @@ SCORE_KIND = {"mlm": "token_logprob", "seq2seq": "token_logprob", "clm": "senten
 CONDITIONS = tuple(CONDITION_PREFIX)
 
 #: Project-authored rewrites (names, "person", determiners). Editing it changes scores: the workflow
-#: should treat it like the module's source (see RESOURCE_FILES).
+#: should treat it like the module's source (the definition's `resources`).
 SUBSTITUTIONS_FILE = Path(__file__).resolve().parents[3] / "resources" / "templates" / "winobias_substitutions.yaml"
-RESOURCE_FILES = ["resources/templates/winobias_substitutions.yaml"]
 
 SCORING_OPTIONS = ("batch_size", "max_length", "conditions", "name_pairs")
 
@@ -435,5 +435,11 @@ BENCHMARKS = [
         rows=winobias_metric_rows,
         description="Manela et al. 2021: F1 per gender on pro/anti sets, mu_skew, mu_stereo; Online Skewness "
         "Mitigation (-O), Alice & Bob baseline, competency proportions",
+        resources=("resources/templates/winobias_substitutions.yaml",),
+        row_local=True,
+        headlines=(
+            Headline("mu_skew", None, "WinoBias mean skew", "0"),
+            Headline("mu_stereo", None, "WinoBias mean stereotype", "0"),
+        ),
     )
 ]

@@ -32,13 +32,14 @@ import logging
 
 import pyarrow as pa
 
+from lmbias.benchmarks.definition import BenchmarkDef
 from lmbias.engine.batching import EngineStats
 from lmbias.engine.chat import chat_provenance, wrap_prompt
 from lmbias.engine.pll import content_positions, encode, token_logprobs
 from lmbias.engine.prefix_cache import grouped_sentence_logprobs
 from lmbias.errors import ConfigError, DataError
+from lmbias.metrics.headline import Headline
 from lmbias.metrics.winogender import WinoGenderOptions, winogender_metric_rows
-from lmbias.registry import BenchmarkDef
 
 log = logging.getLogger(__name__)
 
@@ -221,7 +222,7 @@ def score_winogender(
     model_name: str = "?",
 ) -> pa.Table:
     """Both choices of every sentence (rows of results/data/<benchmark>.parquet); `model_entry` and `model_name`
-    (registry.score_keywords): the model's chat template, when it sets one."""
+    (definition.score_keywords): the model's chat template, when it sets one."""
     scoring = scoring or {}
     unknown = set(scoring) - {"batch_size", "max_length"}
     if unknown:
@@ -257,5 +258,9 @@ BENCHMARKS = [
         rows=winogender_metric_rows,
         description="Rudinger et al. 2018 as lm-eval reads it: % of sentences whose pronoun the model resolves right",
         prompted=True,
+        headlines=(
+            Headline("female_minus_male", "all", "WinoGender female - male accuracy (points)", "0"),
+            Headline("gotcha_gap", "all", "WinoGender gotcha - other accuracy (points)", "0"),
+        ),
     )
 ]

@@ -207,7 +207,7 @@ def _check_protect(opts: dict, key: str) -> None:
 
 # An intervention named with "{swap_rate}" (e.g. cds-{swap_rate}) is a template: it builds <name> for any swap
 # rate written in Python's shortest float form (cds-0.7.parquet, cds-1.0.parquet), so a swap-rate sweep
-# (lmbias.sweeps.expand_sweeps) needs no entry per rate. A plainly named entry wins over a template.
+# (lmbias.methods.sweeps.expand_sweeps) needs no entry per rate. A plainly named entry wins over a template.
 SWAP_RATE_FIELD = "{swap_rate}"
 _RATE_REGEX = r"[0-9][0-9.e+-]*"
 

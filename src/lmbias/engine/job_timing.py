@@ -15,7 +15,7 @@ kept when the job fails, so an out-of-memory failure still says how much it held
 * ``load_s`` (model loading) apart from ``score_s`` and ``items_per_s`` (the forward passes and their
   bookkeeping), and ``status`` (``ok`` or the error's class name).
 
-The job that scores every benchmark of a (model, method, seed) (rule score_model, lmbias.engine.model_scoring)
+The job that scores every benchmark of a (model, method, seed) (rule score_model, lmbias.jobs.model_scoring)
 writes ``scores.job.tsv`` with a first column ``benchmark`` and several rows (write_timing_rows): one
 ``(load)`` row (loading the model, once) and one per benchmark: its ``score_s``, items, forward passes, token
 budget and peak memory while it was scored (``status`` ``kept`` for a score file kept by its key, with no

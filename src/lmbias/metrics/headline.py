@@ -3,9 +3,10 @@
 A summary holds hundreds of rows per (model, method); the main job ends by printing one line per
 benchmark, with one column per method (pretrained first: "before"), each cell the mean over seeds with its
 interval where the metric has one (or the test's p-value where it has a test instead). Which row is the
-headline is fixed per dataset below (`HEADLINES`), with what an unbiased model would score, so the table
-can say which way is better. SEAT's headline is derived here: the mean absolute effect size over the
-configured tests (as bias-bench averages them), so it has no interval.
+headline is fixed by each benchmark's definition (`BenchmarkDef.headlines`, given here as {benchmark:
+headlines}), with what an unbiased model would score, so the table can say which way is better. SEAT's
+headline is derived here: the mean absolute effect size over the configured tests (as bias-bench averages
+them), so it has no interval.
 
 The paired pre/post tests (`results/tables/paired/*.parquet`, Bartl et al.) add one line per comparison:
 the mean change of the association (after - before) over all professions, per person gender, with the
@@ -48,42 +49,8 @@ class Headline:
             return None
 
 
-HEADLINES: dict[str, tuple[Headline, ...]] = {
-    "winobias": (
-        Headline("mu_skew", None, "WinoBias mean skew", "0"),
-        Headline("mu_stereo", None, "WinoBias mean stereotype", "0"),
-    ),
-    "crows_pairs": (Headline("metric_score", "gender", "CrowS-Pairs metric score (gender)", "50"),),
-    "stereoset": (Headline("ss", "gender", "StereoSet stereotype score (gender)", "50"),),
-    "seat": (
-        Headline(
-            "effect_size",
-            None,
-            "SEAT mean |effect size| over the tests",
-            "0",
-            variant_contains="pooling=mean,ddof=1",
-            mean_abs_over_subsets=True,
-        ),
-    ),
-    "seat_templates": (
-        Headline("effect_size", None, "effect size (test terms)", "0", variant_contains="pooling=mean,ddof=1"),
-    ),
-    "logprob": (Headline("effect_size", "test", "logprob-score effect size (test terms)", "0"),),
-    "da_gender": (
-        Headline(
-            "da_score", "all", "DA-score (genuine associations kept)", "100", variant_contains="association=ratio"
-        ),
-    ),
-    "bec_pro": (Headline("association_gap", "prof=all", "BEC-Pro male - female association gap", "0"),),
-    "occupations": (Headline("aob", "all", "occupation bias (AOB)", "0"),),
-    "bold": (Headline("sentiment_mean_gap", "male-female", "BOLD VADER sentiment gap (actors - actresses)", "0"),),
-    "winogender": (
-        Headline("female_minus_male", "all", "WinoGender female - male accuracy (points)", "0"),
-        Headline("gotcha_gap", "all", "WinoGender gotcha - other accuracy (points)", "0"),
-    ),
-    # Not a bias: language-modelling ability (lower = better; a stand-in's variant says so)
-    "perplexity": (Headline("perplexity", "all", "perplexity (pseudo- for masked / seq2seq; lower is better)", "n/a"),),
-}
+#: {benchmark name: the headlines of its definition (BenchmarkDef.headlines)}
+Headlines = dict[str, tuple[Headline, ...]]
 
 
 def _fmt(value) -> str:
@@ -183,14 +150,14 @@ class HeadlineRow:
     values: dict[tuple[str, str], HeadlineValue | None]  # {(model, method): value}, in the summaries' order
 
 
-def headline_rows(summaries: dict[tuple[str, str], pd.DataFrame], datasets: dict[str, str]) -> list[HeadlineRow]:
-    """The headline of every benchmark in `datasets` ({benchmark: dataset}) that some summary holds, in sorted
-    benchmark order; a headline no summary has a value for is left out."""
+def headline_rows(summaries: dict[tuple[str, str], pd.DataFrame], headlines: Headlines) -> list[HeadlineRow]:
+    """The headlines of every benchmark in `headlines` ({benchmark: its definition's headlines}) that some
+    summary holds, in sorted benchmark order; a headline no summary has a value for is left out."""
     frames = list(summaries.values())
     present = sorted({b for f in frames for b in f["benchmark"].unique()})
     rows = []
     for benchmark in present:
-        for headline in HEADLINES.get(datasets.get(benchmark, benchmark), ()):
+        for headline in headlines.get(benchmark, ()):
             values = {key: headline_value(frame, benchmark, headline) for key, frame in summaries.items()}
             if all(v is None for v in values.values()):
                 continue
@@ -198,11 +165,11 @@ def headline_rows(summaries: dict[tuple[str, str], pd.DataFrame], datasets: dict
     return rows
 
 
-def headline_table(summaries: dict[tuple[str, str], pd.DataFrame], datasets: dict[str, str]) -> list[list[str]]:
+def headline_table(summaries: dict[tuple[str, str], pd.DataFrame], headlines: Headlines) -> list[list[str]]:
     """Rows [benchmark, headline, unbiased, cell per (model, method)] of `headline_rows`."""
     return [
         [row.benchmark, row.label, row.headline.unbiased, *map(format_headline_value, row.values.values())]
-        for row in headline_rows(summaries, datasets)
+        for row in headline_rows(summaries, headlines)
     ]
 
 
@@ -252,7 +219,7 @@ def read_summaries(summary_paths: list[str | Path]) -> dict[tuple[str, str], pd.
 
 
 def headline_markdown(
-    summaries: dict[tuple[str, str], pd.DataFrame], datasets: dict[str, str], paired: Sequence[Sequence[str]] = ()
+    summaries: dict[tuple[str, str], pd.DataFrame], headlines: Headlines, paired: Sequence[Sequence[str]] = ()
 ) -> str:
     """The markdown page: the headline table of the summaries (one column per model / method, in their
     order), then the paired tests' lines (`paired_lines`)."""
@@ -267,7 +234,7 @@ def headline_markdown(
         _md_row(header),
         "|" + "---|" * len(header),
     ]
-    lines += [_md_row(r) for r in headline_table(summaries, datasets)]
+    lines += [_md_row(r) for r in headline_table(summaries, headlines)]
     if paired:
         lines += [
             "",
@@ -280,6 +247,6 @@ def headline_markdown(
     return "\n".join(lines) + "\n"
 
 
-def summary_markdown(summary_paths: list[str | Path], datasets: dict[str, str], paired_paths=()) -> str:
+def summary_markdown(summary_paths: list[str | Path], headlines: Headlines, paired_paths=()) -> str:
     """The markdown page of the given summary and paired-test files (`headline_markdown`)."""
-    return headline_markdown(read_summaries(summary_paths), datasets, paired_lines(paired_paths))
+    return headline_markdown(read_summaries(summary_paths), headlines, paired_lines(paired_paths))

@@ -34,6 +34,7 @@ from lmbias.io import write_text_atomic
 from lmbias.metrics.headline import (
     PAIRED_HEADER,
     HeadlineRow,
+    Headlines,
     HeadlineValue,
     headline_markdown,
     headline_rows,
@@ -371,10 +372,10 @@ def provenance_tables(summaries: dict[tuple[str, str], pd.DataFrame]) -> str:
 
 
 def summary_html(
-    summaries: dict[tuple[str, str], pd.DataFrame], datasets: dict[str, str], paired: Sequence[Sequence[str]] = ()
+    summaries: dict[tuple[str, str], pd.DataFrame], headlines: Headlines, paired: Sequence[Sequence[str]] = ()
 ) -> str:
     """The self-contained results page: figures, the headline table, the paired tests and the provenance."""
-    rows = headline_rows(summaries, datasets)
+    rows = headline_rows(summaries, headlines)
     figures = []
     for i, row in enumerate(rows):
         fig = headline_figure(row)
@@ -395,7 +396,7 @@ def summary_html(
         KEY,
         f'<div class="figures">{"".join(figures)}</div>' if figures else "<p>No headline in these summaries.</p>",
         "<h2>Headline table</h2>",
-        _table(header, _headline_cells(headline_table(summaries, datasets)), "headline"),
+        _table(header, _headline_cells(headline_table(summaries, headlines)), "headline"),
     ]
     if paired:
         parts += [
@@ -417,11 +418,11 @@ def summary_html(
     )
 
 
-def write_summary_pages(summary_paths, datasets: dict[str, str], paired_paths, markdown_path, html_path) -> str:
+def write_summary_pages(summary_paths, headlines: Headlines, paired_paths, markdown_path, html_path) -> str:
     """Write results/summary.md and results/summary.html atomically; returns the markdown."""
     summaries = read_summaries(summary_paths)
     paired = paired_lines(paired_paths)
-    text = headline_markdown(summaries, datasets, paired)
+    text = headline_markdown(summaries, headlines, paired)
     write_text_atomic(markdown_path, text)
-    write_text_atomic(html_path, summary_html(summaries, datasets, paired))
+    write_text_atomic(html_path, summary_html(summaries, headlines, paired))
     return text

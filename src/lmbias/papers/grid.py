@@ -19,8 +19,8 @@ selects it (`pair_readings`), so the default target costs what it did and a pair
 
 from __future__ import annotations
 
-from lmbias import registry
 from lmbias.errors import ConfigError
+from lmbias.methods import resolution
 from lmbias.papers.published import OWN_GRIDS, PAPERS
 from lmbias.papers.table_render import left_out_summary  # noqa: F401  (re-exported for rules/papers_helpers.smk)
 from lmbias.papers.tables import pair_settings
@@ -88,7 +88,7 @@ def _check_readings(config: dict, paper: str, readings) -> None:
 
 def runs(config: dict, model: str, method: str) -> bool:
     try:
-        registry.check_method_family(model, config["models"][model]["family"], method, config["methods"][method])
+        resolution.check_method_family(model, config["models"][model]["family"], method, config["methods"][method])
     except ConfigError:
         return False
     return True
@@ -190,6 +190,6 @@ def pair_info(config: dict, model: str, method: str, with_settings: bool) -> dic
         "recipe": method_entry.get("recipe"),
     }
     if with_settings:
-        resolved = registry.resolve_method(model, model_entry, method, method_entry, config["models"])
+        resolved = resolution.resolve_method(model, model_entry, method, method_entry, config["models"])
         info["settings"] = pair_settings(model_entry, method_entry, resolved)
     return info

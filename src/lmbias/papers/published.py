@@ -42,7 +42,7 @@ from lmbias.errors import DataError
 PAPERS = ("manela2021", "bartl2020", "lu2018", "over_debiasing", "meade2022")
 #: Grids of ours laid out like a paper (config.yaml `papers:`, target paper_<name>) without published numbers.
 OWN_GRIDS = ("llm_gender",)
-#: Our config's method kinds (config.yaml `methods.<name>.kind`; lmbias.method_kinds.METHOD_KEYS).
+#: Our config's method kinds (config.yaml `methods.<name>.kind`; lmbias.methods.kinds.METHOD_KEYS).
 METHOD_KINDS = ("pretrained", "cds", "cda", "er", "sd", "gpr", "online", "inlp", "dropout", "self_debias")
 SIGNS = ("positive", "negative")
 SIGNIFICANCE_MARKS = ("bold",)

@@ -31,10 +31,10 @@ import re
 import pandas as pd
 import pyarrow as pa
 
-from lmbias import registry
-from lmbias.method_kinds import TRAINED_METHOD_KINDS
+from lmbias.benchmarks import catalog
+from lmbias.methods.kinds import TRAINED_METHOD_KINDS
+from lmbias.methods.sweeps import base_method
 from lmbias.papers.published import PublishedColumn
-from lmbias.sweeps import base_method
 
 MISSING = "–"
 AGGREGATE_SEED = "mean"
@@ -212,7 +212,7 @@ def lm_benchmark_columns(benchmarks: dict, names) -> list[dict]:
     out = []
     for name in names:
         entry = benchmarks.get(name) or {}
-        if registry.measure_of(entry, name) != LM_METRIC:
+        if catalog.measure_of(entry, name) != LM_METRIC:
             continue
         wikitext = entry.get("dataset") == "wikitext2"
         if wikitext:

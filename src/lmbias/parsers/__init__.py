@@ -3,14 +3,17 @@
 A benchmark entry in config.yaml (`benchmarks.<name>`) names its `dataset` (a key of `data:`) plus
 parser options (split, types, language, tests, ...). `required_files` says which raw files a
 benchmark needs (the input function of rule parse_benchmark), `parse_benchmark` turns them into
-the table written to results/data/{benchmark}.parquet. Each module exposes SCHEMA,
-required_files(options, available, key) and parse(files, options, key); most also parse_<dataset>(...).
+the table written to results/data/{benchmark}.parquet. Each parser module declares DATASET (the dataset it
+parses; `PARSERS` is found from them) and exposes SCHEMA, required_files(options, available, key) and
+parse(files, options, key); most also parse_<dataset>(...).
 """
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
+import pkgutil
 from collections.abc import Mapping
 from pathlib import Path
 from types import ModuleType
@@ -19,23 +22,7 @@ import pyarrow as pa
 
 from lmbias.errors import ConfigError
 from lmbias.io import file_sha256
-from lmbias.parsers import (
-    bec_pro,
-    bold,
-    cds,
-    crows_pairs,
-    da_gender,
-    gap,
-    logprob,
-    occupations,
-    seat,
-    seat_templates,
-    sources,
-    stereoset,
-    wikitext2,
-    winobias,
-    winogender,
-)
+from lmbias.parsers import sources
 from lmbias.parsers.bec_pro import parse_bec_pro
 from lmbias.parsers.cds import parse_cds
 from lmbias.parsers.crows_pairs import parse_crows_pairs
@@ -44,22 +31,37 @@ from lmbias.parsers.seat import parse_seat
 from lmbias.parsers.stereoset import parse_stereoset
 from lmbias.parsers.winobias import parse_winobias
 
-PARSERS: dict[str, ModuleType] = {
-    "winobias": winobias,
-    "crows_pairs": crows_pairs,
-    "bec_pro": bec_pro,
-    "bold": bold,
-    "seat": seat,
-    "seat_templates": seat_templates,
-    "gap": gap,
-    "stereoset": stereoset,
-    "cds": cds,
-    "da_gender": da_gender,
-    "logprob": logprob,
-    "occupations": occupations,
-    "wikitext2": wikitext2,
-    "winogender": winogender,
-}
+
+def _discover_parsers() -> dict[str, ModuleType]:
+    """{dataset: its parser module}: every module of this package that declares `DATASET`."""
+    found: dict[str, ModuleType] = {}
+    for info in sorted(pkgutil.iter_modules(__path__), key=lambda i: i.name):
+        module = importlib.import_module(f"{__name__}.{info.name}")
+        dataset = getattr(module, "DATASET", None)
+        if dataset is None:
+            continue
+        if dataset in found:
+            raise RuntimeError(f"two parsers for dataset {dataset!r}: {found[dataset].__name__}, {module.__name__}")
+        found[dataset] = module
+    return found
+
+
+_PARSERS: dict[str, ModuleType] = {}
+
+
+def parser_modules() -> dict[str, ModuleType]:
+    """{dataset: parser module}, found from the modules' DATASET on first use (not at import: a module of
+    this package, e.g. jobs, imports the package itself)."""
+    if not _PARSERS:
+        _PARSERS.update(_discover_parsers())
+    return _PARSERS
+
+
+def __getattr__(name: str):
+    if name == "PARSERS":  # the same mapping under its table-like name
+        return parser_modules()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 # Keys of a benchmark entry that belong to later stages: they never reach the parser, so editing
 # them does not re-parse (rule parse_benchmark drops them from its params). `reading`: a peer reading's
@@ -69,9 +71,11 @@ NON_PARSE_KEYS = ("scoring", "metric", "reading")
 
 def parser_for(benchmark_cfg: Mapping, name: str) -> ModuleType:
     dataset = benchmark_cfg.get("dataset")
-    if dataset not in PARSERS:
-        raise ConfigError(f"benchmarks.{name}.dataset: no parser for {dataset!r}; known datasets: {sorted(PARSERS)}")
-    return PARSERS[dataset]
+    if dataset not in parser_modules():
+        raise ConfigError(
+            f"benchmarks.{name}.dataset: no parser for {dataset!r}; known datasets: {sorted(parser_modules())}"
+        )
+    return parser_modules()[dataset]
 
 
 def parse_slice(benchmark_cfg: Mapping) -> dict:
@@ -81,7 +85,7 @@ def parse_slice(benchmark_cfg: Mapping) -> dict:
 
 def is_generated(dataset: str) -> bool:
     """Generated datasets (e.g. DA-Gender) are built from project-authored templates, not downloaded."""
-    return bool(getattr(PARSERS.get(dataset), "GENERATED", False))
+    return bool(getattr(parser_modules().get(dataset), "GENERATED", False))
 
 
 def required_files(
@@ -128,7 +132,7 @@ def _stand_in(file: str, alternatives: Mapping, dataset: str, data_cfg: Mapping,
 
 def module_files(dataset: str) -> list[str]:
     """Source files of the parser for `dataset` (inputs of parse_benchmark: edits re-parse)."""
-    module = PARSERS[dataset]
+    module = parser_modules()[dataset]
     here = Path(__file__).resolve().parent
     repo = here.parents[2]
     resources = [str(repo / r) for r in getattr(module, "RESOURCE_FILES", ())]
@@ -152,6 +156,7 @@ def parse_benchmark(benchmark_cfg: Mapping, files: Mapping[str, str | os.PathLik
 
 __all__ = [
     "PARSERS",
+    "parser_modules",
     "NON_PARSE_KEYS",
     "parser_for",
     "parse_slice",

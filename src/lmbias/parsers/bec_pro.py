@@ -31,6 +31,8 @@ _COLUMNS = [
 HEADERS = {"en": _COLUMNS, "de": _COLUMNS + ["Profession_EN"]}
 MASK = "[MASK]"
 
+#: The dataset (config.yaml `data.<dataset>`, a benchmark's `dataset`) this module parses.
+DATASET = "bec_pro"
 SCHEMA = pa.schema(
     [
         ("row_id", pa.int32()),

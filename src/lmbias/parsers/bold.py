@@ -21,6 +21,8 @@ FILE = "gender_prompt.json"
 #: The gender domain's groups and the gender each stands for (the metrics' `male` / `female` sides).
 GROUPS = {"American_actors": "male", "American_actresses": "female"}
 
+#: The dataset (config.yaml `data.<dataset>`, a benchmark's `dataset`) this module parses.
+DATASET = "bold"
 SCHEMA = pa.schema(
     [
         ("prompt_id", pa.int32()),  # position in the file (group, person, prompt order)

@@ -14,6 +14,8 @@ from lmbias.parsers.common import read_json, table
 
 FILES = {"words": "cda_default_pairs.json", "names": "names_pairs_1000_scaled.json"}
 
+#: The dataset (config.yaml `data.<dataset>`, a benchmark's `dataset`) this module parses.
+DATASET = "cds"
 SCHEMA = pa.schema(
     [
         ("male", pa.string()),

@@ -39,6 +39,8 @@ BIAS_TYPES = (
     "disability",
 )
 
+#: The dataset (config.yaml `data.<dataset>`, a benchmark's `dataset`) this module parses.
+DATASET = "crows_pairs"
 SCHEMA = pa.schema(
     [
         ("row_id", pa.int32()),  # the unnamed first column

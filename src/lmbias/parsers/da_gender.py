@@ -43,6 +43,8 @@ SLOTS = ("adjective", "singular", "plural", "possessive")
 GENDERS = ("female", "male")
 EXPECTED_PAIRS = 2610
 
+#: The dataset (config.yaml `data.<dataset>`, a benchmark's `dataset`) this module parses.
+DATASET = "da_gender"
 SCHEMA = pa.schema(
     [
         ("pair_id", pa.int32()),

@@ -17,6 +17,8 @@ from lmbias.parsers.common import check_choice, parse_int, read_delimited, table
 SPLITS = ("development", "validation", "test")
 HEADER = ["ID", "Text", "Pronoun", "Pronoun-offset", "A", "A-offset", "A-coref", "B", "B-offset", "B-coref", "URL"]
 
+#: The dataset (config.yaml `data.<dataset>`, a benchmark's `dataset`) this module parses.
+DATASET = "gap"
 SCHEMA = pa.schema(
     [
         ("split", pa.string()),

@@ -44,6 +44,8 @@ SPLITS = ("paper", "seeded")
 GENDERS = ("male", "female")
 DEV_FRACTION = 0.2
 
+#: The dataset (config.yaml `data.<dataset>`, a benchmark's `dataset`) this module parses.
+DATASET = "logprob"
 SCHEMA = pa.schema(
     [
         ("item_id", pa.string()),  # "<template id>/<target>/<profession>"

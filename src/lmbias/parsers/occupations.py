@@ -29,6 +29,8 @@ GENERATED = True
 RESOURCE_FILES = ["resources/templates/lu2018_occupations.yaml"]
 TEMPLATE_FILE = Path(__file__).resolve().parents[3] / RESOURCE_FILES[0]
 
+#: The dataset (config.yaml `data.<dataset>`, a benchmark's `dataset`) this module parses.
+DATASET = "occupations"
 SCHEMA = pa.schema(
     [
         ("item_id", pa.string()),  # "t{template_id}-{occupation with spaces as _}"

@@ -16,6 +16,8 @@ from lmbias.parsers.common import line_of, read_json, read_text, table
 ROLES = ("targ1", "targ2", "attr1", "attr2")
 SUFFIX = ".jsonl"
 
+#: The dataset (config.yaml `data.<dataset>`, a benchmark's `dataset`) this module parses.
+DATASET = "seat"
 SCHEMA = pa.schema(
     [
         ("test", pa.string()),  # file name without .jsonl, e.g. "sent-weat6"

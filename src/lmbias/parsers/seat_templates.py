@@ -46,6 +46,8 @@ OPTIONS = ("dataset", "version", "split")
 TARGET_CATEGORIES = {"targ1": "MaleTargets", "targ2": "FemaleTargets"}
 ATTRIBUTE_CATEGORIES = {"attr1": "MaleDominatedProfessions", "attr2": "FemaleDominatedProfessions"}
 
+#: The dataset (config.yaml `data.<dataset>`, a benchmark's `dataset`) this module parses.
+DATASET = "seat_templates"
 SCHEMA = pa.schema(
     [
         ("test", pa.string()),  # subset name, e.g. "occupations-test"

@@ -52,6 +52,8 @@ BIAS_TYPES = ("gender", "profession", "race", "religion")
 FLAT_KEYS = ("type", "target", "bias_type", "context") + GOLD_LABELS
 _PUNCTUATION = str.maketrans("", "", string.punctuation)
 
+#: The dataset (config.yaml `data.<dataset>`, a benchmark's `dataset`) this module parses.
+DATASET = "stereoset"
 SCHEMA = pa.schema(
     [
         ("task", pa.string()),  # intrasentence | intersentence

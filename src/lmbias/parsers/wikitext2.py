@@ -22,6 +22,8 @@ OPTIONS = ("split", "unit")
 #: Keys of a benchmark entry that are not the parser's.
 OTHER_KEYS = ("dataset", "measure", "scoring", "metric")
 
+#: The dataset (config.yaml `data.<dataset>`, a benchmark's `dataset`) this module parses.
+DATASET = "wikitext2"
 SCHEMA = pa.schema(
     [
         ("text_id", pa.int32()),

@@ -30,6 +30,8 @@ import pyarrow as pa
 from lmbias.errors import ConfigError, DataError
 from lmbias.parsers.common import SPAN, iter_lines, table
 
+#: The dataset (config.yaml `data.<dataset>`, a benchmark's `dataset`) this module parses.
+DATASET = "winobias"
 SCHEMA = pa.schema(
     [
         ("item_id", pa.string()),  # "{split}-t{type}-{pro|anti}-{line:04d}"

@@ -42,6 +42,8 @@ PRONOUNS = {
 }
 SOMEONE = "someone"
 
+#: The dataset (config.yaml `data.<dataset>`, a benchmark's `dataset`) this module parses.
+DATASET = "winogender"
 SCHEMA = pa.schema(
     [
         ("sentid", pa.string()),

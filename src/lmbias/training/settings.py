@@ -5,16 +5,17 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import numbers
 from dataclasses import dataclass, fields
 
-# the one rule for er_lambda, shared with the sweeps of lmbias.sweeps
-from lmbias.er_lambda import ER_LAMBDA_RANGE, er_lambda_ok
+from lmbias.engine.batching import PRECISIONS
 from lmbias.errors import ConfigError
 
 OBJECTIVES = ("mlm", "clm", "infilling", "gpr")
 #: the objective each model family fine-tunes with (cds/cda/er); gpr is mlm-only
 FAMILY_OBJECTIVE = {"mlm": "mlm", "clm": "clm", "seq2seq": "infilling"}
-PRECISIONS = ("auto", "fp32", "bf16", "fp16")
+#: ER's er_lambda: the one rule, shared with the method sweeps (lmbias.methods.sweeps)
+ER_LAMBDA_RANGE = "> 0"
 #: how the processes of a multi-process job share the model: ddp = a replica each (gradients averaged);
 #: fsdp = parameters, gradients and optimizer state sharded (FSDP2, lmbias.training.fsdp)
 DISTRIBUTED = ("ddp", "fsdp")
@@ -53,6 +54,11 @@ ADAPTER_DEFAULTS = {
     "modules_to_save": None,
     "merge": False,
 }
+
+
+def er_lambda_ok(value) -> bool:
+    """ER's lambda: a real number above 0 (ER_LAMBDA_RANGE)."""
+    return isinstance(value, numbers.Real) and not isinstance(value, bool) and value > 0
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 
-from lmbias import registry
+from lmbias.benchmarks import catalog
 from lmbias.workflow import scoring_specs
 from lmbias.workflow.selection import method_names_of_kinds, seeds_for
 
@@ -24,7 +24,7 @@ def alternatives(names) -> str:
 
 def global_constraints(config: dict) -> dict[str, str]:
     """The workflow's global wildcard_constraints (rules/common.smk)."""
-    libraries = {registry.measure_of(entry) for entry in config["benchmarks"].values()} | NON_BENCHMARK_LIBRARIES
+    libraries = {catalog.measure_of(entry) for entry in config["benchmarks"].values()} | NON_BENCHMARK_LIBRARIES
     return {
         "model": alternatives(config["models"]),
         "method": alternatives(config["methods"]),

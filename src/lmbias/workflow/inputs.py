@@ -6,10 +6,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from lmbias import registry
+from lmbias.benchmarks import catalog
 from lmbias.config import hub_model_folder
 from lmbias.corpora.jobs import LEXICON_INPUTS, NAMES_INPUT
 from lmbias.errors import ConfigError
+from lmbias.methods import resolution
 from lmbias.workflow.methods import has_model_folder, resolved_method
 from lmbias.workflow.refusals import check_seed
 from lmbias.workflow.scoring_specs import method_spec_file, model_spec_file
@@ -32,12 +33,12 @@ def training_modules(base: str | Path) -> tuple[str, ...]:
 
 
 def library_sets(config: dict, base: str | Path) -> dict[str, list[str]]:
-    """{name: source files} of every fingerprint: each benchmark dataset's modules and resource files plus
-    the scoring engine; the trainer's modules (fine-tuning); SentenceDebias' module (fitting); INLP's; Self-Debias'."""
+    """{name: source files} of every fingerprint: each benchmark's library files (its definition's, with the
+    scoring engine's); the trainer's modules (fine-tuning); SentenceDebias' module (fitting); INLP's; Self-Debias'."""
     base = Path(base)
-    engine = [str(base / f"src/lmbias/engine/{m}.py") for m in ("scoring", "batching", "context_window")]
+    # a benchmark's: found from its definition (lmbias.benchmarks.catalog.source_files), the engine's included
     sets = {
-        registry.measure_of(entry): sorted(set(registry.source_files(registry.measure_of(entry))) | set(engine))
+        catalog.measure_of(entry): catalog.source_files(catalog.measure_of(entry))
         for entry in config["benchmarks"].values()
     }
     # loading a model: its spec, the weights, what a fetched folder records, a method's folder or adapter
@@ -86,8 +87,8 @@ def checked_benchmark(config: dict, model: str, method: str, seed: str, benchmar
     that the path's seed is one the method runs)."""
     checked_seed(config, model, method, seed)
     entry = config["benchmarks"][benchmark]
-    registry.check_family(benchmark, entry, config["models"][model]["family"], model)
-    registry.check_method_benchmark(method, config["methods"][method], benchmark, entry)
+    catalog.check_family(benchmark, entry, config["models"][model]["family"], model)
+    resolution.check_method_benchmark(method, config["methods"][method], benchmark, entry)
     return entry
 
 
@@ -108,7 +109,7 @@ def scoring_inputs(config: dict, model: str, method: str, seed: str, benchmark: 
         "model_spec": model_spec_file(model),
         "spec": method_spec_file(config, method, benchmark),
         "benchmark_items": benchmark_items_file(benchmark),
-        "library": library_fingerprint_file(registry.measure_of(bench)),
+        "library": library_fingerprint_file(catalog.measure_of(bench)),
         "weights": model_weights_input(config, model),
         # The method's fine-tuned or fitted model folder (none for pretrained, online and self_debias).
         "method_model": method_model_dir(config, model, method, seed),
@@ -138,7 +139,7 @@ def scores_manifest(model: str, method: str, seed) -> str:
 def scoring_libraries(config: dict, method: str, benchmark_entry: dict) -> list[str]:
     """The library fingerprint files one benchmark's scores depend on: its dataset's, and Self-Debias' for
     that method kind (lmbias.metrics.score_keys puts their contents in the score key)."""
-    libraries = [library_fingerprint_file(registry.measure_of(benchmark_entry))]
+    libraries = [library_fingerprint_file(catalog.measure_of(benchmark_entry))]
     if config["methods"][method]["kind"] == "self_debias":
         libraries.append(library_fingerprint_file("self_debias"))
     return libraries
@@ -177,7 +178,7 @@ def metric_inputs_of(config: dict, benchmark: str, model: str, method: str, seed
     labels = (bench.get("metric") or {}).get("competency_labels")
     return (
         f"results/{model}/{method}/seed{seed}/scores/{benchmark}.parquet",
-        library_fingerprint_file(registry.measure_of(bench)),
+        library_fingerprint_file(catalog.measure_of(bench)),
         [labels] if labels else [],
     )
 
@@ -256,7 +257,7 @@ def comparison_inputs(config: dict, selection: BenchmarkSelection, comparison: s
     ]
     if rescored:
         inputs["rescored"] = rescored
-    inputs["library"] = [library_fingerprint_file(registry.measure_of(config["benchmarks"][bench]))] + [
+    inputs["library"] = [library_fingerprint_file(catalog.measure_of(config["benchmarks"][bench]))] + [
         str(Path(base) / f"src/lmbias/metrics/{m}.py") for m in ("comparison", "summary")
     ]
     return inputs

@@ -22,7 +22,7 @@ def write_scoring_spec(output, params, name, log) -> None:
 
 def compute_seed_metrics(input, output, params, wildcards, log) -> None:
     """Rule compute_seed_metrics: the metric rows of every benchmark of one model, method and seed."""
-    from lmbias.engine.evaluation import compute_seed_metrics_job
+    from lmbias.jobs.metrics import compute_seed_metrics_job
 
     with job_log(log[0]):
         compute_seed_metrics_job(
@@ -37,7 +37,7 @@ def compute_seed_metrics(input, output, params, wildcards, log) -> None:
 
 def compute_metric(input, output, params, wildcards, log) -> None:
     """Rule compute_metric: the metric rows of one benchmark from its cached scores."""
-    from lmbias.engine.evaluation import compute_metric_job
+    from lmbias.jobs.metrics import compute_metric_job
 
     with job_log(log[0]):
         compute_metric_job(
@@ -53,7 +53,7 @@ def compute_metric(input, output, params, wildcards, log) -> None:
 
 def summarise(input, output, params, wildcards, log) -> None:
     """Rule summarise: summary.parquet of one model and method (every metric, every seed, provenance)."""
-    from lmbias.engine.evaluation import summarise_job
+    from lmbias.jobs.metrics import summarise_job
 
     with job_log(log[0]):
         summarise_job(
@@ -67,15 +67,17 @@ def summarise(input, output, params, wildcards, log) -> None:
 
 def summary_page(input, output, params, wildcards, log) -> None:
     """Rule summary_page: results/summary.md and .html of the default target."""
+    from lmbias.benchmarks import catalog
     from lmbias.metrics.summary_page import write_summary_pages
 
+    headlines = {benchmark: catalog.definition(measure).headlines for benchmark, measure in params.datasets.items()}
     with job_log(log[0]):
-        write_summary_pages(list(input.summaries), dict(params.datasets), list(input.paired), output.md, output.html)
+        write_summary_pages(list(input.summaries), headlines, list(input.paired), output.md, output.html)
 
 
 def paired_comparison(input, output, params, wildcards, log) -> None:
     """Rule paired_comparison: the paired pre/post test of one benchmark between two (model, method) pairs."""
-    from lmbias.metrics.comparison import paired_comparison_job
+    from lmbias.jobs.comparisons import paired_comparison_job
 
     with job_log(log[0]):
         paired_comparison_job(

@@ -4,7 +4,7 @@ method's corpus is also checked to be one this config builds."""
 
 from __future__ import annotations
 
-from lmbias import registry
+from lmbias.methods import resolution
 from lmbias.workflow import corpora
 
 #: {id(config): (config, corpus paths already checked)}: a DAG build resolves each pair many times and the
@@ -21,13 +21,13 @@ def _checked_corpora(config: dict) -> set[str]:
 
 def check_model_method(config: dict, model: str, method: str) -> None:
     """ConfigError naming both when the model's family cannot run the method."""
-    registry.check_method_family(model, config["models"][model]["family"], method, config["methods"][method])
+    resolution.check_method_family(model, config["models"][model]["family"], method, config["methods"][method])
 
 
 def resolved_method(config: dict, model: str, method: str) -> dict:
     """Kind, corpus, trainer settings (or SD options) of `method` for `model`; ConfigError naming both when
     the model's family cannot run it, or naming methods.<method>.corpus when it is no corpus this config builds."""
-    resolved = registry.resolve_method(
+    resolved = resolution.resolve_method(
         model, config["models"][model], method, config["methods"][method], config["models"]
     )
     if "corpus" in resolved:
@@ -44,4 +44,4 @@ def method_kind(config: dict, method: str) -> str:
 
 def has_model_folder(config: dict, method: str) -> bool:
     """Whether the method leaves a model folder (fine-tuned or fitted) that scoring loads."""
-    return method_kind(config, method) in registry.TRAINED_METHOD_KINDS | registry.FITTED_METHOD_KINDS
+    return method_kind(config, method) in resolution.TRAINED_METHOD_KINDS | resolution.FITTED_METHOD_KINDS

@@ -7,8 +7,9 @@ import logging
 from collections.abc import Callable
 from pathlib import Path
 
-from lmbias import registry
+from lmbias.benchmarks import catalog
 from lmbias.errors import ConfigError
+from lmbias.methods import resolution
 from lmbias.papers import grid as readings_grid
 from lmbias.parsers import is_generated as is_generated_dataset
 from lmbias.parsers import required_files as required_benchmark_files
@@ -20,7 +21,7 @@ _log = logging.getLogger(__name__)
 
 def seeds_for(config: dict, method: str) -> list[int]:
     """The seeds `method` runs (config `seeds`; one for a method whose runs do not depend on the seed)."""
-    return registry.seeds_for(config["methods"][method], config["seeds"])
+    return resolution.seeds_for(config["methods"][method], config["seeds"])
 
 
 def method_names_of_kinds(config: dict, kinds) -> list[str]:
@@ -139,7 +140,7 @@ class BenchmarkSelection:
         (reading_selection)."""
         if model not in self._selections:
             benchmarks = self.config["benchmarks"]
-            names = registry.benchmarks_for(self.config["models"][model]["family"], benchmarks)
+            names = catalog.benchmarks_for(self.config["models"][model]["family"], benchmarks)
             self._selections[model] = self._split(n for n in names if not readings_grid.is_reading(benchmarks[n]))
         return self._selections[model]
 
@@ -150,7 +151,7 @@ class BenchmarkSelection:
         if not wanted:
             return [], []
         config = self.config
-        applicable = set(registry.benchmarks_for(config["models"][model]["family"], config["benchmarks"]))
+        applicable = set(catalog.benchmarks_for(config["models"][model]["family"], config["benchmarks"]))
         return self._split(w for w in wanted if w in applicable)
 
     # --- one (model, method) pair
@@ -159,13 +160,13 @@ class BenchmarkSelection:
         """Why the method's `benchmarks:` list leaves `benchmark` out of its summaries, or None (a peer reading
         is kept when the list names it or a benchmark it stands for)."""
         entry = self.config["methods"][method]
-        reasons = [registry.method_benchmark_choice(method, entry, name) for name in self.names_of(benchmark)]
+        reasons = [resolution.method_benchmark_choice(method, entry, name) for name in self.names_of(benchmark)]
         return None if None in reasons else reasons[0]
 
     def method_exclusion(self, method: str, benchmark: str) -> str | None:
         """Why `method` does not apply to `benchmark` (Self-Debias: embedding benchmarks), or None."""
         config = self.config
-        return registry.method_benchmark_exclusion(method, config["methods"][method], config["benchmarks"][benchmark])
+        return resolution.method_benchmark_exclusion(method, config["methods"][method], config["benchmarks"][benchmark])
 
     def summary_benchmarks(self, model: str, method: str) -> list[str]:
         """The benchmarks the (model, method) summary holds; ConfigError when the method's family check fails
@@ -181,7 +182,7 @@ class BenchmarkSelection:
             raise ConfigError(
                 f"model {model!r}: no configured benchmark applies to family "
                 f"{config['models'][model]['family']!r} (or only_benchmarks, or "
-                f"methods.{registry.base_method(method)}.benchmarks, leaves none)"
+                f"methods.{resolution.base_method(method)}.benchmarks, leaves none)"
             )
         return benches
 
@@ -202,7 +203,7 @@ class BenchmarkSelection:
                     {
                         "benchmark": name,
                         "reason": reason,
-                        "config_key": f"methods.{registry.base_method(method)}.benchmarks",
+                        "config_key": f"methods.{resolution.base_method(method)}.benchmarks",
                     }
                 )
         return left_out

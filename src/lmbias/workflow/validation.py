@@ -4,10 +4,11 @@ reserved names, tiny-model paths. Each failure is a ConfigError whose message st
 
 from __future__ import annotations
 
-from lmbias import registry
+from lmbias.benchmarks import catalog
 from lmbias.config import check_papers
 from lmbias.errors import ConfigError
-from lmbias.metrics import comparison as paired_comparison
+from lmbias.jobs import comparisons as paired_comparison
+from lmbias.methods import resolution
 from lmbias.metrics.summary import AggregateSettings
 from lmbias.parsers import is_generated as is_generated_dataset
 
@@ -39,7 +40,7 @@ def check_config(config: dict) -> None:
     for name, bench in benchmarks.items():
         if bench["dataset"] not in config["data"] and not is_generated_dataset(bench["dataset"]):
             raise ConfigError(f"benchmarks.{name}.dataset: {bench['dataset']!r} is not a key of `data`")
-        registry.measure_of(bench, name)  # a misspelt `measure` fails here, naming the entry
+        catalog.measure_of(bench, name)  # a misspelt `measure` fails here, naming the entry
     for key in ("only_benchmarks", "optional_benchmarks"):
         for i, name in enumerate(config.get(key) or []):
             if name not in benchmarks:
@@ -47,7 +48,7 @@ def check_config(config: dict) -> None:
     for name, entry in config.get("comparisons", {}).items():
         paired_comparison.check_comparison(name, entry, config)
     for name, entry in methods.items():
-        registry.check_method_entry(name, entry)
+        resolution.check_method_entry(name, entry)
         for i, bench in enumerate(entry.get("benchmarks") or []):
             if bench not in benchmarks:
                 raise ConfigError(
@@ -55,8 +56,8 @@ def check_config(config: dict) -> None:
                     f"{_configured(benchmarks)}"
                 )
     for name, entry in models.items():
-        registry.check_training_block(
-            entry.get("training") or {}, f"models.{name}.training", registry.MODEL_METHOD_DEFAULTS
+        resolution.check_training_block(
+            entry.get("training") or {}, f"models.{name}.training", resolution.MODEL_METHOD_DEFAULTS
         )
     AggregateSettings.from_config(config.get("aggregate"))
     check_papers(config)

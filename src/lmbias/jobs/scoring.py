@@ -1,39 +1,27 @@
-"""The work behind the evaluation rules: scoring jobs, metric jobs and the summary job.
-
-Kept out of the Snakemake scripts so that it is importable and unit-tested.
+"""Scoring one benchmark with a model: loading the model a method scores, the process-wide settings every
+scoring job starts from, one benchmark's scores with an already loaded model (the definition's scorer under the
+model's token budget and precision) and a score file's provenance metadata. The job scoring several benchmarks
+of a model is lmbias.jobs.model_scoring; data-parallel processes are lmbias.jobs.sharded.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from pathlib import Path
 
-import pyarrow as pa
 import pyarrow.parquet as pq
 
-from lmbias import registry
+from lmbias.benchmarks import catalog
+from lmbias.benchmarks.definition import score_keywords
 from lmbias.engine import job_timing
 from lmbias.engine.batching import EngineStats, scoring_budget, scoring_precision
 from lmbias.errors import ConfigError
 from lmbias.io import write_table_atomic
 from lmbias.job_runtime import pick_device
 from lmbias.lazy import lazy_module
-from lmbias.metrics.score_keys import resolve_scores
 from lmbias.metrics.summary import (
-    METRIC_SCHEMA,
-    SUMMARY_SCHEMA,
-    AggregateSettings,
-    aggregate_over_seeds,
-    carried_metadata,
-    dataset_sha256,
-    left_out_metadata,
-    provenance,
-    provenance_by_benchmark,
     scores_metadata,
-    scores_metadata_by_benchmark,
     training_world_size,
-    with_context,
 )
 from lmbias.progress import job_progress, rate_line
 
@@ -87,7 +75,7 @@ def score_loaded(
 ):
     """(scores, effective precision) of one benchmark's `items` with an already loaded model; `record` (a
     job_timing record, or None) gets the scoring's seconds, forward passes and token budget, also on failure."""
-    definition = registry.definition(registry.measure_of(benchmark_entry), benchmark_name)
+    definition = catalog.definition(catalog.measure_of(benchmark_entry), benchmark_name)
     stats = EngineStats()
     start = time.perf_counter()
     precision = effective_precision(
@@ -115,7 +103,7 @@ def score_loaded(
                 model_entry["family"],
                 benchmark_entry.get("scoring", {}),
                 stats,
-                **registry.score_keywords(definition, model_name, model_entry),
+                **score_keywords(definition, model_name, model_entry),
             )
         finally:  # a failed job's record too: how far it got, and what it held
             if record is not None:
@@ -156,8 +144,8 @@ def score_benchmark_job(
     the rule's resource; None: the engine's default); `timing_path`: the job's timing file with its peak
     memory (lmbias.engine.job_timing; None: none written); `score_key`: written into the file's metadata
     (lmbias.metrics.score_keys), so that the job scoring every benchmark of the model keeps the file."""
-    registry.definition(registry.measure_of(benchmark_entry), benchmark_name)
-    registry.check_family(benchmark_name, benchmark_entry, model_entry["family"], model_name)
+    catalog.definition(catalog.measure_of(benchmark_entry), benchmark_name)
+    catalog.check_family(benchmark_name, benchmark_entry, model_entry["family"], model_name)
     device = prepare_scoring(threads)
     began = time.perf_counter()
     with job_timing.recorded(timing_path, device) as record:
@@ -223,90 +211,3 @@ def scoring_provenance(model, method_entry: dict, world_size: int, precision: st
         weights_dtype=_weights_dtype(model),
         precision=precision,
     )
-
-
-def _metric_rows(benchmark: str, benchmark_entry: dict, scores_path) -> list[dict]:
-    """One benchmark's metric rows from its cached scores, with the options its `metric` block sets."""
-    definition = registry.definition(registry.measure_of(benchmark_entry), benchmark)
-    opts = definition.parse_options(benchmark_entry.get("metric", {}), f"benchmarks.{benchmark}.metric")
-    rows = [{**r, "benchmark": benchmark} for r in definition.rows(pq.read_table(scores_path), opts)]
-    log.info("%s: %d metric rows (%s)", benchmark, len(rows), opts)
-    return rows
-
-
-def compute_metric_job(benchmark, benchmark_entry, scores_path, output_path, model, method, seed) -> None:
-    """metrics/{benchmark}.parquet: one benchmark's metric rows (a target of its own, built on request).
-    `scores_path`: its score file, or the scores.json manifest of the job that scored it (score_keys)."""
-    scores_path = resolve_scores([scores_path], [benchmark])[0]
-    rows = _metric_rows(benchmark, benchmark_entry, scores_path)
-    table = pa.Table.from_pylist(with_context(rows, model, method, seed), schema=METRIC_SCHEMA)
-    write_table_atomic(table, output_path, METRIC_SCHEMA, metadata=carried_metadata(scores_path))
-
-
-def scores_benchmark(path) -> str:
-    """The benchmark a scores file holds: its name in the contract path .../scores/{benchmark}.parquet."""
-    path = Path(path)
-    if path.parent.name != "scores" or path.suffix != ".parquet":
-        raise ConfigError(f"{path}: not a scores file (.../scores/<benchmark>.parquet)")
-    return path.stem
-
-
-def compute_seed_metrics_job(benchmarks: dict, scores_paths, output_path, model, method, seed) -> None:
-    """seed{k}/metrics.parquet: the metric rows of every benchmark of one (model, method, seed), the file
-    summaries read. One job per seed rather than one per benchmark: metrics are cheap (about 2 s for all of
-    a seed), while each job costs Snakemake a DAG node and a Python start; a paper grid has thousands.
-
-    `benchmarks`: {name: entry with `dataset` and `metric`}; `scores_paths`: one scores file per benchmark
-    (.../scores/{name}.parquet), or the scores.json manifest naming them (lmbias.metrics.score_keys). Each
-    benchmark's scores metadata is recorded under its name."""
-    by_name = {}
-    for path in resolve_scores(scores_paths, list(benchmarks)):
-        name = scores_benchmark(path)
-        if name in by_name:
-            raise ConfigError(f"{path}: benchmark {name!r} is given twice")
-        by_name[name] = path
-    if set(by_name) != set(benchmarks):
-        raise ConfigError(
-            f"{output_path}: the scores files ({', '.join(sorted(by_name)) or 'none'}) do not match "
-            f"the benchmarks to compute ({', '.join(sorted(benchmarks)) or 'none'})"
-        )
-    start = time.perf_counter()
-    rows = []
-    for name in sorted(benchmarks):
-        rows += with_context(_metric_rows(name, benchmarks[name], by_name[name]), model, method, seed)
-    table = pa.Table.from_pylist(rows, schema=METRIC_SCHEMA)
-    log.info("%d metric rows of %d benchmarks in %.1f s", table.num_rows, len(benchmarks), time.perf_counter() - start)
-    write_table_atomic(table, output_path, METRIC_SCHEMA, metadata=scores_metadata_by_benchmark(by_name))
-
-
-def summarise_job(metric_paths, output_path, slices, left_out=(), aggregate: dict | None = None) -> None:
-    """summary.parquet from metric files; `left_out` ({benchmark, reason, config_key}) goes to its metadata;
-    `aggregate` is config.yaml's `aggregate` block (the interval across seeds)."""
-    settings = AggregateSettings.from_config(aggregate)
-    # The aggregation settings shape the mean rows, so they are part of what config_hash covers.
-    hashed = {**slices, "aggregate": settings.to_dict()}
-    # Generated benchmarks (no `data` entry) are pinned by the code and templates, i.e. by lmbias_version.
-    data_sha = {
-        name: dataset_sha256(slices["data"][entry["dataset"]])
-        for name, entry in slices["benchmarks"].items()
-        if entry["dataset"] in slices["data"]
-    }
-    config_side = {b: provenance(slices["model"], data_sha.get(b, ""), hashed) for b in slices["benchmarks"]}
-    rows = []
-    for path in metric_paths:
-        # commit, versions and world sizes of the job that scored each benchmark
-        scored, scored_by_benchmark = provenance_by_benchmark(path)
-        for r in pq.read_table(path).to_pylist():
-            prov = config_side.get(r["benchmark"]) or provenance(slices["model"], "", hashed)
-            rows.append({**r, **prov, **scored_by_benchmark.get(r["benchmark"], scored)})
-    table = aggregate_over_seeds(rows, settings)
-    log.info(
-        "summary: %d rows from %d metric files (interval across seeds: %s, confidence %g)",
-        table.num_rows,
-        len(metric_paths),
-        settings.interval,
-        settings.confidence,
-    )
-    for entry in left_out:
-        log.warning("left out of the summary: %s (%s; %s)", entry["benchmark"], entry["reason"], entry["config_key"])
-    write_table_atomic(table, output_path, SUMMARY_SCHEMA, metadata=left_out_metadata(list(left_out)))

@@ -42,7 +42,7 @@ import sys
 import time
 from pathlib import Path
 
-from lmbias import registry
+from lmbias.benchmarks import catalog
 from lmbias.engine import job_timing
 from lmbias.engine.score_lock import scoring_lock, seed_folder_of_score_file
 from lmbias.errors import BenchmarksFailedError
@@ -104,8 +104,8 @@ def score_in_process(job: dict, names: list[str], keys: dict[str, str], timing_r
     """Score `names` with the model loaded once in this process; {benchmark: failure line} of those that
     failed. `timing_rows` gets the load row and one row per benchmark; the timing file is rewritten after each
     benchmark, so a killed job's keeps what it did."""
-    from lmbias.engine.evaluation import load_for_method, prepare_scoring, score_file_metadata, score_loaded
     from lmbias.io import write_table_atomic
+    from lmbias.jobs.scoring import load_for_method, prepare_scoring, score_file_metadata, score_loaded
 
     model_name, model_entry, method_entry = job["model_name"], job["model_entry"], job["method_entry"]
     device = prepare_scoring(job.get("threads"))
@@ -186,8 +186,8 @@ def score_model_job(job: dict, gpus: int = 1) -> dict[str, dict]:
     scoring lock (lmbias.engine.score_lock) is held from the check of the score keys to the manifest, so a
     one-benchmark job of the same seed neither writes a file this job writes nor reads one half-done."""
     for name, bench in job["benchmarks"].items():  # a config error stops the job before any loading
-        registry.definition(registry.measure_of(bench["entry"]), name)
-        registry.check_family(name, bench["entry"], job["model_entry"]["family"], job["model_name"])
+        catalog.definition(catalog.measure_of(bench["entry"]), name)
+        catalog.check_family(name, bench["entry"], job["model_entry"]["family"], job["model_name"])
     keys = benchmark_keys(job)
     with scoring_lock(Path(job["manifest"]).parent):  # the seed folder, where scores.json lies
         return _score_model_locked(job, keys, gpus)
@@ -264,7 +264,7 @@ def score_benchmark_file(job: dict, library: list, seed, gpus: int = 1) -> str:
     `accelerate launch` on `gpus` data-parallel processes. `job`: evaluation.score_benchmark_job's arguments
     but score_key; `library`: the library fingerprint files the score key covers. Holds the seed's scoring lock
     (lmbias.engine.score_lock) from the key check to the written file."""
-    from lmbias.engine.evaluation import score_benchmark_job
+    from lmbias.jobs.scoring import score_benchmark_job
 
     key = score_key(
         job["benchmark_entry"],
@@ -351,7 +351,7 @@ def launch_distributed(job: dict, names: list[str], keys: dict[str, str], gpus: 
 
 
 def score_model_distributed(job: dict) -> None:
-    """`lmbias score --job FILE`: the benchmarks of a job spec (lmbias.engine.model_scoring, each with its
+    """`lmbias score --job FILE`: the benchmarks of a job spec (lmbias.jobs.model_scoring, each with its
     `score_key`), every one of them scored across the processes of an `accelerate launch` with the model
     loaded once per process; the main process writes the score files and the timing rows (job["timing"]).
     One process: model_scoring.score_in_process. A failing benchmark ends the launch (the processes must stay
@@ -359,8 +359,8 @@ def score_model_distributed(job: dict) -> None:
     from accelerate import PartialState
     from accelerate.utils import gather_object, parse_flag_from_env
 
-    from lmbias.engine.distributed import score_sharded
-    from lmbias.engine.evaluation import load_for_method
+    from lmbias.jobs.scoring import load_for_method
+    from lmbias.jobs.sharded import score_sharded
 
     names = list(job["benchmarks"])
     keys = {name: job["benchmarks"][name]["score_key"] for name in names}

@@ -15,9 +15,9 @@ import numbers
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from lmbias.er_lambda import ER_LAMBDA_RANGE, er_lambda_ok
 from lmbias.errors import ConfigError
-from lmbias.method_kinds import method_kind
+from lmbias.methods.kinds import method_kind
+from lmbias.training.settings import ER_LAMBDA_RANGE, er_lambda_ok
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """Method kinds (config.yaml `methods.<name>: {kind: ...}`): the kinds, the keys each kind's entry accepts,
-the training settings a config may set, and the per-family values of a training block. lmbias.registry
-checks and resolves method entries with them; lmbias.sweeps names the kinds each sweepable setting applies to.
+the training settings a config may set, and the per-family values of a training block. lmbias.methods.resolution
+checks and resolves method entries with them; lmbias.methods.sweeps names the kinds each sweepable setting applies to.
 """
 
 from __future__ import annotations
@@ -64,8 +64,6 @@ SD_KEYS = METHOD_KEYS["sd"][2:]
 #: INLP settings (lmbias.training.inlp.INLPSettings) a method entry of kind inlp may set.
 INLP_KEYS = METHOD_KEYS["inlp"][2:]
 
-#: The pre-training objective each family fine-tunes with (cds, cda, er).
-FAMILY_OBJECTIVE = {"mlm": "mlm", "clm": "clm", "seq2seq": "infilling"}
 
 #: lmbias.training.settings.TrainingSettings fields a config may set (`objective` is implied by family and kind).
 TRAINING_KEYS = frozenset(

@@ -1,27 +1,17 @@
-"""What the workflow may run, checked when the DAG is built: which benchmarks can be scored and measured and
-which model families each applies to, and how a configured method resolves for a model.
-
-Each module in `lmbias.benchmarks` declares ``BENCHMARKS``: a list of `BenchmarkDef`, one per dataset,
-holding its scorer (the expensive forward passes) and its metric function (cheap, from cached scores).
-This module collects them. The workflow asks it at DAG-build time, so a benchmark asked of a family it
-does not apply to fails before any job runs, with a message saying why. The same holds for methods: the
-method kinds and their keys are lmbias.method_kinds, the sweeps that multiply a method lmbias.sweeps.
+"""How a configured method resolves for a model, checked when the DAG is built: a method a model's family
+cannot run, an unknown kind or a misspelt key fails before any job, with a ConfigError naming the key. The kinds
+and the keys each takes are lmbias.methods.kinds; the sweeps that multiply a method lmbias.methods.sweeps.
 """
 
 from __future__ import annotations
 
-import importlib
-import inspect
-import pkgutil
-from collections.abc import Callable
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
-
+from lmbias.benchmarks import catalog
+from lmbias.engine.embeddings import check_poolings
+from lmbias.engine.model_spec import FAMILIES, check_trainable
+from lmbias.engine.self_debias import NOT_APPLICABLE_REASON, SelfDebiasSettings
 from lmbias.errors import ConfigError
-from lmbias.method_kinds import (
+from lmbias.methods.kinds import (
     DETERMINISTIC_METHOD_KINDS,
-    FAMILY_OBJECTIVE,
     FITTED_METHOD_KINDS,
     INLP_KEYS,
     METHOD_KEYS,
@@ -32,133 +22,13 @@ from lmbias.method_kinds import (
     method_kind,
     per_family_values,
 )
-from lmbias.sweeps import base_method
+from lmbias.methods.sweeps import base_method
+from lmbias.training.inlp import INLPSettings
+from lmbias.training.settings import FAMILY_OBJECTIVE, TrainingSettings
 
-
-@dataclass(frozen=True)
-class BenchmarkDef:
-    """How one dataset's items become scores, and scores become metric rows.
-
-    score(items, model, tokenizer, family, scoring_cfg, stats) -> pyarrow.Table      (per-item scores)
-    parse_options(metric_cfg, key) -> options                                         (ConfigError naming key)
-    rows(scores, options) -> list[dict]                                               (summary-schema rows)
-    paired(before, after, test, options) -> list[dict]   (optional: pre/post test of two score tables,
-                                                           item by item; see lmbias.metrics.comparison)
-    prompted: the scorer asks the model a prompt (WinoGender's multiple choice, BOLD's generation), so an
-              instruct model's chat template applies: score also takes model_entry= and model_name= (keywords,
-              score_keywords) and reads its prompts through lmbias.engine.chat. Sentence-likelihood benchmarks
-              read raw text and never see them.
-    """
-
-    dataset: str
-    families: tuple[str, ...]
-    score: Callable[..., Any]
-    parse_options: Callable[[dict, str], Any]
-    rows: Callable[[Any, Any], list[dict]]
-    description: str = ""
-    paired: Callable[[Any, Any, str, Any], list[dict]] | None = None
-    prompted: bool = False
-
-
-def score_keywords(d: BenchmarkDef, model_name: str, model_entry: dict) -> dict:
-    """The keyword arguments a scoring job passes to `d.score` beyond the common ones."""
-    return {"model_entry": model_entry, "model_name": model_name} if d.prompted else {}
-
-
-def _lmbias_modules(module) -> set[str]:
-    found = {inspect.getsourcefile(module)}
-    for value in vars(module).values():
-        home = value if inspect.ismodule(value) else inspect.getmodule(value)
-        if home is not None and home.__name__.startswith("lmbias.") and inspect.getsourcefile(home):
-            found.add(inspect.getsourcefile(home))
-    return found
-
-
-def _discover():
-    from lmbias import benchmarks
-
-    defs: dict[str, BenchmarkDef] = {}
-    sources: dict[str, list[str]] = {}
-    for info in sorted(pkgutil.iter_modules(benchmarks.__path__), key=lambda i: i.name):
-        module = importlib.import_module(f"{benchmarks.__name__}.{info.name}")
-        for d in getattr(module, "BENCHMARKS", []):
-            if d.dataset in defs:
-                raise RuntimeError(f"two benchmark definitions for dataset {d.dataset!r}")
-            defs[d.dataset] = d
-            repo = Path(__file__).resolve().parents[2]
-            resources = {str(repo / r) for r in getattr(module, "RESOURCE_FILES", ())}
-            sources[d.dataset] = sorted(_lmbias_modules(module) | resources)
-    return defs, sources
-
-
-_CACHE: list = []
-
-
-def _loaded():
-    """Discover lazily: a benchmark module imported first (it imports this module) must be complete
-    before its BENCHMARKS list is read."""
-    if not _CACHE:
-        _CACHE.extend(_discover())
-    return _CACHE[0], _CACHE[1]
-
-
-def definitions() -> dict[str, BenchmarkDef]:
-    return _loaded()[0]
-
-
-def definition(dataset: str, benchmark: str = "?") -> BenchmarkDef:
-    try:
-        return definitions()[dataset]
-    except KeyError:
-        raise ConfigError(
-            f"benchmarks.{benchmark}.dataset: {dataset!r} has no scorer/metric; "
-            f"measurable datasets: {', '.join(sorted(definitions()))}"
-        ) from None
-
-
-def measure_of(benchmark_cfg: dict, benchmark: str = "?") -> str:
-    """The definition that scores a benchmark entry: its `measure` key when set (a measure that applies to
-    any text, e.g. `perplexity` over GAP's texts), else its dataset's own (e.g. `crows_pairs`)."""
-    measure = benchmark_cfg.get("measure")
-    if measure is None:
-        return benchmark_cfg["dataset"]
-    if measure not in definitions():
-        raise ConfigError(
-            f"benchmarks.{benchmark}.measure: {measure!r} is not a measure; known: {', '.join(sorted(definitions()))}"
-        )
-    return measure
-
-
-def is_measurable(benchmark_cfg: dict) -> bool:
-    return measure_of(benchmark_cfg) in definitions()
-
-
-def source_files(dataset: str) -> list[str]:
-    """Library source files (and the module's RESOURCE_FILES) a benchmark's jobs read (Snakemake inputs:
-    editing them reruns the jobs)."""
-    return list(_loaded()[1].get(dataset, []))
-
-
-def check_family(benchmark: str, benchmark_cfg: dict, family: str, model: str) -> None:
-    d = definition(measure_of(benchmark_cfg), benchmark)
-    if family not in d.families:
-        raise ConfigError(
-            f"benchmark {benchmark!r} does not apply to model {model!r} of family {family!r} "
-            f"(it applies to: {', '.join(d.families)})"
-        )
-
-
-def benchmarks_for(family: str, benchmarks: dict) -> list[str]:
-    """Configured, measurable benchmarks that apply to `family`."""
-    return sorted(
-        b for b, cfg in benchmarks.items() if is_measurable(cfg) and family in definitions()[measure_of(cfg)].families
-    )
-
-
-# ------------------------------------------------------------------------------------------- methods
 # config.yaml `methods.<name>: {kind: ...}`. The workflow resolves a (model, method) pair at DAG-build
 # time, so a method a model's family cannot run, an unknown kind or a misspelt key fails before any job.
-# The kinds and the keys each takes are lmbias.method_kinds.
+# The kinds and the keys each takes are lmbias.methods.kinds.
 
 
 def check_method_entry(name: str, entry: dict) -> None:
@@ -192,17 +62,9 @@ def check_method_entry(name: str, entry: dict) -> None:
         raise ConfigError(f"methods.{name}.corpus: kind {kind!r} needs a corpus file (results/corpora/...)")
     check_training_block(entry.get("training") or {}, f"methods.{name}.training", MODEL_METHOD_DEFAULTS)
     if kind == "self_debias":
-        from lmbias.engine.self_debias import SelfDebiasSettings
-
         SelfDebiasSettings.from_entry(entry, f"methods.{name}")
 
 
-#: Datasets whose scores are embeddings (hidden states), not output probabilities: a method that only
-#: rescales the output distribution (Self-Debias) does not change them.
-EMBEDDING_DATASETS = frozenset({"seat", "seat_templates"})
-#: Datasets whose scores are generated texts: Self-Debias rescales the distributions the engine reads, and
-#: self-debiased decoding (its logits processor inside `generate`) is not implemented here.
-GENERATION_DATASETS = frozenset({"bold"})
 SELF_DEBIAS_GENERATION_REASON = (
     "Self-Debias rescales the distributions a benchmark scores; self-debiased generation (its logits "
     "processor inside generate) is not implemented here"
@@ -220,11 +82,12 @@ def method_benchmark_choice(method: str, entry: dict, benchmark: str) -> str | N
 
 def method_benchmark_exclusion(method: str, entry: dict, benchmark_cfg: dict) -> str | None:
     """Why `method` does not apply to a benchmark (recorded in the summary's left_out), or None."""
-    if method_kind(method, entry) == "self_debias" and benchmark_cfg.get("dataset") in EMBEDDING_DATASETS:
-        from lmbias.engine.self_debias import NOT_APPLICABLE_REASON
-
+    if method_kind(method, entry) != "self_debias" or not catalog.is_measurable(benchmark_cfg):
+        return None
+    reads = catalog.definition_of(benchmark_cfg).reads
+    if reads == "embeddings":  # Self-Debias rescales output distributions; hidden states stay as they are
         return NOT_APPLICABLE_REASON
-    if method_kind(method, entry) == "self_debias" and benchmark_cfg.get("dataset") in GENERATION_DATASETS:
+    if reads == "generations":
         return SELF_DEBIAS_GENERATION_REASON
     return None
 
@@ -292,8 +155,6 @@ def resolve_method(model: str, model_entry: dict, method: str, entry: dict, mode
             corpus = corpus.replace("{swap_rate}", _format_swap_rate(merged["swap_rate"]))
         resolved["corpus"] = corpus
     if kind in TRAINED_METHOD_KINDS:
-        from lmbias.engine.model_spec import check_trainable  # lazily, as below
-
         check_trainable(model, model_entry, method)  # a dispatched model (device_map) is for scoring only
         settings = {k: v for k, v in merged.items() if k not in MODEL_METHOD_DEFAULTS}
         if kind == "er":
@@ -307,13 +168,9 @@ def resolve_method(model: str, model_entry: dict, method: str, entry: dict, mode
         settings["objective"] = "gpr" if kind == "gpr" else FAMILY_OBJECTIVE[model_entry["family"]]
         # values checked when the DAG is built (not first inside the job), each error naming its block
         origins = {k: f"methods.{method}.training" if k in own else f"models.{model}.training" for k in settings}
-        from lmbias.training.settings import TrainingSettings  # lazily: the engine imports this module
-
         TrainingSettings.from_dict(settings, f"methods.{method}.training", origins)
         resolved["settings"] = dict(sorted(settings.items()))
     if kind == "self_debias":
-        from lmbias.engine.self_debias import SelfDebiasSettings
-
         resolved["self_debias"] = SelfDebiasSettings.from_entry(entry, f"methods.{method}").to_dict()
     if kind == "sd":
         ratio = entry.get("ratio_of_pairs", merged.get("ratio_of_pairs"))
@@ -324,8 +181,6 @@ def resolve_method(model: str, model_entry: dict, method: str, entry: dict, mode
             )
         sd = {k: entry[k] for k in SD_KEYS if k in entry}
         if isinstance(sd.get("fit_pooling"), dict):  # {family: pooling}: this model's, or the family default
-            from lmbias.engine.model_spec import FAMILIES
-
             per_family = sd.pop("fit_pooling")
             unknown = sorted(set(per_family) - set(FAMILIES))
             if unknown:
@@ -335,13 +190,9 @@ def resolve_method(model: str, model_entry: dict, method: str, entry: dict, mode
             if per_family.get(model_entry["family"]) is not None:
                 sd["fit_pooling"] = per_family[model_entry["family"]]
         if sd.get("fit_pooling") is not None:
-            from lmbias.engine.embeddings import check_poolings  # only for entries that set it
-
             check_poolings(model_entry["family"], [sd["fit_pooling"]], key=f"methods.{method}.fit_pooling")
         resolved["sd_settings"] = dict(sorted({**sd, "ratio_of_pairs": float(ratio)}.items()))
     if kind == "inlp":
-        from lmbias.training.inlp import INLPSettings  # checked when the DAG is built
-
         inlp = {k: entry[k] for k in INLP_KEYS if k in entry}
         # a per-family (or per-model) value, e.g. bias-bench's n_iterations: {mlm: 80, clm: 10}
         inlp = per_family_values(inlp, model_entry["family"], f"methods.{method}", model, model_names)
