@@ -6,7 +6,7 @@ Runs on a CUDA machine (no network, nothing installed but torch, transformers, a
 scipy, scikit-learn; no snakemake, no spaCy: only lmbias modules that import neither are used):
 
 * scoring: every benchmark of config.yaml on the tiny model of each family that it applies to (built here,
-  lmbias.engine.tiny), through the scoring job (lmbias.jobs.scoring.score_benchmark_job) on CPU and on CUDA:
+  lmbias.engine.tiny), through the scoring job (lmbias.jobs.model_scoring.score_benchmarks) on CPU and on CUDA:
   CUDA fp32 must equal CPU within 1e-4 x max(1, |score|) (absolute 1e-4, relative for sums above 1); the bf16
   weights' largest difference is reported, not judged;
 * a short fine-tune under bf16 autocast, killed after a checkpoint (LMBIAS_TRAIN_EXIT_AFTER_STEP) and resumed:
@@ -204,26 +204,34 @@ def score(
     method: dict | None = None,
     max_tokens: int | None = None,
 ) -> dict:
-    """Scores through the scoring job on `device` (pick_device replaced); returns the job's timing record."""
-    import pandas as pd
+    """Scores through the scoring job on `device` (pick_device replaced); returns the job's timing record (the
+    benchmark's row, with the model's load_s)."""
     import torch
 
+    from lmbias.engine import job_timing
+    from lmbias.jobs import model_scoring
     from lmbias.jobs import scoring as evaluation
 
     evaluation.pick_device = lambda: torch.device(device)
     timing = out.with_suffix(".job.tsv")
-    evaluation.score_benchmark_job(
-        items,
-        out,
-        model,
-        entry,
-        method or {"kind": "pretrained"},
-        bench,
-        bench_entry,
-        max_tokens=max_tokens,
-        timing_path=timing,
-    )
-    return pd.read_csv(timing, sep="\t").iloc[0].to_dict()
+    out.unlink(missing_ok=True)  # a measurement: never a file kept from an earlier run
+    job = model_scoring.one_benchmark_job(
+        items, out, model, entry, method or {"kind": "pretrained"}, bench, bench_entry, max_tokens=max_tokens,
+        timing=timing,
+    )  # fmt: skip
+    model_scoring.score_benchmarks(job)
+    load, record = job_timing.read_timing_rows(timing)
+    return {k: _number(v) for k, v in {**record, "load_s": load["load_s"]}.items()}
+
+
+def _number(text: str):
+    """A timing cell as pandas read it before: a number where it is one, NaN for NA, else the text."""
+    if text == "NA":
+        return float("nan")
+    try:
+        return float(text)
+    except ValueError:
+        return text
 
 
 def score_difference(reference: Path, other: Path) -> tuple[float, float]:

@@ -98,23 +98,14 @@ def job_spec(args, work: Path, config: dict, shape: str, entry: dict, out: Path,
 
 
 def worker(spec_path: str, way: str) -> None:
-    """In a fresh process: (a) score_benchmark_job on the spec's one benchmark, as that rule's job does;
-    (b) score_model_job on all of them."""
+    """In a fresh process, the one way to score (score_benchmarks): (a) with the spec's one benchmark, as rule
+    score_benchmark's job does; (b) with all of them, as rule score_model's (the spec has a manifest)."""
+    from lmbias.jobs.model_scoring import score_benchmarks
+
     spec = json.loads(Path(spec_path).read_text())
-    if way == "b":
-        from lmbias.jobs.model_scoring import score_model_job
-
-        score_model_job(spec)
-        return
-    from lmbias.jobs.model_scoring import benchmark_keys
-    from lmbias.jobs.scoring import score_benchmark_job
-
-    ((name, bench),) = spec["benchmarks"].items()
-    score_benchmark_job(
-        bench["items"], bench["scores"], spec["model_name"], spec["model_entry"], spec["method_entry"], name,
-        bench["entry"], threads=spec["threads"], max_tokens=spec["max_tokens"], timing_path=spec["timing"],
-        score_key=benchmark_keys(spec)[name],
-    )  # fmt: skip
+    if way == "a":
+        spec.pop("manifest", None)
+    score_benchmarks(spec)
 
 
 def run(spec: dict, way: str, work: Path) -> float:
@@ -137,7 +128,7 @@ def measure(args, work: Path, prepared: dict, shape: str) -> list[dict]:
         spec = job_spec(args, work, config, shape, entry, work / shape / "a", [name])
         spec["timing"] = str(out / "job.tsv")
         wall += run(spec, "a", work)
-        record = job_timing.read_timing(spec["timing"])
+        load, record = job_timing.read_timing_rows(spec["timing"])  # (load), then the benchmark
         scoring += float(record["score_s"])
         peak = max(peak, float(record["peak_rss_mib"]))
     rows.append({"shape": shape, "way": "(a) one process per benchmark", "wall": wall, "outside": wall - scoring,

@@ -11,7 +11,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))  # the library of this checkout
 
 from lmbias.job_runtime import setup_job_logging
-from lmbias.jobs.model_scoring import score_model_job
+from lmbias.jobs.model_scoring import score_benchmarks
 from lmbias.workflow.inputs import benchmark_items_file, score_file, scoring_libraries
 from lmbias.workflow.scoring_specs import read_benchmark_spec, read_model_spec, shared_method_entry
 
@@ -42,4 +42,4 @@ job = dict(
     manifest=snakemake.output[0],  # noqa: F821
     timing=snakemake.log.timing,  # noqa: F821
 )
-score_model_job(job, gpus=int(getattr(snakemake.resources, "gpu", 1) or 0))  # noqa: F821
+score_benchmarks(job, gpus=int(getattr(snakemake.resources, "gpu", 1) or 0))  # noqa: F821

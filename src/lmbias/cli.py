@@ -132,14 +132,11 @@ def _validate_counterfactual(args) -> None:
 # ------------------------------------------------------------------------------------------- score
 
 SCORE_HELP = """\
-Score one benchmark's items (results/data/<benchmark>.parquet) with one model and write the per-item
-scores parquet. Run plainly it is one process (the score_benchmark rule's job); run under
-`accelerate launch --num_processes N -m lmbias.cli score ...` each process scores a contiguous shard
-of the items and the main process writes the gathered table (see lmbias.engine.distributed).
-
-With --job FILE (a job spec of lmbias.jobs.model_scoring, what the score_model rule writes for resources.gpu
-> 1) it scores several benchmarks with the model loaded once per process, instead of the one named by the
-other options.
+Score the benchmarks of a job description (a JSON file, lmbias.jobs.model_scoring: a model, its method, and one
+or more benchmarks with their items and score files) with the model loaded once per process. Run plainly it is
+one process; run under `accelerate launch --num_processes N -m lmbias.cli score --job FILE` (what the scoring
+rules start for resources.gpu > 1) each process scores a contiguous shard of each row-local benchmark's items
+and the main process writes the gathered tables (lmbias.jobs.sharded).
 """
 
 
@@ -156,72 +153,26 @@ def _json_arg(text: str):
 
 
 def run_score(args) -> int:
-    from lmbias.jobs.model_scoring import score_model_distributed
-    from lmbias.jobs.sharded import score_distributed_job
+    import json
 
-    if args.job:
-        import json
+    from lmbias.jobs.model_scoring import score_launched
 
-        score_model_distributed(json.loads(open(args.job, encoding="utf-8").read()))
-        return 0
-    missing = [f"--{name}" for name in ("items", "output", "model", "benchmark") if getattr(args, name) is None]
-    missing += [
-        f"--{name.replace('_', '-')}"
-        for name in ("model_entry", "method_entry", "benchmark_entry")
-        if getattr(args, name) is None
-    ]
-    if missing:
-        args._parser.error(f"the following arguments are required without --job: {', '.join(missing)}")
-    score_distributed_job(
-        args.items,
-        args.output,
-        args.model,
-        args.model_entry,
-        args.method_entry,
-        args.benchmark,
-        args.benchmark_entry,
-        weights_dir=args.weights_dir,
-        threads=args.threads,
-        max_tokens=args.max_tokens,
-        timing_path=args.timing,
-        score_key=args.score_key,
-    )
+    score_launched(json.loads(open(args.job, encoding="utf-8").read()))
     return 0
 
 
 def register_score(subparsers) -> None:
     p = subparsers.add_parser(
         "score",
-        help="per-item scores of one benchmark (multi-process under accelerate)",
+        help="per-item scores of a job's benchmarks (multi-process under accelerate)",
         description=SCORE_HELP,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("--items", metavar="PATH", help="parsed benchmark items (parquet)")
-    p.add_argument("--output", metavar="PATH", help="scores parquet to write")
-    p.add_argument("--model", metavar="NAME", help="model name (config models.<name>)")
-    p.add_argument("--model-entry", type=_json_arg, metavar="JSON", help="config models.<name>")
-    p.add_argument("--method-entry", type=_json_arg, metavar="JSON", help="config methods.<name>")
-    p.add_argument("--benchmark", metavar="NAME", help="benchmark name (config benchmarks.<name>)")
-    p.add_argument(
-        "--benchmark-entry",
-        type=_json_arg,
-        metavar="JSON",
-        help="config benchmarks.<name> (dataset and scoring)",
-    )
-    p.add_argument("--weights-dir", metavar="DIR", help="trained weights of the method, if any")
-    p.add_argument("--threads", type=int, metavar="N", help="CPU threads for the job (shared by its processes)")
-    p.add_argument(
-        "--max-tokens",
-        type=int,
-        metavar="N",
-        help="padded tokens per forward pass (config models.<name>.max_tokens; default 8192)",
-    )
-    p.add_argument("--timing", metavar="PATH", help="the job's timing file to write (seconds, peak memory)")
-    p.add_argument("--score-key", metavar="KEY", help="score key to record in the file (lmbias.metrics.score_keys)")
     p.add_argument(
         "--job",
         metavar="FILE",
-        help="a job spec (JSON) of several benchmarks, scored with the model loaded once (lmbias.jobs.model_scoring)",
+        required=True,
+        help="a job description (JSON) of one or more benchmarks (lmbias.jobs.model_scoring)",
     )
     p.set_defaults(func=run_score, _parser=p)
 

@@ -12,8 +12,8 @@ import pyarrow as pa
 import pytest
 
 from lmbias.benchmarks import catalog
-from lmbias.benchmarks.bold import CHAT_KEY, GENERATION_KEY, GENERATIONS_SCHEMA, bold_settings, score_bold
-from lmbias.engine.chat import wrap_prompt
+from lmbias.benchmarks.bold import GENERATION_KEY, GENERATIONS_SCHEMA, bold_settings, score_bold
+from lmbias.engine.chat import CHAT_METADATA_KEY, wrap_prompt
 from lmbias.engine.generation import GenerationSettings, generate_continuations
 from lmbias.engine.model_spec import model_spec
 from lmbias.engine.models import load_model
@@ -217,7 +217,7 @@ def test_score_bold_on_the_tiny_llama(items, tiny_llama):
         **GenerationSettings(max_new_tokens=6).to_dict(),
         "prompts_per_group": 3,
     }
-    assert json.loads(generations.schema.metadata[CHAT_KEY.encode()]) == {"chat_template": "none"}
+    assert json.loads(generations.schema.metadata[CHAT_METADATA_KEY.encode()]) == {"chat_template": "none"}
     prompts = items.take([0, 1, 2, 2048, 2049, 2050]).column("prompt").to_pylist()
     expected = generate_continuations(model, tokenizer, "clm", prompts, GenerationSettings(max_new_tokens=6))
     assert generations.column("continuation").to_pylist() == [c[0].text for c in expected]
@@ -234,7 +234,7 @@ def test_score_bold_reads_the_chat_template(items, tiny_llama):
     generations = score_bold(
         items, model, tokenizer, "clm", {"prompts_per_group": 1, "max_new_tokens": 5}, model_entry=entry
     )
-    chat = json.loads(generations.schema.metadata[CHAT_KEY.encode()])
+    chat = json.loads(generations.schema.metadata[CHAT_METADATA_KEY.encode()])
     assert chat["chat_template"].startswith("sha256:") and chat["system_prompt"] == "Be brief."
     wrapped = [wrap_prompt(p, tokenizer, entry, "tiny") for p in generations.column("prompt").to_pylist()]
     assert wrapped[0] == "<|system|>Be brief.\n<|user|>Jacob Zachar is an American actor whose \n<|assistant|>"

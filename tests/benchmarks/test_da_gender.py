@@ -314,9 +314,9 @@ def test_jobs_on_the_full_datasets_in_process(base_models, tmp_path, caplog):
     include them)."""
     import logging
 
+    from helpers.scoring import score_one
     from lmbias.io import write_table_atomic
     from lmbias.jobs.metrics import compute_metric_job
-    from lmbias.jobs.scoring import score_benchmark_job
     from lmbias.parsers import parse_benchmark
 
     entry = {"path": str(base_models["bert"]), "family": "mlm", "revision": "local"}
@@ -329,7 +329,7 @@ def test_jobs_on_the_full_datasets_in_process(base_models, tmp_path, caplog):
         )
         scores, metrics = tmp_path / f"scores_{name}.parquet", tmp_path / f"metrics_{name}.parquet"
         with caplog.at_level(logging.INFO):
-            score_benchmark_job(
+            score_one(
                 items,
                 scores,
                 "tiny-bert",

@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 from helpers.paths import REPO_ROOT
+from helpers.scoring import score_one
 from lmbias import parsers
 from lmbias.benchmarks import catalog
 from lmbias.benchmarks.seat_core import SeatOptions, SeatScoring, mask_placeholder, score_seat, seat_metric_rows
@@ -23,7 +24,6 @@ from lmbias.engine.tiny import build_tiny_model
 from lmbias.errors import ConfigError, DataError
 from lmbias.io import write_table_atomic
 from lmbias.jobs.metrics import compute_metric_job
-from lmbias.jobs.scoring import score_benchmark_job
 from lmbias.parsers import seat_templates
 from lmbias.parsers.seat import parse_seat
 
@@ -184,7 +184,7 @@ def _run_jobs(tmp_path, model_name, model_entry, name, entry, files):
     items = tmp_path / "items.parquet"
     write_table_atomic(parsers.parse_benchmark(entry, files, name), items)
     scores, metrics = tmp_path / "scores.parquet", tmp_path / "metrics.parquet"
-    score_benchmark_job(
+    score_one(
         str(items),
         str(scores),
         model_name,

@@ -16,6 +16,7 @@ import pytest
 import torch
 import yaml
 
+from helpers.scoring import score_one
 from lmbias.benchmarks.stereoset import score_stereoset, word_span
 from lmbias.config import validate_config
 from lmbias.engine.model_spec import model_spec
@@ -23,7 +24,6 @@ from lmbias.engine.models import load_model
 from lmbias.engine.tiny import build_tiny_model
 from lmbias.errors import ConfigError
 from lmbias.jobs.metrics import compute_metric_job
-from lmbias.jobs.scoring import score_benchmark_job
 from lmbias.metrics.stereoset import StereoSetOptions, icat, ss_lms_icat, stereoset_metric_rows, term_counts
 from lmbias.parsers import parse_benchmark, parse_stereoset
 
@@ -347,7 +347,7 @@ def test_user_added_stereoset_validates_and_runs_through_the_job_functions(tmp_p
     build_tiny_model("bert", tmp_path / "tiny-bert", seed=0)
     model_entry = {"path": str(tmp_path / "tiny-bert"), "family": "mlm", "revision": "local"}
     scores_path, metric_path = tmp_path / "scores.parquet", tmp_path / "metric.parquet"
-    score_benchmark_job(
+    score_one(
         items_path,
         scores_path,
         "tiny-bert",

@@ -1,5 +1,5 @@
 """Data-parallel scoring through Accelerate (lmbias.engine.distributed): real 2-process gloo launches on CPU
-equal the one-process CLI and score_benchmark_job, item order included; the shard/reassembly logic
+equal the one-process CLI and the in-process job, item order included; the shard/reassembly logic
 in-process."""
 
 from __future__ import annotations
@@ -8,6 +8,7 @@ import json
 import socket
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
@@ -16,6 +17,7 @@ import pytest
 import yaml
 
 from helpers.paths import REPO_ROOT
+from helpers.scoring import score_one
 from lmbias.benchmarks import catalog
 from lmbias.engine import job_timing
 from lmbias.engine.batching import EngineStats
@@ -24,7 +26,7 @@ from lmbias.engine.model_spec import model_spec
 from lmbias.engine.models import load_model
 from lmbias.engine.tiny import build_tiny_model
 from lmbias.io import write_table_atomic
-from lmbias.jobs.scoring import score_benchmark_job
+from lmbias.jobs.model_scoring import benchmark_keys, one_benchmark_job
 from lmbias.jobs.sharded import reassemble, score_table_sharded, shard_bounds
 from lmbias.metrics.summary import file_provenance
 from lmbias.parsers import parse_benchmark, required_files
@@ -80,25 +82,16 @@ def setup(tmp_path_factory, shared_data):
     return root, items, models, bench
 
 
-def _cli_args(root, out, model, entry, bench, threads=2, n=301):
-    return [
-        "--items",
-        str(root / ("items.parquet" if n == 301 else f"items-{n}.parquet")),
-        "--output",
-        str(out),
-        "--model",
-        model,
-        "--model-entry",
-        json.dumps(entry),
-        "--method-entry",
-        json.dumps(METHOD),
-        "--benchmark",
-        "winobias",
-        "--benchmark-entry",
-        json.dumps(bench),
-        "--threads",
-        str(threads),
-    ]
+def _job_args(root, out, model, entry, bench, n=301, **options) -> list[str]:
+    """`--job FILE` of `lmbias score` for one benchmark: the job description the scoring rules launch with
+    (lmbias.jobs.model_scoring), with its score key."""
+    items = root / ("items.parquet" if n == 301 else f"items-{n}.parquet")
+    job = one_benchmark_job(items, out, model, entry, METHOD, "winobias", bench, threads=2, **options)
+    job["benchmarks"]["winobias"]["score_key"] = benchmark_keys(job)["winobias"]
+    path = Path(out).with_suffix(".job.json")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(job), encoding="utf-8")
+    return ["--job", str(path)]
 
 
 def _run(cmd, cwd):
@@ -119,12 +112,11 @@ def test_two_gloo_processes_equal_one_process(setup, model, n, conditions, preci
         entry = {**entry, "precision": precision}
     if conditions is not None:  # fewer rewrites per line: causal scoring is the slower path on CPU
         bench = {**bench, "scoring": {**bench["scoring"], "conditions": conditions}}
-    args = lambda out: _cli_args(root, out, model, entry, bench, n=n)  # noqa: E731
-    two, one, job = root / f"{model}-two.parquet", root / f"{model}-one.parquet", root / f"{model}-job.parquet"
-    timing = root / f"{model}-two.job.tsv"
-    proc = _run(
-        launch_command(2, _free_port(), args(two) + ["--timing", str(timing), "--max-tokens", "1024"], cpu=True), root
-    )
+    folder = root / model
+    two, one, job = (folder / side / "scores" / "winobias.parquet" for side in ("two", "one", "job"))
+    timing = folder / "two.job.tsv"
+    args = _job_args(root, two, model, entry, bench, n=n, timing=timing, max_tokens=1024)
+    proc = _run(launch_command(2, _free_port(), args, cpu=True), root)
     # really two processes, each with its own shard (ceil(n/2) + floor(n/2) items), gathered by the main one
     log = proc.stdout + proc.stderr
     assert "process 0/2" in log and "process 1/2" in log, log[-3000:]
@@ -137,12 +129,14 @@ def test_two_gloo_processes_equal_one_process(setup, model, n, conditions, preci
     assert len(finals) == 1 and "\r" not in log, log[-3000:]
     assert log.count(f"scored {n:,} items in ") == 1
     # the main process's timing file: both processes' passes, the largest peak memory of the two
-    row = job_timing.read_timing(timing)
+    load, row = job_timing.read_timing_rows(timing)
+    assert load["benchmark"] == job_timing.LOAD_ROW and row["benchmark"] == "winobias"
     assert row["status"] == "ok" and row["processes"] == "2" and row["items"] == str(n), row
     assert row["max_tokens"] == row["max_tokens_final"] == "1024" and row["oom_halvings"] == "0"
     assert int(row["forward_passes"]) >= 2 and float(row["peak_rss_mib"]) > 100
-    _run([sys.executable, "-m", "lmbias.cli", "score", *args(one)], root)
-    score_benchmark_job(args(one)[1], job, model, entry, METHOD, "winobias", bench, threads=2)
+    _run([sys.executable, "-m", "lmbias.cli", "score", *_job_args(root, one, model, entry, bench, n=n)], root)
+    items_path = root / ("items.parquet" if n == 301 else f"items-{n}.parquet")
+    score_one(items_path, job, model, entry, METHOD, "winobias", bench, threads=2)
 
     got, single, reference = pq.read_table(two), pq.read_table(one), pq.read_table(job)
     assert [file_provenance(p)["score_world_size"] for p in (two, one, job)] == [2, 1, 1]
@@ -152,13 +146,13 @@ def test_two_gloo_processes_equal_one_process(setup, model, n, conditions, preci
             "fp32",
             precision or "fp32",
         )
-    assert_tables_equal(single, reference, tol=0.0)  # one process *is* score_benchmark_job
+    assert_tables_equal(single, reference, tol=0.0)  # one process *is* the in-process job
     if precision is None:
         assert_tables_equal(got, reference)
     else:  # bf16 sums over differently padded batches agree only to bf16's resolution
         assert_tables_equal(got, reference, tol=0.05)
-        fp32 = root / f"{model}-fp32.parquet"
-        score_benchmark_job(args(one)[1], fp32, model, models[model], METHOD, "winobias", bench, threads=2)
+        fp32 = folder / "fp32" / "scores" / "winobias.parquet"
+        score_one(items_path, fp32, model, models[model], METHOD, "winobias", bench, threads=2)
         for table in (got, reference):
             diff = np.abs(
                 np.array(table["logp_male"].to_pylist()) - np.array(pq.read_table(fp32)["logp_male"].to_pylist())
@@ -171,8 +165,8 @@ def test_two_gloo_processes_equal_one_process(setup, model, n, conditions, preci
 def test_multi_gpu_config_launch_falls_back_to_gloo_without_cuda(setup):
     """What the score_benchmark rule runs for resources.gpu = 2 (multi_gpu.yaml, bf16), on a CUDA-less host."""
     root, items, models, bench = setup
-    out = root / "rule.parquet"
-    cmd = launch_command(2, main_process_port(str(out)), _cli_args(root, out, "tiny-bert", models["tiny-bert"], bench))
+    out = root / "rule" / "scores" / "winobias.parquet"
+    cmd = launch_command(2, main_process_port(str(out)), _job_args(root, out, "tiny-bert", models["tiny-bert"], bench))
     assert "multi_gpu.yaml" in cmd[cmd.index("--config_file") + 1]
     proc = _run(cmd, root)
     assert "from 2 processes" in proc.stdout + proc.stderr
@@ -284,8 +278,8 @@ def test_one_launch_scores_several_benchmarks_like_one_process(setup, tmp_path):
         }
 
     two, one = job(tmp_path / "two"), job(tmp_path / "one")
-    model_scoring.score_model_job(two, gpus=2)
-    model_scoring.score_model_job(one, gpus=1)
+    model_scoring.score_benchmarks(two, gpus=2)
+    model_scoring.score_benchmarks(one, gpus=1)
     rows = job_timing.read_timing_rows(two["timing"])
     assert [r["benchmark"] for r in rows] == [job_timing.LOAD_ROW, "winobias", "winobias-names"], rows
     assert all(r["processes"] == "2" and r["status"] == "ok" for r in rows), rows
@@ -294,5 +288,5 @@ def test_one_launch_scores_several_benchmarks_like_one_process(setup, tmp_path):
         assert_tables_equal(pq.read_table(a), pq.read_table(b))
         assert file_provenance(a)["score_world_size"] == 2 and stored_key(a) == stored_key(b) is not None
         assert read_manifest(two["manifest"])[name]["scored"]
-    model_scoring.score_model_job(two, gpus=2)  # nothing to score: no launch, no load
+    model_scoring.score_benchmarks(two, gpus=2)  # nothing to score: no launch, no load
     assert [r["status"] for r in job_timing.read_timing_rows(two["timing"])] == ["kept", "kept"]

@@ -19,13 +19,14 @@ import pytest
 import torch
 import yaml
 
+from helpers.scoring import score_one
 from lmbias.benchmarks import catalog
 from lmbias.engine.batching import EngineStats
 from lmbias.engine.model_spec import model_spec
 from lmbias.engine.models import dtype_name, load_model
 from lmbias.engine.tiny import build_tiny_model
 from lmbias.errors import ConfigError
-from lmbias.jobs.scoring import effective_precision, score_benchmark_job
+from lmbias.jobs.scoring import effective_precision
 from lmbias.metrics.summary import file_provenance
 from lmbias.parsers import parse_benchmark, required_files
 
@@ -116,7 +117,7 @@ def test_scores_file_records_dtype_and_precision(tiny_llama, config, shared_data
     pq.write_table(_items(config, "crows_pairs", 4, shared_data), items)
     for dtype, precision, expected in (("bf16", "auto", ("bf16", "fp32")), ("auto", "bf16", ("fp32", "bf16"))):
         out = tmp_path / dtype / "scores" / "crows_pairs.parquet"
-        score_benchmark_job(
+        score_one(
             items,
             out,
             "tiny-llama",

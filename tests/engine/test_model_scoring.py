@@ -14,6 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
+from helpers.scoring import score_one
 from lmbias.engine import job_timing
 from lmbias.engine.tiny import build_tiny_model
 from lmbias.errors import BenchmarksFailedError, ConfigError
@@ -21,12 +22,19 @@ from lmbias.io import write_table_atomic
 from lmbias.jobs import model_scoring
 from lmbias.jobs import scoring as evaluation
 from lmbias.jobs.metrics import compute_seed_metrics_job
-from lmbias.jobs.scoring import score_benchmark_job
 from lmbias.metrics.score_keys import SCORE_KEY_METADATA, read_manifest, stored_key
 from lmbias.parsers import parse_benchmark, required_files
 from lmbias.workflow.params import benchmark_scoring_slice
 
 BENCHMARKS = ("winobias", "crows_pairs")
+
+
+def score_model(job: dict) -> dict:
+    """What rule score_model runs (the one way to score, with a manifest): the manifest's entries."""
+    model_scoring.score_benchmarks(job)
+    return read_manifest(job["manifest"])
+
+
 ITEMS = 12
 
 
@@ -96,16 +104,16 @@ def test_one_load_scores_every_benchmark_bit_identical_to_one_job_each(setup, tm
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(evaluation, "load_for_method", counting_load)
-        entries = model_scoring.score_model_job(job)
+        entries = score_model(job)
     assert loads == [model]  # once, for both benchmarks
     keys = model_scoring.benchmark_keys(job)
     for name in BENCHMARKS:
         bench = job["benchmarks"][name]
         alone = tmp_path / "alone" / f"{name}.parquet"
-        score_benchmark_job(
+        assert score_one(
             bench["items"], alone, model, models[model], job["method_entry"], name, bench["entry"],
-            threads=1, max_tokens=1024, score_key=keys[name],
-        )  # fmt: skip
+            threads=1, max_tokens=1024, library=bench["library"], seed=job["seed"], weights_dir=job["weights_dir"],
+        ) == "scored"  # fmt: skip
         together = pq.read_table(bench["scores"])
         # the same bytes: numbers, row order, provenance metadata and score key (NaN cells too, which
         # Table.equals never finds equal)
@@ -123,13 +131,13 @@ def test_a_rerun_scores_only_what_a_config_edit_touches(setup, tmp_path, monkeyp
     root, config, models = setup
     out = tmp_path / "run"
     job = make_job(root, config, models, "tiny-bert", out, benchmarks=("winobias",))
-    model_scoring.score_model_job(job)
+    score_model(job)
     assert scored(job) == ["winobias"]
     first = (out / "scores" / "winobias.parquet").read_bytes()
 
     # adding a benchmark scores just the new one
     job = make_job(root, config, models, "tiny-bert", out)
-    model_scoring.score_model_job(job)
+    score_model(job)
     assert scored(job) == ["crows_pairs"]
     assert (out / "scores" / "winobias.parquet").read_bytes() == first
 
@@ -143,14 +151,14 @@ def test_a_rerun_scores_only_what_a_config_edit_touches(setup, tmp_path, monkeyp
 
     with monkeypatch.context() as mp:
         mp.setattr(evaluation, "load_for_method", no_load)
-        entries = model_scoring.score_model_job(job)
+        entries = score_model(job)
     assert scored(job) == [] and forward_passes(job) == 0
     assert not any(e["scored"] for e in entries.values())
 
     # one benchmark's scoring option: that benchmark only
     edited["benchmarks"]["crows_pairs"]["scoring"]["variants"] = ["nangia"]
     job = make_job(root, edited, models, "tiny-bert", out)
-    entries = model_scoring.score_model_job(job)
+    entries = score_model(job)
     assert scored(job) == ["crows_pairs"] and forward_passes(job) > 0
     assert [n for n, e in entries.items() if e["scored"]] == ["crows_pairs"]
     assert (out / "scores" / "winobias.parquet").read_bytes() == first
@@ -168,7 +176,7 @@ def test_a_failing_benchmark_is_named_and_the_others_keep_their_files(setup, tmp
     pq.write_table(pa.table({"nothing": [1, 2]}), bad)  # items without any of WinoBias' columns
     job["benchmarks"]["winobias"]["items"] = str(bad)
     with pytest.raises(BenchmarksFailedError) as failed:
-        model_scoring.score_model_job(job)
+        score_model(job)
     message = str(failed.value)
     assert "winobias" in message and job["benchmarks"]["winobias"]["scores"] in message
     assert "crows_pairs" not in message
@@ -180,7 +188,7 @@ def test_a_failing_benchmark_is_named_and_the_others_keep_their_files(setup, tmp
 
     # fixed: the rerun scores only the failed one
     job = make_job(root, config, models, "tiny-bert", out)
-    model_scoring.score_model_job(job)
+    score_model(job)
     assert scored(job) == ["winobias"]
 
 
@@ -198,10 +206,10 @@ def test_an_interrupted_job_loses_nothing_it_finished(setup, tmp_path, monkeypat
     with monkeypatch.context() as mp:
         mp.setattr(evaluation, "score_loaded", interrupted_on_the_second)
         with pytest.raises(KeyboardInterrupt):
-            model_scoring.score_model_job(job)
+            score_model(job)
     assert stored_key(job["benchmarks"][BENCHMARKS[0]]["scores"]) is not None
     assert not (out / "scores" / f"{BENCHMARKS[1]}.parquet").exists() and not (out / "scores.json").exists()
-    model_scoring.score_model_job(job)
+    score_model(job)
     assert scored(job) == [BENCHMARKS[1]]
 
 
@@ -209,7 +217,7 @@ def test_metrics_read_the_files_a_manifest_names_and_refuse_a_replaced_one(setup
     root, config, models = setup
     out = tmp_path / "run"
     job = make_job(root, config, models, "tiny-bert", out)
-    model_scoring.score_model_job(job)
+    score_model(job)
     benches = {b: {k: v for k, v in config["benchmarks"][b].items() if k in ("dataset", "metric")} for b in BENCHMARKS}
     compute_seed_metrics_job(benches, [job["manifest"]], out / "metrics.parquet", "tiny-bert", "pretrained", "0")
     by_files = out / "by-files.parquet"
@@ -229,35 +237,29 @@ def test_metrics_read_the_files_a_manifest_names_and_refuse_a_replaced_one(setup
 
 
 def test_a_one_benchmark_job_keeps_the_model_jobs_file_and_rescores_a_changed_one(setup, tmp_path, caplog):
-    """score_benchmark_file (rule score_benchmark): the file score_model wrote holds its key, so it is kept
+    """score_benchmarks of one benchmark (rule score_benchmark): the file score_model wrote holds its key, so it is kept
     without loading the model; a file with another key is named as changed and scored again, with the same
     bytes as the model's job writes."""
     root, config, models = setup
     job = make_job(root, config, models, "tiny-gpt2", tmp_path / "run")
-    model_scoring.score_model_job(job)
+    score_model(job)
     bench = job["benchmarks"]["crows_pairs"]
     written = Path(bench["scores"]).read_bytes()
-    one = {
-        "items_path": bench["items"],
-        "output_path": bench["scores"],
-        "model_name": "tiny-gpt2",
-        "model_entry": models["tiny-gpt2"],
-        "method_entry": job["method_entry"],
-        "benchmark_name": "crows_pairs",
-        "benchmark_entry": bench["entry"],
-        "weights_dir": job["weights_dir"],
-        "threads": 1,
-        "max_tokens": 1024,
-        "timing_path": str(tmp_path / "one.job.tsv"),
-    }
+    one = model_scoring.one_benchmark_job(
+        bench["items"], bench["scores"], "tiny-gpt2", models["tiny-gpt2"], job["method_entry"], "crows_pairs",
+        bench["entry"], weights_dir=job["weights_dir"], threads=1, max_tokens=1024,
+        timing=tmp_path / "one.job.tsv", library=bench["library"], seed=0,
+    )  # fmt: skip
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(evaluation, "load_for_method", lambda *a, **k: pytest.fail("a kept file loads no model"))
-        assert model_scoring.score_benchmark_file(one, bench["library"], 0) == "kept"
-    assert job_timing.read_timing(one["timing_path"])["status"] == "kept"
+        assert model_scoring.score_benchmarks(one) == {"crows_pairs": "kept"}
+    assert job_timing.read_timing_rows(tmp_path / "one.job.tsv") == [
+        {**dict.fromkeys(job_timing.ROWS_COLUMNS, "NA"), "benchmark": "crows_pairs", "status": "kept"}
+    ]
     table = pq.read_table(bench["scores"])
     write_table_atomic(table, bench["scores"], metadata={SCORE_KEY_METADATA: "0" * 64})  # replaced: another key
     with caplog.at_level("INFO", logger="lmbias.jobs.model_scoring"):
-        assert model_scoring.score_benchmark_file(one, bench["library"], 0) == "scored"
+        assert model_scoring.score_benchmarks(one) == {"crows_pairs": "scored"}
     assert f"its score key {'0' * 12} is not" in caplog.text
     assert Path(bench["scores"]).read_bytes() == written
     assert (tmp_path / "run" / "scores.lock").exists()  # the seed folder's lock, shared with score_model

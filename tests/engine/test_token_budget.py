@@ -13,6 +13,7 @@ import pytest
 import torch
 import yaml
 
+from helpers.scoring import score_one
 from lmbias.benchmarks.perplexity import causal_nll
 from lmbias.engine import job_timing
 from lmbias.engine.batching import DEFAULT_MAX_TOKENS, EngineStats, TokenBudget, scoring_budget
@@ -33,7 +34,6 @@ from lmbias.engine.scoring import (
 from lmbias.engine.tiny import FAMILY_OF, build_tiny_model
 from lmbias.errors import ConfigError, ScoringOutOfMemoryError, TokenBudgetError
 from lmbias.io import write_table_atomic
-from lmbias.jobs.scoring import score_benchmark_job
 from lmbias.parsers import parse_benchmark, required_files
 
 TEXTS = [
@@ -202,18 +202,18 @@ def test_a_single_input_out_of_memory_is_a_named_error(tiny, monkeypatch):
 # ------------------------------------------------------------------------------------------- timing file
 
 
-def test_timing_file_round_trip_and_a_failed_job(tmp_path):
+def test_timing_file_round_trip(tmp_path):
     path = tmp_path / "deep" / "job.tsv"
-    with pytest.raises(TokenBudgetError):
-        with job_timing.recorded(path, "cpu") as record:
-            record.update(load_s=1.5, items=10, items_per_s=99.0)
-            raise TokenBudgetError("models.m.max_tokens: too long")
-    row = job_timing.read_timing(path)
-    assert list(row) == list(job_timing.COLUMNS)
-    assert row["status"] == "TokenBudgetError" and row["items_per_s"] == "NA" and row["load_s"] == "1.500"
-    assert float(row["peak_rss_mib"]) > 50 and row["peak_cuda_allocated_mib"] == "NA"
+    rows = [
+        {"benchmark": job_timing.LOAD_ROW, "load_s": 1.5, "status": "ok"},
+        {"benchmark": "winobias", "items": 10, "items_per_s": None, "status": "TokenBudgetError"},
+    ]
+    job_timing.write_timing_rows(path, rows)
+    load, failed = job_timing.read_timing_rows(path)
+    assert list(load) == list(job_timing.ROWS_COLUMNS)
+    assert load["load_s"] == "1.500" and failed["status"] == "TokenBudgetError" and failed["items_per_s"] == "NA"
     with pytest.raises(ValueError, match="unknown column"):
-        job_timing.write_timing(path, {"peak": 1})
+        job_timing.write_timing_rows(path, [{"peak": 1}])
     assert job_timing.largest(
         [{"peak_rss_mib": 3.0, "peak_cuda_allocated_mib": None}, {"peak_rss_mib": 5.0, "peak_cuda_allocated_mib": None}]
     ) == {"peak_rss_mib": 5.0, "peak_cuda_allocated_mib": None}
@@ -229,7 +229,7 @@ def test_scoring_job_records_its_peak_memory(tmp_path, shared_data, repo_root):
     model = {"path": str(tmp_path / "tiny-bert"), "family": "mlm", "revision": "local"}
     bench = {k: v for k, v in entry.items() if k != "metric"}
     timing = tmp_path / "benchmarks" / "winobias.job.tsv"
-    score_benchmark_job(
+    score_one(
         tmp_path / "items.parquet",
         tmp_path / "scores.parquet",
         "tiny-bert",
@@ -239,12 +239,13 @@ def test_scoring_job_records_its_peak_memory(tmp_path, shared_data, repo_root):
         bench,
         threads=1,
         max_tokens=512,
-        timing_path=timing,
+        timing=timing,
     )
     assert pq.read_table(tmp_path / "scores.parquet").num_rows > 0
-    row = job_timing.read_timing(timing)
+    load, row = job_timing.read_timing_rows(timing)  # the model's loading, then the benchmark's scoring
+    assert load["benchmark"] == job_timing.LOAD_ROW and float(load["load_s"]) > 0 and row["benchmark"] == "winobias"
     assert row["status"] == "ok" and row["device"] == "cpu" and row["processes"] == "1" and row["items"] == "20"
     assert row["max_tokens"] == row["max_tokens_final"] == "512" and row["oom_halvings"] == "0"
-    assert int(row["forward_passes"]) > 0 and float(row["items_per_s"]) > 0 and float(row["load_s"]) > 0
+    assert int(row["forward_passes"]) > 0 and float(row["items_per_s"]) > 0
     assert float(row["peak_rss_mib"]) > 100, row  # torch, transformers and the model: far more than 100 MiB
     assert row["peak_cuda_allocated_mib"] == "NA"  # on CPU

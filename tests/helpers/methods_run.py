@@ -12,6 +12,7 @@ import yaml
 
 from helpers.paths import FIXTURES
 from helpers.workflow_runs import BackgroundSnakemake, copy_workflow
+from lmbias.methods.kinds import TRAINED_METHOD_KINDS
 
 MLM_METHODS = ["pretrained", "cds", "cda", "er", "sd", "gpr-u", "gpr-a", "online"]
 OTHER_METHODS = ["pretrained", "cds", "cda", "er", "sd", "online"]
@@ -34,7 +35,7 @@ GRID = {
     "tiny-gpt2": OTHER_METHODS + RECIPES + BIAS_BENCH + ["cda-biasbench", LORA],
     "tiny-bart": OTHER_METHODS + RECIPES + ["inlp", "dropout"],
 }
-TRAINED_KINDS = {"cds", "cda", "er", "gpr", "dropout"}
+TRAINED_KINDS = TRAINED_METHOD_KINDS  # the fine-tuned kinds (lmbias.methods.kinds)
 PAIRED = "results/tables/paired/tiny-bert-cds.parquet"
 TARGETS = [f"results/{m}/{k}/summary.parquet" for m, methods in GRID.items() for k in methods] + [PAIRED]
 PAPERS = ["manela2021", "bartl2020", "lu2018", "over_debiasing", "meade2022"]

@@ -19,6 +19,7 @@ import yaml
 
 from helpers.gap_corpora import gap_sentences
 from helpers.paths import REPO_ROOT
+from helpers.scoring import score_one
 from lmbias import progress
 from lmbias.engine.model_spec import model_spec
 from lmbias.engine.models import load_model
@@ -26,7 +27,6 @@ from lmbias.engine.scoring import sentence_logprobs
 from lmbias.engine.tiny import build_tiny_model
 from lmbias.io import write_table_atomic
 from lmbias.job_runtime import setup_job_logging
-from lmbias.jobs.scoring import score_benchmark_job
 from lmbias.metrics.summary import file_provenance, library_versions
 from lmbias.parsers import parse_benchmark, required_files
 
@@ -80,7 +80,7 @@ def test_scoring_job_logs_a_bar_and_a_rate_line(job_log, tiny_bert, shared_data,
     bench = {k: v for k, v in entry.items() if k != "metric"}
     out = tmp_path / "scores.parquet"
     log_path = job_log()
-    score_benchmark_job(
+    score_one(
         tmp_path / "items.parquet", out, "tiny-bert", tiny_bert, {"kind": "pretrained"}, "winobias", bench, threads=1
     )
     text = log_path.read_text()

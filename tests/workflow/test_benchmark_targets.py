@@ -23,7 +23,7 @@ import yaml
 
 from helpers.workflow_runs import copy_workflow, run_snakemake, scheduled_outputs
 from lmbias.engine.context_window import CONTEXT_METADATA
-from lmbias.engine.job_timing import read_timing, read_timing_rows
+from lmbias.engine.job_timing import read_timing_rows
 from lmbias.metrics.score_keys import stored_key
 
 pytestmark = pytest.mark.workflow
@@ -37,7 +37,9 @@ MODEL_TIMING = f"benchmarks/{MODEL}/pretrained/seed0/scores.job.tsv"
 
 
 def _timing(workdir: Path, benchmark: str) -> dict:
-    return read_timing(workdir / f"benchmarks/{MODEL}/pretrained/seed0/scores/{benchmark}.job.tsv")
+    """The benchmark's row of its own job's timing file (rule score_benchmark)."""
+    rows = read_timing_rows(workdir / f"benchmarks/{MODEL}/pretrained/seed0/scores/{benchmark}.job.tsv")
+    return next(row for row in rows if row["benchmark"] == benchmark)
 
 
 def _model_rows(workdir: Path) -> dict[str, str]:

@@ -539,11 +539,13 @@ def _one_file(named) -> str | None:
 
 def test_one_scoring_job_per_pair_writes_what_one_job_per_benchmark_would(every_combination, tmp_path):
     """Every (model, method, seed) is scored by one score_model job, loading its model once; its score files are
-    byte for byte what a job of its own per benchmark (score_benchmark_job) writes: for every family and way of
+    byte for byte what a job of its own per benchmark (rule score_benchmark: the same function, one benchmark)
+    writes: for every family and way of
     scoring (trained model folders, LoRA adapters, SentenceDebias and INLP projections, Self-Debias), one
     benchmark each, a different one from pair to pair."""
-    from lmbias.jobs.scoring import score_benchmark_job
-    from lmbias.metrics.score_keys import read_manifest
+    from helpers.scoring import score_one
+    from lmbias.metrics.score_keys import read_manifest, stored_key
+    from lmbias.workflow.inputs import scoring_libraries
     from lmbias.workflow.scoring_specs import read_benchmark_spec, read_model_spec
 
     run = every_combination
@@ -562,11 +564,11 @@ def test_one_scoring_job_per_pair_writes_what_one_job_per_benchmark_would(every_
         for i, job in enumerate(sorted(jobs, key=str)):
             manifest = read_manifest(job.output[0])
             name = sorted(manifest)[i % len(manifest)]
-            alone = tmp_path / f"{job.wildcards.model}-{job.wildcards.method}-{name}.parquet"
+            alone = tmp_path / f"{job.wildcards.model}-{job.wildcards.method}" / "scores" / f"{name}.parquet"
             # what the job read of the config: its scoring specs (lmbias.workflow.scoring_specs)
             spec = read_benchmark_spec(next(p for p in job.input.spec if Path(p).stem == name))
             with _job_sandbox():
-                score_benchmark_job(
+                score_one(
                     f"results/data/{name}.parquet",
                     alone,
                     job.wildcards.model,
@@ -574,9 +576,14 @@ def test_one_scoring_job_per_pair_writes_what_one_job_per_benchmark_would(every_
                     {**spec["method_entry"], "model_dir": _one_file(job.input.method_model)},
                     name,
                     spec["entry"],
+                    weights_dir=_one_file(job.input.weights),
                     threads=1,
                     max_tokens=int(job.resources.max_tokens),
-                    score_key=manifest[name]["score_key"],
-                )
+                    # what score_model's script gives its key (scripts/score_model.py)
+                    library=scoring_libraries({"methods": {job.wildcards.method: spec["method_entry"]}},
+                                              job.wildcards.method, spec["entry"]),
+                    seed=int(job.wildcards.seed),
+                )  # fmt: skip
+            assert stored_key(alone) == manifest[name]["score_key"], (job.wildcards.model, job.wildcards.method, name)
             together = Path(manifest[name]["scores"]).read_bytes()
             assert together == alone.read_bytes(), (job.wildcards.model, job.wildcards.method, name)

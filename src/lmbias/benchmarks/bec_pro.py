@@ -157,7 +157,7 @@ def paired_bec_pro_rows(before: pa.Table, after: pa.Table, test: str, options: B
 
 BENCHMARKS = [
     BenchmarkDef(
-        dataset="bec_pro",
+        name="bec_pro",
         families=("mlm", "seq2seq"),
         score=score_bec_pro,
         parse_options=BecProOptions.from_config,

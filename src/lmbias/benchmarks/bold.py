@@ -21,7 +21,7 @@ import pyarrow as pa
 
 from lmbias.benchmarks.definition import BenchmarkDef
 from lmbias.engine.batching import EngineStats
-from lmbias.engine.chat import chat_provenance, uses_chat_template, wrap_prompt
+from lmbias.engine.chat import CHAT_METADATA_KEY, chat_provenance, uses_chat_template, wrap_prompt
 from lmbias.engine.generation import GenerationSettings, check_generative, generate_continuations
 from lmbias.errors import ConfigError
 from lmbias.metrics.bold import BoldOptions, bold_metric_rows
@@ -29,7 +29,6 @@ from lmbias.metrics.headline import Headline
 
 SCORING_KEY = "benchmarks.bold.scoring"
 GENERATION_KEY = "lmbias.generation"
-CHAT_KEY = "lmbias.chat"
 
 GENERATIONS_SCHEMA = pa.schema(
     [
@@ -108,14 +107,14 @@ def score_bold(
     generation = {**settings.to_dict(), "prompts_per_group": per_group}
     metadata = {
         GENERATION_KEY: json.dumps(generation, sort_keys=True),
-        CHAT_KEY: json.dumps(chat_provenance(model_entry, model_name), sort_keys=True),
+        CHAT_METADATA_KEY: json.dumps(chat_provenance(model_entry, model_name), sort_keys=True),
     }
     return pa.Table.from_pylist(records, schema=GENERATIONS_SCHEMA).replace_schema_metadata(metadata)
 
 
 BENCHMARKS = [
     BenchmarkDef(
-        dataset="bold",
+        name="bold",
         families=("clm", "seq2seq"),
         score=score_bold,
         parse_options=BoldOptions.from_config,

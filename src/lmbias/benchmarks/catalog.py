@@ -72,10 +72,10 @@ def _discover(path_value: str):
     sources: dict[str, list[str]] = {}
     for module in [*_package_modules(), *_extra_modules(path_value)]:
         for d in getattr(module, "BENCHMARKS", []):
-            if d.dataset in defs:
-                raise RuntimeError(f"two benchmark definitions for dataset {d.dataset!r} ({module.__name__})")
-            defs[d.dataset] = d
-            sources[d.dataset] = _source_files(module, d)
+            if d.name in defs:
+                raise RuntimeError(f"two benchmark definitions named {d.name!r} ({module.__name__})")
+            defs[d.name] = d
+            sources[d.name] = _source_files(module, d)
     return defs, sources
 
 

@@ -205,7 +205,7 @@ def _record(
 
 BENCHMARKS = [
     BenchmarkDef(
-        dataset="crows_pairs",
+        name="crows_pairs",
         families=("mlm", "clm", "seq2seq"),
         score=score_crows_pairs,
         parse_options=CrowsPairsOptions.from_config,

@@ -102,7 +102,7 @@ def score_da_gender(
 
 BENCHMARKS = [
     BenchmarkDef(
-        dataset="da_gender",
+        name="da_gender",
         families=("mlm", "seq2seq", "clm"),
         score=score_da_gender,
         parse_options=DaGenderOptions.from_config,

@@ -23,7 +23,12 @@ READS = ("likelihoods", "embeddings", "generations")
 
 @dataclass(frozen=True)
 class BenchmarkDef:
-    """How one dataset's items become scores, and scores become metric rows.
+    """How one benchmark's items become scores, and scores become metric rows.
+
+    Words: a config entry `benchmarks.<benchmark>` names its data (`dataset`, a key of `data:`, parsed by
+    lmbias.parsers) and the definition that scores it (`measure`, default: the dataset's name); a definition's
+    `name` is what `measure` selects. So `perplexity_gap: {dataset: gap, measure: perplexity}` is the perplexity
+    definition over GAP's texts, and `crows_pairs: {dataset: crows_pairs}` CrowS-Pairs' own.
 
     score(items, model, tokenizer, family, scoring_cfg, stats) -> pyarrow.Table      (per-item scores)
     parse_options(metric_cfg, key) -> options                                         (ConfigError naming key)
@@ -45,7 +50,7 @@ class BenchmarkDef:
                WinoBias' substitutions), treated like its source.
     """
 
-    dataset: str
+    name: str  # what a config entry's `measure` selects (default: its `dataset`, e.g. crows_pairs)
     families: tuple[str, ...]
     score: Callable[..., Any]
     parse_options: Callable[[dict, str], Any]
@@ -61,7 +66,7 @@ class BenchmarkDef:
 
     def __post_init__(self):
         if self.reads not in READS:
-            raise ValueError(f"BenchmarkDef {self.dataset!r}: reads={self.reads!r}; one of {', '.join(READS)}")
+            raise ValueError(f"BenchmarkDef {self.name!r}: reads={self.reads!r}; one of {', '.join(READS)}")
 
 
 def score_keywords(d: BenchmarkDef, model_name: str, model_entry: dict) -> dict:

@@ -264,7 +264,7 @@ def score_logprob(
 
 BENCHMARKS = [
     BenchmarkDef(
-        dataset="logprob",
+        name="logprob",
         families=("mlm", "seq2seq"),
         score=score_logprob,
         parse_options=LogprobOptions.from_config,

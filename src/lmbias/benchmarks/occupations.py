@@ -142,7 +142,7 @@ def score_occupations(
 
 BENCHMARKS = [
     BenchmarkDef(
-        dataset="occupations",
+        name="occupations",
         families=("clm", "mlm", "seq2seq"),
         score=score_occupations,
         parse_options=OccupationOptions.from_config,

@@ -284,7 +284,7 @@ def score_perplexity(
 
 BENCHMARKS = [
     BenchmarkDef(
-        dataset="perplexity",
+        name="perplexity",
         families=("mlm", "clm", "seq2seq"),
         score=score_perplexity,
         parse_options=PerplexityOptions.from_config,

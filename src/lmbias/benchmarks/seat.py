@@ -12,7 +12,7 @@ from lmbias.metrics.headline import Headline
 
 BENCHMARKS = [
     BenchmarkDef(
-        dataset="seat",
+        name="seat",
         families=("mlm", "clm", "seq2seq", "encoder"),
         score=score_seat,
         parse_options=SeatOptions.from_config,

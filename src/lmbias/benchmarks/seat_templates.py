@@ -91,7 +91,7 @@ def score_seat_templates(
 
 BENCHMARKS = [
     BenchmarkDef(
-        dataset="seat_templates",
+        name="seat_templates",
         families=("mlm", "clm", "seq2seq", "encoder"),
         score=score_seat_templates,
         parse_options=SeatOptions.from_config,

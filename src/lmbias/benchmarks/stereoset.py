@@ -224,7 +224,7 @@ def score_stereoset(
 
 BENCHMARKS = [
     BenchmarkDef(
-        dataset="stereoset",
+        name="stereoset",
         families=("mlm", "clm", "seq2seq"),
         score=score_stereoset,
         parse_options=StereoSetOptions.from_config,

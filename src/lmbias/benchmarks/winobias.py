@@ -428,7 +428,7 @@ def score_winobias(
 
 BENCHMARKS = [
     BenchmarkDef(
-        dataset="winobias",
+        name="winobias",
         families=("mlm", "clm", "seq2seq"),
         score=score_winobias,
         parse_options=WinoBiasOptions.from_config,

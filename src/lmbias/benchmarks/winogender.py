@@ -34,7 +34,7 @@ import pyarrow as pa
 
 from lmbias.benchmarks.definition import BenchmarkDef
 from lmbias.engine.batching import EngineStats
-from lmbias.engine.chat import chat_provenance, wrap_prompt
+from lmbias.engine.chat import CHAT_METADATA_KEY, chat_provenance, wrap_prompt
 from lmbias.engine.pll import content_positions, encode, token_logprobs
 from lmbias.engine.prefix_cache import grouped_sentence_logprobs
 from lmbias.errors import ConfigError, DataError
@@ -68,9 +68,6 @@ SCORES_SCHEMA = pa.schema(
         ("chat_template", pa.string()),  # none | tokenizer | sha256:<template> (lmbias.engine.chat)
     ]
 )
-
-#: The scores file's metadata key holding chat_provenance as JSON.
-CHAT_METADATA_KEY = "lmbias.chat"
 
 
 def prompt_of(row: dict) -> str:
@@ -251,7 +248,7 @@ def score_winogender(
 
 BENCHMARKS = [
     BenchmarkDef(
-        dataset="winogender",
+        name="winogender",
         families=("mlm", "clm", "seq2seq"),
         score=score_winogender,
         parse_options=WinoGenderOptions.from_config,

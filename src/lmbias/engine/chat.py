@@ -65,6 +65,10 @@ def wrap_prompt(prompt: str, tokenizer, model_entry: Mapping, model_name: str) -
     return rendered
 
 
+#: The metadata key under which a prompted benchmark's score file holds chat_provenance as JSON.
+CHAT_METADATA_KEY = "lmbias.chat"
+
+
 def chat_provenance(model_entry: Mapping, model_name: str) -> dict[str, str]:
     """What a prompted benchmark's scores or generations record of the chat template: whether one was applied,
     which (the tokenizer's own, or the sha256 of the template text) and the system prompt."""

@@ -3,8 +3,8 @@
 Snakemake's benchmark file of a job (``benchmarks/.../scores/{benchmark}.tsv``, the rule's ``benchmark:``)
 samples the job's process tree from outside (every 30 s after its first ones: a short job's peak may be
 missed) and knows nothing of GPU memory; Snakemake rewrites it once the job ends, so a job cannot add to
-it. The scoring job writes its own record beside it, ``{benchmark}.job.tsv`` (the rule's ``log: timing``,
-kept when the job fails, so an out-of-memory failure still says how much it held):
+it. The scoring job writes its own record beside it (the rule's ``log: timing``, kept when the job fails, so an
+out-of-memory failure still says how much it held):
 
 * ``peak_rss_mib``: the process's peak resident memory (Linux's VmHWM, else ``getrusage`` ru_maxrss), model
   loading included; with several processes (resources.gpu > 1) the largest of them;
@@ -15,8 +15,9 @@ kept when the job fails, so an out-of-memory failure still says how much it held
 * ``load_s`` (model loading) apart from ``score_s`` and ``items_per_s`` (the forward passes and their
   bookkeeping), and ``status`` (``ok`` or the error's class name).
 
-The job that scores every benchmark of a (model, method, seed) (rule score_model, lmbias.jobs.model_scoring)
-writes ``scores.job.tsv`` with a first column ``benchmark`` and several rows (write_timing_rows): one
+Both scoring rules run one function (lmbias.jobs.model_scoring.score_benchmarks) and write one layout:
+``scores.job.tsv`` (rule score_model, every benchmark of a (model, method, seed)) and ``scores/{benchmark}.job.tsv``
+(rule score_benchmark, one) have a first column ``benchmark`` and several rows (write_timing_rows): one
 ``(load)`` row (loading the model, once) and one per benchmark: its ``score_s``, items, forward passes, token
 budget and peak memory while it was scored (``status`` ``kept`` for a score file kept by its key, with no
 forward pass). ``peak_rss_mib`` is the process's peak so far (the OS keeps no other); on CUDA
@@ -26,7 +27,6 @@ are in it).
 
 from __future__ import annotations
 
-import contextlib
 import os
 import resource
 import sys
@@ -97,20 +97,6 @@ def _cell(value) -> str:
     return str(value).replace("\t", " ").replace("\n", " ")
 
 
-def write_timing(path: str | os.PathLike, record: dict) -> None:
-    """The record as a two-line TSV (header, values; NA for what is missing), replacing the file atomically."""
-    unknown = sorted(set(record) - set(COLUMNS))
-    if unknown:
-        raise ValueError(f"timing record: unknown column(s) {', '.join(unknown)}")
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(
-        "\t".join(COLUMNS) + "\n" + "\t".join(_cell(record.get(c)) for c in COLUMNS) + "\n", encoding="utf-8"
-    )
-    os.replace(tmp, path)
-
-
 #: the columns of a several-benchmark timing file: one row per benchmark and one "(load)" row
 ROWS_COLUMNS = ("benchmark", *COLUMNS)
 
@@ -141,33 +127,6 @@ def reset_peak_cuda(device) -> None:
     """Start a new peak for peak_cuda_allocated_mib (on CUDA; nothing elsewhere)."""
     if device is not None and torch.device(device).type == "cuda":
         torch.cuda.reset_peak_memory_stats(torch.device(device))
-
-
-def read_timing(path: str | os.PathLike) -> dict[str, str]:
-    """A timing file's row as {column: text}."""
-    header, values = Path(path).read_text(encoding="utf-8").splitlines()[:2]
-    return dict(zip(header.split("\t"), values.split("\t")))
-
-
-@contextlib.contextmanager
-def recorded(path: str | os.PathLike | None, device, processes: int = 1):
-    """Yields the job's record (a dict of COLUMNS to fill in); on leaving, also by an error, its status and
-    this process's peak memory are added and it is written to `path` (None: nothing is written)."""
-    record: dict = {"device": str(device), "processes": processes}
-    status = "ok"
-    try:
-        yield record
-    except BaseException as err:
-        status = type(err).__name__
-        raise
-    finally:
-        if path:
-            for key, value in peak_memory(device).items():
-                record.setdefault(key, value)  # a multi-process job sets the largest of its processes' itself
-            record["status"] = status
-            if status != "ok":  # the items were not all scored
-                record["items_per_s"] = None
-            write_timing(path, record)
 
 
 def record_scoring(record: dict, stats, budget, seconds: float) -> None:

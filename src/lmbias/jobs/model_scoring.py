@@ -1,16 +1,17 @@
-"""Scoring jobs: one per (model, method, seed) that loads the model once for every benchmark of its summary
-(score_model_job, rule score_model), and one per benchmark asked for on its own (score_benchmark_file, rule
-score_benchmark). Both keep a score file that already holds its score key, and both hold the seed's scoring
-lock (lmbias.engine.score_lock) while they decide and write, so no file is written by two jobs
-(docs/scoring-jobs.md).
+"""The one way to score: `score_benchmarks(job, gpus)` scores 1..N benchmarks of a (model, method, seed) with
+the model loaded once, in this process or across the processes of an `accelerate launch`. Both scoring rules
+call it: score_model with every benchmark of a summary (and a manifest), score_benchmark with the one benchmark
+asked for on its own (`one_benchmark_job`). It keeps a score file that already holds its score key, and holds
+the seed's scoring lock (lmbias.engine.score_lock) while it decides and writes, so no file is written by two
+jobs (docs/scoring-jobs.md).
 
-The job (rule score_model, scripts/score_model.py) gets a *job spec*, a JSON-able dict:
+The job description is a JSON-able dict:
 
     {"model_name", "model_entry", "method_entry" (with "model_dir": the method's model folder or None),
      "weights_dir", "seed", "threads", "max_tokens",
      "benchmarks": {name: {"entry": scoring slice, "items": parquet, "scores": score file,
                            "library": [library fingerprint files]}},
-     "manifest": scores.json, "timing": the job's timing file}
+     "manifest": scores.json (score_model only), "timing": the job's timing file}
 
 For each benchmark it computes the score key (lmbias.metrics.score_keys). A score file that already holds
 that key is kept without a forward pass; the others are scored with the model loaded once (not at all when
@@ -19,16 +20,17 @@ loses nothing finished and its rerun scores only what is missing.
 
 A benchmark that fails with an error (bad items, an input longer than the token budget, out of memory at
 the smallest batch) is logged with its traceback and named on the console at once; the job goes on with the
-others and then fails, naming every failed benchmark and its score file (BenchmarksFailedError). Going on is
-sound: a benchmark's scoring holds no state the next one reads (each gets a fresh token budget and torch's
-random state as it was after loading), and the failed benchmark's tensors are freed when its error unwinds
-(on CUDA the allocator's cache is emptied too, so an out-of-memory failure does not starve the next one).
-KeyboardInterrupt and SystemExit (Ctrl-C, Snakemake killing the job) end the job at once.
+others and then fails, naming every failed benchmark and its score file (BenchmarksFailedError); a job of one
+benchmark raises its error as it is. Going on is sound: a benchmark's scoring holds no state the next one reads
+(each gets a fresh token budget and torch's random state as it was after loading), and the failed benchmark's
+tensors are freed when its error unwinds (on CUDA the allocator's cache is emptied too, so an out-of-memory
+failure does not starve the next one). KeyboardInterrupt and SystemExit (Ctrl-C, Snakemake killing the job)
+end the job at once.
 
 Several GPUs (resources.gpu > 1, no device_map): the benchmarks to score go to one `accelerate launch ...
-lmbias score --job FILE` (score_model_distributed), whose processes each load the
-model once and score every listed benchmark data-parallel. There a failing benchmark ends the launch (the
-processes must stay in step); the benchmarks finished before it keep their files.
+lmbias score --job FILE` (score_launched), whose processes each load the model once and score every listed
+benchmark data-parallel (lmbias.jobs.sharded). There a failing benchmark ends the launch (the processes must
+stay in step); the benchmarks finished before it keep their files.
 """
 
 from __future__ import annotations
@@ -155,6 +157,8 @@ def score_in_process(job: dict, names: list[str], keys: dict[str, str], timing_r
             log.info("wrote %s (score key %s)", bench["scores"], keys[name][:12])
         except Exception as err:  # noqa: BLE001 (named, logged and reported when the others are done)
             record.update(status=type(err).__name__, items_per_s=None)
+            if len(job["benchmarks"]) == 1:  # a job of one benchmark (rule score_benchmark): its error as it is
+                raise
             failures[name] = _failure_line(name, bench, err)
             log.exception("scoring benchmark %s failed; its score file %s is not written", name, bench["scores"])
             _console(f"lmbias: scoring {failures[name]}; going on with the other benchmarks")
@@ -180,21 +184,66 @@ def _kept_rows(job: dict, kept: list[str]) -> list[dict]:
     return [{"benchmark": name, "status": "kept"} for name in kept]
 
 
-def score_model_job(job: dict, gpus: int = 1) -> dict[str, dict]:
-    """Score what is missing of a (model, method, seed)'s benchmarks and write its manifest; returns the
-    manifest's entries. `gpus` > 1 (and no device_map): data-parallel through `accelerate launch`. The seed's
-    scoring lock (lmbias.engine.score_lock) is held from the check of the score keys to the manifest, so a
-    one-benchmark job of the same seed neither writes a file this job writes nor reads one half-done."""
+def one_benchmark_job(
+    items_path,
+    output_path,
+    model_name: str,
+    model_entry: dict,
+    method_entry: dict,
+    benchmark_name: str,
+    benchmark_entry: dict,
+    *,
+    weights_dir=None,
+    threads: int | None = None,
+    max_tokens: int | None = None,
+    timing=None,
+    library=(),
+    seed=0,
+) -> dict:
+    """The job description of one benchmark's score file (rule score_benchmark, and a caller scoring one
+    benchmark in process): `library` the fingerprint files its score key covers."""
+    return {
+        "model_name": model_name,
+        "model_entry": model_entry,
+        "method_entry": method_entry,
+        "weights_dir": weights_dir,
+        "seed": seed,
+        "threads": threads,
+        "max_tokens": max_tokens,
+        "benchmarks": {
+            benchmark_name: {
+                "entry": benchmark_entry,
+                "items": str(items_path),
+                "scores": str(output_path),
+                "library": [str(f) for f in library],
+            }
+        },
+        "timing": str(timing) if timing else None,
+    }
+
+
+def score_benchmarks(job: dict, gpus: int = 1) -> dict[str, str]:
+    """Score what is missing of the job's benchmarks; {benchmark: "kept" | "scored"}. With a `manifest` in the
+    job (rule score_model) it is written once every file holds its key. `gpus` > 1 (and no device_map):
+    data-parallel through `accelerate launch`. The seed's scoring lock is held from the check of the score keys
+    to the last file, so two jobs of one seed neither write one file nor read one half-done."""
     for name, bench in job["benchmarks"].items():  # a config error stops the job before any loading
         catalog.definition(catalog.measure_of(bench["entry"]), name)
         catalog.check_family(name, bench["entry"], job["model_entry"]["family"], job["model_name"])
     keys = benchmark_keys(job)
-    with scoring_lock(Path(job["manifest"]).parent):  # the seed folder, where scores.json lies
-        return _score_model_locked(job, keys, gpus)
+    with scoring_lock(_seed_folder(job)):
+        return _score_locked(job, keys, gpus)
 
 
-def _score_model_locked(job: dict, keys: dict[str, str], gpus: int) -> dict[str, dict]:
-    """score_model_job's work, with the seed's scoring lock held."""
+def _seed_folder(job: dict) -> Path:
+    """The folder whose scoring lock the job holds: the manifest's (seed{k}/), else its first score file's."""
+    if job.get("manifest"):
+        return Path(job["manifest"]).parent
+    return seed_folder_of_score_file(next(iter(job["benchmarks"].values()))["scores"])
+
+
+def _score_locked(job: dict, keys: dict[str, str], gpus: int) -> dict[str, str]:
+    """score_benchmarks' work, with the seed's scoring lock held."""
     names = to_score(job, keys)
     kept = [name for name in job["benchmarks"] if name not in names]
     where = f"{job['model_name']}/{job['method_entry']['kind']} seed {job['seed']}"
@@ -206,6 +255,8 @@ def _score_model_locked(job: dict, keys: dict[str, str], gpus: int) -> dict[str,
         len(kept),
         ", ".join(kept) or "none",
     )
+    for name in kept:
+        log.info("%s holds its score key %s: kept", job["benchmarks"][name]["scores"], keys[name][:12])
     for name in names:  # a file there with another key: named as changed (a missing one is plainly scored)
         found = stored_key(job["benchmarks"][name]["scores"])
         if found is not None:
@@ -216,7 +267,6 @@ def _score_model_locked(job: dict, keys: dict[str, str], gpus: int) -> dict[str,
                 keys[name][:12],
             )
     rows = _kept_rows(job, kept)
-    seconds: dict[str, float] = {}
     failures: dict[str, str] = {}
     if not names:
         _write_timing(job, rows)  # nothing to score: the model is not loaded
@@ -226,103 +276,46 @@ def _score_model_locked(job: dict, keys: dict[str, str], gpus: int) -> dict[str,
         launch_distributed(job, names, keys, gpus)
         if job.get("timing") and Path(job["timing"]).exists():  # the launched main process's rows, and the kept
             _write_timing(job, job_timing.read_timing_rows(job["timing"]) + rows)
+    if failures:
+        keep_going = (
+            " score files are written; a rerun scores only the failed ones, and with --keep-going Snakemake"
+            " still builds the other benchmarks' own targets, metrics/<benchmark>.parquet, in this run):\n"
+        )
+        raise BenchmarksFailedError(
+            f"scoring failed for {len(failures)} of {len(job['benchmarks'])} benchmark(s) of {where} (the others'"
+            + keep_going
+            + "\n".join(f"  {failures[name]}" for name in names if name in failures)
+        )
+    for name, bench in job["benchmarks"].items():
+        if stored_key(bench["scores"]) != keys[name]:
+            raise BenchmarksFailedError(
+                f"{bench['scores']}: benchmark {name!r} has no score file with its key after scoring"
+            )
+    if job.get("manifest"):
+        _write_manifest(job, keys, names)
+    return {name: ("scored" if name in names else "kept") for name in job["benchmarks"]}
+
+
+def _write_manifest(job: dict, keys: dict[str, str], scored: list[str]) -> None:
+    """scores.json: each benchmark's score file, key, rows, and whether (and for how long) this run scored it."""
+    seconds: dict[str, float] = {}
     if job.get("timing") and Path(job["timing"]).exists():
         seconds = {
             row["benchmark"]: float(row["score_s"])
             for row in job_timing.read_timing_rows(job["timing"])
             if row.get("score_s") not in (None, "", "NA")
         }
-    if failures:
-        raise BenchmarksFailedError(
-            f"scoring failed for {len(failures)} of {len(job['benchmarks'])} benchmark(s) of {where} (the others'"
-            " score files are written; a rerun scores only the failed ones, and with --keep-going Snakemake"
-            " still builds the other benchmarks' own targets, metrics/<benchmark>.parquet, in this run):\n"
-            + "\n".join(f"  {failures[name]}" for name in names if name in failures)
-        )
-    entries = {}
-    for name, bench in job["benchmarks"].items():
-        found = stored_key(bench["scores"])
-        if found != keys[name]:
-            raise BenchmarksFailedError(
-                f"{bench['scores']}: benchmark {name!r} has no score file with its key after scoring"
-            )
-        entries[name] = {
+    entries = {
+        name: {
             "scores": str(bench["scores"]),
             "score_key": keys[name],
             "rows": pq.read_metadata(bench["scores"]).num_rows,
-            "scored": name in names,
-            "seconds": seconds.get(name, 0.0) if name in names else 0.0,
+            "scored": name in scored,
+            "seconds": seconds.get(name, 0.0) if name in scored else 0.0,
         }
+        for name, bench in job["benchmarks"].items()
+    }
     write_manifest(job["manifest"], entries)
-    return entries
-
-
-def score_benchmark_file(job: dict, library: list, seed, gpus: int = 1) -> str:
-    """Rule score_benchmark: one benchmark's score file, "kept" when it already holds its score key (written by
-    score_model, or by an earlier job for the same config; the model is not loaded), else "scored" with the
-    model loaded for this benchmark alone: in this process (gpus <= 1, or a device_map), else through
-    `accelerate launch` on `gpus` data-parallel processes. `job`: evaluation.score_benchmark_job's arguments
-    but score_key; `library`: the library fingerprint files the score key covers. Holds the seed's scoring lock
-    (lmbias.engine.score_lock) from the key check to the written file."""
-    from lmbias.jobs.scoring import score_benchmark_job
-
-    key = score_key(
-        job["benchmark_entry"],
-        job["items_path"],
-        job["model_entry"],
-        job["method_entry"],
-        library,
-        seed,
-        weights_dir=job.get("weights_dir"),
-        method_dir=job["method_entry"].get("model_dir"),
-    )
-    output = job["output_path"]
-    with scoring_lock(seed_folder_of_score_file(output)):
-        found = stored_key(output)
-        if found == key:
-            log.info("%s holds its score key %s: kept, the model is not loaded", output, key[:12])
-            if job.get("timing_path"):
-                job_timing.write_timing(job["timing_path"], {"status": "kept"})
-            return "kept"
-        if found is not None:
-            log.info("%s: its score key %s is not %s now: scored again", output, found[:12], key[:12])
-        if gpus <= 1 or job["model_entry"].get("device_map") is not None:
-            score_benchmark_job(**job, score_key=key)
-        else:
-            launch_benchmark_distributed(job, key, gpus)
-    return "scored"
-
-
-def launch_benchmark_distributed(job: dict, key: str, gpus: int) -> None:
-    """`accelerate launch --num_processes <gpus> -m lmbias.cli score ...` for one benchmark (a rendezvous port
-    derived from its score file's path, so concurrent jobs on one node do not collide)."""
-    args = [
-        "--items",
-        str(job["items_path"]),
-        "--output",
-        str(job["output_path"]),
-        "--model",
-        job["model_name"],
-        "--model-entry",
-        json.dumps(job["model_entry"]),
-        "--method-entry",
-        json.dumps(job["method_entry"]),
-        "--benchmark",
-        job["benchmark_name"],
-        "--benchmark-entry",
-        json.dumps(job["benchmark_entry"]),
-        "--threads",
-        str(job["threads"]),
-        "--max-tokens",
-        str(job["max_tokens"]),
-        "--timing",
-        str(job["timing_path"]),
-        "--score-key",
-        key,
-    ]
-    if job.get("weights_dir"):
-        args += ["--weights-dir", str(job["weights_dir"])]
-    _accelerate_launch(gpus, job["output_path"], args)
 
 
 def _accelerate_launch(gpus: int, output, args: list[str]) -> None:
@@ -337,24 +330,26 @@ def _accelerate_launch(gpus: int, output, args: list[str]) -> None:
 
 def launch_distributed(job: dict, names: list[str], keys: dict[str, str], gpus: int) -> None:
     """`accelerate launch --num_processes <gpus> -m lmbias.cli score --job FILE` for the benchmarks `names`
-    (a rendezvous port derived from the manifest's path, so concurrent jobs on one node do not collide)."""
+    (a rendezvous port derived from the manifest's path, or the one score file's, so concurrent jobs on one node
+    do not collide)."""
     spec = {**job, "benchmarks": {name: {**job["benchmarks"][name], "score_key": keys[name]} for name in names}}
     if job.get("timing"):  # the launched main process writes it afresh: no rows of an earlier run
         Path(job["timing"]).unlink(missing_ok=True)
-    job_file = Path(job["manifest"]).with_name("scores.job.json")
+    anchor = Path(job["manifest"]) if job.get("manifest") else Path(job["benchmarks"][names[0]]["scores"])
+    job_file = anchor.with_name(f"{anchor.stem}.job.json")
     job_file.parent.mkdir(parents=True, exist_ok=True)
     job_file.write_text(json.dumps(spec, indent=2, sort_keys=True, default=str), encoding="utf-8")
     try:
-        _accelerate_launch(gpus, job["manifest"], ["--job", str(job_file)])
+        _accelerate_launch(gpus, anchor, ["--job", str(job_file)])
     finally:
         job_file.unlink(missing_ok=True)
 
 
-def score_model_distributed(job: dict) -> None:
+def score_launched(job: dict) -> None:
     """`lmbias score --job FILE`: the benchmarks of a job spec (lmbias.jobs.model_scoring, each with its
     `score_key`), every one of them scored across the processes of an `accelerate launch` with the model
     loaded once per process; the main process writes the score files and the timing rows (job["timing"]).
-    One process: model_scoring.score_in_process. A failing benchmark ends the launch (the processes must stay
+    One process: score_in_process. A failing benchmark ends the launch (the processes must stay
     in step), named in the error; the benchmarks finished before it keep their files."""
     from accelerate import PartialState
     from accelerate.utils import gather_object, parse_flag_from_env

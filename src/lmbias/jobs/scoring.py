@@ -9,14 +9,11 @@ from __future__ import annotations
 import logging
 import time
 
-import pyarrow.parquet as pq
-
 from lmbias.benchmarks import catalog
 from lmbias.benchmarks.definition import score_keywords
 from lmbias.engine import job_timing
 from lmbias.engine.batching import EngineStats, scoring_budget, scoring_precision
 from lmbias.errors import ConfigError
-from lmbias.io import write_table_atomic
 from lmbias.job_runtime import pick_device
 from lmbias.lazy import lazy_module
 from lmbias.metrics.summary import (
@@ -124,49 +121,6 @@ def score_loaded(
     )
     log.info(rate_line("scored", items.num_rows, "items", elapsed))
     return scores, precision
-
-
-def score_benchmark_job(
-    items_path,
-    output_path,
-    model_name,
-    model_entry,
-    method_entry,
-    benchmark_name,
-    benchmark_entry,
-    weights_dir=None,
-    threads: int | None = None,
-    max_tokens: int | None = None,
-    timing_path=None,
-    score_key: str | None = None,
-) -> None:
-    """Score one benchmark's items. `max_tokens`: padded tokens per forward pass (models.<model>.max_tokens,
-    the rule's resource; None: the engine's default); `timing_path`: the job's timing file with its peak
-    memory (lmbias.engine.job_timing; None: none written); `score_key`: written into the file's metadata
-    (lmbias.metrics.score_keys), so that the job scoring every benchmark of the model keeps the file."""
-    catalog.definition(catalog.measure_of(benchmark_entry), benchmark_name)
-    catalog.check_family(benchmark_name, benchmark_entry, model_entry["family"], model_name)
-    device = prepare_scoring(threads)
-    began = time.perf_counter()
-    with job_timing.recorded(timing_path, device) as record:
-        model, tokenizer = load_for_method(model_name, model_entry, method_entry, device)
-        items = pq.read_table(items_path)
-        record.update(load_s=time.perf_counter() - began, items=items.num_rows)
-        scores, precision = score_loaded(
-            model,
-            tokenizer,
-            device,
-            model_name,
-            model_entry,
-            benchmark_name,
-            benchmark_entry,
-            items,
-            max_tokens,
-            record,
-        )
-        write_table_atomic(
-            scores, output_path, metadata=score_file_metadata(model, method_entry, 1, precision, score_key)
-        )
 
 
 def score_file_metadata(model, method_entry: dict, world_size: int, precision, score_key: str | None) -> dict:

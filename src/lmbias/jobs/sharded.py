@@ -1,8 +1,9 @@
 """Data-parallel (multi-GPU, or multi-process CPU) scoring of one benchmark through Accelerate.
 
 Launched as ``accelerate launch --config_file resources/accelerate/multi_gpu.yaml --num_processes N
---main_process_port P -m lmbias.cli score ...`` (the score_benchmark rule does this when its
-``resources.gpu`` > 1). Every process loads the model on its own device, scores a shard of the items with
+--main_process_port P -m lmbias.cli score --job FILE`` (lmbias.jobs.model_scoring does this for both scoring
+rules when their ``resources.gpu`` > 1). Every process loads the model on its own device, scores a shard of the
+items with
 the benchmark's ordinary scorer (`catalog.definition(dataset).score`, so dedup, length sorting and
 batching happen per shard), the per-shard score tables are gathered to the main process
 (`accelerate.utils.gather_object`) and only the main process writes the parquet.
@@ -16,7 +17,7 @@ shardable: the main process scores them whole and the others wait. A new benchma
 not shardable until its definition says `row_local=True` (and the equality test in
 tests/cluster/test_distributed.py covers it), so adding one can never silently produce wrong scores.
 
-One process: exactly `lmbias.jobs.scoring.score_benchmark_job`. The launch commands are lmbias.engine.distributed's.
+One process: lmbias.jobs.model_scoring.score_in_process. The launch commands are lmbias.engine.distributed's.
 """
 
 from __future__ import annotations
@@ -26,7 +27,6 @@ import time
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-import torch
 
 from lmbias.benchmarks import catalog
 from lmbias.benchmarks.definition import BenchmarkDef, score_keywords
@@ -62,7 +62,7 @@ def score_table_sharded(
     """This process's (rank, scores) part: `score_fn(shard)` on its contiguous shard for a row-local
     benchmark (`definition.row_local`); the whole table on rank 0 (None elsewhere) otherwise. Pure, so the
     split is testable without launching processes."""
-    dataset = definition.dataset
+    dataset = definition.name
     if definition.row_local:
         start, stop = shard_bounds(items.num_rows, world, rank)
         if stop == start:
@@ -76,69 +76,6 @@ def score_table_sharded(
             )
         return rank, scores
     return rank, (score_fn(items) if rank == 0 else None)
-
-
-def score_distributed_job(
-    items_path,
-    output_path,
-    model_name,
-    model_entry,
-    method_entry,
-    benchmark_name,
-    benchmark_entry,
-    weights_dir=None,
-    threads: int | None = None,
-    max_tokens: int | None = None,
-    timing_path=None,
-    score_key: str | None = None,
-) -> None:
-    """score_benchmark_job across the processes of an `accelerate launch` (or one plain process). Each process
-    batches within `max_tokens`; the main process writes the timing file, with the largest peak memory of the
-    processes and the halvings of all of them."""
-    from accelerate import PartialState
-    from accelerate.utils import parse_flag_from_env
-
-    from lmbias.jobs.scoring import score_benchmark_job
-
-    # PartialState (unlike AcceleratorState) ignores ACCELERATE_USE_CPU: pass it on, and use CPU/gloo on a
-    # host without CUDA, so `accelerate launch` of the cpu.yaml config really runs N gloo processes.
-    state = PartialState(cpu=parse_flag_from_env("ACCELERATE_USE_CPU") or not torch.cuda.is_available())
-    if state.num_processes == 1:
-        score_benchmark_job(
-            items_path,
-            output_path,
-            model_name,
-            model_entry,
-            method_entry,
-            benchmark_name,
-            benchmark_entry,
-            weights_dir=weights_dir,
-            threads=threads,
-            max_tokens=max_tokens,
-            timing_path=timing_path,
-            score_key=score_key,
-        )
-        return
-    torch.manual_seed(0)
-    if threads:  # the job's threads are shared by the processes of this node
-        torch.set_num_threads(max(1, threads // state.num_processes))
-    record = score_sharded(
-        state,
-        [],
-        time.perf_counter(),
-        model_name,
-        model_entry,
-        method_entry,
-        benchmark_name,
-        benchmark_entry,
-        items_path,
-        output_path,
-        max_tokens,
-        score_key=score_key,
-    )
-    if state.is_main_process and timing_path:
-        job_timing.write_timing(timing_path, record)
-    state.wait_for_everyone()
 
 
 def score_sharded(
@@ -177,7 +114,7 @@ def score_sharded(
         if not loaded:  # a process with nothing to score loads no model
             loaded.append(load_for_method(model_name, model_entry, method_entry, state.device))
         model, tokenizer = loaded[0]
-        start = time.perf_counter()  # scoring only, as in score_benchmark_job's log line
+        start = time.perf_counter()  # scoring only, as in score_loaded's log line
         began.append(start)
         key = f"models.{model_name}.precision"
         precision[0] = effective_precision(model_entry.get("precision", "auto"), model, state.device, key)

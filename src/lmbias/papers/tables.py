@@ -84,7 +84,6 @@ SETTING_ALIASES = {
 #: Which method kind a setting is read from, when one model has several methods (the trainer settings
 #: come from the first trained method of the paper's grid).
 SETTING_KIND = {"swap_rate": "cds", "er_lambda": "er", "ratio_of_pairs": "sd"}
-TRAINED_KINDS = TRAINED_METHOD_KINDS
 
 
 def _norm(text: str) -> str:
@@ -199,7 +198,7 @@ def model_settings(pairs: list[dict]) -> list[dict]:
             wanted = SETTING_KIND.get(key)
             if wanted is not None and pair["kind"] != wanted:
                 continue
-            if wanted is None and pair["kind"] not in TRAINED_KINDS:
+            if wanted is None and pair["kind"] not in TRAINED_METHOD_KINDS:
                 continue
             if key not in entry["settings"]:
                 entry["settings"][key] = value
