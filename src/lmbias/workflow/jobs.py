@@ -70,7 +70,9 @@ def summary_page(input, output, params, wildcards, log) -> None:
     from lmbias.benchmarks import catalog
     from lmbias.metrics.summary_page import write_summary_pages
 
-    headlines = {benchmark: catalog.definition(measure).headlines for benchmark, measure in params.datasets.items()}
+    # a benchmark no definition measures (a dataset read by a corpus only, e.g. gap) has no headline
+    definitions = catalog.definitions()
+    headlines = {b: definitions[m].headlines for b, m in params.datasets.items() if m in definitions}
     with job_log(log[0]):
         write_summary_pages(list(input.summaries), headlines, list(input.paired), output.md, output.html)
 
