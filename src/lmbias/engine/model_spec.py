@@ -27,7 +27,7 @@ from lmbias.errors import ConfigError, DeviceMapTrainingError, DiskOffloadError
 
 FAMILIES = ("mlm", "clm", "seq2seq", "encoder")
 
-# `training` (defaults of the methods trained from this model) is checked by lmbias.registry, not here.
+# `training` (defaults of the methods trained from this model) is checked by lmbias.methods.resolution, not here.
 # `snapshot` is set by the workflow, not the user: the folder a hub id was fetched into (lmbias.engine.hub).
 _KNOWN_KEYS = (
     "path",

@@ -1,4 +1,4 @@
-"""A (model, method) pair as its jobs run it: lmbias.registry resolves the method for the model (kind, corpus,
+"""A (model, method) pair as its jobs run it: lmbias.methods.resolution resolves the method for the model (kind, corpus,
 trainer settings, SentenceDebias and INLP options), refusing a method the model's family cannot run; here the
 method's corpus is also checked to be one this config builds."""
 
