@@ -72,3 +72,11 @@ class BenchmarkDef:
 def score_keywords(d: BenchmarkDef, model_name: str, model_entry: dict) -> dict:
     """The keyword arguments a scoring job passes to `d.score` beyond the common ones."""
     return {"model_entry": model_entry, "model_name": model_name} if d.prompted else {}
+
+
+def score_items(d: BenchmarkDef, items, model, tokenizer, model_name: str, model_entry: dict, scoring: dict, stats):
+    """`d.score` of `items` as every scoring job calls it: the model's family, the entry's `scoring` block and,
+    for a prompted benchmark, the model entry and name (its chat template)."""
+    return d.score(
+        items, model, tokenizer, model_entry["family"], scoring, stats, **score_keywords(d, model_name, model_entry)
+    )

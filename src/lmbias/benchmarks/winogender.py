@@ -219,7 +219,7 @@ def score_winogender(
     model_name: str = "?",
 ) -> pa.Table:
     """Both choices of every sentence (rows of results/data/<benchmark>.parquet); `model_entry` and `model_name`
-    (definition.score_keywords): the model's chat template, when it sets one."""
+    (lmbias.benchmarks.definition.score_items): the model's chat template, when it sets one."""
     scoring = scoring or {}
     unknown = set(scoring) - {"batch_size", "max_length"}
     if unknown:

@@ -10,7 +10,7 @@ import logging
 import time
 
 from lmbias.benchmarks import catalog
-from lmbias.benchmarks.definition import score_keywords
+from lmbias.benchmarks.definition import score_items
 from lmbias.engine import job_timing
 from lmbias.engine.batching import EngineStats, scoring_budget, scoring_precision
 from lmbias.errors import ConfigError
@@ -93,14 +93,8 @@ def score_loaded(
         job_progress(f"scoring {benchmark_name}", unit="inputs"),
     ):
         try:
-            scores = definition.score(
-                items,
-                model,
-                tokenizer,
-                model_entry["family"],
-                benchmark_entry.get("scoring", {}),
-                stats,
-                **score_keywords(definition, model_name, model_entry),
+            scores = score_items(
+                definition, items, model, tokenizer, model_name, model_entry, benchmark_entry.get("scoring", {}), stats
             )
         finally:  # a failed job's record too: how far it got, and what it held
             if record is not None:

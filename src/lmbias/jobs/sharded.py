@@ -29,7 +29,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from lmbias.benchmarks import catalog
-from lmbias.benchmarks.definition import BenchmarkDef, score_keywords
+from lmbias.benchmarks.definition import BenchmarkDef, score_items
 from lmbias.engine import job_timing
 from lmbias.engine.batching import EngineStats, scoring_budget, scoring_precision
 from lmbias.io import write_table_atomic
@@ -129,14 +129,8 @@ def score_sharded(
             ),
         ):
             budgets.append(budget)
-            scores = definition.score(
-                part,
-                model,
-                tokenizer,
-                model_entry["family"],
-                benchmark_entry.get("scoring", {}),
-                stats,
-                **score_keywords(definition, model_name, model_entry),
+            scores = score_items(
+                definition, part, model, tokenizer, model_name, model_entry, benchmark_entry.get("scoring", {}), stats
             )
         elapsed[0] = time.perf_counter() - start
         return scores
