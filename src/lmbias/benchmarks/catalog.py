@@ -136,7 +136,7 @@ def source_files(dataset: str) -> list[str]:
 
 
 def check_family(benchmark: str, benchmark_cfg: dict, family: str, model: str) -> None:
-    d = definition(measure_of(benchmark_cfg), benchmark)
+    d = definition_of(benchmark_cfg, benchmark)
     if family not in d.families:
         raise ConfigError(
             f"benchmark {benchmark!r} does not apply to model {model!r} of family {family!r} "

@@ -64,7 +64,7 @@ def check_comparison(name: str, entry: dict, config: dict) -> tuple[Side, Side]:
 def paired_rows(
     benchmark: str, benchmark_entry: dict, before: list[pa.Table], after: list[pa.Table], test: str
 ) -> list[dict]:
-    definition = catalog.definition(catalog.measure_of(benchmark_entry), benchmark)
+    definition = catalog.definition_of(benchmark_entry, benchmark)
     if definition.paired is None:
         raise ConfigError(f"benchmark {benchmark!r} has no paired pre/post test")
     options = definition.parse_options(benchmark_entry.get("metric", {}), f"benchmarks.{benchmark}.metric")

@@ -35,7 +35,7 @@ log = logging.getLogger(__name__)
 
 def _metric_rows(benchmark: str, benchmark_entry: dict, scores_path) -> list[dict]:
     """One benchmark's metric rows from its cached scores, with the options its `metric` block sets."""
-    definition = catalog.definition(catalog.measure_of(benchmark_entry), benchmark)
+    definition = catalog.definition_of(benchmark_entry, benchmark)
     opts = definition.parse_options(benchmark_entry.get("metric", {}), f"benchmarks.{benchmark}.metric")
     rows = [{**r, "benchmark": benchmark} for r in definition.rows(pq.read_table(scores_path), opts)]
     log.info("%s: %d metric rows (%s)", benchmark, len(rows), opts)

@@ -228,7 +228,7 @@ def score_benchmarks(job: dict, gpus: int = 1) -> dict[str, str]:
     data-parallel through `accelerate launch`. The seed's scoring lock is held from the check of the score keys
     to the last file, so two jobs of one seed neither write one file nor read one half-done."""
     for name, bench in job["benchmarks"].items():  # a config error stops the job before any loading
-        catalog.definition(catalog.measure_of(bench["entry"]), name)
+        catalog.definition_of(bench["entry"], name)
         catalog.check_family(name, bench["entry"], job["model_entry"]["family"], job["model_name"])
     keys = benchmark_keys(job)
     with scoring_lock(_seed_folder(job)):

@@ -72,7 +72,7 @@ def score_loaded(
 ):
     """(scores, effective precision) of one benchmark's `items` with an already loaded model; `record` (a
     job_timing record, or None) gets the scoring's seconds, forward passes and token budget, also on failure."""
-    definition = catalog.definition(catalog.measure_of(benchmark_entry), benchmark_name)
+    definition = catalog.definition_of(benchmark_entry, benchmark_name)
     stats = EngineStats()
     start = time.perf_counter()
     precision = effective_precision(

@@ -20,7 +20,6 @@ benchmark's definition (`BenchmarkDef.paired`); the jobs that read definitions a
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass
 
 import numpy as np
@@ -28,8 +27,6 @@ import pyarrow as pa
 
 from lmbias.errors import DataError
 from lmbias.metrics.summary import METRIC_COLUMNS
-
-log = logging.getLogger(__name__)
 
 SIDES = ("before", "after")
 PAIRED_SCHEMA = pa.schema(
