@@ -7,8 +7,6 @@ from the benchmark data (``python -m lmbias.engine.tiny derive-words``); load_wo
 
 from __future__ import annotations
 
-import csv
-import json
 import os
 import re
 from collections import Counter
@@ -79,40 +77,49 @@ def _words_in(text: str) -> list[str]:
 
 
 def _benchmark_texts(data_dir: Path):
-    """Yield the benchmark texts the tiny vocabulary must cover (read in place, never copied)."""
+    """Yield the benchmark texts the tiny vocabulary must cover, read in place (never copied).
+
+    Every file goes through the project's reader for it, never a second reading of its raw format: the dataset
+    parsers (lmbias.parsers; the WinoBias occupation lists through the WinoBias parser's read_occupations) and,
+    for the WinoBias swap lists, which no parser reads, the swap lexicon's reader
+    (lmbias.corpora.swap_lexicon.read_tsv_pairs). A missing file is a DataError naming it.
+    """
+    # imported here: building a tiny model (load_word_list) does not need the parsers
+    from lmbias.corpora.swap_lexicon import WINOBIAS_FILES as WINOBIAS_SWAP_FILES
+    from lmbias.corpora.swap_lexicon import read_tsv_pairs
+    from lmbias.parsers import parse_bec_pro, parse_crows_pairs, parse_seat, parse_winobias
+    from lmbias.parsers.bec_pro import FILES as BEC_PRO_FILES
+    from lmbias.parsers.crows_pairs import FILE as CROWS_PAIRS_FILE
+    from lmbias.parsers.seat import SUFFIX as SEAT_SUFFIX
+    from lmbias.parsers.winobias import OCCUPATION_FILES, read_occupations, winobias_files
+
     wino = data_dir / "winobias"
-    for path in sorted(wino.glob("*.txt.dev")):
-        yield path.read_text(encoding="utf-8")
-    for name in ("male_occupations.txt", "female_occupations.txt", "extra_gendered_words.txt", "generalized_swaps.txt"):
-        if (wino / name).is_file():
-            yield (wino / name).read_text(encoding="utf-8")
-    bec = data_dir / "bec_pro"
-    for name in ("BEC-Pro_EN.tsv", "BEC-Pro_DE.tsv"):
-        if (bec / name).is_file():
-            with open(bec / name, encoding="utf-8", newline="") as handle:
-                for row in csv.DictReader(handle, delimiter="\t"):
-                    yield " ".join(row.get(k) or "" for k in ("Sentence", "Person", "Profession"))
-    if (bec / "professions_US_DE.tsv").is_file():
-        with open(bec / "professions_US_DE.tsv", encoding="utf-8", newline="") as handle:
-            for row in csv.DictReader(handle, delimiter="\t"):
-                yield " ".join(row.get(k) or "" for k in ("simplified_professions", "german_m", "german_f"))
-    for path in sorted((data_dir / "seat").glob("*.jsonl")):
-        tests = json.loads(path.read_text(encoding="utf-8"))
-        for part in tests.values():
-            yield " ".join(part.get("examples", []))
-    crows = data_dir / "crows_pairs" / "crows_pairs_anonymized.csv"
-    if crows.is_file():
-        with open(crows, encoding="utf-8", newline="") as handle:
-            for row in csv.DictReader(handle):
-                if row.get("bias_type") == "gender":
-                    yield row["sent_more"] + " " + row["sent_less"]
+    sentences = parse_winobias({name: wino / name for name in winobias_files("dev")}, split="dev")
+    yield from sentences.column("sentence").to_pylist()
+    for name in OCCUPATION_FILES:
+        yield from read_occupations(wino / name)
+    for name in WINOBIAS_SWAP_FILES:  # the reader lower-cases; the upstream lists are lower-case
+        for word, partner, _ in read_tsv_pairs(wino / name):
+            yield f"{word} {partner}"
+    # BEC-Pro's professions_US_DE.tsv is not read: no parser reads it, and each of its words (English and German
+    # professions) is a word of the BEC-Pro rows below, so the list is the same without it.
+    for language, name in BEC_PRO_FILES.items():
+        rows = parse_bec_pro(data_dir / "bec_pro" / name, language)
+        columns = (rows.column(c).to_pylist() for c in ("sentence", "person", "profession"))
+        for sentence, person, profession in zip(*columns):
+            yield f"{sentence} {person} {profession}"
+    yield from parse_seat(sorted((data_dir / "seat").glob(f"*{SEAT_SUFFIX}"))).column("text").to_pylist()
+    pairs = parse_crows_pairs(data_dir / "crows_pairs" / CROWS_PAIRS_FILE, bias_types=["gender"])
+    for more, less in zip(pairs.column("sent_more").to_pylist(), pairs.column("sent_less").to_pylist()):
+        yield f"{more} {less}"
 
 
 def _gap_texts(data_dir: Path):
-    for path in sorted((data_dir / "gap").glob("gap-*.tsv")):
-        with open(path, encoding="utf-8", newline="") as handle:
-            for row in csv.DictReader(handle, delimiter="\t"):
-                yield row.get("Text") or ""
+    """The Text of every GAP row (development, validation and test), from the GAP parser's table."""
+    from lmbias.parsers.gap import SPLITS, gap_file, parse_gap
+
+    rows = parse_gap({split: data_dir / "gap" / gap_file(split) for split in SPLITS})
+    yield from rows.column("text").to_pylist()
 
 
 def _forms(word: str) -> list[str]:
@@ -123,10 +130,13 @@ def derive_word_list(data_dir: str | os.PathLike, max_words: int = 6000, gap: bo
     """Derive the tiny-model word list (how resources/vocab/tiny_words.txt was made).
 
     1. CORE_WORDS, each lower-case and Capitalised (always kept);
-    2. every word (regex ``[^\\W\\d_]+``, frequency >= 1) of the WinoBias dev sentences and word lists,
-       BEC-Pro EN/DE sentences, persons and professions, SEAT examples and CrowS-Pairs gender rows,
+    2. every word (regex ``[^\\W\\d_]+``, frequency >= 1) of the WinoBias dev sentences, occupation lists and
+       swap lists, BEC-Pro EN/DE sentences, persons and professions, SEAT examples and CrowS-Pairs gender rows,
        each as seen and lower-cased (most frequent first if they exceed ``max_words``);
     3. when ``gap``: the most frequent GAP words (same forms) until ``max_words`` forms.
+    The texts are those of the parsed tables (lmbias.parsers' parse_winobias, parse_bec_pro, parse_seat,
+    parse_crows_pairs and parse_gap, called on ``data_dir``'s files), the occupation lists as the WinoBias parser
+    reads them and the swap lists as the swap lexicon does: no raw file is read here a second way.
     The result is sorted by code point.
     """
     data_dir = Path(data_dir)
