@@ -226,7 +226,7 @@ def test_library_edit_reruns_only_the_benchmark_that_reads_it(tiny_run):
     """A benchmark's modules reach its jobs through one fingerprint file (results/library/<dataset>.sha256,
     one line per module): editing metrics/crows_pairs.py rewrites that fingerprint and reruns the scoring job
     of each model (which scores CrowS-Pairs again and keeps the other benchmarks' files by their score key,
-    tests/engine/test_model_scoring.py), the seeds' metric jobs (every benchmark's metrics, from cached scores)
+    tests/jobs/test_model_scoring.py), the seeds' metric jobs (every benchmark's metrics, from cached scores)
     and the summaries."""
     workdir, data = tiny_run
     fingerprint = (workdir / "results/library/crows_pairs.sha256").read_text()

@@ -20,7 +20,7 @@ from lmbias.engine.tiny import build_tiny_model
 from lmbias.errors import BenchmarksFailedError, ConfigError
 from lmbias.io import write_table_atomic
 from lmbias.jobs import model_scoring
-from lmbias.jobs import scoring as evaluation
+from lmbias.jobs import scoring as job_scoring
 from lmbias.jobs.metrics import compute_seed_metrics_job
 from lmbias.metrics.score_keys import SCORE_KEY_METADATA, read_manifest, stored_key
 from lmbias.parsers import parse_benchmark, required_files
@@ -96,14 +96,14 @@ def test_one_load_scores_every_benchmark_bit_identical_to_one_job_each(setup, tm
     root, config, models = setup
     job = make_job(root, config, models, model, tmp_path / "model")
     loads = []
-    real_load = evaluation.load_for_method
+    real_load = job_scoring.load_for_method
 
     def counting_load(*args, **kwargs):
         loads.append(args[0])
         return real_load(*args, **kwargs)
 
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(evaluation, "load_for_method", counting_load)
+        mp.setattr(job_scoring, "load_for_method", counting_load)
         entries = score_model(job)
     assert loads == [model]  # once, for both benchmarks
     keys = model_scoring.benchmark_keys(job)
@@ -150,7 +150,7 @@ def test_a_rerun_scores_only_what_a_config_edit_touches(setup, tmp_path, monkeyp
         raise AssertionError("the model was loaded with nothing to score")
 
     with monkeypatch.context() as mp:
-        mp.setattr(evaluation, "load_for_method", no_load)
+        mp.setattr(job_scoring, "load_for_method", no_load)
         entries = score_model(job)
     assert scored(job) == [] and forward_passes(job) == 0
     assert not any(e["scored"] for e in entries.values())
@@ -196,7 +196,7 @@ def test_an_interrupted_job_loses_nothing_it_finished(setup, tmp_path, monkeypat
     root, config, models = setup
     out = tmp_path / "run"
     job = make_job(root, config, models, "tiny-gpt2", out)
-    real = evaluation.score_loaded
+    real = job_scoring.score_loaded
 
     def interrupted_on_the_second(*args, **kwargs):
         if args[5] == BENCHMARKS[1]:
@@ -204,7 +204,7 @@ def test_an_interrupted_job_loses_nothing_it_finished(setup, tmp_path, monkeypat
         return real(*args, **kwargs)
 
     with monkeypatch.context() as mp:
-        mp.setattr(evaluation, "score_loaded", interrupted_on_the_second)
+        mp.setattr(job_scoring, "score_loaded", interrupted_on_the_second)
         with pytest.raises(KeyboardInterrupt):
             score_model(job)
     assert stored_key(job["benchmarks"][BENCHMARKS[0]]["scores"]) is not None
@@ -251,7 +251,7 @@ def test_a_one_benchmark_job_keeps_the_model_jobs_file_and_rescores_a_changed_on
         timing=tmp_path / "one.job.tsv", library=bench["library"], seed=0,
     )  # fmt: skip
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(evaluation, "load_for_method", lambda *a, **k: pytest.fail("a kept file loads no model"))
+        mp.setattr(job_scoring, "load_for_method", lambda *a, **k: pytest.fail("a kept file loads no model"))
         assert model_scoring.score_benchmarks(one) == {"crows_pairs": "kept"}
     assert job_timing.read_timing_rows(tmp_path / "one.job.tsv") == [
         {**dict.fromkeys(job_timing.ROWS_COLUMNS, "NA"), "benchmark": "crows_pairs", "status": "kept"}
