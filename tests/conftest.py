@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import warnings
 from pathlib import Path
 
 import pytest
@@ -68,50 +67,3 @@ def pytest_xdist_make_scheduler(config, log):
     from helpers.xdist_groups import ModulesTogetherLongestFirst
 
     return ModulesTogetherLongestFirst(config, log)
-
-
-@pytest.fixture(autouse=True, scope="session")
-def _job_fork_server(tmp_path_factory):
-    """The fork server of the tests' Snakemake jobs (tests/helpers/forkserver.py: a job process starts without
-    importing torch and transformers again), for the whole session; LMBIAS_TEST_FORKSERVER=off runs every job
-    as a plain process. Its socket and client go into this process's environment, which every process the
-    tests start inherits (Slurm's jobs excepted: helpers.slurm_cluster)."""
-    if os.environ.get("LMBIAS_TEST_FORKSERVER", "").lower() == "off":
-        yield None
-        return
-    from helpers.forkserver import ForkServer
-
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONHASHSEED": "0"}  # as helpers.workflow_runs' runs
-    server = ForkServer(tmp_path_factory.mktemp("forkserver"), env)
-    if not server.wait_ready():  # its jobs would all run as plain processes: say why, and go on without it
-        server.stop()
-        warnings.warn(f"the tests' fork server did not start: {server.log_path.read_text()[-2000:]}", stacklevel=1)
-        yield None
-        return
-    with pytest.MonkeyPatch.context() as patch:  # every process the tests start inherits it; the client decides
-        for name, value in server.client_env(os.environ.get("PYTHONPATH")).items():
-            patch.setenv(name, value)
-        yield server
-    server.stop()
-
-
-@pytest.fixture(autouse=True, scope="session")
-def _start_long_workflow_runs_early(request, _job_fork_server):
-    """In one pytest process (`-n 0`): start the methods workflow run (tests/workflow/test_workflow_methods.py,
-    the longest) in the background when the session starts, if any selected test uses it. The unit tests leave
-    a core idle; the run, at a lower priority, uses it. Its fixture waits for it when its tests come. Without
-    the data folder nothing starts: the fixture then skips (or fails under CI) as usual.
-
-    Not in an xdist worker (the default `-n 2`): there the other worker keeps the second core busy, and the
-    scheduler hands the methods module out first, so its fixture starts the run at once in the one worker that
-    runs its tests."""
-    runs = {}
-    request.config._lmbias_background_runs = runs
-    wanted = any("methods_run" in getattr(item, "fixturenames", ()) for item in request.session.items)
-    if wanted and _data_dir().is_dir() and "PYTEST_XDIST_WORKER" not in os.environ:
-        from helpers.methods_run import start_methods_run
-
-        runs["methods"] = start_methods_run(request.getfixturevalue("tmp_path_factory"), REPO_ROOT, _data_dir())
-    yield
-    for run in runs.values():
-        run.stop()

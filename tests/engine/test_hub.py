@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
 import subprocess
 import sys
@@ -34,7 +33,7 @@ import pytest
 import yaml
 
 from helpers.loopback_http import FileHandler, loopback_entry, serve_in_thread
-from helpers.workflow_runs import ONE_THREAD_PER_JOB, SNAKEMAKE, copy_workflow, scheduled_outputs
+from helpers.workflow_runs import copy_workflow, scheduled_outputs, snakemake_command
 from lmbias.engine.hub import (
     SOURCE_FILE,
     HubAccessError,
@@ -417,14 +416,10 @@ def _online_config(workdir: Path, data_url: str, revision: str = "main") -> Path
 def _snakemake_online(workdir: Path, hub_url: str, *args: str) -> subprocess.CompletedProcess:
     """snakemake with huggingface_hub online against `hub_url` (CI exports HF_HUB_OFFLINE=1: overridden here,
     for this subprocess only) and an empty HF cache."""
-    env = {k: v for k, v in os.environ.items() if k not in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")}
-    env.update(HF_ENDPOINT=hub_url, HF_HOME=str(workdir / "hf-home"), PYTHONHASHSEED="0", HF_HUB_DISABLE_TELEMETRY="1")
-    args = list(args)
-    cut = next((i for i, a in enumerate(args) if a in ("--configfile", "--config")), len(args))
-    args = args[:cut] + ONE_THREAD_PER_JOB + args[cut:]
-    return subprocess.run(
-        SNAKEMAKE + ["--cores", "2", *args], cwd=workdir, env=env, capture_output=True, text=True, timeout=600
-    )
+    command, env = snakemake_command(*args)
+    env = {k: v for k, v in env.items() if k not in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")}
+    env.update(HF_ENDPOINT=hub_url, HF_HOME=str(workdir / "hf-home"), HF_HUB_DISABLE_TELEMETRY="1")
+    return subprocess.run(command, cwd=workdir, env=env, capture_output=True, text=True, timeout=600)
 
 
 @pytest.fixture(scope="module")

@@ -1,6 +1,5 @@
 """The methods workflow run that tests/workflow/test_workflow_methods.py reads: every tiny family x every method it
-supports, the paper targets, on a cheap copy of config.yaml. tests/conftest.py starts it in the background
-when the session starts (so it overlaps the unit tests); the module's `methods_run` fixture waits for it."""
+supports, the paper targets, on a cheap copy of config.yaml."""
 
 from __future__ import annotations
 
@@ -11,7 +10,7 @@ from pathlib import Path
 import yaml
 
 from helpers.paths import FIXTURES
-from helpers.workflow_runs import BackgroundSnakemake, copy_workflow
+from helpers.workflow_runs import copy_workflow
 from lmbias.methods.kinds import TRAINED_METHOD_KINDS
 
 MLM_METHODS = ["pretrained", "cds", "cda", "er", "sd", "gpr-u", "gpr-a", "online"]
@@ -134,16 +133,11 @@ def _cheap(config: dict, shared_data) -> dict:
     return config
 
 
-def start_methods_run(tmp_path_factory, repo_root: Path, shared_data: Path, niceness: int = 10) -> BackgroundSnakemake:
-    """Prepare the shared run's workflow copy and start its Snakemake in the background (tests/conftest.py
-    does so when the session starts, so the run overlaps the unit tests, at niceness 10 so they go first).
-    The module's fixture starts it itself where the session did not (one xdist worker of two, or a test selected by
-    name): at niceness 0, as the run is then the longest thing the session waits for."""
-    workdir = _prepare_methods_workdir(tmp_path_factory, repo_root, shared_data)
-    return BackgroundSnakemake(workdir, *TARGETS, *PAPER_TARGETS, "results/summary.md", niceness=niceness)
+#: What the run builds: every pair's summary, the paired table, the paper targets and the main job's page.
+RUN_TARGETS = [*TARGETS, *PAPER_TARGETS, "results/summary.md"]
 
 
-def _prepare_methods_workdir(tmp_path_factory, repo_root: Path, shared_data: Path) -> Path:
+def prepare_methods_workdir(tmp_path_factory, repo_root: Path, shared_data: Path) -> Path:
     workdir = copy_workflow(repo_root, tmp_path_factory.mktemp("methods"))
     # the cheap config replaces config.yaml (a --configfile overlay can add keys but not remove benchmarks)
     config = _cheap(yaml.safe_load((workdir / "config.yaml").read_text()), shared_data)

@@ -62,9 +62,7 @@ class SlurmCluster:
     def env(self) -> dict[str, str]:
         """Environment for clients and jobs: SLURM_CONF points every Slurm command at this cluster."""
         path = f"{self.root / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}"
-        # Slurm's jobs start as plain processes: not through the tests' fork server (tests/helpers/forkserver.py)
-        plain = {k: v for k, v in os.environ.items() if k != "LMBIAS_TEST_FORKSERVER"}
-        return {**plain, "SLURM_CONF": str(self.conf), "PATH": path}
+        return {**os.environ, "SLURM_CONF": str(self.conf), "PATH": path}
 
     def start(self, timeout: float = 60.0) -> SlurmCluster:
         binaries = {name: _binary(name) for name in DAEMONS + CLIENTS + ("mungekey",)}

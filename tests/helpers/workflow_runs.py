@@ -13,8 +13,6 @@ from pathlib import Path
 
 import yaml
 
-from helpers.processes import stop_process
-
 COPIED = ["Snakefile", "config.yaml", "rules", "scripts", "schemas", "profiles", "envs", "resources", "src", "report"]
 SNAKEMAKE = [sys.executable, "-m", "snakemake"]
 #: One thread per model job in tests: a tiny model's job is mostly process start-up (imports, model load),
@@ -44,11 +42,20 @@ def copy_workflow(repo_root: Path, dest: Path) -> Path:
     return dest
 
 
-def snakemake_command(*args: str) -> tuple[list[str], dict]:
+#: The folder of the tests' Snakemake executor plugin (`--executor in-process`: each job runs in Snakemake's own
+#: process; tests/helpers/executor_plugins/snakemake_executor_plugin_in_process).
+EXECUTOR_PLUGINS = Path(__file__).resolve().parent / "executor_plugins"
+
+
+def snakemake_command(*args: str, job_processes: bool = False) -> tuple[list[str], dict]:
     """The command line and environment of a test's Snakemake run (2 cores, one thread per model job, the
-    local profile unless one is given)."""
+    local profile unless one is given). Its jobs run inside Snakemake's process (`--executor in-process`)
+    unless job_processes, the run names its own executor or profile, or it is a dry run."""
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONHASHSEED": "0"}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(EXECUTOR_PLUGINS), os.environ.get("PYTHONPATH")]))
     args = list(args)
+    if not (job_processes or {"-n", "--dry-run", "--executor", "-e", "--profile"} & set(args)):
+        args = ["--executor", "in-process", *args]
     for option in ("--configfile", "--config"):  # they take every following word: they must come last
         if option in args:
             i = args.index(option)
@@ -61,9 +68,13 @@ def snakemake_command(*args: str) -> tuple[list[str], dict]:
     return SNAKEMAKE + ["--cores", "2", *profile, *args], env
 
 
-def run_snakemake(workdir: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:
-    """Run Snakemake in workdir (snakemake_command); with check, a failure raises with the end of its output."""
-    command, env = snakemake_command(*args)
+def run_snakemake(
+    workdir: Path, *args: str, check: bool = True, job_processes: bool = False
+) -> subprocess.CompletedProcess:
+    """Run Snakemake in workdir (snakemake_command); with check, a failure raises with the end of its output.
+    job_processes: each job in a process of its own, as Snakemake's local executor starts it (the tests whose
+    subject is that), instead of inside Snakemake's process."""
+    command, env = snakemake_command(*args, job_processes=job_processes)
     return _checked(subprocess.run(command, cwd=workdir, env=env, capture_output=True, text=True), args, check)
 
 
@@ -71,39 +82,6 @@ def _checked(proc: subprocess.CompletedProcess, args, check: bool) -> subprocess
     if check and proc.returncode != 0:
         raise AssertionError(f"snakemake {' '.join(args)} failed:\n{proc.stdout[-4000:]}\n{proc.stderr[-6000:]}")
     return proc
-
-
-class BackgroundSnakemake:
-    """A test's long Snakemake run started early, at a lower priority (niceness), so it uses the core the
-    single-process unit tests leave idle; `result()` waits for it and returns what run_snakemake returns. The
-    run is the same command with the same inputs, so its outputs do not depend on when it ran."""
-
-    def __init__(self, workdir: Path, *args: str, niceness: int = 10):
-        command, env = snakemake_command(*args)
-        self.args, self.workdir = args, workdir
-        self._out, self._err = open(workdir / ".bg.out", "w+"), open(workdir / ".bg.err", "w+")
-        self.proc = subprocess.Popen(
-            command,
-            cwd=workdir,
-            env=env,
-            stdout=self._out,
-            stderr=self._err,
-            text=True,
-            preexec_fn=lambda: os.nice(niceness),
-        )
-
-    def result(self, check: bool = True) -> subprocess.CompletedProcess:
-        returncode = self.proc.wait()
-        texts = []
-        for handle in (self._out, self._err):
-            handle.seek(0)
-            texts.append(handle.read())
-            handle.close()
-        return _checked(subprocess.CompletedProcess(self.proc.args, returncode, texts[0], texts[1]), self.args, check)
-
-    def stop(self) -> None:
-        """End an unfinished run (the session ends early); its Snakemake stops its own jobs on SIGTERM."""
-        stop_process(self.proc, timeout=60)
 
 
 def scheduled_outputs(proc: subprocess.CompletedProcess) -> list[str]:

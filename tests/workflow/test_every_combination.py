@@ -30,11 +30,7 @@ benchmark its model and method allow, does.
 from __future__ import annotations
 
 import contextlib
-import logging
-import os
-import runpy
 import shutil
-import sys
 import time
 import traceback
 from pathlib import Path
@@ -45,6 +41,7 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
+from helpers.executor_plugins.snakemake_executor_plugin_in_process import job_sandbox, run_script
 from helpers.paths import FIXTURES
 from helpers.workflow_runs import copy_workflow
 from lmbias.benchmarks import catalog
@@ -344,44 +341,9 @@ def build_dag(workdir: Path, targets: list[str]):
         return ordered, workflow.config
 
 
-@contextlib.contextmanager
-def _job_sandbox():
-    """What a job's script changes in its process (stderr to its log, logging handlers, sys.path, environment,
-    torch's threads, the random generators) put back afterwards."""
-    import random
-
-    import torch
-
-    stderr, path, environ = sys.stderr, list(sys.path), dict(os.environ)
-    threads, rng = torch.get_num_threads(), (torch.get_rng_state(), np.random.get_state(), random.getstate())
-    root = logging.getLogger()
-    handlers, level = list(root.handlers), root.level
-    try:
-        yield
-    finally:
-        if sys.stderr is not stderr:
-            with contextlib.suppress(Exception):
-                sys.stderr.close()
-        sys.stderr = stderr
-        sys.path[:] = path
-        os.environ.clear()
-        os.environ.update(environ)
-        for handler in root.handlers:
-            if handler not in handlers:
-                with contextlib.suppress(Exception):
-                    handler.close()
-        root.handlers[:] = handlers
-        root.setLevel(level)
-        torch.set_num_threads(threads)  # a job sets its rule's threads and seeds: the session's stay as they were
-        torch.set_rng_state(rng[0])
-        np.random.set_state(rng[1])
-        random.setstate(rng[2])
-
-
 def run_job(job, config: dict, workdir: Path) -> None:
-    """One job as Snakemake runs it: its script with its `snakemake` object, or its rule's `run:` block."""
-    from snakemake.iocontainers import Snakemake
-
+    """One job as Snakemake runs it: its script with its `snakemake` object (as the tests' in-process executor
+    runs it), or its rule's `run:` block."""
     rule = job.rule
     for path in list(job.output) + list(job.log):
         Path(workdir, path).parent.mkdir(parents=True, exist_ok=True)
@@ -390,7 +352,7 @@ def run_job(job, config: dict, workdir: Path) -> None:
         job_args |= dict(threads=job.threads, resources=job.resources, rule=rule.name, basedir=rule.basedir, jobid=0)
         unused = ("conda_env", "container_img", "singularity_args", "env_modules", "bench_record", "bench_iteration")
         unused += ("shadow_dir", "edit_notebook", "conda_base_path", "sourcecache_path", "runtime_sourcecache_path")
-        with _job_sandbox():
+        with job_sandbox():
             rule.run_func(
                 **job_args,
                 **dict.fromkeys((*unused, "runtime_paths")),
@@ -399,22 +361,7 @@ def run_job(job, config: dict, workdir: Path) -> None:
                 cleanup_scripts=False,
             )
         return
-    script = Path(str(rule.basedir)) / rule.script
-    injected = Snakemake(
-        job.input,
-        job.output,
-        job.params,
-        job.wildcards,
-        job.threads,
-        job.resources,
-        job.log,
-        config,
-        rule.name,
-        None,
-        scriptdir=str(script.parent),
-    )
-    with _job_sandbox():
-        runpy.run_path(str(script), init_globals={"snakemake": injected}, run_name="__main__")
+    run_script(job, config)
 
 
 def _log_tail(workdir: Path, job) -> str:
@@ -567,7 +514,7 @@ def test_one_scoring_job_per_pair_writes_what_one_job_per_benchmark_would(every_
             alone = tmp_path / f"{job.wildcards.model}-{job.wildcards.method}" / "scores" / f"{name}.parquet"
             # what the job read of the config: its scoring specs (lmbias.workflow.scoring_specs)
             spec = read_benchmark_spec(next(p for p in job.input.spec if Path(p).stem == name))
-            with _job_sandbox():
+            with job_sandbox():
                 score_one(
                     f"results/data/{name}.parquet",
                     alone,

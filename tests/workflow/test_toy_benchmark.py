@@ -53,7 +53,8 @@ def test_a_toy_benchmark_reaches_the_summary(tmp_path_factory, repo_root, shared
     refused = run_snakemake(root, "-n", SUMMARY, "--config", f"data_dir={shared_data}", check=False)
     assert refused.returncode != 0 and "toy_loglik_gap" in refused.stdout + refused.stderr
     monkeypatch.setenv(BENCHMARK_PATH_VARIABLE, str(toy_folder))
-    run_snakemake(root, SUMMARY, "--config", f"data_dir={shared_data}")
+    # the one run whose jobs are processes of their own, as users run them: the variable reaches them from here
+    run_snakemake(root, SUMMARY, "--config", f"data_dir={shared_data}", job_processes=True)
 
     summary = pq.read_table(root / SUMMARY).to_pandas()
     row = summary[(summary["benchmark"] == "toy_gap") & (summary["seed"] == "mean")].iloc[0]

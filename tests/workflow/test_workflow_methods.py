@@ -36,10 +36,11 @@ from helpers.methods_run import (
     PAPER_TARGETS,
     PAPERS,
     READING,
+    RUN_TARGETS,
     SWEEP,
     TARGETS,
     TRAINED_KINDS,
-    start_methods_run,
+    prepare_methods_workdir,
 )
 from helpers.workflow_runs import edited_module, run_snakemake, scheduled_outputs, write_config
 from lmbias.metrics.summary import left_out as summary_left_out
@@ -49,12 +50,9 @@ pytestmark = pytest.mark.workflow
 
 
 @pytest.fixture(scope="session")
-def methods_run(request, tmp_path_factory, repo_root, shared_data):
-    started = getattr(request.config, "_lmbias_background_runs", {}).get("methods")
-    if started is None:  # this session did not start it early (an xdist worker, or one test selected by name)
-        started = start_methods_run(tmp_path_factory, repo_root, shared_data, niceness=0)
-    proc = started.result()
-    workdir = started.workdir
+def methods_run(tmp_path_factory, repo_root, shared_data):
+    workdir = prepare_methods_workdir(tmp_path_factory, repo_root, shared_data)
+    proc = run_snakemake(workdir, *RUN_TARGETS)
     (workdir / "run.out").write_text(proc.stdout + proc.stderr)
     run_snakemake(workdir, "--report", "results/report.html", *PAPER_TARGETS)
     return workdir
@@ -245,7 +243,7 @@ def test_editing_a_scoring_option_rescores_without_retraining(methods_run):
         methods_run, lambda c: c["benchmarks"]["bec_pro_en"].setdefault("scoring", {}).update(batch_size=7)
     )
     # the pairs' one scoring job each (score_model: it rescores bec_pro_en alone, by its score keys, as
-    # tests/engine/test_model_scoring.py counts); never a training or corpus job
+    # tests/jobs/test_model_scoring.py counts); never a training or corpus job
     rescored = {tuple(o.split("/")[1:3]) for o in out if o.endswith("/scores.json")}
     assert rescored and all(m in ("tiny-bert", "tiny-roberta", "tiny-bart") for m, _ in rescored), rescored
     assert not [o for o in out if o.endswith("/model") or "/corpora/" in o], out
