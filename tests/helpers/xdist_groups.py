@@ -19,10 +19,11 @@ from collections import OrderedDict
 
 from xdist.scheduler import LoadGroupScheduling
 
-#: Modules (or xdist_group names) by time, longest first: the methods run (about 7 minutes of a worker), the
-#: shipped-config run and its dry runs, the two Slurm runs, the 2-process launches, every combination in process,
-#: the LLM tiny grid, then the other modules that run or dry-run Snakemake. Order from `--durations=0` of `-n 2`
-#: runs on the 2-core machine (docs/development/performance.md, "The test suite in CI").
+#: Modules (or xdist_group names) by time, longest first: the methods run (one Snakemake process running its
+#: jobs in itself: one core), the shipped-config run and its dry runs, the two Slurm runs, the 2-process launches,
+#: every combination in process, the LLM tiny grid, then the other modules that run or dry-run Snakemake. Order
+#: from `--durations=0` of `-n 2` runs on the 2-core machine (docs/development/performance.md, "The test suite in
+#: CI").
 LONGEST_FIRST = (
     "tests/workflow/test_workflow_methods.py",
     "tests/workflow/test_workflow.py",
