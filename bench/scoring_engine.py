@@ -45,6 +45,7 @@ sys.path.insert(0, str(REPO / "src"))
 import torch  # noqa: E402
 
 from lmbias.engine.batching import EngineStats  # noqa: E402
+from lmbias.engine.lm import LanguageModel  # noqa: E402
 from lmbias.engine.oracles import naive_masked_logprobs, naive_masked_logprobs_ids  # noqa: E402
 from lmbias.engine.scoring import masked_logprobs, masked_logprobs_ids  # noqa: E402
 
@@ -140,7 +141,7 @@ def _crows(data_dir: Path, tokenizer, variant: str, pairs: int):
     if pairs and pairs < items.num_rows:
         items = items.take(np.unique(np.linspace(0, items.num_rows - 1, pairs).round().astype(int)))
     with recording(pll, "masked_logprobs_ids") as requests:
-        score_crows_pairs(items, None, tokenizer, "mlm", {"variants": [variant]})
+        score_crows_pairs(items, LanguageModel(None, tokenizer, "mlm"), {"variants": [variant]})
     return items.num_rows, requests, IDS
 
 

@@ -25,6 +25,7 @@ import yaml
 from lmbias.benchmarks.crows_pairs import score_crows_pairs
 from lmbias.benchmarks.stereoset import score_stereoset
 from lmbias.engine.batching import EngineStats
+from lmbias.engine.lm import LanguageModel
 from lmbias.engine.model_spec import model_spec
 from lmbias.engine.models import load_model
 from lmbias.engine.oracles import naive_sentence_logprobs
@@ -158,7 +159,7 @@ def test_crows_pairs_pair_by_pair_equals_bias_bench(tiny_gpt2, crows_gender):
     same pairs win, and the metric is bias-bench's 53.82 (the BOS-conditioned default gives 51.91)."""
     model, tok = tiny_gpt2
     rows = crows_gender.to_pylist()
-    scores = score_crows_pairs(crows_gender, model, tok, "clm", {"clm_context": "bias_bench"})
+    scores = score_crows_pairs(crows_gender, LanguageModel(model, tok, "clm"), {"clm_context": "bias_bench"})
     assert set(scores.column("clm_context").to_pylist()) == {"bias_bench"}
     theirs, directions = [], []
     for row, got in zip(rows, scores.to_pylist()):
@@ -177,7 +178,7 @@ def test_crows_pairs_pair_by_pair_equals_bias_bench(tiny_gpt2, crows_gender):
     assert round(_metric(ours, "metric_score", "gender")["value"], 2) == published
     assert _metric(ours, "metric_score", "gender")["variant"] == "clm=token_mean,context=bias_bench"
     default = crows_pairs_metric_rows(
-        score_crows_pairs(crows_gender, model, tok, "clm"), CrowsPairsOptions(variant="bias_bench")
+        score_crows_pairs(crows_gender, LanguageModel(model, tok, "clm")), CrowsPairsOptions(variant="bias_bench")
     )
     assert round(_metric(default, "metric_score", "gender")["value"], 2) == 51.91
     assert _metric(default, "metric_score", "gender")["variant"] == "clm=token_mean"
@@ -186,9 +187,9 @@ def test_crows_pairs_pair_by_pair_equals_bias_bench(tiny_gpt2, crows_gender):
 def test_crows_pairs_context_option_is_checked_and_mixed_scores_refused(tiny_gpt2, crows_gender):
     model, tok = tiny_gpt2
     with pytest.raises(ConfigError, match=r"benchmarks\.crows_pairs\.scoring\.clm_context"):
-        score_crows_pairs(crows_gender.slice(0, 2), model, tok, "clm", {"clm_context": "eos"})
-    a = score_crows_pairs(crows_gender.slice(0, 2), model, tok, "clm", {"clm_context": "bias_bench"})
-    b = score_crows_pairs(crows_gender.slice(2, 2), model, tok, "clm")
+        score_crows_pairs(crows_gender.slice(0, 2), LanguageModel(model, tok, "clm"), {"clm_context": "eos"})
+    a = score_crows_pairs(crows_gender.slice(0, 2), LanguageModel(model, tok, "clm"), {"clm_context": "bias_bench"})
+    b = score_crows_pairs(crows_gender.slice(2, 2), LanguageModel(model, tok, "clm"))
     with pytest.raises(ConfigError, match=r"benchmarks\.crows_pairs\.scoring\.clm_context.*mix"):
         crows_pairs_metric_rows(pa.concat_tables([a, b]), CrowsPairsOptions(variant="bias_bench"))
     # scores written before the option (no column) read as the default context
@@ -268,7 +269,7 @@ def test_self_debias_follows_the_context(tiny_gpt2, crows_gender):
     model, tok = tiny_gpt2
     wrapped = wrap(model, tok, "clm")
     pairs = crows_gender.slice(0, 40)
-    scores = score_crows_pairs(pairs, wrapped, tok, "clm", {"clm_context": "bias_bench"}).to_pylist()
+    scores = score_crows_pairs(pairs, LanguageModel(wrapped, tok, "clm"), {"clm_context": "bias_bench"}).to_pylist()
     for row, got in zip(pairs.to_pylist(), scores):
         for side in ("more", "less"):
             theirs = bb_self_debias_joint_probability(model, tok, row[f"sent_{side}"])
