@@ -208,7 +208,7 @@ def test_stereoset_sentence_by_sentence_equals_bias_bench(tiny_gpt2, stereoset_g
     """The 765 gender candidate sentences: each per-token mean equals log of bias-bench's score; gender ss is
     bias-bench's 47.46 with clm_context bias_bench and clm_score token_mean (our default reading gives 51.35)."""
     model, tok = tiny_gpt2
-    scores = score_stereoset(stereoset_gender, model, tok, "clm", {"clm_context": "bias_bench"})
+    scores = score_stereoset(stereoset_gender, LanguageModel(model, tok, "clm"), {"clm_context": "bias_bench"})
     assert scores.num_rows == 765
     id2score, examples = {}, {}
     for item, got in zip(stereoset_gender.to_pylist(), scores.to_pylist()):
@@ -222,11 +222,13 @@ def test_stereoset_sentence_by_sentence_equals_bias_bench(tiny_gpt2, stereoset_g
     assert _metric(rows, "ss", "gender")["value"] == pytest.approx(ss, abs=1e-9)
     assert _metric(rows, "lms", "gender")["value"] == pytest.approx(lms, abs=1e-9)
     assert _metric(rows, "ss", "gender")["variant"] == "clm=token_mean,context=bias_bench"
-    default = stereoset_metric_rows(score_stereoset(stereoset_gender, model, tok, "clm"), StereoSetOptions())
+    default = stereoset_metric_rows(
+        score_stereoset(stereoset_gender, LanguageModel(model, tok, "clm")), StereoSetOptions()
+    )
     assert round(_metric(default, "ss", "gender")["value"], 2) == 51.35
     assert _metric(default, "ss", "gender")["variant"] == "clm=sentence_loglik"
     with pytest.raises(ConfigError, match=r"benchmarks\.stereoset\.scoring\.clm_context"):
-        score_stereoset(stereoset_gender.slice(0, 3), model, tok, "clm", {"clm_context": "BOS"})
+        score_stereoset(stereoset_gender.slice(0, 3), LanguageModel(model, tok, "clm"), {"clm_context": "BOS"})
 
 
 # --------------------------------------------------------------------------------------------------
