@@ -113,7 +113,7 @@ def workload_logprob(data_dir: Path, tokenizer):
 
     items = generate_logprob()
     with recording(logprob) as requests:
-        logprob.score_logprob(items, None, tokenizer, "mlm")
+        logprob.score_logprob(items, LanguageModel(None, tokenizer, "mlm"))
     return items.num_rows, requests, TEXT
 
 

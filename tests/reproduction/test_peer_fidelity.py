@@ -21,6 +21,7 @@ from torch.nn.functional import softmax
 
 from lmbias.benchmarks import catalog  # noqa: F401  first: importing a benchmark module before it drops that module
 from lmbias.benchmarks.da_gender import score_da_gender
+from lmbias.engine.lm import LanguageModel
 from lmbias.metrics.da_gender import margins
 from lmbias.parsers import da_gender as da_parser
 
@@ -90,7 +91,7 @@ def da_gender_reference_margins(items, model, tok, pad_to: int = 128, batch: int
 def test_da_score_violations_equal_the_authors_code(random_bert, wordpiece_tokenizer):
     items = da_parser.generate_da_gender()
     assert items.num_rows == 2610
-    scores = score_da_gender(items, random_bert, wordpiece_tokenizer, "mlm", {"attribute_masks": "word"})
+    scores = score_da_gender(items, LanguageModel(random_bert, wordpiece_tokenizer, "mlm"), {"attribute_masks": "word"})
     ours = margins(scores, "ratio")
     theirs = da_gender_reference_margins(items, random_bert, wordpiece_tokenizer)
     # Regression figures of this model (measured 2026-11): 1,335 violations in both; float32 log-softmax
