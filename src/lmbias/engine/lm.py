@@ -46,7 +46,7 @@ _CANDIDATE_READERS = {
 }
 
 #: How each family reads a word in context, as error messages name it.
-_READINGS = {"mlm": "a masked", "clm": "a causal", "seq2seq": "an encoder-decoder", "encoder": "an encoder"}
+_READINGS = {"mlm": "masked", "clm": "causal", "seq2seq": "encoder-decoder", "encoder": "encoder"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -82,7 +82,8 @@ class LanguageModel:
         """DataError unless the model's family is one of `families`, naming `what` asks and the family."""
         if self.family not in families:
             wanted = " or ".join(_READINGS.get(f, f) for f in families)
-            raise DataError(f"{what} needs {wanted} model, not family {self.family!r}")
+            article = "an" if wanted[0] in "aeiou" else "a"
+            raise DataError(f"{what} needs {article} {wanted} model, not family {self.family!r}")
 
     def with_model(self, model) -> LanguageModel:
         """The same interface over another view of the model (e.g. a Self-Debias wrapper's prepending view)."""
