@@ -103,7 +103,7 @@ def workload_bec_pro(data_dir: Path, tokenizer):
 
     items = parse_bec_pro(data_dir / "bec_pro" / "BEC-Pro_EN.tsv", "en")
     with recording(bec_pro) as requests:
-        bec_pro.score_bec_pro(items, None, tokenizer, "mlm")
+        bec_pro.score_bec_pro(items, LanguageModel(None, tokenizer, "mlm"))
     return items.num_rows, requests, TEXT
 
 
@@ -125,7 +125,7 @@ def workload_winobias(data_dir: Path, tokenizer):
     names = winobias_files("dev", [1, 2])
     items = parse_winobias({n: folder / n for n in names}, split="dev", types=[1, 2])
     with recording(winobias) as requests:
-        winobias.score_winobias(items, None, tokenizer, "mlm")
+        winobias.score_winobias(items, LanguageModel(None, tokenizer, "mlm"))
     return items.num_rows, requests, TEXT
 
 
