@@ -193,7 +193,7 @@ def test_seat_effect_sizes_equal_the_authors_code(minilm, version):
     items = parsers.parse_benchmark(
         {"dataset": "seat_templates", "version": version, "split": "dev"}, {}, f"seat_{version}"
     )
-    scores = score_seat_templates(items, model, tok, "mlm", {"poolings": {"mlm": ["mean_padded"]}})
+    scores = score_seat_templates(items, LanguageModel(model, tok, "mlm"), {"poolings": {"mlm": ["mean_padded"]}})
     options = SeatOptions.from_config({"ddof": [0], "std_epsilon": 1e-8, "n_samples": 1000})
     (row,) = seat_metric_rows(scores, options)
     assert row["variant"] == f"version={version},pooling=mean_padded128,ddof=0,std_epsilon=1e-08"
