@@ -9,7 +9,6 @@ discovers the definitions; no other table names a benchmark.
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import ModuleType
@@ -77,19 +76,4 @@ def score_items(d: BenchmarkDef, items, model, tokenizer, model_name: str, model
     lm = LanguageModel(
         model, tokenizer, model_entry["family"], model_entry=model_entry, model_name=model_name, stats=stats
     )
-    if _takes_language_model(d.score):
-        return d.score(items, lm, scoring)
-    return d.score(
-        items, model, tokenizer, model_entry["family"], scoring, stats, **score_keywords(d, model_name, model_entry)
-    )
-
-
-def score_keywords(d: BenchmarkDef, model_name: str, model_entry: dict) -> dict:
-    """Transitional: the keyword arguments a scorer not yet on the model interface takes beyond the common ones."""
-    return {"model_entry": model_entry, "model_name": model_name} if d.prompted else {}
-
-
-def _takes_language_model(score) -> bool:
-    """Transitional, while the scorers move to the one model interface: a scorer whose second parameter is `lm`."""
-    params = list(inspect.signature(score).parameters)
-    return len(params) > 1 and params[1] == "lm"
+    return d.score(items, lm, scoring)
