@@ -20,6 +20,7 @@ import json
 import pyarrow as pa
 
 from lmbias.benchmarks.definition import BenchmarkDef
+from lmbias.engine import chat
 from lmbias.engine.chat import CHAT_METADATA_KEY
 from lmbias.engine.generation import GenerationSettings, check_generative
 from lmbias.engine.lm import LanguageModel
@@ -104,6 +105,7 @@ BENCHMARKS = [
         rows=bold_metric_rows,
         description="Dhamala et al. 2021: VADER sentiment and gender polarity of generations about actors vs actresses",
         prompted=True,
+        library=(chat,),  # the prompts' chat template, applied by lmbias.engine.lm
         reads="generations",
         headlines=(
             Headline("sentiment_mean_gap", "male-female", "BOLD VADER sentiment gap (actors - actresses)", "0"),

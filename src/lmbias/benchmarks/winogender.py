@@ -33,7 +33,7 @@ import logging
 import pyarrow as pa
 
 from lmbias.benchmarks.definition import BenchmarkDef
-from lmbias.engine import prefix_cache
+from lmbias.engine import chat, prefix_cache
 from lmbias.engine.chat import CHAT_METADATA_KEY
 from lmbias.engine.lm import LanguageModel
 from lmbias.engine.pll import content_positions, encode
@@ -243,7 +243,8 @@ BENCHMARKS = [
         rows=winogender_metric_rows,
         description="Rudinger et al. 2018 as lm-eval reads it: % of sentences whose pronoun the model resolves right",
         prompted=True,
-        library=(prefix_cache,),  # a causal model's choices are read through it (lmbias.engine.lm)
+        # reached through lmbias.engine.lm: a causal model's choices (prefix cache), its prompt (chat template)
+        library=(prefix_cache, chat),
         headlines=(
             Headline("female_minus_male", "all", "WinoGender female - male accuracy (points)", "0"),
             Headline("gotcha_gap", "all", "WinoGender gotcha - other accuracy (points)", "0"),
