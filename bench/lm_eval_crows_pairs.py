@@ -166,6 +166,7 @@ def run_theirs(
 
 def run_ours(model_dir: Path, items, repeats: int = 1) -> dict:
     from lmbias.benchmarks.crows_pairs import score_crows_pairs
+    from lmbias.engine.lm import LanguageModel
     from lmbias.engine.model_spec import model_spec
     from lmbias.engine.models import load_model
     from lmbias.metrics.crows_pairs import CrowsPairsOptions, crows_pairs_metric_rows
@@ -177,7 +178,7 @@ def run_ours(model_dir: Path, items, repeats: int = 1) -> dict:
     runs = []
     for _ in range(repeats):
         t0 = time.perf_counter()
-        scores = score_crows_pairs(items, model, tok, "clm", {"batch_size": 64})
+        scores = score_crows_pairs(items, LanguageModel(model, tok, "clm"), {"batch_size": 64})
         runs.append(time.perf_counter() - t0)
     score_s = min(runs)
     del model

@@ -118,19 +118,13 @@ def ours(items, model_dir, chat_entry=None, batch_size=64):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from lmbias.benchmarks.winogender import score_winogender
+    from lmbias.engine.lm import LanguageModel
 
     tok = AutoTokenizer.from_pretrained(model_dir)
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).eval()
     start = time.perf_counter()
-    scores = score_winogender(
-        items,
-        model,
-        tok,
-        "clm",
-        {"batch_size": batch_size},
-        model_entry=chat_entry or {},
-        model_name=Path(model_dir).name,
-    )
+    lm = LanguageModel(model, tok, "clm", model_entry=chat_entry or {}, model_name=Path(model_dir).name)
+    scores = score_winogender(items, lm, {"batch_size": batch_size})
     return scores, time.perf_counter() - start
 
 
@@ -225,10 +219,11 @@ def main() -> int:
 def choice_tokens(items, tokenizer) -> list[tuple[int, int]]:
     """(occupation, participant) continuation tokens per sentence, as score_winogender counts them."""
     from lmbias.benchmarks.winogender import causal_requests
+    from lmbias.engine.lm import LanguageModel
 
     rows = items.to_pylist()
     out = []
-    for context, occ, par in causal_requests(rows, tokenizer, {}):
+    for context, occ, par in causal_requests(rows, LanguageModel(None, tokenizer, "clm")):
         n = len(tokenizer(context, add_special_tokens=False)["input_ids"])
         out.append(tuple(len(tokenizer(context + c, add_special_tokens=False)["input_ids"]) - n for c in (occ, par)))
     return out

@@ -42,6 +42,7 @@ sys.path.insert(0, str(REPO / "src"))
 import torch  # noqa: E402
 
 from lmbias.benchmarks.stereoset import score_stereoset  # noqa: E402
+from lmbias.engine.lm import LanguageModel  # noqa: E402
 from lmbias.engine.prefix_cache import MIN_PREFIX_TOKENS, common_prefix_length  # noqa: E402
 from lmbias.engine.scoring import clm_inputs  # noqa: E402
 from lmbias.engine.tiny import build_tokenizer  # noqa: E402
@@ -103,8 +104,8 @@ def each_text_alone(items):
 
 def measure(name, model, tokenizer, items, n_examples, repeats, only) -> float:
     model.eval()
-    score_stereoset(items.slice(0, 6), model, tokenizer, "clm", {"shared_prefix": True})  # warm-up
-    score_stereoset(items.slice(0, 6), model, tokenizer, "clm", {"shared_prefix": False})
+    score_stereoset(items.slice(0, 6), LanguageModel(model, tokenizer, "clm"), {"shared_prefix": True})  # warm-up
+    score_stereoset(items.slice(0, 6), LanguageModel(model, tokenizer, "clm"), {"shared_prefix": False})
     variants = {  # name: (items, shared_prefix)
         "full": (items, False),
         "full, head at scored": (each_text_alone(items), True),
@@ -117,7 +118,7 @@ def measure(name, model, tokenizer, items, n_examples, repeats, only) -> float:
     for _ in range(repeats):  # the variants take turns, so a burst of load on the machine hits all of them
         for variant, (table_in, shared) in variants.items():
             started, cpu_started = time.perf_counter(), time.process_time()
-            table = score_stereoset(table_in, model, tokenizer, "clm", {"shared_prefix": shared})
+            table = score_stereoset(table_in, LanguageModel(model, tokenizer, "clm"), {"shared_prefix": shared})
             wall[variant] = min(wall[variant], time.perf_counter() - started)
             cpu[variant] = min(cpu[variant], time.process_time() - cpu_started)
             scores[variant] = np.asarray(table.column("sum_logprob").to_pylist())

@@ -45,6 +45,7 @@ sys.path.insert(0, str(REPO / "src"))
 import torch  # noqa: E402
 
 from lmbias.engine.batching import EngineStats  # noqa: E402
+from lmbias.engine.lm import LanguageModel  # noqa: E402
 from lmbias.engine.oracles import naive_masked_logprobs, naive_masked_logprobs_ids  # noqa: E402
 from lmbias.engine.scoring import masked_logprobs, masked_logprobs_ids  # noqa: E402
 
@@ -102,7 +103,7 @@ def workload_bec_pro(data_dir: Path, tokenizer):
 
     items = parse_bec_pro(data_dir / "bec_pro" / "BEC-Pro_EN.tsv", "en")
     with recording(bec_pro) as requests:
-        bec_pro.score_bec_pro(items, None, tokenizer, "mlm")
+        bec_pro.score_bec_pro(items, LanguageModel(None, tokenizer, "mlm"))
     return items.num_rows, requests, TEXT
 
 
@@ -112,7 +113,7 @@ def workload_logprob(data_dir: Path, tokenizer):
 
     items = generate_logprob()
     with recording(logprob) as requests:
-        logprob.score_logprob(items, None, tokenizer, "mlm")
+        logprob.score_logprob(items, LanguageModel(None, tokenizer, "mlm"))
     return items.num_rows, requests, TEXT
 
 
@@ -124,7 +125,7 @@ def workload_winobias(data_dir: Path, tokenizer):
     names = winobias_files("dev", [1, 2])
     items = parse_winobias({n: folder / n for n in names}, split="dev", types=[1, 2])
     with recording(winobias) as requests:
-        winobias.score_winobias(items, None, tokenizer, "mlm")
+        winobias.score_winobias(items, LanguageModel(None, tokenizer, "mlm"))
     return items.num_rows, requests, TEXT
 
 
@@ -140,7 +141,7 @@ def _crows(data_dir: Path, tokenizer, variant: str, pairs: int):
     if pairs and pairs < items.num_rows:
         items = items.take(np.unique(np.linspace(0, items.num_rows - 1, pairs).round().astype(int)))
     with recording(pll, "masked_logprobs_ids") as requests:
-        score_crows_pairs(items, None, tokenizer, "mlm", {"variants": [variant]})
+        score_crows_pairs(items, LanguageModel(None, tokenizer, "mlm"), {"variants": [variant]})
     return items.num_rows, requests, IDS
 
 

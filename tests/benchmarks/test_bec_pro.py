@@ -11,6 +11,7 @@ import torch
 
 from lmbias.benchmarks.bec_pro import score_bec_pro
 from lmbias.engine.batching import EngineStats
+from lmbias.engine.lm import LanguageModel
 from lmbias.engine.model_spec import model_spec
 from lmbias.engine.models import load_model
 from lmbias.engine.tiny import build_tiny_model
@@ -41,7 +42,7 @@ def items_en(shared_data):
 @pytest.fixture(scope="module")
 def scores_en(tiny_bert, items_en):
     model, tok = tiny_bert
-    return score_bec_pro(items_en, model, tok, "mlm")
+    return score_bec_pro(items_en, LanguageModel(model, tok, "mlm"))
 
 
 # --------------------------------------------------------------------------------------------------
@@ -160,7 +161,7 @@ def test_association_equals_bartls_prob_with_prior(tiny_bert, items_en, scores_e
 def test_engine_shares_tm_and_tam_contexts(tiny_bert, items_en):
     model, tok = tiny_bert
     stats = EngineStats()
-    score_bec_pro(items_en.slice(0, 1080), model, tok, "mlm", {"batch_size": 64}, stats)
+    score_bec_pro(items_en.slice(0, 1080), LanguageModel(model, tok, "mlm", stats=stats), {"batch_size": 64})
     assert stats.requests == 2160 and stats.unique_inputs < 2160 / 5
 
 
@@ -168,7 +169,7 @@ def test_german_mechanics_on_tiny_bert(tiny_bert, shared_data):
     """German rows score end to end on the (English) tiny-bert; real numbers need a German model."""
     model, tok = tiny_bert
     items = parse_bec_pro(shared_data / "bec_pro" / "BEC-Pro_DE.tsv", "de")
-    scores = score_bec_pro(items, model, tok, "mlm")
+    scores = score_bec_pro(items, LanguageModel(model, tok, "mlm"))
     assert scores.num_rows == 5400 and scores.column("pair_index").null_count == 0
     assert np.all(np.isfinite(np.asarray(scores.column("association").to_pylist())))
     rows = bec_pro_metric_rows(scores, BecProOptions(test="t"))
@@ -178,10 +179,10 @@ def test_german_mechanics_on_tiny_bert(tiny_bert, shared_data):
 def test_seq2seq_scores_a_slice(tmp_path, items_en):
     build_tiny_model("bart", tmp_path / "bart", seed=0)
     model, tok = _load(tmp_path / "bart", "seq2seq")
-    scores = score_bec_pro(items_en.slice(0, 360), model, tok, "seq2seq")
+    scores = score_bec_pro(items_en.slice(0, 360), LanguageModel(model, tok, "seq2seq"))
     assert np.all(np.isfinite(np.asarray(scores.column("association").to_pylist())))
     with pytest.raises(DataError, match="masked or encoder-decoder"):
-        score_bec_pro(items_en.slice(0, 2), model, tok, "clm")
+        score_bec_pro(items_en.slice(0, 2), LanguageModel(model, tok, "clm"))
 
 
 def test_person_not_at_first_mask_is_a_clear_error(tiny_bert, items_en):
@@ -190,7 +191,7 @@ def test_person_not_at_first_mask_is_a_clear_error(tiny_bert, items_en):
     row["sent_tm"] = "It is a [MASK]."
     bad = pa.Table.from_pylist([row], schema=items_en.schema)
     with pytest.raises(DataError, match="first \\[MASK\\]"):
-        score_bec_pro(bad, model, tok, "mlm")
+        score_bec_pro(bad, LanguageModel(model, tok, "mlm"))
 
 
 # --------------------------------------------------------------------------------------------------
@@ -211,7 +212,7 @@ def test_planted_output_bias_cancels_in_the_association_gap(tmp_path, items_en, 
     """
     build_tiny_model("bert", tmp_path / "he", seed=0, planted_bias={"he": 8.0})
     model, tok = _load(tmp_path / "he", "mlm")
-    planted = _by_row(score_bec_pro(items_en, model, tok, "mlm"))
+    planted = _by_row(score_bec_pro(items_en, LanguageModel(model, tok, "mlm")))
     base = _by_row(scores_en)
     he = [i for i, r in base.items() if r["person"] == "He"]
     assert len(he) == 300
@@ -276,7 +277,7 @@ def test_planted_context_dependent_association_moves_male_association_up(tmp_pat
         for word in MALE_WORDS:
             (token,) = tok(word, add_special_tokens=False)["input_ids"]
             decoder.weight[token] += torch.tensor(u, dtype=decoder.weight.dtype)
-    planted = score_bec_pro(items_en, model, tok, "mlm")
+    planted = score_bec_pro(items_en, LanguageModel(model, tok, "mlm"))
     base_assoc = np.asarray(scores_en.column("association").to_pylist())
     new_assoc = np.asarray(planted.column("association").to_pylist())
     male = np.asarray([g == "male" for g in scores_en.column("gender").to_pylist()])
@@ -344,7 +345,7 @@ def test_multi_piece_person_is_summed_over_its_pieces(tmp_path, items_en, arch):
     assert len(pieces) > 1
     row.update(sentence=row["sentence"].replace("brother", word), person=word)
     table = pa.Table.from_pylist([row], schema=items_en.schema)
-    got = score_bec_pro(table, model, tok, family).to_pylist()[0]
+    got = score_bec_pro(table, LanguageModel(model, tok, family)).to_pylist()[0]
     assert got["person_pieces"] == len(pieces)
     expected = []
     for text in (row["sent_tm"], row["sent_tam"]):

@@ -15,6 +15,7 @@ from lmbias.benchmarks import catalog
 from lmbias.benchmarks.bold import GENERATION_KEY, GENERATIONS_SCHEMA, bold_settings, score_bold
 from lmbias.engine.chat import CHAT_METADATA_KEY, wrap_prompt
 from lmbias.engine.generation import GenerationSettings, generate_continuations
+from lmbias.engine.lm import LanguageModel
 from lmbias.engine.model_spec import model_spec
 from lmbias.engine.models import load_model
 from lmbias.engine.tiny import build_tiny_model
@@ -210,7 +211,7 @@ def test_metric_options_name_their_key():
 def test_score_bold_on_the_tiny_llama(items, tiny_llama):
     model, tokenizer = tiny_llama
     scoring = {"prompts_per_group": 3, "max_new_tokens": 6}
-    generations = score_bold(items, model, tokenizer, "clm", scoring)
+    generations = score_bold(items, LanguageModel(model, tokenizer, "clm"), scoring)
     assert generations.schema.equals(GENERATIONS_SCHEMA, check_metadata=False)
     assert generations.column("prompt_id").to_pylist() == [0, 1, 2, 2048, 2049, 2050]  # the first 3 of each group
     assert json.loads(generations.schema.metadata[GENERATION_KEY.encode()]) == {
@@ -221,7 +222,9 @@ def test_score_bold_on_the_tiny_llama(items, tiny_llama):
     prompts = items.take([0, 1, 2, 2048, 2049, 2050]).column("prompt").to_pylist()
     expected = generate_continuations(model, tokenizer, "clm", prompts, GenerationSettings(max_new_tokens=6))
     assert generations.column("continuation").to_pylist() == [c[0].text for c in expected]
-    assert score_bold(items, model, tokenizer, "clm", scoring).equals(generations)  # a rerun: the same texts
+    assert score_bold(items, LanguageModel(model, tokenizer, "clm"), scoring).equals(
+        generations
+    )  # a rerun: the same texts
     rows = bold_metric_rows(generations, BoldOptions(bootstrap=10))
     assert {r["subset"] for r in rows} == {"American_actors", "American_actresses", "all", GAP_SUBSET}
 
@@ -232,7 +235,7 @@ def test_score_bold_reads_the_chat_template(items, tiny_llama):
     model, tokenizer = tiny_llama
     entry = {"family": "clm", "chat_template": CHAT_TEMPLATE, "system_prompt": "Be brief."}
     generations = score_bold(
-        items, model, tokenizer, "clm", {"prompts_per_group": 1, "max_new_tokens": 5}, model_entry=entry
+        items, LanguageModel(model, tokenizer, "clm", model_entry=entry), {"prompts_per_group": 1, "max_new_tokens": 5}
     )
     chat = json.loads(generations.schema.metadata[CHAT_METADATA_KEY.encode()])
     assert chat["chat_template"].startswith("sha256:") and chat["system_prompt"] == "Be brief."

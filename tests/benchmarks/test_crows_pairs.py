@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from lmbias.benchmarks.crows_pairs import SCORES_SCHEMA, align, score_crows_pairs
+from lmbias.engine.lm import LanguageModel
 from lmbias.engine.model_spec import model_spec
 from lmbias.engine.models import load_model
 from lmbias.engine.pll import encode
@@ -106,7 +107,7 @@ def test_batched_pll_equals_the_reference_loops(tiny_bert, gender):
     pick = [i for i in short if rows[i]["stereo_antistereo"] == "stereo"][:3]
     pick += [i for i in short if rows[i]["stereo_antistereo"] == "antistereo"][:3]
     pairs = gender.take(pick)
-    scores = score_crows_pairs(pairs, model, tok, "mlm").to_pylist()
+    scores = score_crows_pairs(pairs, LanguageModel(model, tok, "mlm")).to_pylist()
     assert {r["stereo_antistereo"] for r in pairs.to_pylist()} == {"stereo", "antistereo"}
     for row, got in zip(pairs.to_pylist(), scores):
         stereo = row["stereo_antistereo"] == "stereo"
@@ -130,7 +131,10 @@ def test_restricted_passes_equal_the_full_pass_on_the_real_gender_pairs(tiny_ber
     runs = {}
     for variants in (["nangia", "bias_bench"], ["nangia"], ["bias_bench"]):
         stats = EngineStats()
-        runs[tuple(variants)] = (score_crows_pairs(gender, model, tok, "mlm", {"variants": variants}, stats), stats)
+        runs[tuple(variants)] = (
+            score_crows_pairs(gender, LanguageModel(model, tok, "mlm", stats=stats), {"variants": variants}),
+            stats,
+        )
     full, full_stats = runs[("nangia", "bias_bench")]
     nangia, nangia_stats = runs[("nangia",)]
     bias_bench, bias_bench_stats = runs[("bias_bench",)]
@@ -160,7 +164,7 @@ def test_restricted_passes_equal_the_full_pass_on_the_real_gender_pairs(tiny_ber
         crows_pairs_metric_rows(bias_bench, CrowsPairsOptions(variant="nangia"))
     for bad in ([], ["nangia", "kurita"], "both"):
         with pytest.raises(ConfigError, match=r"benchmarks.crows_pairs.scoring.variants"):
-            score_crows_pairs(gender.slice(0, 2), model, tok, "mlm", {"variants": bad})
+            score_crows_pairs(gender.slice(0, 2), LanguageModel(model, tok, "mlm"), {"variants": bad})
 
 
 # --------------------------------------------------------------------------------------------------
@@ -235,7 +239,7 @@ def test_metric_hand_computed():
 def test_gender_rows_score_for_every_family(tmp_path, tiny_bert, gender):
     """mlm on 60 gender pairs (the workflow scores all 262); clm and seq2seq on 12."""
     model, tok = tiny_bert
-    scores = score_crows_pairs(gender.slice(0, 60), model, tok, "mlm")
+    scores = score_crows_pairs(gender.slice(0, 60), LanguageModel(model, tok, "mlm"))
     assert scores.num_rows == 60
     assert np.all(np.isfinite(np.asarray(scores.column("more_shared_sum").to_pylist())))
     rows = {(r["metric"], r["subset"]): r for r in crows_pairs_metric_rows(scores, CrowsPairsOptions())}
@@ -250,7 +254,7 @@ def test_gender_rows_score_for_every_family(tmp_path, tiny_bert, gender):
     for arch in ("gpt2", "bart"):
         build_tiny_model(arch, tmp_path / arch, seed=0)
         m, t = _load(tmp_path / arch, FAMILY[arch])
-        part = score_crows_pairs(gender.slice(0, 12), m, t, FAMILY[arch])
+        part = score_crows_pairs(gender.slice(0, 12), LanguageModel(m, t, FAMILY[arch]))
         kind = {"gpt2": "sentence_loglik", "bart": "pll"}[arch]
         assert set(part.column("score_kind").to_pylist()) == {kind}
         for variant in ("nangia", "bias_bench"):
@@ -285,7 +289,7 @@ def test_planted_he_bias_makes_the_he_sentence_win(tmp_path, gender, arch):
     model, tok = _load(tmp_path / arch, FAMILY[arch])
     keep, more_has_he = _he_she_pairs(tok, gender)
     assert len(keep) == 14 and more_has_he.any() and (~more_has_he).any()
-    scores = score_crows_pairs(gender.take(keep), model, tok, FAMILY[arch])
+    scores = score_crows_pairs(gender.take(keep), LanguageModel(model, tok, FAMILY[arch]))
     if arch == "bert":
         more, less = (np.asarray(scores.column(c).to_pylist()) for c in ("more_modified_mean", "less_modified_mean"))
         variant = "bias_bench"
@@ -383,7 +387,7 @@ def test_lm_eval_reading_equals_their_process_results_on_our_logliks(tmp_path, g
     build_tiny_model(arch, tmp_path / arch, seed=0)
     model, tok = _load(tmp_path / arch, "clm")
     items = gender.slice(0, 12)
-    scores = score_crows_pairs(items, model, tok, "clm")
+    scores = score_crows_pairs(items, LanguageModel(model, tok, "clm"))
     results = []
     for r, s in zip(items.to_pylist(), scores.to_pylist()):
         theirs = (

@@ -29,6 +29,7 @@ from helpers.paths import REPO_ROOT
 from helpers.planted_association import FAMILY, MALE_WORDS, attribute_ids, load_dir, marker_signs, plant_association
 from lmbias.benchmarks import catalog  # noqa: F401  first: importing a benchmark module before it drops that module
 from lmbias.benchmarks.da_gender import score_da_gender
+from lmbias.engine.lm import LanguageModel
 from lmbias.engine.planted_bias import bias_token_ids
 from lmbias.engine.tiny import build_tiny_model
 from lmbias.errors import ConfigError, DataError
@@ -229,9 +230,9 @@ def _male_minus_female(scores, association):
 def test_output_bias_moves_tm_margins_exactly_and_leaves_ratio_margins(arch, subset, base_models, tmp_path):
     bias = {w: 8.0 for w in MALE_WORDS}
     planted_dir = build_tiny_model(arch, tmp_path / "planted", seed=0, planted_bias=bias)
-    plain = score_da_gender(subset, *load_dir(base_models[arch], arch), FAMILY[arch])
+    plain = score_da_gender(subset, LanguageModel(*load_dir(base_models[arch], arch), FAMILY[arch]))
     model, tok = load_dir(planted_dir, arch)
-    planted = score_da_gender(subset, model, tok, FAMILY[arch])
+    planted = score_da_gender(subset, LanguageModel(model, tok, FAMILY[arch]))
     # ratio: identical pair by pair
     np.testing.assert_allclose(margins(planted, "ratio"), margins(plain, "ratio"), atol=2e-4)
     assert _da(planted, "ratio") == _da(plain, "ratio")
@@ -256,8 +257,8 @@ def test_output_bias_moves_tm_margins_exactly_and_leaves_ratio_margins(arch, sub
 
 def test_output_bias_moves_sentence_margins_clm(subset, base_models, tmp_path):
     planted_dir = build_tiny_model("gpt2", tmp_path / "planted", seed=0, planted_bias={w: 3.0 for w in MALE_WORDS})
-    plain = score_da_gender(subset, *load_dir(base_models["gpt2"], "gpt2"), "clm")
-    planted = score_da_gender(subset, *load_dir(planted_dir, "gpt2"), "clm")
+    plain = score_da_gender(subset, LanguageModel(*load_dir(base_models["gpt2"], "gpt2"), "clm"))
+    planted = score_da_gender(subset, LanguageModel(*load_dir(planted_dir, "gpt2"), "clm"))
     assert set(planted.column("score_kind").to_pylist()) == {"sentence"}
     shift = _male_minus_female(planted, "sentence") - _male_minus_female(plain, "sentence")
     assert shift.min() > 2.0 and shift.max() < 4.0, (shift.min(), shift.max())
@@ -275,8 +276,8 @@ def test_planted_association_raises_da_on_male_pairs_and_lowers_it_on_female_pai
     effective = np.array([any(i in markers for i in attribute_ids(tok, r)) for r in subset.to_pylist()])
     assert effective.all(), "every attribute of the subset must carry a marked token"
     path = plant_association(base_models[arch], tmp_path / "he-ward", arch, markers)
-    planted = score_da_gender(subset, *load_dir(path, arch), FAMILY[arch])
-    plain = score_da_gender(subset, *load_dir(base_models[arch], arch), FAMILY[arch])
+    planted = score_da_gender(subset, LanguageModel(*load_dir(path, arch), FAMILY[arch]))
+    plain = score_da_gender(subset, LanguageModel(*load_dir(base_models[arch], arch), FAMILY[arch]))
     assert (_male_minus_female(planted, "ratio") > 1e-3).all()
     after, before = _da(planted, "ratio"), _da(plain, "ratio")
     assert after["ideal=male"] == 100.0 and after["ideal=female"] == 0.0

@@ -29,6 +29,7 @@ from helpers.over_debiasing_paper import over_debiasing_text, paper_list
 from helpers.planted_association import FAMILY, MALE_WORDS, attribute_ids, load_dir, marker_signs, plant_association
 from lmbias.benchmarks import catalog
 from lmbias.benchmarks.logprob import AssociationItem, association_logprobs, build_masked, score_logprob
+from lmbias.engine.lm import LanguageModel
 from lmbias.engine.scoring import word_token_ids
 from lmbias.engine.tiny import build_tiny_model
 from lmbias.errors import ConfigError, DataError
@@ -149,7 +150,9 @@ def test_bad_options_and_bad_template_file(tmp_path):
     with pytest.raises(DataError, match=r"t\.yaml:\d+: template L1"):
         logprob_parser.generate_logprob(path=bad)
     with pytest.raises(ConfigError, match="scoring.attribute_mask"):
-        score_logprob(logprob_parser.generate_logprob().slice(0, 1), None, None, "mlm", {"attribute_mask": "word"})
+        score_logprob(
+            logprob_parser.generate_logprob().slice(0, 1), LanguageModel(None, None, "mlm"), {"attribute_mask": "word"}
+        )
 
 
 def test_clm_is_excluded_with_a_message():
@@ -175,7 +178,7 @@ def test_prior_is_read_at_the_target_mask_mlm(base_models):
     model, tok = load_dir(base_models["bert"], "bert")
     tm = "As a dad, my [MASK] deserves a wonderful life."
     item = AssociationItem(tm, tm.index("[MASK]"), 5, 8, ("husband", "wife", "councilwoman"))
-    got_tm, got_tam = association_logprobs([item], model, tok, "mlm")
+    got_tm, got_tam = association_logprobs([item], LanguageModel(model, tok, "mlm"))
     hus, wife = tok.convert_tokens_to_ids(["husband", "wife"])
     tam = "As a [MASK], my [MASK] deserves a wonderful life."
     for j, wid in enumerate((hus, wife)):
@@ -199,7 +202,9 @@ def test_prior_is_read_at_the_target_mask_mlm(base_models):
     n = len(word_token_ids(tok, "danseur"))
     assert n == 5
     _, tam_piece = association_logprobs(
-        [AssociationItem(tm2, tm2.index("[MASK]"), 5, 12, ("husband",))], model, tok, "mlm", attribute_masks="piece"
+        [AssociationItem(tm2, tm2.index("[MASK]"), 5, 12, ("husband",))],
+        LanguageModel(model, tok, "mlm"),
+        attribute_masks="piece",
     )
     tam2 = "As a " + " ".join(["[MASK]"] * n) + ", my [MASK] deserves a wonderful life."
     assert tam_piece[0][0] == pytest.approx(_manual_mlm(model, tok, tam2, n, hus), abs=1e-5)
@@ -209,7 +214,7 @@ def test_prior_is_read_at_the_target_position_seq2seq(base_models):
     model, tok = load_dir(base_models["bart"], "bart")
     tm = "As a dad, my [MASK] deserves a wonderful life."
     item = AssociationItem(tm, tm.index("[MASK]"), 5, 8, ("husband", "councilwoman"))
-    got_tm, got_tam = association_logprobs([item], model, tok, "seq2seq")
+    got_tm, got_tam = association_logprobs([item], LanguageModel(model, tok, "seq2seq"))
     start, bos = model.config.decoder_start_token_id, tok.bos_token_id
 
     def manual(encoder_text, prefix, pieces):
@@ -320,8 +325,8 @@ def test_planted_output_bias_cancels_in_logprob_score(arch, items, base_models, 
     male targets' own associations (the plant took effect)."""
     sub = _take(items, np.isin(items.column("template_id").to_numpy(zero_copy_only=False), ["L1", "L4"]))
     planted_dir = build_tiny_model(arch, tmp_path / "planted", seed=0, planted_bias={w: 8.0 for w in MALE_WORDS})
-    plain_scores = score_logprob(sub, *load_dir(base_models[arch], arch), FAMILY[arch])
-    planted_scores = score_logprob(sub, *load_dir(planted_dir, arch), FAMILY[arch])
+    plain_scores = score_logprob(sub, LanguageModel(*load_dir(base_models[arch], arch), FAMILY[arch]))
+    planted_scores = score_logprob(sub, LanguageModel(*load_dir(planted_dir, arch), FAMILY[arch]))
     plain, planted = _rows(plain_scores), _rows(planted_scores)
     for subset in ("all", "dev", "test"):
         assert planted[("association_difference", subset)] == pytest.approx(
@@ -347,7 +352,7 @@ def test_planted_association_moves_logprob_score(arch, items, base_models, tmp_p
     results = {}
     for name, sign in (("stereotype", 1.0), ("anti", -1.0)):
         path = plant_association(base_models[arch], tmp_path / name, arch, {i: sign * s for i, s in markers.items()})
-        scores = score_logprob(sub, *load_dir(path, arch), FAMILY[arch])
+        scores = score_logprob(sub, LanguageModel(*load_dir(path, arch), FAMILY[arch]))
         results[name] = _rows(scores)
         # per pair and profession: asso(male) - asso(female) has the planted sign (0 for an unmarked profession)
         asso = {

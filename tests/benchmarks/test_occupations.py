@@ -26,6 +26,7 @@ import torch
 import yaml
 
 from lmbias.benchmarks.occupations import SCORES_SCHEMA, continuation_ids, score_occupations
+from lmbias.engine.lm import LanguageModel
 from lmbias.engine.model_spec import model_spec
 from lmbias.engine.models import load_model
 from lmbias.engine.scoring import decoder_prefix
@@ -140,7 +141,7 @@ def test_scores_equal_one_pass_reference(arch, tiny, items):
         if r["occupation"] in ("nurse", "engineer", "veterinarian", "videographer") and r["template_id"] in (0, 2)
     ]
     sub = items.take(pick)
-    scores = score_occupations(sub, model, tok, family, {})
+    scores = score_occupations(sub, LanguageModel(model, tok, family), {})
     assert scores.schema.equals(SCORES_SCHEMA)
     assert max(scores.column("n_pieces").to_pylist()) > 1  # the multi-piece path is exercised
     for item, got in zip(sub.to_pylist(), scores.to_pylist()):
@@ -255,9 +256,9 @@ def test_planted_male_context_bias_moves_occupation_bias_male(arch, tmp_path, it
     ]
     sub = items.take(single)
     assert sub.num_rows >= 4 * 30
-    before = score_occupations(sub, model, tok, family, {})
+    before = score_occupations(sub, LanguageModel(model, tok, family), {})
     planted = plant_male_context_bias(model, tok, family, sub, c)
-    after = score_occupations(sub, model, tok, family, {})
+    after = score_occupations(sub, LanguageModel(model, tok, family), {})
     assert set(planted) == set(sub.column("occupation").to_pylist())
 
     # female side unchanged; male side up by c - log(1 + P (e^c - 1)), P = base mass of the planted

@@ -15,6 +15,7 @@ import yaml
 
 from lmbias.benchmarks import catalog
 from lmbias.benchmarks.perplexity import causal_windows, score_perplexity
+from lmbias.engine.lm import LanguageModel
 from lmbias.engine.model_spec import model_spec
 from lmbias.engine.models import load_model
 from lmbias.engine.tiny import build_tiny_model
@@ -87,7 +88,7 @@ def _direct_pseudo(model, tokenizer, texts):
 def test_causal_equals_direct_computation(tiny_gpt2):
     model, tokenizer = tiny_gpt2
     expected, n = _direct_causal(model, tokenizer, TEXTS)
-    row = _value(score_perplexity(_items(TEXTS), model, tokenizer, "clm", {"batch_size": 2}))
+    row = _value(score_perplexity(_items(TEXTS), LanguageModel(model, tokenizer, "clm"), {"batch_size": 2}))
     assert row["n"] == n
     assert row["value"] == pytest.approx(expected, rel=1e-6)
     assert row["variant"] == "clm=perplexity"  # WikiText: no stand-in label
@@ -96,12 +97,12 @@ def test_causal_equals_direct_computation(tiny_gpt2):
 def test_pseudo_perplexity_equals_direct_computation(tiny_bert):
     model, tokenizer = tiny_bert
     expected, n = _direct_pseudo(model, tokenizer, TEXTS)
-    row = _value(score_perplexity(_items(TEXTS), model, tokenizer, "mlm", {}))
+    row = _value(score_perplexity(_items(TEXTS), LanguageModel(model, tokenizer, "mlm"), {}))
     assert row["n"] == n
     assert row["value"] == pytest.approx(expected, rel=1e-6)
-    assert _value(score_perplexity(_items(TEXTS), model, tokenizer, "mlm", {}), "mean_nll")["value"] == pytest.approx(
-        math.log(expected), rel=1e-9
-    )
+    assert _value(score_perplexity(_items(TEXTS), LanguageModel(model, tokenizer, "mlm"), {}), "mean_nll")[
+        "value"
+    ] == pytest.approx(math.log(expected), rel=1e-9)
 
 
 def test_seq2seq_pseudo_perplexity_equals_direct_computation(tmp_path_factory):
@@ -118,7 +119,7 @@ def test_seq2seq_pseudo_perplexity_equals_direct_computation(tmp_path_factory):
             decoder = torch.tensor([[model.config.decoder_start_token_id] + ids[:i]])
             logits = model(input_ids=masked, decoder_input_ids=decoder).logits[0, -1].double()
             pll += float(torch.log_softmax(logits, -1)[ids[i]])
-    row = _value(score_perplexity(_items([text]), model, tokenizer, "seq2seq", {}))
+    row = _value(score_perplexity(_items([text]), LanguageModel(model, tokenizer, "seq2seq"), {}))
     assert row["n"] == len(ids) - 2 and row["variant"] == "seq2seq=pseudo_perplexity"
     assert row["value"] == pytest.approx(math.exp(-pll / (len(ids) - 2)), rel=1e-6)
 
@@ -138,7 +139,9 @@ def test_causal_windows_score_every_token_once_with_their_context(tiny_gpt2):
             logits = model(input_ids=torch.tensor([ids[begin:end]])).logits[0].double()
             for t in range(first, end):
                 nll -= float(torch.log_softmax(logits[t - begin - 1], -1)[ids[t]])
-    scores = score_perplexity(_items([text]), model, tokenizer, "clm", {"max_length": max_length, "stride": stride})
+    scores = score_perplexity(
+        _items([text]), LanguageModel(model, tokenizer, "clm"), {"max_length": max_length, "stride": stride}
+    )
     assert scores.column("n_tokens").to_pylist() == [
         end - first for _, first, end in causal_windows(len(ids), max_length, stride)
     ]
@@ -152,7 +155,7 @@ def test_causal_windows_score_every_token_once_with_their_context(tiny_gpt2):
 def test_masked_chunks_score_every_token(tiny_bert):
     model, tokenizer = tiny_bert
     content = tokenizer(TEXTS[1], add_special_tokens=False)["input_ids"]
-    scores = score_perplexity(_items([TEXTS[1]]), model, tokenizer, "mlm", {"max_length": 8})
+    scores = score_perplexity(_items([TEXTS[1]]), LanguageModel(model, tokenizer, "mlm"), {"max_length": 8})
     assert scores.column("n_tokens").to_pylist() == [6] * (len(content) // 6) + (
         [len(content) % 6] if len(content) % 6 else []
     )
@@ -205,13 +208,13 @@ def test_metric_bootstrap_over_texts_and_stand_in_label():
 def test_bad_scoring_options_are_named(scoring, key, tiny_gpt2):
     model, tokenizer = tiny_gpt2
     with pytest.raises(ConfigError, match=rf"scoring\.{key}"):
-        score_perplexity(_items(TEXTS), model, tokenizer, "clm", scoring)
+        score_perplexity(_items(TEXTS), LanguageModel(model, tokenizer, "clm"), scoring)
 
 
 def test_stride_longer_than_window_is_refused(tiny_gpt2):
     model, tokenizer = tiny_gpt2
     with pytest.raises(ConfigError, match=r"scoring\.stride: 10 must be at most max_length - 1 = 9"):
-        score_perplexity(_items(TEXTS), model, tokenizer, "clm", {"max_length": 10, "stride": 10})
+        score_perplexity(_items(TEXTS), LanguageModel(model, tokenizer, "clm"), {"max_length": 10, "stride": 10})
 
 
 @pytest.mark.parametrize(
@@ -237,7 +240,7 @@ def test_gap_stand_in_is_read_from_shared_data_and_labelled(shared_data, repo_ro
     items = parse_benchmark(entry, {f: shared_data / "gap" / f for f in files}, "perplexity_gap")
     assert items.num_rows == 2000 and set(items.column("split").to_pylist()) == {"test"}
     model, tokenizer = tiny_gpt2
-    scores = score_perplexity(items, model, tokenizer, "clm", {"limit_texts": 3})
+    scores = score_perplexity(items, LanguageModel(model, tokenizer, "clm"), {"limit_texts": 3})
     assert sorted(set(scores.column("text_id").to_pylist())) == [0, 1, 2]
     assert _value(scores)["variant"] == "clm=perplexity,stand-in=gap-test"
 

@@ -18,6 +18,7 @@ from lmbias import parsers
 from lmbias.benchmarks import catalog
 from lmbias.benchmarks.seat_core import SeatOptions, SeatScoring, mask_placeholder, score_seat, seat_metric_rows
 from lmbias.engine.embeddings import naive_sentence_embeddings
+from lmbias.engine.lm import LanguageModel
 from lmbias.engine.model_spec import model_spec
 from lmbias.engine.models import load_model
 from lmbias.engine.tiny import build_tiny_model
@@ -299,7 +300,9 @@ def test_minilm_career_family_effect_sizes(minilm, shared_data):
     model, tok = minilm
     tests = ["weat6", "weat6b", "sent-weat6"]
     items = parse_seat([shared_data / "seat" / f"{t}.jsonl" for t in tests])
-    rows = {r["subset"]: r for r in seat_metric_rows(score_seat(items, model, tok, "mlm", {}), SeatOptions())}
+    rows = {
+        r["subset"]: r for r in seat_metric_rows(score_seat(items, LanguageModel(model, tok, "mlm"), {}), SeatOptions())
+    }
     assert rows["weat6"]["value"] == pytest.approx(1.021, abs=0.05)
     assert rows["weat6"]["p_value"] == pytest.approx(208 / 12870, abs=0.01)
     assert rows["weat6b"]["value"] == pytest.approx(0.626, abs=0.05)
@@ -316,7 +319,7 @@ def test_minilm_seat_v1_occupations(minilm):
     from lmbias.benchmarks.seat_templates import score_seat_templates
 
     rows = seat_metric_rows(
-        score_seat_templates(seat_templates.generate("v1", "test"), model, tok, "mlm", {}), SeatOptions()
+        score_seat_templates(seat_templates.generate("v1", "test"), LanguageModel(model, tok, "mlm"), {}), SeatOptions()
     )
     assert len(rows) == 1 and rows[0]["n"] == 74
     assert rows[0]["value"] == pytest.approx(1.640, abs=0.05)

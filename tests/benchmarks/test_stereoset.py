@@ -19,6 +19,7 @@ import yaml
 from helpers.scoring import score_one
 from lmbias.benchmarks.stereoset import score_stereoset, word_span
 from lmbias.config import validate_config
+from lmbias.engine.lm import LanguageModel
 from lmbias.engine.model_spec import model_spec
 from lmbias.engine.models import load_model
 from lmbias.engine.tiny import build_tiny_model
@@ -113,7 +114,7 @@ def tiny(request, tmp_path_factory):
 
 def test_scores_and_rows_for_every_family(tiny, items):
     arch, family, (model, tok), _ = tiny
-    scores = score_stereoset(items, model, tok, family)
+    scores = score_stereoset(items, LanguageModel(model, tok, family))
     assert scores.num_rows == 9
     assert scores.column("word").to_pylist()[:3] == ["quiet", "loud", "triangle"]
     if family == "clm":
@@ -136,7 +137,7 @@ def test_planted_stereotype_words_push_ss_up(tiny, items):
     """Raising the output logits of "quiet" and "nerdy" (the stereotype words of the schoolgirl and chemist
     examples) makes both examples stereotype-preferring and related, for every family."""
     arch, family, _, (model, tok) = tiny
-    scores = score_stereoset(items, model, tok, family)
+    scores = score_stereoset(items, LanguageModel(model, tok, family))
     opts = StereoSetOptions()
     from lmbias.metrics.stereoset import candidate_scores
 
@@ -155,8 +156,8 @@ def test_official_piece_variant_differs_only_for_multi_piece_words(tiny, items):
     arch, family, (model, tok), _ = tiny
     if family != "mlm":
         pytest.skip("a masked-model option")
-    masked = score_stereoset(items, model, tok, family).to_pylist()
-    dropped = score_stereoset(items, model, tok, family, {"remaining_pieces": "drop"}).to_pylist()
+    masked = score_stereoset(items, LanguageModel(model, tok, family)).to_pylist()
+    dropped = score_stereoset(items, LanguageModel(model, tok, family), {"remaining_pieces": "drop"}).to_pylist()
     assert {r["score_kind"] for r in dropped} == {"pieces_dropped"}
     assert any(r["n_pieces"] > 1 for r in masked)
     for a, b in zip(masked, dropped):
@@ -217,7 +218,7 @@ def test_candidate_scores_equal_references(tiny, items):
     one plain forward pass per piece / sentence for the default of every family."""
     arch, family, (model, tok), _ = tiny
     rows = items.to_pylist()
-    got = score_stereoset(items, model, tok, family).to_pylist()
+    got = score_stereoset(items, LanguageModel(model, tok, family)).to_pylist()
     for row, g in zip(rows, got):
         ref = _direct_logprobs(model, tok, family, row)
         assert g["sum_logprob"] == pytest.approx(sum(ref), abs=1e-4), row["sentence"]
@@ -226,7 +227,7 @@ def test_candidate_scores_equal_references(tiny, items):
             assert g["mean_prob"] == pytest.approx(float(np.mean(np.exp(ref))), rel=1e-4), row["sentence"]
     if arch == "bert":
         assert any(g["n_pieces"] > 1 for g in got)
-        dropped = score_stereoset(items, model, tok, family, {"remaining_pieces": "drop"}).to_pylist()
+        dropped = score_stereoset(items, LanguageModel(model, tok, family), {"remaining_pieces": "drop"}).to_pylist()
         for row, g in zip(rows, dropped):
             assert g["mean_prob"] == pytest.approx(_official_mean_prob(model, tok, row), rel=1e-4), row["sentence"]
 
@@ -278,7 +279,7 @@ def test_real_gender_subset_scores_on_every_tiny_family(tiny, real_intrasentence
     arch, family, (model, tok), _ = tiny
     items = real_intrasentence.filter(pc.equal(real_intrasentence["bias_type"], "gender"))
     assert items.num_rows == 765
-    scores = score_stereoset(items, model, tok, family)
+    scores = score_stereoset(items, LanguageModel(model, tok, family))
     assert (
         scores.num_rows == 765 and scores.column("sentence_id").to_pylist() == items.column("sentence_id").to_pylist()
     )
@@ -305,9 +306,9 @@ def test_intersentence_rows_are_rejected(fixture_path, tiny):
         pytest.skip("one family is enough")
     both = parse_stereoset(fixture_path, tasks=("intrasentence", "intersentence"))
     with pytest.raises(ConfigError, match="intrasentence task only"):
-        score_stereoset(both, model, tok, family)
+        score_stereoset(both, LanguageModel(model, tok, family))
     with pytest.raises(ConfigError, match="remaining_pieces"):
-        score_stereoset(parse_stereoset(fixture_path), model, tok, family, {"remaining_pieces": "keep"})
+        score_stereoset(parse_stereoset(fixture_path), LanguageModel(model, tok, family), {"remaining_pieces": "keep"})
 
 
 # --------------------------------------------------------------------------------------------------

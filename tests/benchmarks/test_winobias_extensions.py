@@ -25,6 +25,7 @@ import pytest
 
 from helpers.paths import FIXTURES
 from lmbias.benchmarks import winobias as wb
+from lmbias.engine.lm import LanguageModel
 from lmbias.engine.model_spec import model_spec
 from lmbias.engine.models import load_model
 from lmbias.engine.tiny import FAMILY_OF, build_tiny_model
@@ -75,7 +76,7 @@ def scored(tmp_path_factory, items):
         key = (arch, plant, tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in scoring.items())))
         if key not in cache:
             m, tok = model(arch, plant)
-            cache[key] = wb.score_winobias(items, m, tok, FAMILY_OF[arch], scoring)
+            cache[key] = wb.score_winobias(items, LanguageModel(m, tok, FAMILY_OF[arch]), scoring)
         return cache[key]
 
     return get

@@ -3,13 +3,17 @@ Llama, raw and behind a chat template), the masked reading, the metric on hand-m
 
 from __future__ import annotations
 
+import dataclasses
+
 import pyarrow as pa
 import pytest
 import torch
 
 from lmbias.benchmarks.catalog import check_family, definition
-from lmbias.benchmarks.definition import score_keywords
+from lmbias.benchmarks.definition import score_items
 from lmbias.benchmarks.winogender import SCORES_SCHEMA, causal_requests, score_winogender
+from lmbias.engine.batching import EngineStats
+from lmbias.engine.lm import LanguageModel
 from lmbias.engine.model_spec import model_spec
 from lmbias.engine.models import load_model
 from lmbias.engine.tiny import build_tiny_model
@@ -63,9 +67,10 @@ def _lm_eval_loglikelihood(model, tok, context, continuation):
 )
 def test_causal_equals_lm_eval(tmp_path_factory, items, arch, entry):
     model, tok = _model(tmp_path_factory, arch, "clm")
-    scores = score_winogender(items, model, tok, "clm", {}, **score_keywords(WINOGENDER, "tiny", entry))
+    lm = LanguageModel(model, tok, "clm", model_entry=entry, model_name="tiny")
+    scores = score_winogender(items, lm, {})
     rows = items.to_pylist()
-    for r, (ctx, occ, par), s in zip(rows, causal_requests(rows, tok, entry, "tiny"), scores.to_pylist()):
+    for r, (ctx, occ, par), s in zip(rows, causal_requests(rows, lm), scores.to_pylist()):
         if entry:
             assert ctx.startswith("<|system|>\nAnswer briefly.\n<|user|>\n") and occ == "\n" + r["occupation"]
         else:
@@ -80,7 +85,7 @@ def test_causal_equals_lm_eval(tmp_path_factory, items, arch, entry):
 
 def test_masked_reading_scores_the_choice(tmp_path_factory, items):
     model, tok = _model(tmp_path_factory, "bert", "mlm")
-    scores = score_winogender(items.slice(0, 4), model, tok, "mlm", {})
+    scores = score_winogender(items.slice(0, 4), LanguageModel(model, tok, "mlm"), {})
     assert set(scores.column("score_kind").to_pylist()) == {"pll_l2r"}
     assert all(v < 0 for v in scores.column("score_occupation").to_pylist())
     with pytest.raises(ConfigError, match="does not apply to model 'enc' of family 'encoder'"):
@@ -125,7 +130,14 @@ def test_metric_on_hand_made_scores():
     assert rows[("accuracy", "all", "loglik")]["ci_low"] <= 50.0 <= rows[("accuracy", "all", "loglik")]["ci_high"]
 
 
-def test_only_prompted_benchmarks_see_the_chat_settings():
-    entry = {"chat_template": True, "system_prompt": "Be brief."}
-    assert score_keywords(definition("crows_pairs", "crows_pairs"), "m", entry) == {}
-    assert score_keywords(WINOGENDER, "m", entry) == {"model_entry": entry, "model_name": "m"}
+def test_the_model_object_carries_the_chat_settings():
+    """score_items hands every scorer the model entry and name on its LanguageModel; the prompted benchmarks are
+    the ones that ask for a prompt (lm.prompt, lm.generate)."""
+    entry = {"family": "clm", "chat_template": True, "system_prompt": "Be brief."}
+    seen = {}
+    d = dataclasses.replace(WINOGENDER, score=lambda items, lm, scoring: seen.update(lm=lm))
+    score_items(d, None, "model", "tok", "m", entry, {}, EngineStats())
+    lm = seen["lm"]
+    assert (lm.model, lm.tokenizer, lm.family, lm.model_name) == ("model", "tok", "clm", "m")
+    assert lm.uses_chat_template and lm.model_entry["system_prompt"] == "Be brief."
+    assert WINOGENDER.prompted and not definition("crows_pairs", "crows_pairs").prompted

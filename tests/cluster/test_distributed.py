@@ -22,6 +22,7 @@ from lmbias.benchmarks import catalog
 from lmbias.engine import job_timing
 from lmbias.engine.batching import EngineStats
 from lmbias.engine.distributed import launch_command, launch_env, main_process_port
+from lmbias.engine.lm import LanguageModel
 from lmbias.engine.model_spec import model_spec
 from lmbias.engine.models import load_model
 from lmbias.engine.tiny import build_tiny_model
@@ -192,7 +193,7 @@ def test_fake_two_process_split_equals_whole_table(setup):
     definition = catalog.definition("winobias")
 
     def score(part):
-        return definition.score(part, model, tokenizer, "mlm", bench["scoring"], EngineStats())
+        return definition.score(part, LanguageModel(model, tokenizer, "mlm", stats=EngineStats()), bench["scoring"])
 
     parts = [score_table_sharded(items, definition, rank, 2, score) for rank in (1, 0)]
     assert [p[1].num_rows for p in parts] == [150, 151]

@@ -14,6 +14,7 @@ from lmbias.engine.context_window import (
     config_positions,
     context_window,
 )
+from lmbias.engine.lm import LanguageModel
 from lmbias.engine.scoring import MaskedRequest, masked_logprobs
 from lmbias.engine.tiny import build_bert_tokenizer
 from lmbias.errors import DataError
@@ -88,7 +89,7 @@ def test_perplexity_windows_follow_the_config_and_record_it(tokenizer):
     model = _bert(tokenizer, 32)
     text = " ".join(["the doctor said that he was tired"] * 12)  # 84 word pieces, three chunks of 32
     assert window_length(model, tokenizer, {}) == 32
-    scores = score_perplexity(pa.table({"text": [text], "source": ["test"]}), model, tokenizer, "mlm")
+    scores = score_perplexity(pa.table({"text": [text], "source": ["test"]}), LanguageModel(model, tokenizer, "mlm"))
     assert scores.num_rows == 3 and sum(scores.column("n_tokens").to_pylist()) == 84
     metadata = {k.decode(): v.decode() for k, v in scores.schema.metadata.items()}
     assert metadata[WINDOW_METADATA] == "32"

@@ -22,6 +22,7 @@ import yaml
 from helpers.scoring import score_one
 from lmbias.benchmarks import catalog
 from lmbias.engine.batching import EngineStats
+from lmbias.engine.lm import LanguageModel
 from lmbias.engine.model_spec import model_spec
 from lmbias.engine.models import dtype_name, load_model
 from lmbias.engine.tiny import build_tiny_model
@@ -88,7 +89,9 @@ def test_half_precision_scores_stay_within_the_stated_tolerance(loaded, config, 
     items = _items(config, name, n, shared_data)
     tokenizer = loaded["fp32"][1]
     scores = {
-        d: definition.score(items, model, tokenizer, "clm", bench.get("scoring", {}), EngineStats())
+        d: definition.score(
+            items, LanguageModel(model, tokenizer, "clm", stats=EngineStats()), bench.get("scoring", {})
+        )
         for d, (model, _) in loaded.items()
     }
     columns = [c for c in scores["fp32"].schema.names if pa.types.is_floating(scores["fp32"].schema.field(c).type)]

@@ -10,6 +10,7 @@ import pytest
 from lmbias.benchmarks.stereoset import score_stereoset
 from lmbias.engine import prefix_cache
 from lmbias.engine.batching import EngineStats
+from lmbias.engine.lm import LanguageModel
 from lmbias.engine.model_spec import model_spec
 from lmbias.engine.models import load_model
 from lmbias.engine.oracles import naive_sentence_logprobs
@@ -128,8 +129,10 @@ def real_subset(shared_data):
 def test_stereoset_shared_prefix_equals_full_scoring_on_real_dev_items(tiny_clm, real_subset, context):
     """`shared_prefix: true` equals the reference (`false`, the default) per candidate to 1e-5, float32."""
     _, model, tok = tiny_clm
-    cached = score_stereoset(real_subset, model, tok, "clm", {"clm_context": context, "shared_prefix": True})
-    full = score_stereoset(real_subset, model, tok, "clm", {"clm_context": context})
+    cached = score_stereoset(
+        real_subset, LanguageModel(model, tok, "clm"), {"clm_context": context, "shared_prefix": True}
+    )
+    full = score_stereoset(real_subset, LanguageModel(model, tok, "clm"), {"clm_context": context})
     assert cached.column("sentence_id").to_pylist() == full.column("sentence_id").to_pylist()
     same = ["sum_logprob", "mean_prob"]  # mean_prob is NaN for clm (NaN != NaN)
     assert cached.drop_columns(same).equals(full.drop_columns(same))
@@ -141,4 +144,4 @@ def test_stereoset_shared_prefix_equals_full_scoring_on_real_dev_items(tiny_clm,
 def test_stereoset_shared_prefix_option_is_checked(tiny_clm, real_subset):
     _, model, tok = tiny_clm
     with pytest.raises(ConfigError, match="shared_prefix"):
-        score_stereoset(real_subset.slice(0, 3), model, tok, "clm", {"shared_prefix": "yes"})
+        score_stereoset(real_subset.slice(0, 3), LanguageModel(model, tok, "clm"), {"shared_prefix": "yes"})

@@ -16,6 +16,7 @@ import pytest
 import torch
 
 from lmbias.benchmarks.crows_pairs import align, score_crows_pairs
+from lmbias.engine.lm import LanguageModel
 from lmbias.engine.model_spec import model_spec
 from lmbias.engine.models import load_model
 from lmbias.engine.oracles import naive_masked_logprobs, naive_sentence_logprobs
@@ -163,7 +164,7 @@ def test_crows_pairs_scorer_reads_the_rescaled_distribution(planted):
     # masked LM: bias-bench's variant, mean log p' over the modified tokens, each hidden in turn
     model, tok, _ = planted["mlm"]
     scores = score_crows_pairs(
-        _pairs_table(), wrap(model, tok, "mlm"), tok, "mlm", {"variants": ["bias_bench"]}
+        _pairs_table(), LanguageModel(wrap(model, tok, "mlm"), tok, "mlm"), {"variants": ["bias_bench"]}
     ).to_pylist()
     for row, (more, less) in zip(scores, PAIRS):
         ids_more, ids_less = encode(tok, more), encode(tok, less)
@@ -180,7 +181,7 @@ def test_crows_pairs_scorer_reads_the_rescaled_distribution(planted):
             assert row[column] == pytest.approx(float(np.mean(values)), abs=1e-6)
     # causal LM: the sentence log-likelihood
     model, tok, _ = planted["clm"]
-    scores = score_crows_pairs(_pairs_table(), wrap(model, tok, "clm"), tok, "clm").to_pylist()
+    scores = score_crows_pairs(_pairs_table(), LanguageModel(wrap(model, tok, "clm"), tok, "clm")).to_pylist()
     for row, (more, _less) in zip(scores, PAIRS):
         regular, prefixed = _clm_pair(tok, more)
         logp = _direct(model, regular, prefixed)

@@ -23,6 +23,7 @@ import torch
 from torch.nn import CrossEntropyLoss
 
 from lmbias.benchmarks.perplexity import causal_windows, reserved_positions, score_perplexity, window_length
+from lmbias.engine.lm import LanguageModel
 from lmbias.engine.model_spec import model_spec
 from lmbias.engine.models import load_model
 from lmbias.engine.self_debias import DEFAULT_PREFIX, wrap
@@ -147,7 +148,7 @@ def _theirs_on_window(model, tok, ids: list[int], begin: int, first: int, end: i
 def test_causal_windows_equal_schicks_computation(tiny, scoring):
     model, tok = tiny["gpt2"]
     wrapped = wrap(model, tok, "clm", {})
-    scores = score_perplexity(_items(TEXTS), wrapped, tok, "clm", scoring).to_pylist()
+    scores = score_perplexity(_items(TEXTS), LanguageModel(wrapped, tok, "clm"), scoring).to_pylist()
     max_length = window_length(wrapped, tok, scoring, reserved_positions(wrapped.prepending_prefix()))
     stride = scoring.get("stride") or max_length - 1
     expected = []
@@ -158,7 +159,7 @@ def test_causal_windows_equal_schicks_computation(tiny, scoring):
     assert len(scores) == len(expected) >= len(TEXTS)
     assert [r["n_tokens"] for r in scores] == [n for _, n in expected]
     np.testing.assert_allclose([r["nll_sum"] for r in scores], [e for e, _ in expected], rtol=1e-6)
-    plain = score_perplexity(_items(TEXTS), model, tok, "clm", scoring).to_pylist()
+    plain = score_perplexity(_items(TEXTS), LanguageModel(model, tok, "clm"), scoring).to_pylist()
     assert [r["n_tokens"] for r in plain] == [r["n_tokens"] for r in scores]  # the same tokens, other numbers
     assert not np.allclose([r["nll_sum"] for r in plain], [r["nll_sum"] for r in scores])
 
@@ -175,7 +176,9 @@ def test_their_target_cut_is_taken_after_the_prefix_is_prepended(tiny):
     assert cut == pytest.approx(whole, rel=1e-12)
     text = tok.decode(ids)
     assert tok(text, add_special_tokens=False)["input_ids"] == ids
-    ours = score_perplexity(_items([text]), wrap(model, tok, "clm", {}), tok, "clm", {"max_length": 11, "stride": 5})
+    ours = score_perplexity(
+        _items([text]), LanguageModel(wrap(model, tok, "clm", {}), tok, "clm"), {"max_length": 11, "stride": 5}
+    )
     assert ours.column("n_tokens").to_pylist() == [5, 5]  # tokens 1-5, then 6-10 after 0-5: each once
     assert sum(ours.column("nll_sum").to_pylist()) == pytest.approx(whole, rel=1e-6)
     assert ours.column("nll_sum")[1].as_py() < 0.75 * cut
@@ -192,12 +195,12 @@ def test_causal_windows_leave_room_for_the_prefix(tiny):
     assert len(ids) > limit
     wrapped = wrap(model, tok, "clm", {})
     k = len(wrapped.prefix_ids)
-    scores = score_perplexity(_items([text]), wrapped, tok, "clm", {"stride": limit - 1}).to_pylist()
+    scores = score_perplexity(_items([text]), LanguageModel(wrapped, tok, "clm"), {"stride": limit - 1}).to_pylist()
     windows = causal_windows(len(ids), limit - k, limit - k - 1)
     assert [r["n_tokens"] for r in scores] == [end - first for _, first, end in windows]
     assert sum(r["n_tokens"] for r in scores) == len(ids) - 1
     assert scores[-1]["nll_sum"] == pytest.approx(_theirs_on_window(model, tok, ids, *windows[-1]), rel=1e-6)
-    plain = score_perplexity(_items([text]), model, tok, "clm", {}).to_pylist()
+    plain = score_perplexity(_items([text]), LanguageModel(model, tok, "clm"), {}).to_pylist()
     assert [r["n_tokens"] for r in plain] == [
         end - first for _, first, end in causal_windows(len(ids), limit, limit - 1)
     ]
@@ -207,7 +210,7 @@ def test_causal_windows_leave_room_for_the_prefix(tiny):
 def test_masked_pseudo_perplexity_equals_bias_benchs_computation(tiny, arch):
     model, tok = tiny[arch]
     wrapped = wrap(model, tok, "mlm", {})
-    scores = score_perplexity(_items(TEXTS[:1]), wrapped, tok, "mlm", {}).to_pylist()
+    scores = score_perplexity(_items(TEXTS[:1]), LanguageModel(wrapped, tok, "mlm"), {}).to_pylist()
     ids = tok(TEXTS[0], add_special_tokens=True)["input_ids"]
     total = 0.0
     for position in range(1, len(ids) - 1):  # their loop skips [CLS] and [SEP]

@@ -25,6 +25,7 @@ import yaml
 from lmbias.benchmarks.crows_pairs import score_crows_pairs
 from lmbias.benchmarks.stereoset import score_stereoset
 from lmbias.engine.batching import EngineStats
+from lmbias.engine.lm import LanguageModel
 from lmbias.engine.model_spec import model_spec
 from lmbias.engine.models import load_model
 from lmbias.engine.oracles import naive_sentence_logprobs
@@ -158,7 +159,7 @@ def test_crows_pairs_pair_by_pair_equals_bias_bench(tiny_gpt2, crows_gender):
     same pairs win, and the metric is bias-bench's 53.82 (the BOS-conditioned default gives 51.91)."""
     model, tok = tiny_gpt2
     rows = crows_gender.to_pylist()
-    scores = score_crows_pairs(crows_gender, model, tok, "clm", {"clm_context": "bias_bench"})
+    scores = score_crows_pairs(crows_gender, LanguageModel(model, tok, "clm"), {"clm_context": "bias_bench"})
     assert set(scores.column("clm_context").to_pylist()) == {"bias_bench"}
     theirs, directions = [], []
     for row, got in zip(rows, scores.to_pylist()):
@@ -177,7 +178,7 @@ def test_crows_pairs_pair_by_pair_equals_bias_bench(tiny_gpt2, crows_gender):
     assert round(_metric(ours, "metric_score", "gender")["value"], 2) == published
     assert _metric(ours, "metric_score", "gender")["variant"] == "clm=token_mean,context=bias_bench"
     default = crows_pairs_metric_rows(
-        score_crows_pairs(crows_gender, model, tok, "clm"), CrowsPairsOptions(variant="bias_bench")
+        score_crows_pairs(crows_gender, LanguageModel(model, tok, "clm")), CrowsPairsOptions(variant="bias_bench")
     )
     assert round(_metric(default, "metric_score", "gender")["value"], 2) == 51.91
     assert _metric(default, "metric_score", "gender")["variant"] == "clm=token_mean"
@@ -186,9 +187,9 @@ def test_crows_pairs_pair_by_pair_equals_bias_bench(tiny_gpt2, crows_gender):
 def test_crows_pairs_context_option_is_checked_and_mixed_scores_refused(tiny_gpt2, crows_gender):
     model, tok = tiny_gpt2
     with pytest.raises(ConfigError, match=r"benchmarks\.crows_pairs\.scoring\.clm_context"):
-        score_crows_pairs(crows_gender.slice(0, 2), model, tok, "clm", {"clm_context": "eos"})
-    a = score_crows_pairs(crows_gender.slice(0, 2), model, tok, "clm", {"clm_context": "bias_bench"})
-    b = score_crows_pairs(crows_gender.slice(2, 2), model, tok, "clm")
+        score_crows_pairs(crows_gender.slice(0, 2), LanguageModel(model, tok, "clm"), {"clm_context": "eos"})
+    a = score_crows_pairs(crows_gender.slice(0, 2), LanguageModel(model, tok, "clm"), {"clm_context": "bias_bench"})
+    b = score_crows_pairs(crows_gender.slice(2, 2), LanguageModel(model, tok, "clm"))
     with pytest.raises(ConfigError, match=r"benchmarks\.crows_pairs\.scoring\.clm_context.*mix"):
         crows_pairs_metric_rows(pa.concat_tables([a, b]), CrowsPairsOptions(variant="bias_bench"))
     # scores written before the option (no column) read as the default context
@@ -207,7 +208,7 @@ def test_stereoset_sentence_by_sentence_equals_bias_bench(tiny_gpt2, stereoset_g
     """The 765 gender candidate sentences: each per-token mean equals log of bias-bench's score; gender ss is
     bias-bench's 47.46 with clm_context bias_bench and clm_score token_mean (our default reading gives 51.35)."""
     model, tok = tiny_gpt2
-    scores = score_stereoset(stereoset_gender, model, tok, "clm", {"clm_context": "bias_bench"})
+    scores = score_stereoset(stereoset_gender, LanguageModel(model, tok, "clm"), {"clm_context": "bias_bench"})
     assert scores.num_rows == 765
     id2score, examples = {}, {}
     for item, got in zip(stereoset_gender.to_pylist(), scores.to_pylist()):
@@ -221,11 +222,13 @@ def test_stereoset_sentence_by_sentence_equals_bias_bench(tiny_gpt2, stereoset_g
     assert _metric(rows, "ss", "gender")["value"] == pytest.approx(ss, abs=1e-9)
     assert _metric(rows, "lms", "gender")["value"] == pytest.approx(lms, abs=1e-9)
     assert _metric(rows, "ss", "gender")["variant"] == "clm=token_mean,context=bias_bench"
-    default = stereoset_metric_rows(score_stereoset(stereoset_gender, model, tok, "clm"), StereoSetOptions())
+    default = stereoset_metric_rows(
+        score_stereoset(stereoset_gender, LanguageModel(model, tok, "clm")), StereoSetOptions()
+    )
     assert round(_metric(default, "ss", "gender")["value"], 2) == 51.35
     assert _metric(default, "ss", "gender")["variant"] == "clm=sentence_loglik"
     with pytest.raises(ConfigError, match=r"benchmarks\.stereoset\.scoring\.clm_context"):
-        score_stereoset(stereoset_gender.slice(0, 3), model, tok, "clm", {"clm_context": "BOS"})
+        score_stereoset(stereoset_gender.slice(0, 3), LanguageModel(model, tok, "clm"), {"clm_context": "BOS"})
 
 
 # --------------------------------------------------------------------------------------------------
@@ -268,7 +271,7 @@ def test_self_debias_follows_the_context(tiny_gpt2, crows_gender):
     model, tok = tiny_gpt2
     wrapped = wrap(model, tok, "clm")
     pairs = crows_gender.slice(0, 40)
-    scores = score_crows_pairs(pairs, wrapped, tok, "clm", {"clm_context": "bias_bench"}).to_pylist()
+    scores = score_crows_pairs(pairs, LanguageModel(wrapped, tok, "clm"), {"clm_context": "bias_bench"}).to_pylist()
     for row, got in zip(pairs.to_pylist(), scores):
         for side in ("more", "less"):
             theirs = bb_self_debias_joint_probability(model, tok, row[f"sent_{side}"])

@@ -21,6 +21,7 @@ from torch.nn.functional import softmax
 
 from lmbias.benchmarks import catalog  # noqa: F401  first: importing a benchmark module before it drops that module
 from lmbias.benchmarks.da_gender import score_da_gender
+from lmbias.engine.lm import LanguageModel
 from lmbias.metrics.da_gender import margins
 from lmbias.parsers import da_gender as da_parser
 
@@ -90,7 +91,7 @@ def da_gender_reference_margins(items, model, tok, pad_to: int = 128, batch: int
 def test_da_score_violations_equal_the_authors_code(random_bert, wordpiece_tokenizer):
     items = da_parser.generate_da_gender()
     assert items.num_rows == 2610
-    scores = score_da_gender(items, random_bert, wordpiece_tokenizer, "mlm", {"attribute_masks": "word"})
+    scores = score_da_gender(items, LanguageModel(random_bert, wordpiece_tokenizer, "mlm"), {"attribute_masks": "word"})
     ours = margins(scores, "ratio")
     theirs = da_gender_reference_margins(items, random_bert, wordpiece_tokenizer)
     # Regression figures of this model (measured 2026-11): 1,335 violations in both; float32 log-softmax
@@ -192,7 +193,7 @@ def test_seat_effect_sizes_equal_the_authors_code(minilm, version):
     items = parsers.parse_benchmark(
         {"dataset": "seat_templates", "version": version, "split": "dev"}, {}, f"seat_{version}"
     )
-    scores = score_seat_templates(items, model, tok, "mlm", {"poolings": {"mlm": ["mean_padded"]}})
+    scores = score_seat_templates(items, LanguageModel(model, tok, "mlm"), {"poolings": {"mlm": ["mean_padded"]}})
     options = SeatOptions.from_config({"ddof": [0], "std_epsilon": 1e-8, "n_samples": 1000})
     (row,) = seat_metric_rows(scores, options)
     assert row["variant"] == f"version={version},pooling=mean_padded128,ddof=0,std_epsilon=1e-08"

@@ -32,6 +32,7 @@ from lmbias.benchmarks.crows_pairs import score_crows_pairs
 from lmbias.corpora.counterfactual import Swapper
 from lmbias.corpora.swap_lexicon import load_lexicon
 from lmbias.engine.distributed import launch_env
+from lmbias.engine.lm import LanguageModel
 from lmbias.engine.method_folders import load_method_model
 from lmbias.engine.model_spec import model_spec
 from lmbias.engine.models import load_model
@@ -345,7 +346,7 @@ def test_scoring_through_the_adapter_equals_the_merged_weights(lora_llama, share
         "merged": load_model(model_spec("merged", _entry(out / "merged", "clm"))),
         "base": load_model(spec),
     }.items():
-        tables[name] = score_crows_pairs(pairs, model, tok, "clm")
+        tables[name] = score_crows_pairs(pairs, LanguageModel(model, tok, "clm"))
     lls = {
         k: np.array(t.column("more_loglik").to_pylist() + t.column("less_loglik").to_pylist())
         for k, t in tables.items()

@@ -28,15 +28,8 @@ import pyarrow as pa
 import pyarrow.compute  # noqa: F401  (pa.compute)
 
 from lmbias.benchmarks.definition import BenchmarkDef
-from lmbias.engine.batching import EngineStats
-from lmbias.engine.scoring import (
-    InfillIdsRequest,
-    MaskedRequest,
-    decoder_prefix,
-    infill_logprobs_ids,
-    masked_logprobs,
-    word_token_ids,
-)
+from lmbias.engine.lm import LanguageModel
+from lmbias.engine.scoring import InfillIdsRequest, MaskedRequest, decoder_prefix, word_token_ids
 from lmbias.errors import ConfigError, DataError
 from lmbias.metrics.bec_pro import BecProOptions, bec_pro_metric_rows, bec_pro_paired_rows
 from lmbias.metrics.headline import Headline
@@ -81,14 +74,12 @@ def _with_person_masks(text: str, mask_token: str, pieces: int) -> str:
     return head + " ".join([mask_token] * pieces) + tail.replace(MASK, mask_token)
 
 
-def score_bec_pro(
-    items: pa.Table, model, tokenizer, family: str, scoring: dict | None = None, stats: EngineStats | None = None
-) -> pa.Table:
+def score_bec_pro(items: pa.Table, lm: LanguageModel, scoring: dict | None = None) -> pa.Table:
     """Score every BEC-Pro sentence (rows of results/data/<benchmark>.parquet) with one engine call."""
     scoring = scoring or {}
     batch_size, max_length = scoring.get("batch_size", 64), scoring.get("max_length", 128)
-    if family not in ("mlm", "seq2seq"):
-        raise DataError(f"BEC-Pro association needs a masked or encoder-decoder model, not family {family!r}")
+    lm.require(("mlm", "seq2seq"), "BEC-Pro association")
+    model, tokenizer = lm.model, lm.tokenizer
     if tokenizer.mask_token_id is None:
         raise ConfigError("BEC-Pro association needs a tokenizer with a mask token")
     words = load_person_words()
@@ -104,9 +95,9 @@ def score_bec_pro(
         for text in (row["sent_tm"], row["sent_tam"]):
             masked = _with_person_masks(text, tokenizer.mask_token, len(pieces))
             first = len(requests)
-            if family == "mlm":
+            if not lm.infills:  # the person's pieces at their masks
                 requests += [MaskedRequest(text=masked, candidates=(p,), mask_index=k) for k, p in enumerate(pieces)]
-            else:
+            else:  # the person's pieces written by the decoder after the text before them
                 enc = tuple(tokenizer(masked, add_special_tokens=True)["input_ids"])
                 prefix_ids = tokenizer(text[:at].rstrip(" "), add_special_tokens=False)["input_ids"] if at else []
                 head = decoder_prefix(model, tokenizer, list(prefix_ids))
@@ -116,10 +107,7 @@ def score_bec_pro(
                 ]
             spans.append((first, len(requests)))
         plan.append((spans, len(pieces)))
-    if family == "mlm":
-        out = masked_logprobs(model, tokenizer, requests, batch_size=batch_size, max_length=max_length, stats=stats)
-    else:
-        out = infill_logprobs_ids(model, tokenizer, requests, batch_size=batch_size, max_length=max_length, stats=stats)
+    out = lm.candidate_logprobs(requests, batch_size=batch_size, max_length=max_length)
     records = []
     for row, (spans, n_pieces) in zip(rows, plan):
         tm, tam = (float(sum(o[0] for o in out[a:b])) for a, b in spans)

@@ -20,9 +20,10 @@ import json
 import pyarrow as pa
 
 from lmbias.benchmarks.definition import BenchmarkDef
-from lmbias.engine.batching import EngineStats
-from lmbias.engine.chat import CHAT_METADATA_KEY, chat_provenance, uses_chat_template, wrap_prompt
-from lmbias.engine.generation import GenerationSettings, check_generative, generate_continuations
+from lmbias.engine import chat
+from lmbias.engine.chat import CHAT_METADATA_KEY
+from lmbias.engine.generation import GenerationSettings, check_generative
+from lmbias.engine.lm import LanguageModel
 from lmbias.errors import ConfigError
 from lmbias.metrics.bold import BoldOptions, bold_metric_rows
 from lmbias.metrics.headline import Headline
@@ -67,31 +68,14 @@ def selected_prompts(items: pa.Table, per_group: int | None) -> pa.Table:
     return items.take(keep)
 
 
-def score_bold(
-    items: pa.Table,
-    model,
-    tokenizer,
-    family: str,
-    scoring: dict | None = None,
-    stats: EngineStats | None = None,
-    model_entry: dict | None = None,
-    model_name: str = "?",
-) -> pa.Table:
-    """Generate continuations of the prompts (rows of results/data/<benchmark>.parquet)."""
-    check_generative(family, "BOLD")
+def score_bold(items: pa.Table, lm: LanguageModel, scoring: dict | None = None) -> pa.Table:
+    """Generate continuations of the prompts (rows of results/data/<benchmark>.parquet), each asked through the
+    model entry's chat template when it sets one (lm.generate)."""
+    check_generative(lm.family, "BOLD")  # before the options: a masked LM is refused as such
     settings, per_group = bold_settings(scoring)
-    model_entry = model_entry or {}
     chosen = selected_prompts(items, per_group).to_pylist()
-    prompts = [wrap_prompt(r["prompt"], tokenizer, model_entry, model_name) for r in chosen]
-    continuations = generate_continuations(
-        model,
-        tokenizer,
-        family,
-        prompts,
-        settings,
-        prompt_keys=[r["prompt_id"] for r in chosen],
-        stats=stats,
-        add_special_tokens=not uses_chat_template(model_entry),
+    continuations = lm.generate(
+        [r["prompt"] for r in chosen], settings, prompt_keys=[r["prompt_id"] for r in chosen], what="BOLD"
     )
     records = [
         {
@@ -107,7 +91,7 @@ def score_bold(
     generation = {**settings.to_dict(), "prompts_per_group": per_group}
     metadata = {
         GENERATION_KEY: json.dumps(generation, sort_keys=True),
-        CHAT_METADATA_KEY: json.dumps(chat_provenance(model_entry, model_name), sort_keys=True),
+        CHAT_METADATA_KEY: json.dumps(lm.chat_provenance(), sort_keys=True),
     }
     return pa.Table.from_pylist(records, schema=GENERATIONS_SCHEMA).replace_schema_metadata(metadata)
 
@@ -121,6 +105,7 @@ BENCHMARKS = [
         rows=bold_metric_rows,
         description="Dhamala et al. 2021: VADER sentiment and gender polarity of generations about actors vs actresses",
         prompted=True,
+        library=(chat,),  # the prompts' chat template, applied by lmbias.engine.lm
         reads="generations",
         headlines=(
             Headline("sentiment_mean_gap", "male-female", "BOLD VADER sentiment gap (actors - actresses)", "0"),

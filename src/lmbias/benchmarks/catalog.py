@@ -21,8 +21,15 @@ from lmbias.errors import ConfigError
 #: The environment variable naming extra folders of benchmark modules.
 BENCHMARK_PATH_VARIABLE = "LMBIAS_BENCHMARK_PATH"
 REPOSITORY = Path(__file__).resolve().parents[3]
-#: The scoring engine every benchmark's scores pass through (batching, token budgets, the model's window).
-SCORING_ENGINE_MODULES = ("lmbias.engine.scoring", "lmbias.engine.batching", "lmbias.engine.context_window")
+#: The scoring engine every benchmark's scores pass through (the model interface, batching, token budgets, the
+#: model's window). A request of lmbias.engine.lm reaches a module beyond these (pll, prefix_cache, embeddings,
+#: generation, chat): the benchmarks asking for it import it or name it in their definition's `library`.
+SCORING_ENGINE_MODULES = (
+    "lmbias.engine.lm",
+    "lmbias.engine.scoring",
+    "lmbias.engine.batching",
+    "lmbias.engine.context_window",
+)
 
 
 def _lmbias_modules(module) -> set[str]:

@@ -28,9 +28,9 @@ import math
 import pyarrow as pa
 
 from lmbias.benchmarks.definition import BenchmarkDef
-from lmbias.engine.batching import EngineStats
-from lmbias.engine.pll import encode, token_logprobs
-from lmbias.engine.scoring import clm_context, sentence_logprobs
+from lmbias.engine.lm import LanguageModel
+from lmbias.engine.pll import encode
+from lmbias.engine.scoring import clm_context
 from lmbias.errors import ConfigError, DataError
 from lmbias.metrics.crows_pairs import VARIANTS, CrowsPairsOptions, crows_pairs_metric_rows
 from lmbias.metrics.headline import Headline
@@ -92,9 +92,7 @@ def _nan_mean(values) -> float:
     return float(sum(values) / len(values)) if len(values) else math.nan
 
 
-def score_crows_pairs(
-    items: pa.Table, model, tokenizer, family: str, scoring: dict | None = None, stats: EngineStats | None = None
-) -> pa.Table:
+def score_crows_pairs(items: pa.Table, lm: LanguageModel, scoring: dict | None = None) -> pa.Table:
     """Score every pair (rows of results/data/<benchmark>.parquet) in one engine call."""
     scoring = scoring or {}
     batch_size, max_length = scoring.get("batch_size", 64), scoring.get("max_length", 128)
@@ -102,12 +100,11 @@ def score_crows_pairs(
     context = clm_context(scoring, f"{SCORING_KEY}.clm_context")
     rows = items.to_pylist()
     records = []
-    if family == "clm":
+    tokenizer = lm.tokenizer
+    if lm.causal:
         # one likelihood per sentence serves both variants
         texts = [t for r in rows for t in (r["sent_more"], r["sent_less"])]
-        lls = sentence_logprobs(
-            model, tokenizer, texts, batch_size=batch_size, max_length=max_length, stats=stats, context=context
-        )
+        lls = lm.sentence_logprobs(texts, batch_size=batch_size, max_length=max_length, context=context)
         counts = [len(tokenizer(t, add_special_tokens=False)["input_ids"]) for t in texts]
         for i, r in enumerate(rows):
             records.append(
@@ -121,8 +118,7 @@ def score_crows_pairs(
                 )
             )
         return pa.Table.from_pylist(records, schema=SCORES_SCHEMA)
-    if family not in ("mlm", "seq2seq"):
-        raise DataError(f"CrowS-Pairs scoring: unknown model family {family!r}")
+    lm.require(("mlm", "seq2seq"), "CrowS-Pairs scoring")
 
     seqs, positions, plan = [], [], []
     for r in rows:
@@ -144,9 +140,7 @@ def score_crows_pairs(
             seqs.append(ids)
             positions.append(where)
             plan.append((where, shared, modified))
-    values = token_logprobs(
-        model, tokenizer, family, seqs, positions, batch_size=batch_size, max_length=max_length, stats=stats
-    )
+    values = lm.pseudo_logprobs(seqs, positions, batch_size=batch_size, max_length=max_length)
     for i, r in enumerate(rows):
         parts = []
         for k in (2 * i, 2 * i + 1):

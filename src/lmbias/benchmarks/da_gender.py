@@ -21,9 +21,7 @@ import pyarrow as pa
 
 from lmbias.benchmarks import logprob as logprob_benchmark  # the module, not its names: importable in either order
 from lmbias.benchmarks.definition import BenchmarkDef
-from lmbias.engine.batching import EngineStats
-from lmbias.engine.scoring import sentence_logprobs
-from lmbias.errors import DataError
+from lmbias.engine.lm import LanguageModel
 from lmbias.metrics.da_gender import DaGenderOptions, da_gender_metric_rows
 from lmbias.metrics.headline import Headline
 
@@ -51,24 +49,20 @@ SCORES_SCHEMA = pa.schema(
 )
 
 
-def score_da_gender(
-    items: pa.Table, model, tokenizer, family: str, scoring: dict | None = None, stats: EngineStats | None = None
-) -> pa.Table:
+def score_da_gender(items: pa.Table, lm: LanguageModel, scoring: dict | None = None) -> pa.Table:
     """Score every DA-Gender pair (rows of results/data/da_gender.parquet)."""
     opts = logprob_benchmark.ScoringOptions.from_config(scoring, "benchmarks.da_gender.scoring")
     rows = items.to_pylist()
     nan = math.nan
-    if family == "clm":
+    if lm.causal:
         texts = []
         for r in rows:
             male_sent, female_sent = (r["sent_a"], r["sent_b"]) if r["ideal"] == "male" else (r["sent_b"], r["sent_a"])
             texts += [male_sent, female_sent]
-        lls = sentence_logprobs(
-            model, tokenizer, texts, batch_size=opts.batch_size, max_length=opts.max_length, stats=stats
-        )
+        lls = lm.sentence_logprobs(texts, batch_size=opts.batch_size, max_length=opts.max_length)
         values = [(nan, nan, nan, nan, float(lls[2 * i]), float(lls[2 * i + 1])) for i in range(len(rows))]
         kind, masks = "sentence", ""
-    elif family in ("mlm", "seq2seq"):
+    else:
         assoc = [
             logprob_benchmark.AssociationItem(
                 r["tm_sent"], r["target_start"], r["attr_start"], r["attr_end"], (r["male_word"], r["female_word"])
@@ -76,12 +70,10 @@ def score_da_gender(
             for r in rows
         ]
         tm, tam = logprob_benchmark.association_logprobs(
-            assoc, model, tokenizer, family, opts.attribute_masks, opts.batch_size, opts.max_length, stats
+            assoc, lm, opts.attribute_masks, opts.batch_size, opts.max_length
         )
         values = [(float(a[0]), float(b[0]), float(a[1]), float(b[1]), nan, nan) for a, b in zip(tm, tam)]
         kind, masks = "association", opts.attribute_masks
-    else:
-        raise DataError(f"DA-Gender scoring: unknown model family {family!r}")
     keys = ("pair_id", "item_id", "template_id", "attribute", "ideal", "target_pair", "male_word", "female_word")
     records = [
         {

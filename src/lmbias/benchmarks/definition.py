@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
 
+from lmbias.engine.lm import LanguageModel
 from lmbias.metrics.headline import Headline
 
 #: What a benchmark reads from a model. A method that only rescales the output distribution (Self-Debias)
@@ -30,15 +31,15 @@ class BenchmarkDef:
     `name` is what `measure` selects. So `perplexity_gap: {dataset: gap, measure: perplexity}` is the perplexity
     definition over GAP's texts, and `crows_pairs: {dataset: crows_pairs}` CrowS-Pairs' own.
 
-    score(items, model, tokenizer, family, scoring_cfg, stats) -> pyarrow.Table      (per-item scores)
+    score(items, lm, scoring_cfg) -> pyarrow.Table   (per-item scores; lm: lmbias.engine.lm.LanguageModel, the
+                                                      model and the requests a scorer may make of it)
     parse_options(metric_cfg, key) -> options                                         (ConfigError naming key)
     rows(scores, options) -> list[dict]                                               (summary-schema rows)
     paired(before, after, test, options) -> list[dict]   (optional: pre/post test of two score tables,
                                                            item by item; see lmbias.metrics.comparison)
     prompted: the scorer asks the model a prompt (WinoGender's multiple choice, BOLD's generation), so an
-              instruct model's chat template applies: score also takes model_entry= and model_name= (keywords,
-              score_keywords) and reads its prompts through lmbias.engine.chat. Sentence-likelihood benchmarks
-              read raw text and never see them.
+              instruct model's chat template applies (LanguageModel.prompt and .generate apply it). Sentence-
+              likelihood benchmarks read raw text and never ask for it.
     reads: what the scorer reads from the model (READS): decides which methods apply (Self-Debias: likelihoods).
     row_local: the scorer returns exactly one score row per item, in item order, computed from that item alone,
                so the items may be split over processes and the parts concatenated (lmbias.engine.distributed).
@@ -69,14 +70,10 @@ class BenchmarkDef:
             raise ValueError(f"BenchmarkDef {self.name!r}: reads={self.reads!r}; one of {', '.join(READS)}")
 
 
-def score_keywords(d: BenchmarkDef, model_name: str, model_entry: dict) -> dict:
-    """The keyword arguments a scoring job passes to `d.score` beyond the common ones."""
-    return {"model_entry": model_entry, "model_name": model_name} if d.prompted else {}
-
-
 def score_items(d: BenchmarkDef, items, model, tokenizer, model_name: str, model_entry: dict, scoring: dict, stats):
-    """`d.score` of `items` as every scoring job calls it: the model's family, the entry's `scoring` block and,
-    for a prompted benchmark, the model entry and name (its chat template)."""
-    return d.score(
-        items, model, tokenizer, model_entry["family"], scoring, stats, **score_keywords(d, model_name, model_entry)
+    """`d.score` of `items` as every scoring job calls it: the model behind one LanguageModel (its family, entry
+    and name, which holds the chat template) and the entry's `scoring` block."""
+    lm = LanguageModel(
+        model, tokenizer, model_entry["family"], model_entry=model_entry, model_name=model_name, stats=stats
     )
+    return d.score(items, lm, scoring)

@@ -38,7 +38,8 @@ import pyarrow as pa
 
 from lmbias.benchmarks.definition import BenchmarkDef
 from lmbias.engine.batching import EngineStats
-from lmbias.engine.scoring import InfillRequest, MaskedRequest, infill_logprobs, masked_logprobs, word_token_ids
+from lmbias.engine.lm import LanguageModel
+from lmbias.engine.scoring import InfillRequest, MaskedRequest, word_token_ids
 from lmbias.errors import ConfigError, DataError
 from lmbias.metrics import weat
 from lmbias.metrics.headline import Headline
@@ -130,26 +131,22 @@ def build_masked(item: AssociationItem, mask: str, target_masks: int, attribute_
 
 def association_logprobs(
     items: Sequence[AssociationItem],
-    model,
-    tokenizer,
-    family: str,
+    lm: LanguageModel,
     attribute_masks: str = "word",
     batch_size: int = 64,
     max_length: int = 128,
-    stats: EngineStats | None = None,
 ) -> tuple[list[np.ndarray], list[np.ndarray]]:
     """log p_w(TM) and log p_w(TAM) of every candidate word w of every item, both read at the target's mask.
 
     Returns two lists (TM, TAM) with one array per item (one value per word, in `words` order).
     """
-    if family not in ("mlm", "seq2seq"):
-        raise DataError(f"TM/TAM association needs a masked or seq2seq model, not family {family!r}")
+    lm.require(("mlm", "seq2seq"), "TM/TAM association")
+    tokenizer, stats = lm.tokenizer, lm.stats
     if attribute_masks not in ATTRIBUTE_MASKS:
         raise ConfigError(f"attribute_masks: {attribute_masks!r} is not one of {', '.join(ATTRIBUTE_MASKS)}")
     mask = tokenizer.mask_token
     if mask is None:
         raise DataError("TM/TAM association needs a tokenizer with a mask token")
-    stats = stats if stats is not None else EngineStats()
     before = EngineStats(**vars(stats))
 
     pieces_cache: dict[tuple[str, bool], list[int]] = {}
@@ -175,7 +172,7 @@ def association_logprobs(
             for which, attr_masks in ((0, None), (1, n_attr)):
                 key = (i, j, which)
                 slots[key] = []
-                if family == "mlm":
+                if not lm.infills:  # the word's pieces at their masks
                     text, first, _ = build_masked(item, mask, len(pieces), attr_masks)
                     for k, piece in enumerate(pieces):
                         slots[key].append(len(masked_reqs))
@@ -196,17 +193,16 @@ def association_logprobs(
                                 )
                         slots[key].append(len(infill_reqs))
                         infill_reqs.append(InfillRequest(masked_text=text, prefix=prefix_k, candidates=(piece,)))
-    if family == "mlm":
-        out = masked_logprobs(model, tokenizer, masked_reqs, batch_size=batch_size, max_length=max_length, stats=stats)
-    else:
-        out = infill_logprobs(model, tokenizer, infill_reqs, batch_size=batch_size, max_length=max_length, stats=stats)
+    out = lm.candidate_logprobs(
+        infill_reqs if lm.infills else masked_reqs, batch_size=batch_size, max_length=max_length
+    )
     tm = [np.zeros(len(item.words)) for item in items]
     tam = [np.zeros(len(item.words)) for item in items]
     for (i, j, which), reqs in slots.items():
         (tm if which == 0 else tam)[i][j] = float(sum(out[r][0] for r in reqs))
     log.info(
         "TM/TAM association (%s, attribute masks per %s): %d items, %d requests -> %d unique inputs, %d forward passes",
-        family,
+        lm.family,
         attribute_masks,
         len(items),
         stats.requests - before.requests,
@@ -236,9 +232,7 @@ SCORES_SCHEMA = pa.schema(
 )
 
 
-def score_logprob(
-    items: pa.Table, model, tokenizer, family: str, scoring: dict | None = None, stats: EngineStats | None = None
-) -> pa.Table:
+def score_logprob(items: pa.Table, lm: LanguageModel, scoring: dict | None = None) -> pa.Table:
     """log p_t(TM) and log p_t(TAM) of each row's target (rows of results/data/logprob.parquet)."""
     opts = ScoringOptions.from_config(scoring, "benchmarks.logprob.scoring")
     rows = items.to_pylist()
@@ -246,9 +240,7 @@ def score_logprob(
         AssociationItem(r["tm_sent"], r["target_start"], r["attr_start"], r["attr_end"], (r["target_word"],))
         for r in rows
     ]
-    tm, tam = association_logprobs(
-        assoc, model, tokenizer, family, opts.attribute_masks, opts.batch_size, opts.max_length, stats
-    )
+    tm, tam = association_logprobs(assoc, lm, opts.attribute_masks, opts.batch_size, opts.max_length)
     keep = [f.name for f in SCORES_SCHEMA if f.name in items.schema.names]
     records = [
         {

@@ -21,8 +21,8 @@ from __future__ import annotations
 import pyarrow as pa
 
 from lmbias.benchmarks.definition import BenchmarkDef
-from lmbias.engine.batching import EngineStats
-from lmbias.engine.scoring import InfillRequest, MaskedRequest, infill_logprobs, masked_logprobs, sentence_logprobs
+from lmbias.engine.lm import LanguageModel
+from lmbias.engine.scoring import InfillRequest, MaskedRequest
 from lmbias.errors import ConfigError, DataError
 from lmbias.metrics.headline import Headline
 from lmbias.metrics.occupations import OccupationOptions, occupation_metric_rows
@@ -70,13 +70,11 @@ def continuation_ids(tokenizer, prefix: str, occupation: str, item_id: str) -> l
     return full[len(base) :]
 
 
-def score_occupations(
-    items: pa.Table, model, tokenizer, family: str, scoring: dict | None = None, stats: EngineStats | None = None
-) -> pa.Table:
+def score_occupations(items: pa.Table, lm: LanguageModel, scoring: dict | None = None) -> pa.Table:
     """log p(occupation | male prefix) and log p(occupation | female prefix) for every item."""
     opts = _options(scoring)
-    if family not in SCORE_KIND:
-        raise DataError(f"occupation scoring: unknown model family {family!r}")
+    lm.require(tuple(SCORE_KIND), "occupation scoring")
+    tokenizer = lm.tokenizer
     rows = items.to_pylist()
     contexts = [(row["male_prefix"], row["female_prefix"]) for row in rows]
     # tokens of the occupation after the male and after the female prefix (the same in practice)
@@ -85,16 +83,16 @@ def score_occupations(
         for row, ctx in zip(rows, contexts)
     ]
     values: list[tuple[float, float]] = []
-    kw = {"batch_size": opts["batch_size"], "max_length": opts["max_length"], "stats": stats}
+    kw = {"batch_size": opts["batch_size"], "max_length": opts["max_length"]}
 
-    if family == "clm":
+    if lm.causal:
         texts = []
         for row, ctx in zip(rows, contexts):
             for prefix in ctx:
                 texts += [prefix, f"{prefix} {row['occupation']}"]
-        ll = sentence_logprobs(model, tokenizer, texts, **kw)
+        ll = lm.sentence_logprobs(texts, **kw)
         values = [(ll[4 * i + 1] - ll[4 * i], ll[4 * i + 3] - ll[4 * i + 2]) for i in range(len(rows))]
-    elif family == "mlm":
+    elif not lm.infills:  # the occupation's pieces at their masks
         mask = tokenizer.mask_token
         requests, spans = [], []
         for ctx, both in zip(contexts, pieces):
@@ -102,10 +100,10 @@ def score_occupations(
                 text = f"{prefix} " + " ".join([mask] * len(ids)) + opts["suffix"]
                 spans.append((len(requests), len(ids)))
                 requests += [MaskedRequest(text=text, candidates=(tok,), mask_index=k) for k, tok in enumerate(ids)]
-        out = masked_logprobs(model, tokenizer, requests, **kw)
+        out = lm.candidate_logprobs(requests, **kw)
         sums = [float(sum(out[s][0] for s in range(start, start + n))) for start, n in spans]
         values = [(sums[2 * i], sums[2 * i + 1]) for i in range(len(rows))]
-    else:
+    else:  # the occupation's pieces written by the decoder after the prefix
         mask = tokenizer.mask_token
         requests, spans = [], []
         for row, ctx, both in zip(rows, contexts, pieces):
@@ -121,21 +119,22 @@ def score_occupations(
                             f"the occupation's first {k} piece(s); piece-by-piece infill scoring would not be exact"
                         )
                     requests.append(InfillRequest(masked_text=encoder, prefix=dec, candidates=(tok,)))
-        out = infill_logprobs(model, tokenizer, requests, **kw)
+        out = lm.candidate_logprobs(requests, **kw)
         sums = [float(sum(out[s][0] for s in range(start, start + n))) for start, n in spans]
         values = [(sums[2 * i], sums[2 * i + 1]) for i in range(len(rows))]
 
+    kind = SCORE_KIND[lm.family]
     records = [
         {
             "item_id": row["item_id"],
             "template_id": row["template_id"],
             "occupation": row["occupation"],
-            "logp_male": float(lm),
-            "logp_female": float(lf),
+            "logp_male": float(male),
+            "logp_female": float(female),
             "n_pieces": len(ids[0]),
-            "score_kind": SCORE_KIND[family],
+            "score_kind": kind,
         }
-        for row, ids, (lm, lf) in zip(rows, pieces, values)
+        for row, ids, (male, female) in zip(rows, pieces, values)
     ]
     return pa.Table.from_pylist(records, schema=SCORES_SCHEMA)
 

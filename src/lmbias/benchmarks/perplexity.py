@@ -45,10 +45,10 @@ import numpy as np
 import pyarrow as pa
 
 from lmbias.benchmarks.definition import BenchmarkDef
+from lmbias.engine import pll
 from lmbias.engine.batching import EngineStats, autocast, model_device, pad, run_batches
 from lmbias.engine.context_window import context_window
-from lmbias.engine.pll import token_logprobs
-from lmbias.engine.scoring import sentence_alone
+from lmbias.engine.lm import LanguageModel
 from lmbias.errors import ConfigError, DataError
 from lmbias.lazy import lazy_module
 from lmbias.metrics.headline import Headline
@@ -199,13 +199,10 @@ def _masked_chunks(tokenizer, text: str, max_length: int) -> list[tuple[list[int
     ]
 
 
-def score_perplexity(
-    items: pa.Table, model, tokenizer, family: str, scoring: dict | None = None, stats: EngineStats | None = None
-) -> pa.Table:
+def score_perplexity(items: pa.Table, lm: LanguageModel, scoring: dict | None = None) -> pa.Table:
     """One row per window of every text (texts without a token to score have none)."""
     scoring = check_scoring(scoring or {})
-    if family not in SCORE_KIND:
-        raise DataError(f"perplexity: unknown model family {family!r}")
+    lm.require(tuple(SCORE_KIND), "perplexity")
     if "text" not in items.column_names:
         raise DataError("perplexity: the items have no `text` column")
     limit = scoring.get("limit_texts")
@@ -213,10 +210,11 @@ def score_perplexity(
         items = items.slice(0, limit)
     texts = [str(t) for t in items.column("text").to_pylist()]
     sources = text_sources(items)
-    if family == "clm":  # a window is read alone; Self-Debias puts its prefix before it (module docstring)
-        model = sentence_alone(model)
+    if lm.causal:  # a window is read alone; Self-Debias puts its prefix before it (module docstring)
+        lm = lm.reading_alone()
+    model, tokenizer = lm.model, lm.tokenizer
     reserved = reserved_positions(model)
-    context = context_window(model, tokenizer)
+    context = lm.context_window()
     max_length = window_length(model, tokenizer, scoring, reserved)
     if reserved and max_length < window_length(model, tokenizer, scoring):
         log.info(
@@ -224,7 +222,7 @@ def score_perplexity(
         )
     batch_size = scoring.get("batch_size", 64)
     plan: list[tuple[int, int]] = []  # (text, window) per scored window
-    if family == "clm":
+    if lm.causal:
         stride = scoring.get("stride") or max_length - 1
         if stride > max_length - 1 and reserved and stride <= window_length(model, tokenizer, scoring) - 1:
             log.warning(
@@ -239,7 +237,7 @@ def score_perplexity(
             for w, (begin, first, end) in enumerate(causal_windows(len(ids), max_length, stride)):
                 windows.append((ids[begin:end], first - begin))
                 plan.append((t, w))
-        nll = causal_nll(model, tokenizer, windows, batch_size=batch_size, stats=stats)
+        nll = causal_nll(model, tokenizer, windows, batch_size=batch_size, stats=lm.stats)
         counts = [len(ids) - first for ids, first in windows]
     else:
         seqs, positions = [], []
@@ -249,9 +247,7 @@ def score_perplexity(
                     seqs.append(ids)
                     positions.append(where)
                     plan.append((t, w))
-        values = token_logprobs(
-            model, tokenizer, family, seqs, positions, batch_size=batch_size, max_length=max_length, stats=stats
-        )
+        values = lm.pseudo_logprobs(seqs, positions, batch_size=batch_size, max_length=max_length)
         nll = [-float(v.sum()) for v in values]
         counts = [len(p) for p in positions]
     rows = [
@@ -259,7 +255,7 @@ def score_perplexity(
             "text_id": t,
             "window": w,
             "source": sources[t],
-            "score_kind": SCORE_KIND[family],
+            "score_kind": SCORE_KIND[lm.family],
             "nll_sum": float(nll[k]),
             "n_tokens": int(counts[k]),
         }
@@ -289,6 +285,7 @@ BENCHMARKS = [
         score=score_perplexity,
         parse_options=PerplexityOptions.from_config,
         rows=perplexity_metric_rows,
+        library=(pll,),  # masked and seq2seq windows are read through it (lmbias.engine.lm)
         description="language-modelling ability: perplexity (causal) / pseudo-perplexity (Salazar et al. 2020)",
         headlines=(
             # not a bias: language-modelling ability (lower = better; a stand-in's variant says so)

@@ -28,15 +28,8 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
-from lmbias.engine.batching import EngineStats
-from lmbias.engine.embeddings import (
-    DA_GENDER_PAD_TO,
-    DEFAULT_POOLING,
-    POOLINGS,
-    check_poolings,
-    pooling_label,
-    sentence_embeddings,
-)
+from lmbias.engine.embeddings import DA_GENDER_PAD_TO, DEFAULT_POOLING, POOLINGS, check_poolings, pooling_label
+from lmbias.engine.lm import LanguageModel
 from lmbias.errors import ConfigError, DataError
 from lmbias.metrics.weat import (
     ALTERNATIVES,
@@ -111,20 +104,16 @@ def mask_placeholder(texts: list[str], tokenizer, placeholder: str = "[MASK]") -
 
 
 def embed_all(
-    texts: list[str], model, tokenizer, family: str, scoring: SeatScoring, stats: EngineStats | None
+    texts: list[str], lm: LanguageModel, scoring: SeatScoring
 ) -> dict[str, tuple[dict[str, int], np.ndarray]]:
     """{pooling label: (text -> row, unit-normalised float64 embeddings)} of the distinct texts."""
     # The engine deduplicates (and counts requests vs distinct inputs); rows are then kept once per text.
-    vectors = sentence_embeddings(
-        model,
-        tokenizer,
-        mask_placeholder(list(texts), tokenizer),
+    vectors = lm.embeddings(
+        mask_placeholder(list(texts), lm.tokenizer),
         scoring.poolings,
-        family,
         batch_size=scoring.batch_size,
         max_length=scoring.max_length,
         pad_to=scoring.pad_to,
-        stats=stats,
     )
     first: dict[str, int] = {}
     for i, t in enumerate(texts):
@@ -141,11 +130,10 @@ def embed_all(
     return out
 
 
-def score_seat(
-    items: pa.Table, model, tokenizer, family: str, scoring_cfg: dict | None = None, stats: EngineStats | None = None
-) -> pa.Table:
-    """Per-target associations s(w) of every test in results/data/seat.parquet, for each pooling."""
-    scoring = SeatScoring.from_config(scoring_cfg, family)
+def score_seat(items: pa.Table, lm: LanguageModel, scoring_cfg: dict | None = None) -> pa.Table:
+    """Per-target associations s(w) of every test in results/data/seat.parquet, for each pooling. The poolings
+    a family allows are an option's check, so they read lm.family."""
+    scoring = SeatScoring.from_config(scoring_cfg, lm.family)
     rows = items.to_pylist()
     if not rows:
         raise DataError("SEAT: no items to score")
@@ -156,7 +144,7 @@ def score_seat(
         missing = [r for r in TARGET_ROLES + ATTRIBUTE_ROLES if not roles.get(r)]
         if missing:
             raise DataError(f"SEAT test {test!r} has no {', '.join(missing)} examples")
-    embedded = embed_all([r["text"] for r in rows], model, tokenizer, family, scoring, stats)
+    embedded = embed_all([r["text"] for r in rows], lm, scoring)
     records = []
     for label, (index, vecs) in embedded.items():
         for test, roles in tests.items():

@@ -20,22 +20,21 @@ import pyarrow as pa
 from lmbias.benchmarks.definition import BenchmarkDef
 from lmbias.benchmarks.seat_core import SCORES_SCHEMA, SeatOptions, SeatScoring, embed_all, seat_metric_rows
 from lmbias.engine import embeddings
-from lmbias.engine.batching import EngineStats
+from lmbias.engine.lm import LanguageModel
 from lmbias.errors import DataError
 from lmbias.metrics import weat
 from lmbias.metrics.headline import Headline
 
 
-def score_seat_templates(
-    items: pa.Table, model, tokenizer, family: str, scoring_cfg: dict | None = None, stats: EngineStats | None = None
-) -> pa.Table:
-    """Per-target-unit associations s(t) of results/data/seat_v1|seat_v2.parquet, for each pooling."""
-    scoring = SeatScoring.from_config(scoring_cfg, family)
+def score_seat_templates(items: pa.Table, lm: LanguageModel, scoring_cfg: dict | None = None) -> pa.Table:
+    """Per-target-unit associations s(t) of results/data/seat_v1|seat_v2.parquet, for each pooling (the poolings a
+    family allows read lm.family: an option's check)."""
+    scoring = SeatScoring.from_config(scoring_cfg, lm.family)
     if items.num_rows == 0:
         raise DataError("SEAT-v1/v2: no items to score")
     d = items.to_pydict()
     t_sent, a_sent = d["target_sentence"], d["attribute_sentence"]
-    embedded = embed_all(t_sent + a_sent, model, tokenizer, family, scoring, stats)
+    embedded = embed_all(t_sent + a_sent, lm, scoring)
 
     # Units in first-appearance order within each role; every pair adds to its unit's A1 or A2 sums.
     keys = list(zip(d["test"], d["version"], d["target_role"], d["unit"]))

@@ -35,16 +35,9 @@ import numpy as np
 import pyarrow as pa
 
 from lmbias.benchmarks.definition import BenchmarkDef
-from lmbias.engine.batching import EngineStats
-from lmbias.engine.prefix_cache import grouped_sentence_logprobs
-from lmbias.engine.scoring import (
-    InfillIdsRequest,
-    MaskedIdsRequest,
-    clm_context,
-    infill_logprobs_ids,
-    masked_logprobs_ids,
-    sentence_logprobs,
-)
+from lmbias.engine import prefix_cache
+from lmbias.engine.lm import LanguageModel
+from lmbias.engine.scoring import InfillIdsRequest, MaskedIdsRequest, clm_context
 from lmbias.errors import ConfigError, DataError
 from lmbias.metrics.headline import Headline
 from lmbias.metrics.stereoset import StereoSetOptions, stereoset_metric_rows
@@ -129,9 +122,7 @@ def _check_rows(rows: list[dict]) -> None:
         )
 
 
-def score_stereoset(
-    items: pa.Table, model, tokenizer, family: str, scoring: dict | None = None, stats: EngineStats | None = None
-) -> pa.Table:
+def score_stereoset(items: pa.Table, lm: LanguageModel, scoring: dict | None = None) -> pa.Table:
     scoring = scoring or {}
     batch_size, max_length = scoring.get("batch_size", 64), scoring.get("max_length", 128)
     remaining = scoring.get("remaining_pieces", "mask")
@@ -147,6 +138,7 @@ def score_stereoset(
     _check_rows(rows)
     spans = [word_span(r["context"], r["sentence"]) for r in rows]
     records = []
+    model, tokenizer = lm.model, lm.tokenizer
 
     def record(r, span, kind, n_pieces, mean_prob, sum_lp, n_tokens):
         records.append(
@@ -166,23 +158,18 @@ def score_stereoset(
             }
         )
 
-    if family == "clm":
+    if lm.causal:
         texts = [r["sentence"] for r in rows]
         if shared_prefix:  # an example's candidates share the words before the blank: read them once
             groups = [r["example_id"] for r in rows]
-            lls = grouped_sentence_logprobs(
-                model, tokenizer, texts, groups, batch_size, max_length, stats=stats, context=context
-            )
+            lls = lm.grouped_sentence_logprobs(texts, groups, batch_size, max_length, context=context)
         else:
-            lls = sentence_logprobs(
-                model, tokenizer, texts, batch_size=batch_size, max_length=max_length, stats=stats, context=context
-            )
+            lls = lm.sentence_logprobs(texts, batch_size=batch_size, max_length=max_length, context=context)
         for r, span, ll in zip(rows, spans, lls):
             n = len(tokenizer(r["sentence"], add_special_tokens=False)["input_ids"])
             record(r, span, "sentence_loglik", 0, math.nan, ll, n)
         return pa.Table.from_pylist(records, schema=SCORES_SCHEMA)
-    if family not in ("mlm", "seq2seq"):
-        raise DataError(f"StereoSet scoring: unknown model family {family!r}")
+    lm.require(("mlm", "seq2seq"), "StereoSet scoring")
     if tokenizer.mask_token_id is None:
         raise ConfigError("StereoSet scoring of masked/seq2seq models needs a tokenizer with a mask token")
 
@@ -190,7 +177,7 @@ def score_stereoset(
     start_id = getattr(model.config, "decoder_start_token_id", None)
     for i, (r, span) in enumerate(zip(rows, spans)):
         ids, pos = piece_positions(tokenizer, r["sentence"], span)
-        if family == "mlm":
+        if not lm.infills:  # the word's pieces at their masks
             for p in pos:
                 if remaining == "mask":
                     masked = ids[:p] + [tokenizer.mask_token_id] * (pos[-1] + 1 - p) + ids[pos[-1] + 1 :]
@@ -198,7 +185,7 @@ def score_stereoset(
                     masked = ids[:p] + [tokenizer.mask_token_id] + ids[pos[-1] + 1 :]
                 requests.append(MaskedIdsRequest(input_ids=tuple(masked), position=p, candidates=(ids[p],)))
                 owners.append(i)
-        else:
+        else:  # the word's pieces written by the decoder after the text before them
             s = r["sentence"]
             enc = tokenizer(s[: span[0]] + tokenizer.mask_token + s[span[1] :], add_special_tokens=True)["input_ids"]
             for p in pos:
@@ -208,14 +195,11 @@ def score_stereoset(
                     )
                 )
                 owners.append(i)
-    if family == "mlm":
-        out = masked_logprobs_ids(model, tokenizer, requests, batch_size=batch_size, max_length=max_length, stats=stats)
-    else:
-        out = infill_logprobs_ids(model, tokenizer, requests, batch_size=batch_size, max_length=max_length, stats=stats)
+    out = lm.candidate_logprobs(requests, batch_size=batch_size, max_length=max_length)
     per_row: list[list[float]] = [[] for _ in rows]
     for owner, lp in zip(owners, out):
         per_row[owner].append(float(lp[0]))
-    kind = "infill_pieces" if family == "seq2seq" else ("pieces" if remaining == "mask" else "pieces_dropped")
+    kind = "infill_pieces" if lm.infills else ("pieces" if remaining == "mask" else "pieces_dropped")
     for r, span, lps in zip(rows, spans, per_row):
         lps_arr = np.asarray(lps, dtype=np.float64)
         record(r, span, kind, len(lps), float(np.mean(np.exp(lps_arr))), float(lps_arr.sum()), len(lps))
@@ -231,6 +215,7 @@ BENCHMARKS = [
         rows=stereoset_metric_rows,
         description="Nadeem et al. 2020: intrasentence ss, lms, icat per target term, macro-averaged",
         row_local=True,
+        library=(prefix_cache,),  # scoring.shared_prefix reads a causal LM's candidates through it (lmbias.engine.lm)
         headlines=(Headline("ss", "gender", "StereoSet stereotype score (gender)", "50"),),
     )
 ]

@@ -39,15 +39,8 @@ import pyarrow as pa
 import yaml
 
 from lmbias.benchmarks.definition import BenchmarkDef
-from lmbias.engine.batching import EngineStats
-from lmbias.engine.scoring import (
-    InfillRequest,
-    MaskedRequest,
-    infill_logprobs,
-    masked_logprobs,
-    sentence_logprobs,
-    word_token_ids,
-)
+from lmbias.engine.lm import LanguageModel
+from lmbias.engine.scoring import InfillRequest, MaskedRequest, word_token_ids
 from lmbias.errors import ConfigError, DataError
 from lmbias.metrics.headline import Headline
 from lmbias.metrics.winobias import CONDITION_PREFIX, WinoBiasOptions, winobias_metric_rows
@@ -324,19 +317,16 @@ def scoring_options(scoring: dict | None, key: str = "benchmarks.winobias.scorin
 
 def score_winobias(
     items: pa.Table,
-    model,
-    tokenizer,
-    family: str,
+    lm: LanguageModel,
     scoring: dict | None = None,
-    stats: EngineStats | None = None,
     substitutions: str | Path | None = None,
 ) -> pa.Table:
     """Score every WinoBias item (rows of results/data/winobias.parquet) under every configured condition,
-    with one batched engine call per family."""
+    with one batched engine call."""
     opts = scoring_options(scoring)
     batch_size, max_length, conditions = opts["batch_size"], opts["max_length"], opts["conditions"]
-    if family not in SCORE_KIND:
-        raise DataError(f"WinoBias scoring: unknown model family {family!r}")
+    lm.require(tuple(SCORE_KIND), "WinoBias scoring")
+    tokenizer = lm.tokenizer
     subs = load_substitutions(substitutions or SUBSTITUTIONS_FILE)
     if opts["name_pairs"] > len(subs.names):
         raise ConfigError(
@@ -344,7 +334,7 @@ def score_winobias(
             f"{len(subs.names)} in {substitutions or SUBSTITUTIONS_FILE}"
         )
     rows = items.to_pylist()
-    mask = getattr(tokenizer, "mask_token", None) if family != "clm" else None
+    mask = getattr(tokenizer, "mask_token", None) if not lm.causal else None
 
     # Every (item, condition) view: the input text with the pronoun at `pron`, the pronoun's mask index among
     # the masks, and the seq2seq decoder prefix (mask-free). Condition "" is the sentence as written.
@@ -357,7 +347,7 @@ def score_winobias(
         views.append((i, "", item.sentence, item.pronoun, 0, item.sentence[: item.pronoun[0]]))
         for cond in conditions:
             model_edits, text_edits = _condition_edits(cond, item, row, subs, pair)
-            if family == "clm":
+            if lm.causal:
                 text, pron, _ = _apply(item.sentence, text_edits, item.pronoun, None, row["item_id"])
                 views.append((i, cond, text, pron, 0, text[: pron[0]]))
             else:
@@ -370,12 +360,12 @@ def score_winobias(
         surface = row["pronoun"]
         forms.append((_match_case(row["male_form"], surface), _match_case(row["female_form"], surface)))
 
-    if family == "clm":
+    if lm.causal:
         texts = []
         for i, _, text, (a, b), _, _ in views:
             m, f = forms[i]
             texts += [text[:a] + m + text[b:], text[:a] + f + text[b:]]
-        lls = sentence_logprobs(model, tokenizer, texts, batch_size=batch_size, max_length=max_length, stats=stats)
+        lls = lm.sentence_logprobs(texts, batch_size=batch_size, max_length=max_length)
         values = [(lls[2 * k], lls[2 * k + 1]) for k in range(len(views))]
     else:
         cands_of = {}
@@ -391,14 +381,11 @@ def score_winobias(
                 )
             cands = cands_of[(i, after_space)]
             masked = text[:a] + tokenizer.mask_token + text[b:]
-            if family == "mlm":
+            if not lm.infills:  # the pronoun at its mask
                 requests.append(MaskedRequest(text=masked, candidates=cands, mask_index=k))
-            else:
+            else:  # the pronoun written by the decoder after the text before it
                 requests.append(InfillRequest(masked_text=masked, prefix=dec.rstrip(" "), candidates=cands))
-        if family == "mlm":
-            out = masked_logprobs(model, tokenizer, requests, batch_size=batch_size, max_length=max_length, stats=stats)
-        else:
-            out = infill_logprobs(model, tokenizer, requests, batch_size=batch_size, max_length=max_length, stats=stats)
+        out = lm.candidate_logprobs(requests, batch_size=batch_size, max_length=max_length)
         values = [(float(o[0]), float(o[1])) for o in out]
 
     records = [
@@ -409,16 +396,16 @@ def score_winobias(
             "gold_gender": row["gold_gender"],
             "male_form": row["male_form"],
             "female_form": row["female_form"],
-            "score_kind": SCORE_KIND[family],
+            "score_kind": SCORE_KIND[lm.family],
             "line": row.get("line"),
             "other_pronouns": len(row.get("other_pronouns") or []),
         }
         for row in rows
     ]
-    for (i, cond, *_), (lm, lf) in zip(views, values):
+    for (i, cond, *_), (male, female) in zip(views, values):
         prefix = CONDITION_PREFIX[cond] + "_" if cond else ""
-        records[i][f"{prefix}logp_male"] = float(lm)
-        records[i][f"{prefix}logp_female"] = float(lf)
+        records[i][f"{prefix}logp_male"] = float(male)
+        records[i][f"{prefix}logp_female"] = float(female)
     if "names" in conditions:
         for rec, (female, male) in zip(records, pairs_used):
             rec["name_male"], rec["name_female"] = male, female

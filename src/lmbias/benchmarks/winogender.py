@@ -33,10 +33,10 @@ import logging
 import pyarrow as pa
 
 from lmbias.benchmarks.definition import BenchmarkDef
-from lmbias.engine.batching import EngineStats
-from lmbias.engine.chat import CHAT_METADATA_KEY, chat_provenance, wrap_prompt
-from lmbias.engine.pll import content_positions, encode, token_logprobs
-from lmbias.engine.prefix_cache import grouped_sentence_logprobs
+from lmbias.engine import chat, prefix_cache
+from lmbias.engine.chat import CHAT_METADATA_KEY
+from lmbias.engine.lm import LanguageModel
+from lmbias.engine.pll import content_positions, encode
 from lmbias.errors import ConfigError, DataError
 from lmbias.metrics.headline import Headline
 from lmbias.metrics.winogender import WinoGenderOptions, winogender_metric_rows
@@ -84,25 +84,23 @@ def adds_bos(tokenizer) -> bool:
     return bool(ids) and ids[0] == bos
 
 
-def causal_requests(
-    rows: list[dict], tokenizer, model_entry: dict | None = None, model_name: str = "?"
-) -> list[tuple[str, str, str]]:
+def causal_requests(rows: list[dict], lm: LanguageModel) -> list[tuple[str, str, str]]:
     """(context, occupation continuation, participant continuation) per sentence, as lm-eval builds its requests
-    (the prompt behind the model entry's chat template when it sets one)."""
-    entry = model_entry or {}
-    delimiter = "" if entry.get("chat_template") not in (None, False) else TARGET_DELIMITER
+    (the prompt behind the model entry's chat template when it sets one: lm.prompt)."""
+    delimiter = "" if lm.uses_chat_template else TARGET_DELIMITER
     out = []
     for r in rows:
-        context = wrap_prompt(prompt_of(r), tokenizer, entry, model_name)
+        context = lm.prompt(prompt_of(r))
         stripped = context.rstrip()
         moved = context[len(stripped) :]  # lm-eval's _encode_pair: trailing whitespace goes to the continuation
         out.append((stripped, moved + delimiter + r["occupation"], moved + delimiter + r["participant"]))
     return out
 
 
-def _score_causal(rows, model, tokenizer, scoring, stats, entry, model_name):
+def _score_causal(rows, lm: LanguageModel, scoring):
     batch_size, max_length = scoring.get("batch_size", 64), scoring.get("max_length", 512)
-    requests = causal_requests(rows, tokenizer, entry, model_name)
+    tokenizer = lm.tokenizer
+    requests = causal_requests(rows, lm)
     bos_text = tokenizer.bos_token or None
     default_bos = adds_bos(tokenizer)
     by_context: dict[str, list[int]] = {"bos": [], "bias_bench": []}
@@ -120,14 +118,11 @@ def _score_causal(rows, model, tokenizer, scoring, stats, entry, model_name):
             context, occ, par = requests[i]
             texts += [context, context + occ, context + par]
             groups += [i, i, i]
-        lls = grouped_sentence_logprobs(
-            model,
-            tokenizer,
+        lls = lm.grouped_sentence_logprobs(
             texts,
             groups,
             batch_size=batch_size,
             max_length=max_length,
-            stats=stats,
             context=context_kind,
             # the prompt's own terms cancel in ll(prompt + choice) - ll(prompt): no LM head over its tokens
             score_prefix=False,
@@ -148,7 +143,8 @@ def _score_causal(rows, model, tokenizer, scoring, stats, entry, model_name):
     return records
 
 
-def _score_masked(rows, model, tokenizer, family, scoring, stats):
+def _score_masked(rows, lm: LanguageModel, scoring):
+    tokenizer = lm.tokenizer
     batch_size, max_length = scoring.get("batch_size", 64), scoring.get("max_length", 512)
     if tokenizer.mask_token_id is None:
         raise ConfigError(f"{SCORING_KEY}: WinoGender's masked reading needs a tokenizer with a mask token")
@@ -177,9 +173,7 @@ def _score_masked(rows, model, tokenizer, family, scoring, stats):
                 positions.append([pos])
                 owners.append((i, k))
         counts.append(row_counts)
-    values = token_logprobs(
-        model, tokenizer, family, seqs, positions, batch_size=batch_size, max_length=max_length, stats=stats
-    )
+    values = lm.pseudo_logprobs(seqs, positions, batch_size=batch_size, max_length=max_length)
     sums = [[0.0, 0.0] for _ in rows]
     for (i, k), value in zip(owners, values):
         sums[i][k] += float(value[0])
@@ -209,33 +203,27 @@ def _record(r, kind, scores, counts, stable, start) -> dict:
 
 def score_winogender(
     items: pa.Table,
-    model,
-    tokenizer,
-    family: str,
+    lm: LanguageModel,
     scoring: dict | None = None,
-    stats: EngineStats | None = None,
-    *,
-    model_entry: dict | None = None,
-    model_name: str = "?",
 ) -> pa.Table:
-    """Both choices of every sentence (rows of results/data/<benchmark>.parquet); `model_entry` and `model_name`
-    (lmbias.benchmarks.definition.score_items): the model's chat template, when it sets one."""
+    """Both choices of every sentence (rows of results/data/<benchmark>.parquet); a causal model is asked the
+    prompt behind its chat template, when its entry sets one (lm.prompt)."""
     scoring = scoring or {}
     unknown = set(scoring) - {"batch_size", "max_length"}
     if unknown:
         raise ConfigError(f"{SCORING_KEY}: unknown option(s) {sorted(unknown)}; known: batch_size, max_length")
     rows = items.to_pylist()
-    entry = {k: v for k, v in (model_entry or {}).items() if k in ("chat_template", "system_prompt")}
-    if family == "clm":
-        records = _score_causal(rows, model, tokenizer, scoring, stats, entry, model_name)
-        provenance = chat_provenance(entry, model_name)
-    elif family in ("mlm", "seq2seq"):
-        records = _score_masked(rows, model, tokenizer, family, scoring, stats)
-        provenance = {"chat_template": "none"}
-        if entry.get("chat_template") not in (None, False):
-            log.info("WinoGender: models.%s.chat_template ignored for a %s model (masked reading)", model_name, family)
+    if lm.causal:
+        records = _score_causal(rows, lm, scoring)
+        provenance = lm.chat_provenance()
     else:
-        raise DataError(f"WinoGender scoring: unknown model family {family!r}")
+        lm.require(("mlm", "seq2seq"), "WinoGender scoring")
+        records = _score_masked(rows, lm, scoring)
+        provenance = {"chat_template": "none"}
+        if lm.uses_chat_template:
+            log.info(
+                "WinoGender: models.%s.chat_template ignored for a %s model (masked reading)", lm.model_name, lm.family
+            )
     unstable = sum(1 for rec in records if rec["prefix_stable"] is False)
     if unstable:
         log.warning("WinoGender: %d sentences whose prompt tokens are not a prefix of prompt + choice", unstable)
@@ -255,6 +243,8 @@ BENCHMARKS = [
         rows=winogender_metric_rows,
         description="Rudinger et al. 2018 as lm-eval reads it: % of sentences whose pronoun the model resolves right",
         prompted=True,
+        # reached through lmbias.engine.lm: a causal model's choices (prefix cache), its prompt (chat template)
+        library=(prefix_cache, chat),
         headlines=(
             Headline("female_minus_male", "all", "WinoGender female - male accuracy (points)", "0"),
             Headline("gotcha_gap", "all", "WinoGender gotcha - other accuracy (points)", "0"),

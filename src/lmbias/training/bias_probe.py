@@ -15,6 +15,7 @@ def make_probe(metric: str, family: str, key: str = "settings.eval_bias_metric")
     """A function (model, tokenizer) -> float for `metric`."""
     if metric == "occupations_aob":
         from lmbias.benchmarks.occupations import score_occupations
+        from lmbias.engine.lm import LanguageModel
         from lmbias.metrics.occupations import aggregate_occupation_bias, occupation_bias
         from lmbias.parsers.occupations import generate_occupation_items
 
@@ -24,7 +25,7 @@ def make_probe(metric: str, family: str, key: str = "settings.eval_bias_metric")
             was_training = model.training
             model.eval()
             with torch.no_grad():
-                scores = score_occupations(items, model, tokenizer, family, {"batch_size": 64})
+                scores = score_occupations(items, LanguageModel(model, tokenizer, family), {"batch_size": 64})
             model.train(was_training)
             return aggregate_occupation_bias(b for b, _ in occupation_bias(scores).values())[0]
 
