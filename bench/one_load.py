@@ -73,28 +73,30 @@ def prepare(args, work: Path) -> dict:
 
 
 def job_spec(args, work: Path, config: dict, shape: str, entry: dict, out: Path, names) -> dict:
+    from lmbias.jobs.model_scoring import benchmark_task, scoring_job
     from lmbias.workflow.params import benchmark_scoring_slice
 
-    return {
-        "model_name": shape,
-        "model_entry": entry,
-        "method_entry": {"kind": "pretrained", "model_dir": None},
-        "weights_dir": entry["path"],
-        "seed": 0,
-        "threads": args.threads,
-        "max_tokens": 8192,
-        "benchmarks": {
-            name: {
-                "entry": benchmark_scoring_slice(config, name),
-                "items": str(work / "data" / f"{name}.parquet"),
-                "scores": str(out / "scores" / f"{name}.parquet"),
-                "library": [str(work / "library" / f"{name}.sha256")],
-            }
-            for name in names
-        },
-        "manifest": str(out / "scores.json"),
-        "timing": str(out / "scores.job.tsv"),
+    tasks = {
+        name: benchmark_task(
+            benchmark_scoring_slice(config, name),
+            work / "data" / f"{name}.parquet",
+            out / "scores" / f"{name}.parquet",
+            [work / "library" / f"{name}.sha256"],
+        )
+        for name in names
     }
+    method = {"kind": "pretrained", "model_dir": None}
+    return scoring_job(
+        shape,
+        entry,
+        method,
+        tasks,
+        weights_dir=entry["path"],
+        threads=args.threads,
+        max_tokens=8192,
+        manifest=out / "scores.json",
+        timing=out / "scores.job.tsv",
+    )
 
 
 def worker(spec_path: str, way: str) -> None:

@@ -22,6 +22,7 @@ from lmbias.io import write_table_atomic
 from lmbias.jobs import model_scoring
 from lmbias.jobs import scoring as job_scoring
 from lmbias.jobs.metrics import compute_seed_metrics_job
+from lmbias.jobs.model_scoring import benchmark_task, scoring_job
 from lmbias.metrics.score_keys import SCORE_KEY_METADATA, read_manifest, stored_key
 from lmbias.parsers import parse_benchmark, required_files
 from lmbias.workflow.params import benchmark_scoring_slice
@@ -58,26 +59,28 @@ def setup(tmp_path_factory, shared_data, repo_root):
 
 
 def make_job(root, config, models, model, out, benchmarks=BENCHMARKS) -> dict:
-    return {
-        "model_name": model,
-        "model_entry": models[model],
-        "method_entry": {"kind": "pretrained", "model_dir": None},
-        "weights_dir": models[model]["path"],
-        "seed": 0,
-        "threads": 1,
-        "max_tokens": 1024,
-        "benchmarks": {
-            name: {
-                "entry": benchmark_scoring_slice(config, name),
-                "items": str(root / "data" / f"{name}.parquet"),
-                "scores": str(out / "scores" / f"{name}.parquet"),
-                "library": [str(root / "library" / f"{config['benchmarks'][name]['dataset']}.sha256")],
-            }
-            for name in benchmarks
-        },
-        "manifest": str(out / "scores.json"),
-        "timing": str(out / "scores.job.tsv"),
+    library = {name: root / "library" / f"{config['benchmarks'][name]['dataset']}.sha256" for name in benchmarks}
+    tasks = {
+        name: benchmark_task(
+            benchmark_scoring_slice(config, name),
+            root / "data" / f"{name}.parquet",
+            out / "scores" / f"{name}.parquet",
+            [library[name]],
+        )
+        for name in benchmarks
     }
+    method = {"kind": "pretrained", "model_dir": None}
+    return scoring_job(
+        model,
+        models[model],
+        method,
+        tasks,
+        weights_dir=models[model]["path"],
+        threads=1,
+        max_tokens=1024,
+        manifest=out / "scores.json",
+        timing=out / "scores.job.tsv",
+    )
 
 
 def scored(job) -> list[str]:

@@ -184,6 +184,43 @@ def _kept_rows(job: dict, kept: list[str]) -> list[dict]:
     return [{"benchmark": name, "status": "kept"} for name in kept]
 
 
+def benchmark_task(entry: dict, items, scores, library=()) -> dict:
+    """One benchmark of a job description: its scoring slice, items file, score file and the library
+    fingerprint files its score key covers."""
+    return {"entry": entry, "items": str(items), "scores": str(scores), "library": [str(f) for f in library]}
+
+
+def scoring_job(
+    model_name: str,
+    model_entry: dict,
+    method_entry: dict,
+    benchmarks: dict[str, dict],
+    *,
+    weights_dir=None,
+    seed=0,
+    threads: int | None = None,
+    max_tokens: int | None = None,
+    manifest=None,
+    timing=None,
+) -> dict:
+    """The job description (module docstring) of `benchmarks` ({name: benchmark_task(...)}) of one (model,
+    method, seed); a manifest for a model's job (rule score_model), none for one benchmark's."""
+    job = {
+        "model_name": model_name,
+        "model_entry": model_entry,
+        "method_entry": method_entry,
+        "weights_dir": weights_dir,
+        "seed": seed,
+        "threads": threads,
+        "max_tokens": max_tokens,
+        "benchmarks": benchmarks,
+        "timing": str(timing) if timing else None,
+    }
+    if manifest:
+        job["manifest"] = str(manifest)
+    return job
+
+
 def one_benchmark_job(
     items_path,
     output_path,
@@ -202,24 +239,17 @@ def one_benchmark_job(
 ) -> dict:
     """The job description of one benchmark's score file (rule score_benchmark, and a caller scoring one
     benchmark in process): `library` the fingerprint files its score key covers."""
-    return {
-        "model_name": model_name,
-        "model_entry": model_entry,
-        "method_entry": method_entry,
-        "weights_dir": weights_dir,
-        "seed": seed,
-        "threads": threads,
-        "max_tokens": max_tokens,
-        "benchmarks": {
-            benchmark_name: {
-                "entry": benchmark_entry,
-                "items": str(items_path),
-                "scores": str(output_path),
-                "library": [str(f) for f in library],
-            }
-        },
-        "timing": str(timing) if timing else None,
-    }
+    return scoring_job(
+        model_name,
+        model_entry,
+        method_entry,
+        {benchmark_name: benchmark_task(benchmark_entry, items_path, output_path, library)},
+        weights_dir=weights_dir,
+        seed=seed,
+        threads=threads,
+        max_tokens=max_tokens,
+        timing=timing,
+    )
 
 
 def score_benchmarks(job: dict, gpus: int = 1) -> dict[str, str]:
