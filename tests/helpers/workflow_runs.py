@@ -15,10 +15,10 @@ import yaml
 
 COPIED = ["Snakefile", "config.yaml", "rules", "scripts", "schemas", "profiles", "envs", "resources", "src", "report"]
 SNAKEMAKE = [sys.executable, "-m", "snakemake"]
-#: One thread per model job in tests: a tiny model's job is mostly process start-up (imports, model load),
-#: single-threaded, so two such jobs side by side on the 2 cores finish about twice as fast as one job
-#: holding both cores (the shipped rules ask for 2). Threads are no rerun trigger, so runs with and without
-#: this agree on what is up to date. It goes after the targets: --set-threads takes every following word.
+#: One thread per model job in tests (the shipped rules ask for 2): a tiny model gains nothing from a second
+#: torch thread, and the other core runs the other xdist worker's tests (or, with job_processes, a second job).
+#: Threads are no rerun trigger, so runs with and without this agree on what is up to date. It goes after the
+#: targets: --set-threads takes every following word.
 ONE_THREAD_PER_JOB = [
     "--set-threads",
     "score_model=1",
