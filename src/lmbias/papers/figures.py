@@ -24,19 +24,14 @@ lmbias.papers.figure_style.
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import pandas as pd
-from matplotlib.figure import Figure
-
-from lmbias.papers.figure_style import save_figure
-from lmbias.papers.figures_bartl2020 import association_figure
-from lmbias.papers.figures_llm_gender import llm_bias_figure
-from lmbias.papers.figures_lu2018 import occupation_figure, training_figure
-from lmbias.papers.figures_manela2021 import skew_stereotype_figure
-from lmbias.papers.figures_over_debiasing import tradeoff_figure
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 @dataclass(frozen=True)
@@ -51,13 +46,18 @@ class FigureSpec:
 # ------------------------------------------------------------------------------------------ specs
 
 
-def _drawer(make: Callable[[pd.DataFrame, dict], Figure]) -> Callable[[pd.DataFrame, dict, Path], list[Path]]:
+def _drawer(module: str, make: str) -> Callable[[pd.DataFrame, dict, Path], list[Path]]:
+    """draw(summaries, train_logs, out_stem) of lmbias.papers.<module>.<make>, imported when a figure is drawn:
+    the workflow reads this registry on every start (rules/papers_helpers.smk), and matplotlib costs a second
+    of CPU to import."""
+
     def draw(summaries: pd.DataFrame, train_logs: dict, out_stem: Path) -> list[Path]:
-        fig = make(summaries, train_logs)
+        from lmbias.papers.figure_style import save_figure
+
+        fig = getattr(importlib.import_module(f"lmbias.papers.{module}"), make)(summaries, train_logs)
         return save_figure(fig, out_stem)
 
-    draw.__name__ = f"draw_{make.__name__}"
-    draw.__doc__ = make.__doc__
+    draw.__name__ = f"draw_{make}"
     return draw
 
 
@@ -70,7 +70,7 @@ FIGURES: dict[str, list[FigureSpec]] = {
             "(x; 0 = unbiased) against 1 - DA-score in percent (y) per model, one point per method and sweep "
             "instances of a method joined in order of their parameter. Values are the summaries' seed means.",
             False,
-            _drawer(tradeoff_figure),
+            _drawer("figures_over_debiasing", "tradeoff_figure"),
         ),
     ],
     "manela2021": [
@@ -81,7 +81,7 @@ FIGURES: dict[str, list[FigureSpec]] = {
             "one panel per test type; Online Skewness Mitigation (-O) and GPR fine-tunes (BERT-U/BERT-A) as "
             "distinct markers. Values are the summaries' seed means.",
             False,
-            _drawer(skew_stereotype_figure),
+            _drawer("figures_manela2021", "skew_stereotype_figure"),
         ),
     ],
     "bartl2020": [
@@ -92,7 +92,7 @@ FIGURES: dict[str, list[FigureSpec]] = {
             "group, before (pretrained) and after each fine-tuning method, per language and model; error bars "
             "are 95 % t-intervals over sentences (over seeds where several).",
             False,
-            _drawer(association_figure),
+            _drawer("figures_bartl2020", "association_figure"),
         ),
     ],
     "lu2018": [
@@ -103,7 +103,7 @@ FIGURES: dict[str, list[FigureSpec]] = {
             "female prefix, per model with one bar per method, sorted by the pretrained model's bias; the "
             "legend gives each method's aggregate occupation bias (AOB).",
             False,
-            _drawer(occupation_figure),
+            _drawer("figures_lu2018", "occupation_figure"),
         ),
         FigureSpec(
             "lu2018",
@@ -111,7 +111,7 @@ FIGURES: dict[str, list[FigureSpec]] = {
             "Training loss (thin) and the occupation-AOB bias probe (thick, recorded every "
             "eval_bias_every_steps) against the optimizer step for every fine-tuned model, method and seed.",
             True,
-            _drawer(training_figure),
+            _drawer("figures_lu2018", "training_figure"),
         ),
     ],
     "llm_gender": [
@@ -123,7 +123,7 @@ FIGURES: dict[str, list[FigureSpec]] = {
             "method (colour), a line from each model's pretrained point to its mitigated ones. Values are "
             "the summaries' seed means, the metric's default variant as the table reads it.",
             False,
-            _drawer(llm_bias_figure),
+            _drawer("figures_llm_gender", "llm_bias_figure"),
         ),
     ],
 }
