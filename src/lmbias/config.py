@@ -6,9 +6,9 @@ import re
 from pathlib import Path
 
 import jsonschema
-import yaml
 
 from lmbias.errors import ConfigError
+from lmbias.io import load_yaml
 
 
 def _key_path(path) -> str:
@@ -48,7 +48,7 @@ def config_errors(config: dict, schema_path: str | Path, sources=None) -> list[s
 
 
 def _errors(config: dict, schema_path: str | Path) -> list[tuple[list, str]]:
-    schema = yaml.safe_load(Path(schema_path).read_text())
+    schema = load_yaml(Path(schema_path).read_text())
     validator = jsonschema.Draft202012Validator(schema)
     messages = []
     for error in sorted(validator.iter_errors(config), key=lambda e: list(map(str, e.absolute_path))):
@@ -105,7 +105,7 @@ def config_sources(workflow_config_file: str, configfiles, overrides) -> list[tu
     sources = []
     for path in [workflow_config_file, *[str(p) for p in configfiles]]:
         if Path(path).is_file() and not any(name == path for name, _ in sources):
-            sources.append((path, yaml.safe_load(Path(path).read_text()) or {}))
+            sources.append((path, load_yaml(Path(path).read_text()) or {}))
     if overrides:
         sources.append(("--config", dict(overrides)))
     return sources

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-import yaml
+from lmbias.io import load_yaml
 
 #: How a key whose name the user chooses (a model, a method, a dataset, ...) is written in a key path.
 FREE_NAME = "<name>"
@@ -29,7 +29,7 @@ class SchemaKey:
 
 
 def load_schema(path: str | Path) -> dict:
-    return yaml.safe_load(Path(path).read_text())
+    return load_yaml(Path(path).read_text())
 
 
 def _ref_path(ref: str) -> str:

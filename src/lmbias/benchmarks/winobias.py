@@ -42,6 +42,7 @@ from lmbias.benchmarks.definition import BenchmarkDef
 from lmbias.engine.lm import LanguageModel
 from lmbias.engine.scoring import InfillRequest, MaskedRequest, word_token_ids
 from lmbias.errors import ConfigError, DataError
+from lmbias.io import load_yaml
 from lmbias.metrics.headline import Headline
 from lmbias.metrics.winobias import CONDITION_PREFIX, WinoBiasOptions, winobias_metric_rows
 
@@ -106,7 +107,7 @@ def load_substitutions(path: str | Path = SUBSTITUTIONS_FILE) -> Substitutions:
     """Read resources/templates/winobias_substitutions.yaml (DataError naming the file on a bad entry)."""
     path = Path(path)
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = load_yaml(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise DataError("file not found", path) from None
     except yaml.YAMLError as err:

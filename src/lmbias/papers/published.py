@@ -38,6 +38,7 @@ from typing import Any
 import yaml
 
 from lmbias.errors import DataError
+from lmbias.io import SAFE_YAML_LOADER
 
 PAPERS = ("manela2021", "bartl2020", "lu2018", "over_debiasing", "meade2022")
 #: Grids of ours laid out like a paper (config.yaml `papers:`, target paper_<name>) without published numbers.
@@ -138,8 +139,9 @@ def published_path(paper: str, root: Path | None = None) -> Path:
     return (REPO_ROOT if root is None else Path(root)) / PUBLISHED_DIR / f"{paper}.yaml"
 
 
-class _UniqueKeyLoader(yaml.SafeLoader):
-    """SafeLoader that refuses a mapping key given twice (PyYAML silently keeps the last one)."""
+class _UniqueKeyLoader(SAFE_YAML_LOADER):
+    """The safe loader (lmbias.io.SAFE_YAML_LOADER) that refuses a mapping key given twice (PyYAML silently keeps
+    the last one)."""
 
 
 def _construct_mapping(loader, node, deep=False):
@@ -151,7 +153,7 @@ def _construct_mapping(loader, node, deep=False):
                 None, None, f"duplicate key {key!r} (first at line {seen[key] + 1})", key_node.start_mark
             )
         seen[key] = key_node.start_mark.line
-    return yaml.SafeLoader.construct_mapping(loader, node, deep=deep)
+    return yaml.constructor.SafeConstructor.construct_mapping(loader, node, deep=deep)
 
 
 _UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)

@@ -33,9 +33,8 @@ import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-import yaml
-
 from lmbias.errors import ConfigError, DataError
+from lmbias.io import load_yaml
 
 MASK = "[MASK]"
 LANGUAGES = ("en", "de")
@@ -59,7 +58,7 @@ def load_person_words(path: str | os.PathLike | None = None) -> dict[str, dict[s
     """{language: {"male": [...], "female": [...]}} from resources/templates/bec_pro_person_words.yaml."""
     path = Path(path) if path is not None else PERSON_WORDS_FILE
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = load_yaml(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise DataError("person word list not found", path) from None
     if not isinstance(data, dict):

@@ -16,6 +16,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from lmbias.errors import DataError
+from lmbias.io import load_yaml
 
 MASK = "[MASK]"  # the generated datasets' mask; scorers swap in each tokenizer's own
 
@@ -130,7 +131,7 @@ def load_yaml_mapping(path: str | os.PathLike, keys: set[str]) -> tuple[str, dic
 
     text = read_text(path)
     try:
-        data = yaml.safe_load(text)
+        data = load_yaml(text)
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         raise DataError(f"invalid YAML: {err}", path, mark.line + 1 if mark else None) from None
