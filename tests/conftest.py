@@ -58,6 +58,15 @@ def _one_torch_thread():
     torch.set_num_threads(before)
 
 
+def pytest_configure(config):
+    """The xdist workers (started after this) get the environment of the tests' Snakemake runs where it matters
+    when a library is imported: hash seed 0 and Hugging Face offline (as CI exports it; no test reaches the
+    network), so that a run can be a child forked from its worker (helpers.snakemake_child). With `-n 0` the
+    test process keeps its own hash seed, and the runs start as plain processes."""
+    os.environ.setdefault("PYTHONHASHSEED", "0")
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config, log):
     """Under `--dist loadgroup` (optional, e.g. `-n 4 --dist loadgroup`): a module's tests in one worker, the

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import yaml
 
+from helpers.snakemake_child import forkable, run_forked
+
 COPIED = ["Snakefile", "config.yaml", "rules", "scripts", "schemas", "profiles", "envs", "resources", "src", "report"]
 SNAKEMAKE = [sys.executable, "-m", "snakemake"]
 #: One thread per model job in tests (the shipped rules ask for 2): a tiny model gains nothing from a second
@@ -59,7 +61,11 @@ def snakemake_command(*args: str, job_processes: bool = False) -> tuple[list[str
     for option in ("--configfile", "--config"):  # they take every following word: they must come last
         if option in args:
             i = args.index(option)
-            args = args[:i] + args[i + 2 :] + args[i : i + 2]
+            # --config's values: every word after it with "=" (several may be given); --configfile's: one
+            values = [w for w in args[i + 1 :] if "=" in w and not w.startswith("-")] if option == "--config" else []
+            values = values or args[i + 1 : i + 2]
+            rest = args[:i] + [w for w in args[i + 1 :] if w not in values]
+            args = rest + [option, *values]
     cut = next((i for i, a in enumerate(args) if a in ("--configfile", "--config")), len(args))
     args = args[:cut] + ONE_THREAD_PER_JOB + args[cut:]
     profile = (
@@ -73,8 +79,12 @@ def run_snakemake(
 ) -> subprocess.CompletedProcess:
     """Run Snakemake in workdir (snakemake_command); with check, a failure raises with the end of its output.
     job_processes: each job in a process of its own, as Snakemake's local executor starts it (the tests whose
-    subject is that), instead of inside Snakemake's process."""
+    subject is that), instead of inside Snakemake's process; Snakemake itself then runs as a plain process too.
+    Otherwise Snakemake runs in a child forked from the test process where that gives the same run
+    (helpers.snakemake_child)."""
     command, env = snakemake_command(*args, job_processes=job_processes)
+    if not job_processes and forkable(env):  # the same run without a new interpreter's imports (snakemake_child)
+        return _checked(run_forked(command[len(SNAKEMAKE) :], workdir, env), args, check)
     return _checked(subprocess.run(command, cwd=workdir, env=env, capture_output=True, text=True), args, check)
 
 

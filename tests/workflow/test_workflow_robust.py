@@ -12,47 +12,8 @@ import pandas as pd
 import pytest
 import yaml
 
-from helpers.workflow_runs import ONE_THREAD_PER_JOB, copy_workflow, scheduled_outputs
-from helpers.workflow_runs import run_snakemake as _run_snakemake
+from helpers.workflow_runs import ONE_THREAD_PER_JOB, copy_workflow, run_snakemake, scheduled_outputs
 from lmbias.metrics.summary import left_out
-
-
-def run_snakemake(workdir, *args, check=True):
-    """test_workflow's runner, for several --config values: they all go last, after one --config (targets
-    must come before --configfile, which takes every following word)."""
-    words = list(args)
-    if "--config" in words:
-        i = words.index("--config")
-        values = [w for w in words[i + 1 :] if "=" in w and not w.startswith("-")]
-        rest = words[:i] + [w for w in words[i + 1 :] if w not in values]
-        return _run_with_config(workdir, rest, values, check)
-    return _run_snakemake(workdir, *words, check=check)
-
-
-def _run_with_config(workdir, rest, values, check):
-    import os
-    import subprocess
-    import sys
-
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONHASHSEED": "0"}
-    cmd = [
-        sys.executable,
-        "-m",
-        "snakemake",
-        "--cores",
-        "2",
-        "--profile",
-        "profiles/local",
-        *rest,
-        *ONE_THREAD_PER_JOB,
-        "--config",
-        *values,
-    ]
-    proc = subprocess.run(cmd, cwd=workdir, env=env, capture_output=True, text=True)
-    if check and proc.returncode != 0:
-        raise AssertionError(f"{' '.join(cmd)} failed:\n{proc.stdout[-4000:]}\n{proc.stderr[-6000:]}")
-    return proc
-
 
 pytestmark = pytest.mark.workflow
 
