@@ -1,6 +1,6 @@
 """The shipped-config run that tests/workflow/test_workflow.py reads: the shipped config.yaml's tiny models
 (tiny-bert, its planted-bias twin, tiny-gpt2, tiny-bart) on every configured benchmark whose data is in
-../shared/data, with a cheaper BOLD, CrowS-Pairs and StereoSet."""
+../shared/data, with a cheaper BOLD, CrowS-Pairs, StereoSet and WinoBias."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from pathlib import Path
 
 import yaml
 
+from helpers.data_heads import write_data_heads
 from helpers.workflow_runs import copy_workflow
 
 MODELS = ["tiny-bert", "tiny-bert-he", "tiny-gpt2", "tiny-bart"]
@@ -18,6 +19,9 @@ CHEAP_BOLD = {"prompts_per_group": 8, "max_new_tokens": 16}
 #: CrowS-Pairs and StereoSet cut to their gender examples (262 of 1,508 pairs; 255 of 2,106 intrasentence
 #: examples): the masked models' pseudo-log-likelihoods of all nine bias types were half of this run's scoring.
 GENDER_ONLY = ("crows_pairs", "stereoset")
+#: WinoBias' first 100 lines of each dev file (of 396; the pro and anti files keep their line-by-line pairing): its
+#: scoring on the four models was a quarter of this run (py-spy, 2026-11-29). helpers.data_heads.
+DATA_HEADS = {"winobias": {f"{kind}_stereotyped_type{t}.txt.dev": 100 for kind in ("pro", "anti") for t in (1, 2)}}
 
 
 def prepare_shipped_run(tmp_path_factory, repo_root: Path, shared_data: Path) -> tuple[Path, list[str]]:
@@ -26,6 +30,7 @@ def prepare_shipped_run(tmp_path_factory, repo_root: Path, shared_data: Path) ->
     config["benchmarks"]["bold"]["scoring"].update(CHEAP_BOLD)
     for name in GENDER_ONLY:
         config["benchmarks"][name]["bias_types"] = ["gender"]
+    write_data_heads(config, shared_data, workdir / "data-heads", DATA_HEADS)
     (workdir / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
     targets = [f"results/{m}/pretrained/summary.parquet" for m in MODELS] + [PAIRED]
     return workdir, [*targets, "--config", f"data_dir={shared_data}"]

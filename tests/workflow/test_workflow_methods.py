@@ -4,7 +4,8 @@ Every tiny family x every method it supports trains (or fits) a few steps and re
 paired table compares tiny-bert pretrained vs cds on BEC-Pro. Then `snakemake -n` says what an edit
 would schedule: one method's settings retrain that method only, a scoring option rescores without
 retraining, a model's training defaults retrain that model's trained methods only, and a second run
-does nothing. The overlay keeps it cheap: GAP validation split, two benchmarks, max_steps 2.
+does nothing. The overlay keeps it cheap: GAP validation split, two benchmarks, max_steps 2, the first 100 lines
+of WinoBias' type-1 dev files and the first 150 rows of GAP's validation split (helpers.methods_run.DATA_HEADS).
 
 The same run builds the four paper targets (paper_<paper>: tables and figures of resources/published/,
 or of tests/fixtures/published/ where the checkout has no transcription) for a `papers:` config of the

@@ -110,6 +110,13 @@ def run_script(job, config: dict) -> None:
             raise
 
 
+#: The `benchmark:` file's sampling `interval` (snakemake.benchmark.benchmarked: every 0.5 s for the first
+#: `interval` samples, then every `interval` seconds; Snakemake's default is 30, i.e. 0.5 s for 15 s). Each
+#: sample reads /proc/<pid>/smaps of this whole process, which holds torch: at Snakemake's default that was
+#: ~5 % of the methods run's CPU (py-spy, 2026-11-29).
+BENCHMARK_SAMPLE_EVERY_S = 5
+
+
 class Executor(LocalExecutor):
     """The local executor, each job run here and now (module docstring)."""
 
@@ -137,6 +144,6 @@ class Executor(LocalExecutor):
             return
         from snakemake.benchmark import benchmarked, write_benchmark_records
 
-        with benchmarked() as record:
+        with benchmarked(interval=BENCHMARK_SAMPLE_EVERY_S) as record:
             run_script(job, self.workflow.config)
         write_benchmark_records([record], str(job.benchmark), self.workflow.output_settings.benchmark_extended)
