@@ -98,9 +98,15 @@ def test_summary_has_skew_and_stereotype_rows_with_provenance(tiny_run):
     assert named[("crows_pairs", "metric_score")] == "clopper_pearson"
     assert named[("bec_pro_en", "association_mean")] == "t_items"
     assert named[("occupations", "aob")] == "bootstrap_occupations"
-    # 396 lines in each of pro/anti for both types of the dev split
+    # every line of pro/anti for both types of the dev split (the files the run read: their first lines, DATA_HEADS)
     kept = [r for r in rows if r["metric"] == "kept_fraction" and r["seed"] == "0"]
-    assert sorted(r["n"] for r in kept) == [396] * 4
+    folder = Path(yaml.safe_load((workdir / "config.yaml").read_text())["data"]["winobias"]["path"])
+    lines = [
+        len((folder / f"{k}_stereotyped_type{t}.txt.dev").read_text().splitlines())
+        for k in ("pro", "anti")
+        for t in (1, 2)
+    ]
+    assert sorted(r["n"] for r in kept) == sorted(lines) == [100] * 4
     for name in (
         "logs/tiny-bert/pretrained/seed0/scores.log",
         "benchmarks/tiny-bert/pretrained/seed0/scores.tsv",
