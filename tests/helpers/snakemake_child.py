@@ -1,22 +1,23 @@
-"""A test's `python -m snakemake ...` as a child forked from the test process, where that gives the same run.
+"""A test's `snakemake -n ...` as a child forked from the test process, where that gives the same run.
 
-Why: a Snakemake process spends 2-3 s of CPU importing Snakemake (its scheduler imports pandas and sqlalchemy)
-before it reads the Snakefile, and a run whose jobs load models (in its own process: `--executor in-process`)
-5-8 s more importing torch and transformers; the suite starts about 120 such runs, most of them dry runs, on a
-2-core CI machine. The test process has imported all of these already. So `run_snakemake` forks it: the child
-puts the process in the state a fresh interpreter would have where it matters (below), calls Snakemake's own
-command-line entry point (`snakemake.cli.main`, what `python -m snakemake` runs) with the same arguments in
-the same folder and environment, and exits with its status; its stdout and stderr come back as a
-`subprocess.CompletedProcess`. There is no server and nothing of Snakemake is replaced: jobs run as the
-command line says (in Snakemake's process with `--executor in-process`, else as processes of their own).
+Why: a Snakemake process spends 2-3 s of CPU importing Snakemake (its scheduler imports pandas and sqlalchemy,
+its plugin registries the Slurm plugin) before it reads the Snakefile; the suite starts about 100 dry runs on a
+2-core CI machine, and the test process has those imports already. So `run_snakemake` forks it for a dry run:
+the child puts the process in the state a fresh interpreter would have where it matters (below), calls
+Snakemake's own command-line entry point (`snakemake.cli.main`, what `python -m snakemake` runs) with the same
+arguments in the same folder and environment, and exits with its status; its stdout and stderr come back as a
+`subprocess.CompletedProcess`. There is no server and nothing of Snakemake is replaced.
+
+Only dry runs: a run that executes jobs would run torch in a child of a process whose torch (its OpenMP thread
+team, a lock another thread held at the fork) may be in any state; one such child hung in its first forward pass
+(CI, 2026-11-29). A dry run computes nothing, so it runs no torch and starts no job.
 
 What the child resets: the working folder, the environment, sys.path (the command's PYTHONPATH in front),
 stdin/stdout/stderr (fresh files on fds 0-2), the logging tree (no handlers, levels unset: pytest's capture
 handlers are gone, a warning with no handler goes to stderr as in a fresh process), the warning filters
 (Python's defaults), the SIGINT/SIGTERM handlers, the library's modules (`lmbias*` are imported again, from
 the copy's `src/` the Snakefile puts first on sys.path), Snakemake's executor-plugin registry (collected
-again with the tests' plugin folder on sys.path), the run directory Snakemake notes when imported, sys.argv
-and torch's random generator (its default seed).
+again with the tests' plugin folder on sys.path), the run directory Snakemake notes when imported, and sys.argv.
 
 When a fork would not give the same run, the command runs as a plain process instead (`forkable`): an
 environment that differs from the test process's in a variable that libraries read when imported (Hugging
@@ -54,8 +55,8 @@ IMPORT_TIME_PREFIXES = (
 )
 #: ...except these, which the child applies itself (sys.path) or checks otherwise (the hash seed).
 APPLIED_IN_CHILD = {"PYTHONPATH", "PYTHONHASHSEED"}
-#: torch's default seed of its CPU generator in a fresh process (torch.initial_seed() before any manual_seed)
-TORCH_DEFAULT_SEED = 67280421310721
+#: The flags of a dry run, the only runs forked
+DRY_RUN = {"-n", "--dry-run"}
 
 
 def forkable(env: dict) -> bool:
@@ -79,7 +80,9 @@ def _import_snakemake() -> None:
 
 
 def run_forked(argv: list[str], cwd, env: dict) -> subprocess.CompletedProcess:
-    """`python -m snakemake *argv` in cwd with env, in a child of this process (module docstring)."""
+    """`python -m snakemake *argv` (a dry run) in cwd with env, in a child of this process (module docstring)."""
+    if not DRY_RUN & set(argv):
+        raise ValueError(f"only a dry run runs in a forked child (module docstring): {argv}")
     _import_snakemake()
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         sys.stdout.flush()
@@ -142,8 +145,6 @@ def _fresh_process_state(out_fd: int, err_fd: int, cwd, env: dict) -> None:
 
     if getattr(ExecutorPluginRegistry._instance, "plugins", None) is not None:
         ExecutorPluginRegistry._instance.collect_plugins()
-    if "torch" in sys.modules:
-        sys.modules["torch"].manual_seed(TORCH_DEFAULT_SEED)
 
 
 def _snakemake_main(argv: list[str]) -> int:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import yaml
 
-from helpers.snakemake_child import forkable, run_forked
+from helpers.snakemake_child import DRY_RUN, forkable, run_forked
 
 COPIED = ["Snakefile", "config.yaml", "rules", "scripts", "schemas", "profiles", "envs", "resources", "src", "report"]
 SNAKEMAKE = [sys.executable, "-m", "snakemake"]
@@ -79,11 +79,10 @@ def run_snakemake(
 ) -> subprocess.CompletedProcess:
     """Run Snakemake in workdir (snakemake_command); with check, a failure raises with the end of its output.
     job_processes: each job in a process of its own, as Snakemake's local executor starts it (the tests whose
-    subject is that), instead of inside Snakemake's process; Snakemake itself then runs as a plain process too.
-    Otherwise Snakemake runs in a child forked from the test process where that gives the same run
-    (helpers.snakemake_child)."""
+    subject is that), instead of inside Snakemake's process. A dry run runs in a child forked from the test
+    process where that gives the same run (helpers.snakemake_child)."""
     command, env = snakemake_command(*args, job_processes=job_processes)
-    if not job_processes and forkable(env):  # the same run without a new interpreter's imports (snakemake_child)
+    if DRY_RUN & set(args) and forkable(env):  # the same dry run without a new interpreter's imports
         return _checked(run_forked(command[len(SNAKEMAKE) :], workdir, env), args, check)
     return _checked(subprocess.run(command, cwd=workdir, env=env, capture_output=True, text=True), args, check)
 
