@@ -3,8 +3,9 @@ makes a run slower, behind `data.<dataset>.path` with checksums that match the c
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
+
+from lmbias.io import file_sha256
 
 
 def write_data_heads(config: dict, shared_data: Path, root: Path, heads: dict[str, dict[str, int]]) -> None:
@@ -18,7 +19,7 @@ def write_data_heads(config: dict, shared_data: Path, root: Path, heads: dict[st
             dest.parent.mkdir(parents=True, exist_ok=True)
             if name in kept:
                 dest.write_bytes(b"".join(source.read_bytes().splitlines(keepends=True)[: kept[name]]))
-                entry["sha256"] = hashlib.sha256(dest.read_bytes()).hexdigest()
+                entry["sha256"] = file_sha256(dest)
             elif source.exists():
                 dest.symlink_to(source)
         config["data"][dataset]["path"] = str(folder)

@@ -27,6 +27,7 @@ PYTHONHASHSEED=0; tests/conftest.py gives the xdist workers that seed).
 
 from __future__ import annotations
 
+import functools
 import gc
 import os
 import signal
@@ -70,6 +71,7 @@ def forkable(env: dict) -> bool:
     return all(env.get(k) == os.environ.get(k) for k in names)
 
 
+@functools.cache
 def _import_snakemake() -> None:
     """What every Snakemake process imports before it reads a Snakefile, done once here so that children
     inherit it: its modules, and the plugins its registries import (the Slurm executor plugin imports pandas)."""

@@ -56,7 +56,7 @@ def snakemake_command(*args: str, job_processes: bool = False) -> tuple[list[str
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONHASHSEED": "0"}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(EXECUTOR_PLUGINS), os.environ.get("PYTHONPATH")]))
     args = list(args)
-    if not (job_processes or {"-n", "--dry-run", "--executor", "-e", "--profile"} & set(args)):
+    if not (job_processes or (DRY_RUN | {"--executor", "-e", "--profile"}) & set(args)):
         args = ["--executor", "in-process", *args]
     for option in ("--configfile", "--config"):  # they take every following word: they must come last
         if option in args:
