@@ -363,15 +363,14 @@ def test_slurm_rendezvous_from_the_task_environment():
     assert cmd[-5:] == ["lmbias.cli", "-v", "train", "--out", "o"]
 
 
-def test_tasks_started_like_srun_train_as_the_two_process_launch(setup, tmp_path):
+def test_tasks_started_like_srun_train_as_the_two_process_launch(setup, two_fsdp, tmp_path):
     """Two plain processes with the variables srun gives its tasks (no torchrun, no accelerate launch) train
-    the same weights as the 2-process accelerate launch of the first test's settings."""
+    the same weights as the 2-process accelerate launch of the first test's settings (two_fsdp)."""
     from lmbias.engine.distributed import slurm_launch_env
 
     entry, corpus = setup
-    settings = dict(SETTINGS, batch_size=2, distributed="fsdp", max_steps=2)
-    ref = tmp_path / "launched"
-    assert _launch(setup, ref, settings).returncode == 0
+    settings = dict(SETTINGS, batch_size=2, distributed="fsdp")  # two_fsdp's
+    ref, _ = two_fsdp
     out = tmp_path / "tasks"
     port = main_process_port(str(out))
     base = dict(

@@ -404,10 +404,15 @@ def test_planted_tiny_llama_raises_the_planted_logits_by_delta_within_the_tolera
         enc = tok(texts[start : start + 128], return_tensors="pt", padding=True)
         mask = enc["attention_mask"].bool()
         with torch.inference_mode():
-            a, b, c = (m(**enc).logits[mask].double() for m in (planted, zero, plain))
-        rho.append((a - b)[:, ids] / PLANTED["he"])
-        other.append((a - b)[:, others].abs().max())
-        x, y = b[:, others] - b[:, others].mean(-1, keepdim=True), c[:, others] - c[:, others].mean(-1, keepdim=True)
+            a, b, c = (m(**enc).logits[mask] for m in (planted, zero, plain))
+        # float64 where the tolerance is read (he's columns); the rest in float32, where whole (tokens x vocab)
+        # float64 copies were most of this test's time: "bit for bit" is a float32 difference of exactly 0
+        rho.append((a[:, ids].double() - b[:, ids].double()) / PLANTED["he"])
+        difference = a - b
+        difference[:, ids] = 0
+        other.append(difference.abs().max())
+        x, y = b[:, others], c[:, others]
+        x, y = x - x.mean(-1, keepdim=True), y - y.mean(-1, keepdim=True)
         corr.append((x * y).sum(-1) / (x.norm(dim=-1) * y.norm(dim=-1)))
     rho, corr = torch.cat(rho), torch.cat(corr)
     assert rho.shape[0] > 10_000
