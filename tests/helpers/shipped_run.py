@@ -1,6 +1,6 @@
 """The shipped-config run that tests/workflow/test_workflow.py reads: the shipped config.yaml's tiny models
 (tiny-bert, its planted-bias twin, tiny-gpt2, tiny-bart) on every configured benchmark whose data is in
-../shared/data, with a cheaper BOLD, CrowS-Pairs, StereoSet and WinoBias."""
+../shared/data, with a cheaper BOLD, CrowS-Pairs, StereoSet, WinoBias and GAP perplexity."""
 
 from __future__ import annotations
 
@@ -22,6 +22,9 @@ GENDER_ONLY = ("crows_pairs", "stereoset")
 #: WinoBias' first 100 lines of each dev file (of 396; the pro and anti files keep their line-by-line pairing): its
 #: scoring on the four models was a quarter of this run (py-spy, 2026-11-29). helpers.data_heads.
 DATA_HEADS = {"winobias": {f"{kind}_stereotyped_type{t}.txt.dev": 100 for kind in ("pro", "anti") for t in (1, 2)}}
+#: GAP's perplexity over its first 8 test texts (the shipped entry: 20): a masked model's pseudo-perplexity is a
+#: forward pass per token, and this benchmark was a quarter of the run's scoring (job timing files, 2026-11-29).
+PERPLEXITY_TEXTS = 8
 
 
 def prepare_shipped_run(tmp_path_factory, repo_root: Path, shared_data: Path) -> tuple[Path, list[str]]:
@@ -30,6 +33,7 @@ def prepare_shipped_run(tmp_path_factory, repo_root: Path, shared_data: Path) ->
     config["benchmarks"]["bold"]["scoring"].update(CHEAP_BOLD)
     for name in GENDER_ONLY:
         config["benchmarks"][name]["bias_types"] = ["gender"]
+    config["benchmarks"]["perplexity_gap"]["scoring"]["limit_texts"] = PERPLEXITY_TEXTS
     write_data_heads(config, shared_data, workdir / "data-heads", DATA_HEADS)
     (workdir / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
     targets = [f"results/{m}/pretrained/summary.parquet" for m in MODELS] + [PAIRED]
