@@ -5,17 +5,9 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-import jsonschema
-
 from lmbias.errors import ConfigError
 from lmbias.io import load_yaml
-
-
-def _key_path(path) -> str:
-    parts = []
-    for p in path:
-        parts.append(f"[{p}]" if isinstance(p, int) else (("." if parts else "") + str(p)))
-    return "".join(parts) or "<top level>"
+from lmbias.options import key_path, schema_errors
 
 
 def _blame(parts: list, sources) -> str | None:
@@ -42,31 +34,13 @@ def config_errors(config: dict, schema_path: str | Path, sources=None) -> list[s
     message then ends with the source that set the offending key.
     """
     return [
-        f"{_key_path(parts)}: {text}" + (f" (in {_blame(parts, sources)})" if sources else "")
+        f"{key_path(parts)}: {text}" + (f" (in {_blame(parts, sources)})" if sources else "")
         for parts, text in _errors(config, schema_path)
     ]
 
 
 def _errors(config: dict, schema_path: str | Path) -> list[tuple[list, str]]:
-    schema = load_yaml(Path(schema_path).read_text())
-    validator = jsonschema.Draft202012Validator(schema)
-    messages = []
-    for error in sorted(validator.iter_errors(config), key=lambda e: list(map(str, e.absolute_path))):
-        if error.validator == "oneOf" and all("required" in alt for alt in error.validator_value):
-            keys = ", ".join(k for alt in error.validator_value for k in alt["required"])
-            messages.append((list(error.absolute_path), f"needs exactly one of: {keys}"))
-            continue
-        leaf = error
-        if error.context:  # oneOf/anyOf: report the closest sub-error
-            leaf = jsonschema.exceptions.best_match(error.context)
-        key = list(error.absolute_path) + [p for p in leaf.relative_path if leaf is not error]
-        if error.validator == "additionalProperties" and not error.context:
-            extra = sorted(set(error.instance) - set(error.schema.get("properties", {})))
-            for name in extra:
-                messages.append((list(error.absolute_path) + [name], "unknown key"))
-            continue
-        messages.append((key, leaf.message))
-    return messages
+    return schema_errors(config, load_yaml(Path(schema_path).read_text()))
 
 
 def validate_config(config: dict, schema_path: str | Path, source: str = "config.yaml", sources=None) -> None:

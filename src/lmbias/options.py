@@ -1,0 +1,82 @@
+"""Option blocks checked once, against their part of the workflow's schema (schemas/config.schema.yaml).
+
+The Snakefile validates the whole config against the schema before any job runs; a job, the `lmbias` command or a
+library caller gets a config slice (`benchmarks.<name>.metric`, ...) without that step. `check_block` validates
+such a slice against the same part of the same schema, so that a type, a range, an allowed value or an unknown key
+is written down once (in the schema) and its error names the key as the workflow's would. The option classes keep
+only the checks a schema cannot say.
+"""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+
+import jsonschema
+
+from lmbias.errors import ConfigError
+from lmbias.io import load_yaml
+
+#: The workflow's schema: beside the package in a checkout and in every copy of the workflow (src/ and schemas/).
+SCHEMA_FILE = Path(__file__).resolve().parents[2] / "schemas" / "config.schema.yaml"
+
+
+@functools.cache
+def load_schema(path: str | Path = SCHEMA_FILE) -> dict:
+    """The schema at `path` (read once per process); a ConfigError naming it when it is missing."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"the config schema {path} is missing (lmbias reads it beside its src/ folder)")
+    return load_yaml(path.read_text(encoding="utf-8"))
+
+
+def schema_part(schema_key: str, schema: dict | None = None) -> dict:
+    """The part of the schema for a dotted config key ("benchmarks.occupations.metric"), through `properties`."""
+    node = schema if schema is not None else load_schema()
+    for part in schema_key.split("."):
+        node = node.get("properties", {}).get(part)
+        if not isinstance(node, dict):
+            raise KeyError(f"{schema_key}: no such part of the config schema")
+    return node
+
+
+def schema_errors(instance, schema: dict, list_known: bool = False) -> list[tuple[list, str]]:
+    """Every violation of `schema` by `instance` as (key path, message), sorted by key path; an unknown key is
+    reported under its own name (with list_known, followed by the keys its block knows), the closest alternative
+    of a oneOf/anyOf under the deepest key."""
+    validator = jsonschema.Draft202012Validator(schema)
+    messages = []
+    for error in sorted(validator.iter_errors(instance), key=lambda e: list(map(str, e.absolute_path))):
+        if error.validator == "oneOf" and all("required" in alt for alt in error.validator_value):
+            keys = ", ".join(k for alt in error.validator_value for k in alt["required"])
+            messages.append((list(error.absolute_path), f"needs exactly one of: {keys}"))
+            continue
+        leaf = error
+        if error.context:  # oneOf/anyOf: report the closest sub-error
+            leaf = jsonschema.exceptions.best_match(error.context)
+        key = list(error.absolute_path) + [p for p in leaf.relative_path if leaf is not error]
+        if error.validator == "additionalProperties" and not error.context:
+            known = error.schema.get("properties", {})
+            text = "unknown key" + (f" (known: {', '.join(sorted(known))})" if list_known and known else "")
+            for name in sorted(set(error.instance) - set(known)):
+                messages.append((list(error.absolute_path) + [name], text))
+            continue
+        messages.append((key, leaf.message))
+    return messages
+
+
+def key_path(parts, prefix: str = "") -> str:
+    """'models.tiny-bert.training' from its parts (list items as [i]), after `prefix` when given."""
+    text = prefix
+    for part in parts:
+        text += f"[{part}]" if isinstance(part, int) else (("." if text else "") + str(part))
+    return text or "<top level>"
+
+
+def check_block(block, schema_key: str, key: str | None = None) -> None:
+    """ConfigError naming the key (`key`, default schema_key) of every way `block` breaks the schema's part for
+    `schema_key`; None and {} are an empty block. The keys differ for an entry under a name of its own (a peer's
+    reading, `benchmarks.crows_pairs-biasbench.metric`), which takes its dataset's part of the schema."""
+    errors = schema_errors({} if block is None else block, schema_part(schema_key), list_known=True)
+    if errors:
+        raise ConfigError("; ".join(f"{key_path(parts, key or schema_key)}: {text}" for parts, text in errors))

@@ -1,0 +1,50 @@
+"""lmbias.options: an option block checked against its part of schemas/config.schema.yaml, the errors naming the key
+as the workflow's validation does; the metric option classes check through it."""
+
+from __future__ import annotations
+
+import pytest
+
+from helpers.paths import REPO_ROOT
+from lmbias.benchmarks import catalog
+from lmbias.errors import ConfigError
+from lmbias.io import load_yaml
+from lmbias.options import SCHEMA_FILE, check_block, load_schema, schema_part
+
+
+def test_the_schema_is_the_workflows():
+    assert SCHEMA_FILE == REPO_ROOT / "schemas" / "config.schema.yaml"
+    assert schema_part("benchmarks.occupations.metric")["additionalProperties"] is False
+
+
+def test_an_empty_block_passes_and_a_bad_one_names_every_key():
+    check_block(None, "benchmarks.occupations.metric")
+    check_block({}, "benchmarks.occupations.metric")
+    with pytest.raises(ConfigError) as caught:
+        check_block({"boot": 1, "seed": -1}, "benchmarks.occupations.metric", "benchmarks.occ-mine.metric")
+    message = str(caught.value)
+    assert "benchmarks.occ-mine.metric.boot: unknown key (known: bootstrap, seed)" in message
+    assert "benchmarks.occ-mine.metric.seed: -1 is less than the minimum of 0" in message
+
+
+def test_an_unknown_part_of_the_schema_is_a_key_error():
+    with pytest.raises(KeyError, match="benchmarks.nothing.metric"):
+        schema_part("benchmarks.nothing.metric")
+
+
+def test_a_missing_schema_file_is_named(tmp_path):
+    with pytest.raises(ConfigError, match="missing.yaml is missing"):
+        load_schema(tmp_path / "missing.yaml")
+
+
+def test_every_shipped_metric_block_is_accepted_by_its_option_class():
+    """Known answer: the shipped config.yaml is valid, so every metric block it holds parses, readings included."""
+    config = load_yaml((REPO_ROOT / "config.yaml").read_text())
+    checked = 0
+    for name, entry in config["benchmarks"].items():
+        definition = catalog.definition_of(entry) if catalog.is_measurable(entry) else None
+        parse = getattr(definition, "parse_options", None)
+        if parse is not None and "metric" in entry:
+            parse(entry["metric"], f"benchmarks.{name}.metric")
+            checked += 1
+    assert checked >= 9
