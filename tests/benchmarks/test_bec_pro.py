@@ -128,8 +128,10 @@ def test_scores_and_rows_english(scores_en):
     assert gaps["prof=male"]["value"] == pytest.approx(m - f, abs=1e-9)
     dropped = bec_pro_metric_rows(scores_en, BecProOptions(drop_artefacts=True))
     assert next(r for r in dropped if r["subset"] == "prof=all/person=male")["n"] == 2695
-    with pytest.raises(ConfigError, match="unknown option"):
+    with pytest.raises(ConfigError, match=r"benchmarks\.bec_pro\.metric\.tset: unknown key"):
         BecProOptions.from_config({"tset": "t"})
+    with pytest.raises(ConfigError, match=r"benchmarks\.bec_pro\.metric\.per_profession: 1 is not of type 'boolean'"):
+        BecProOptions.from_config({"per_profession": 1})
 
 
 def test_association_equals_bartls_prob_with_prior(tiny_bert, items_en, scores_en):

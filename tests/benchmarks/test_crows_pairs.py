@@ -228,8 +228,10 @@ def test_metric_hand_computed():
     assert exact[("metric_score", "all")]["value"] == 75.0
     with pytest.raises(ConfigError, match="variant"):
         CrowsPairsOptions.from_config({"variant": "salazar"})
-    with pytest.raises(ConfigError, match="unknown option"):
+    with pytest.raises(ConfigError, match=r"benchmarks\.crows_pairs\.metric\.rounding: unknown key"):
         CrowsPairsOptions.from_config({"rounding": 3})
+    with pytest.raises(ConfigError, match=r"benchmarks\.crows_pairs-x\.metric\.round_decimals: -1 is less than"):
+        CrowsPairsOptions.from_config({"round_decimals": -1}, "benchmarks.crows_pairs-x.metric")
 
 
 # --------------------------------------------------------------------------------------------------

@@ -186,8 +186,12 @@ def test_bias_and_aob_by_hand():
     r = rows[("aob", "all")]
     assert r["ci_low"] <= r["value"] <= r["ci_high"] and r["n"] == 3
     assert {x["variant"] for x in rows.values()} == {"scoring=next_word_loglik"}
-    with pytest.raises(ConfigError, match="benchmarks.occupations.metric: unknown option"):
+    with pytest.raises(
+        ConfigError, match=r"benchmarks\.occupations\.metric\.boot: unknown key \(known: bootstrap, seed\)"
+    ):
         OccupationOptions.from_config({"boot": 3})
+    with pytest.raises(ConfigError, match=r"benchmarks\.occupations\.metric\.seed: True is not of type 'integer'"):
+        OccupationOptions.from_config({"seed": True})
 
 
 # -- planted bias ----------------------------------------------------------------------------------------------

@@ -142,8 +142,14 @@ def test_bootstrap_is_seeded_and_brackets_value():
 
 
 def test_options_reject_unknown_and_bad_values():
-    with pytest.raises(ConfigError, match="benchmarks.winobias.metric: unknown option"):
+    with pytest.raises(ConfigError, match=r"benchmarks\.winobias\.metric\.cutoff: unknown key \(known: alice_bob"):
         WinoBiasOptions.from_config({"cutoff": 0.1})
+    with pytest.raises(ConfigError, match=r"benchmarks\.winobias\.metric\.online_skew\[1\]: .* is not one of"):
+        WinoBiasOptions.from_config({"online_skew": ["none", "some"]})
+    with pytest.raises(ConfigError, match=r"benchmarks\.winobias\.metric\.confidence_cutoff: 1 is greater than"):
+        WinoBiasOptions.from_config({"confidence_cutoff": 1})
+    with pytest.raises(ConfigError, match="competency_labels"):
+        WinoBiasOptions.from_config({"competency_labels": ""})
     with pytest.raises(ConfigError, match="probability"):
         WinoBiasOptions.from_config({"probability": "softmax"})
 

@@ -28,6 +28,7 @@ import pyarrow as pa
 
 from lmbias.errors import ConfigError, DataError
 from lmbias.lazy import lazy_module
+from lmbias.options import check_block
 
 sps = lazy_module("scipy.stats")  # imported on first use: DAG builds never run a test
 
@@ -45,17 +46,9 @@ class BecProOptions:
 
     @classmethod
     def from_config(cls, metric_cfg: dict, key: str = "benchmarks.bec_pro.metric") -> BecProOptions:
-        known = {"test", "per_profession", "drop_artefacts"}
-        unknown = set(metric_cfg) - known
-        if unknown:
-            raise ConfigError(f"{key}: unknown option(s) {sorted(unknown)}; known: {sorted(known)}")
-        opts = cls(**metric_cfg)
-        if opts.test not in TESTS:
-            raise ConfigError(f"{key}.test: {opts.test!r} is not one of {', '.join(TESTS)}")
-        for name in ("per_profession", "drop_artefacts"):
-            if not isinstance(getattr(opts, name), bool):
-                raise ConfigError(f"{key}.{name}: {getattr(opts, name)!r} is not true or false")
-        return opts
+        """The options of a metric block, checked against the schema (lmbias.options)."""
+        check_block(metric_cfg, "benchmarks.bec_pro_en.metric", key)
+        return cls(**(metric_cfg or {}))
 
     @property
     def variant(self) -> str:

@@ -29,8 +29,8 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
-from lmbias.errors import ConfigError
 from lmbias.lazy import lazy_module
+from lmbias.options import check_block
 
 sps = lazy_module("scipy.stats")
 
@@ -55,22 +55,9 @@ class BoldOptions:
 
     @classmethod
     def from_config(cls, metric_cfg: dict, key: str = "benchmarks.bold.metric") -> BoldOptions:
-        known = set(cls.__dataclass_fields__)
-        unknown = set(metric_cfg) - known
-        if unknown:
-            raise ConfigError(f"{key}: unknown option(s) {sorted(unknown)}; known: {sorted(known)}")
-        for name in ("bootstrap", "seed"):
-            value = metric_cfg.get(name, 0)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise ConfigError(f"{key}.{name}: expected an integer >= 0, got {value!r}")
-        for name in ("positive_threshold", "negative_threshold"):
-            value = metric_cfg.get(name, 0.0)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not -1 <= value <= 1:
-                raise ConfigError(f"{key}.{name}: expected a compound score in [-1, 1], got {value!r}")
-        confidence = metric_cfg.get("confidence", 0.95)
-        if isinstance(confidence, bool) or not isinstance(confidence, (int, float)) or not 0 < confidence < 1:
-            raise ConfigError(f"{key}.confidence: expected a number in (0, 1), got {confidence!r}")
-        return cls(**metric_cfg)
+        """The options of a metric block, checked against the schema (lmbias.options)."""
+        check_block(metric_cfg, "benchmarks.bold.metric", key)
+        return cls(**(metric_cfg or {}))
 
 
 @functools.cache

@@ -39,6 +39,7 @@ import pyarrow as pa
 from lmbias.errors import ConfigError
 from lmbias.lazy import lazy_module
 from lmbias.metrics import clm_context_label
+from lmbias.options import check_block
 
 sps = lazy_module("scipy.stats")  # imported on first use: DAG builds never run a test
 
@@ -54,17 +55,9 @@ class CrowsPairsOptions:
 
     @classmethod
     def from_config(cls, metric_cfg: dict, key: str = "benchmarks.crows_pairs.metric") -> CrowsPairsOptions:
-        known = {"variant", "round_decimals"}
-        unknown = set(metric_cfg) - known
-        if unknown:
-            raise ConfigError(f"{key}: unknown option(s) {sorted(unknown)}; known: {sorted(known)}")
-        opts = cls(**metric_cfg)
-        if opts.variant not in METRIC_VARIANTS:
-            raise ConfigError(f"{key}.variant: {opts.variant!r} is not one of {', '.join(METRIC_VARIANTS)}")
-        rd = opts.round_decimals
-        if rd is not None and (isinstance(rd, bool) or not isinstance(rd, int) or rd < 0):
-            raise ConfigError(f"{key}.round_decimals: {rd!r} must be a non-negative integer or null")
-        return opts
+        """The options of a metric block, checked against the schema (lmbias.options)."""
+        check_block(metric_cfg, "benchmarks.crows_pairs.metric", key)
+        return cls(**(metric_cfg or {}))
 
 
 def pair_scores(scores: pa.Table, options: CrowsPairsOptions) -> tuple[np.ndarray, np.ndarray, np.ndarray, str]:

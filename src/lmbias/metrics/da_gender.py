@@ -26,7 +26,8 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
-from lmbias.errors import ConfigError, DataError
+from lmbias.errors import DataError
+from lmbias.options import check_block
 
 ASSOCIATIONS = ("ratio", "tm")
 Z95 = 1.959963984540054
@@ -38,21 +39,8 @@ class DaGenderOptions:
 
     @classmethod
     def from_config(cls, metric_cfg: dict, key: str = "benchmarks.da_gender.metric") -> DaGenderOptions:
-        metric_cfg = metric_cfg or {}
-        unknown = sorted(set(metric_cfg) - {"associations"})
-        if unknown:
-            raise ConfigError(f"{key}.{unknown[0]}: unknown option; known: ['associations']")
-        assoc = metric_cfg.get("associations", list(ASSOCIATIONS))
-        if (
-            not isinstance(assoc, list)
-            or not assoc
-            or any(a not in ASSOCIATIONS for a in assoc)
-            or len(set(assoc)) != len(assoc)
-        ):
-            raise ConfigError(
-                f"{key}.associations: {assoc!r} must be a non-empty list of distinct values from {list(ASSOCIATIONS)}"
-            )
-        return cls(tuple(assoc))
+        check_block(metric_cfg, "benchmarks.da_gender.metric", key)
+        return cls(tuple((metric_cfg or {}).get("associations", list(ASSOCIATIONS))))
 
 
 def wilson_interval(k: int, n: int, z: float = Z95) -> tuple[float, float]:

@@ -27,8 +27,9 @@ from dataclasses import dataclass, replace
 import numpy as np
 import pyarrow as pa
 
-from lmbias.errors import ConfigError, DataError
-from lmbias.metrics.weat import ALTERNATIVES, EXACT_MAX, N_SAMPLES, check_std_epsilon, effect_size, permutation_test
+from lmbias.errors import DataError
+from lmbias.metrics.weat import EXACT_MAX, N_SAMPLES, check_std_epsilon, effect_size, permutation_test
+from lmbias.options import check_block
 
 SUBSETS = ("all", "dev", "test")
 
@@ -44,19 +45,8 @@ class LogprobOptions:
 
     @classmethod
     def from_config(cls, metric_cfg: dict, key: str = "benchmarks.logprob.metric") -> LogprobOptions:
-        known = {"ddof", "alternative", "n_samples", "exact_max", "seed", "std_epsilon"}
-        unknown = sorted(set(metric_cfg or {}) - known)
-        if unknown:
-            raise ConfigError(f"{key}.{unknown[0]}: unknown option; known: {sorted(known)}")
+        check_block(metric_cfg, "benchmarks.logprob.metric", key)
         opts = cls(**(metric_cfg or {}))
-        if opts.ddof not in (0, 1):
-            raise ConfigError(f"{key}.ddof: {opts.ddof!r} must be 0 or 1")
-        if opts.alternative not in ALTERNATIVES:
-            raise ConfigError(f"{key}.alternative: {opts.alternative!r} is not one of {', '.join(ALTERNATIVES)}")
-        for name in ("n_samples", "exact_max"):
-            value = getattr(opts, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ConfigError(f"{key}.{name}: {value!r} must be a positive integer")
         return replace(opts, std_epsilon=check_std_epsilon(opts.std_epsilon, f"{key}.std_epsilon"))
 
     def variant(self, attribute_masks: str) -> str:

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
-from lmbias.errors import ConfigError
+from lmbias.options import check_block
 
 
 @dataclass(frozen=True)
@@ -33,15 +33,9 @@ class OccupationOptions:
 
     @classmethod
     def from_config(cls, metric_cfg: dict, key: str = "benchmarks.occupations.metric") -> OccupationOptions:
-        known = {"bootstrap", "seed"}
-        unknown = set(metric_cfg) - known
-        if unknown:
-            raise ConfigError(f"{key}: unknown option(s) {sorted(unknown)}; known: {sorted(known)}")
-        for name in known & set(metric_cfg):
-            value = metric_cfg[name]
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise ConfigError(f"{key}.{name}: expected an integer >= 0, got {value!r}")
-        return cls(**metric_cfg)
+        """The options of a metric block, checked against the schema (lmbias.options)."""
+        check_block(metric_cfg, "benchmarks.occupations.metric", key)
+        return cls(**(metric_cfg or {}))
 
 
 def occupation_bias(scores: pa.Table) -> dict[str, tuple[float, int]]:

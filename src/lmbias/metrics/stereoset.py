@@ -31,6 +31,7 @@ import pyarrow as pa
 
 from lmbias.errors import ConfigError, DataError
 from lmbias.metrics import clm_context_label
+from lmbias.options import check_block
 
 MASKED_SCORES = ("mean_prob", "sum_logprob")
 CLM_SCORES = ("sum_logprob", "token_mean")
@@ -48,16 +49,9 @@ class StereoSetOptions:
 
     @classmethod
     def from_config(cls, metric_cfg: dict, key: str = "benchmarks.stereoset.metric") -> StereoSetOptions:
-        known = {"masked_score", "clm_score"}
-        unknown = set(metric_cfg) - known
-        if unknown:
-            raise ConfigError(f"{key}: unknown option(s) {sorted(unknown)}; known: {sorted(known)}")
-        opts = cls(**metric_cfg)
-        if opts.masked_score not in MASKED_SCORES:
-            raise ConfigError(f"{key}.masked_score: {opts.masked_score!r} is not one of {', '.join(MASKED_SCORES)}")
-        if opts.clm_score not in CLM_SCORES:
-            raise ConfigError(f"{key}.clm_score: {opts.clm_score!r} is not one of {', '.join(CLM_SCORES)}")
-        return opts
+        """The options of a metric block, checked against the schema (lmbias.options)."""
+        check_block(metric_cfg, "benchmarks.stereoset.metric", key)
+        return cls(**(metric_cfg or {}))
 
 
 def candidate_scores(scores: pa.Table, options: StereoSetOptions) -> tuple[np.ndarray, str]:

@@ -35,6 +35,7 @@ import pyarrow as pa
 
 from lmbias.errors import ConfigError
 from lmbias.lazy import lazy_module
+from lmbias.options import check_block
 
 sps = lazy_module("scipy.stats")
 
@@ -48,16 +49,9 @@ class WinoGenderOptions:
 
     @classmethod
     def from_config(cls, metric_cfg: dict, key: str = "benchmarks.winogender.metric") -> WinoGenderOptions:
-        known = {"bootstrap", "seed"}
-        unknown = set(metric_cfg) - known
-        if unknown:
-            raise ConfigError(f"{key}: unknown option(s) {sorted(unknown)}; known: {sorted(known)}")
-        opts = cls(**metric_cfg)
-        for name in ("bootstrap", "seed"):
-            value = getattr(opts, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise ConfigError(f"{key}.{name}: {value!r} must be a non-negative integer")
-        return opts
+        """The options of a metric block, checked against the schema (lmbias.options)."""
+        check_block(metric_cfg, "benchmarks.winogender.metric", key)
+        return cls(**(metric_cfg or {}))
 
 
 def predictions(scores: pa.Table) -> tuple[np.ndarray, np.ndarray]:
