@@ -44,6 +44,7 @@ from lmbias.errors import ConfigError, DataError
 from lmbias.metrics import weat
 from lmbias.metrics.headline import Headline
 from lmbias.metrics.logprob import LogprobOptions, logprob_metric_rows
+from lmbias.options import check_block
 
 log = logging.getLogger(__name__)
 
@@ -72,16 +73,10 @@ class ScoringOptions:
 
     @classmethod
     def from_config(cls, scoring: dict | None, key: str) -> ScoringOptions:
-        scoring = dict(scoring or {})
-        unknown = sorted(set(scoring) - set(SCORING_KEYS))
-        if unknown:
-            raise ConfigError(f"{key}.{unknown[0]}: unknown scoring option (known: {', '.join(SCORING_KEYS)})")
-        opts = cls(**scoring)
-        if opts.attribute_masks not in ATTRIBUTE_MASKS:
-            raise ConfigError(
-                f"{key}.attribute_masks: {opts.attribute_masks!r} is not one of {', '.join(ATTRIBUTE_MASKS)}"
-            )
-        return opts
+        """`key` is the block's schema key (benchmarks.logprob.scoring or benchmarks.da_gender.scoring: the same keys),
+        checked against the schema (lmbias.options)."""
+        check_block(scoring, key)
+        return cls(**dict(scoring or {}))
 
 
 def _after_space(text: str, start: int) -> bool:

@@ -37,8 +37,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from lmbias import __version__
-from lmbias.errors import ConfigError, DataError
+from lmbias.errors import DataError
 from lmbias.lazy import lazy_module
+from lmbias.options import check_block
 
 sps = lazy_module("scipy.stats")  # imported on first use: DAG builds never run a test
 
@@ -123,28 +124,9 @@ class AggregateSettings:
 
     @classmethod
     def from_config(cls, entry: dict | None, key: str = "aggregate") -> AggregateSettings:
-        """Checked settings; a ConfigError naming `key.<option>` for anything unusable."""
-        if entry is None:
-            return cls()
-        if not isinstance(entry, dict):
-            raise ConfigError(
-                f"{key}: expected a mapping (interval, confidence, bootstrap_samples, seed), got {entry!r}"
-            )
-        known = set(cls.__dataclass_fields__)
-        unknown = sorted(set(entry) - known)
-        if unknown:
-            raise ConfigError(f"{key}: unknown option(s) {unknown}; known: {sorted(known)}")
-        s = cls(**entry)
-        if s.interval not in INTERVALS:
-            raise ConfigError(f"{key}.interval: {s.interval!r} is not one of {', '.join(INTERVALS)}")
-        if isinstance(s.confidence, bool) or not isinstance(s.confidence, (int, float)) or not 0.0 < s.confidence < 1.0:
-            raise ConfigError(
-                f"{key}.confidence: {s.confidence!r} must be a number strictly between 0 and 1 (e.g. 0.95)"
-            )
-        for name, low in (("bootstrap_samples", 1), ("seed", 0)):
-            value = getattr(s, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < low:
-                raise ConfigError(f"{key}.{name}: {value!r} must be an integer >= {low}")
+        """Checked settings (against the schema's `aggregate`, lmbias.options); a ConfigError naming `key.<option>`."""
+        check_block(entry, "aggregate", key)
+        s = cls(**(entry or {}))
         return cls(s.interval, float(s.confidence), s.bootstrap_samples, s.seed)
 
     def to_dict(self) -> dict:
