@@ -31,12 +31,23 @@ def load_schema(path: str | Path = SCHEMA_FILE) -> dict:
 
 
 def schema_part(schema_key: str, schema: dict | None = None) -> dict:
-    """The part of the schema for a dotted config key ("benchmarks.occupations.metric"), through `properties`."""
-    node = schema if schema is not None else load_schema()
+    """The part of the schema for a dotted config key ("benchmarks.occupations.metric"), through `properties` and
+    the schema's own references ("$ref": "#/..."; seat_v1's metric block is seat's)."""
+    root = schema if schema is not None else load_schema()
+    node = root
     for part in schema_key.split("."):
-        node = node.get("properties", {}).get(part)
+        node = _dereferenced(node.get("properties", {}).get(part), root)
         if not isinstance(node, dict):
             raise KeyError(f"{schema_key}: no such part of the config schema")
+    return node
+
+
+def _dereferenced(node, root: dict):
+    while isinstance(node, dict) and isinstance(node.get("$ref"), str) and node["$ref"].startswith("#/"):
+        target = root
+        for step in node["$ref"][2:].split("/"):
+            target = target[step]
+        node = target
     return node
 
 

@@ -378,9 +378,9 @@ def test_average_absolute_effect_size_is_the_mean_of_the_listed_tests():
 @pytest.mark.parametrize(
     "averages, message",
     [
-        ({"x": ["a"]}, "benchmarks.seat.metric.averages.x: expected a list of at least two distinct test names"),
-        ({"x": ["a", "a"]}, "benchmarks.seat.metric.averages.x: expected a list of at least two distinct"),
-        (["a", "b"], "benchmarks.seat.metric.averages: expected a mapping"),
+        ({"x": ["a"]}, "benchmarks.seat.metric.averages.x: ['a'] is too short"),
+        ({"x": ["a", "a"]}, "benchmarks.seat.metric.averages.x: ['a', 'a'] has non-unique elements"),
+        (["a", "b"], "benchmarks.seat.metric.averages: ['a', 'b'] is not of type 'object', 'null'"),
     ],
 )
 def test_bad_averages_are_named(averages, message):

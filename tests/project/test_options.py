@@ -48,3 +48,8 @@ def test_every_shipped_metric_block_is_accepted_by_its_option_class():
             parse(entry["metric"], f"benchmarks.{name}.metric")
             checked += 1
     assert checked >= 9
+
+
+def test_a_reference_in_the_schema_is_followed():
+    """seat_v1's metric block is `$ref` seat's: the same part, so SEAT's options check the same keys for both."""
+    assert schema_part("benchmarks.seat_v1.metric") == schema_part("benchmarks.seat.metric")

@@ -32,7 +32,6 @@ from lmbias.engine.embeddings import DA_GENDER_PAD_TO, DEFAULT_POOLING, POOLINGS
 from lmbias.engine.lm import LanguageModel
 from lmbias.errors import ConfigError, DataError
 from lmbias.metrics.weat import (
-    ALTERNATIVES,
     EXACT_MAX,
     N_SAMPLES,
     check_std_epsilon,
@@ -40,6 +39,7 @@ from lmbias.metrics.weat import (
     effect_size,
     permutation_test,
 )
+from lmbias.options import check_block
 
 TARGET_ROLES = ("targ1", "targ2")
 ATTRIBUTE_ROLES = ("attr1", "attr2")
@@ -188,47 +188,14 @@ class SeatOptions:
 
     @classmethod
     def from_config(cls, metric_cfg: dict | None, key: str = "benchmarks.seat.metric") -> SeatOptions:
+        check_block(metric_cfg, "benchmarks.seat.metric", key)  # every SEAT entry's metric block is seat's
         cfg = dict(metric_cfg or {})
-        known = ("ddof", "exact_max", "n_samples", "seed", "alternative", "std_epsilon", "averages")
-        unknown = sorted(set(cfg) - set(known))
-        if unknown:
-            raise ConfigError(f"{key}.{unknown[0]}: unknown option (known: {', '.join(known)})")
         ddof = cfg.get("ddof", [1])
-        if isinstance(ddof, int):
-            ddof = [ddof]
-        if (
-            not isinstance(ddof, (list, tuple))
-            or not ddof
-            or any(d not in (0, 1) or isinstance(d, bool) for d in ddof)
-            or len(set(ddof)) != len(ddof)
-        ):
-            raise ConfigError(f"{key}.ddof: {cfg.get('ddof')!r} must be a list of distinct values from [0, 1]")
-        for name in ("exact_max", "n_samples"):
-            value = cfg.get(name, getattr(cls, name))
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ConfigError(f"{key}.{name}: {value!r} is not a positive integer")
+        ddof = [ddof] if isinstance(ddof, int) else ddof
         seed = cfg.get("seed", 0)
-        if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
-            raise ConfigError(f"{key}.seed: {seed!r} is not a non-negative integer")
         alternative = cfg.get("alternative", "greater")
-        if alternative not in ALTERNATIVES:
-            raise ConfigError(f"{key}.alternative: {alternative!r} is not one of {', '.join(ALTERNATIVES)}")
         std_epsilon = check_std_epsilon(cfg.get("std_epsilon", 0.0), f"{key}.std_epsilon")
         averages = cfg.get("averages") or {}
-        if not isinstance(averages, dict):
-            raise ConfigError(f"{key}.averages: expected a mapping of name -> [tests], got {averages!r}")
-        for name, tests in averages.items():
-            if (
-                not isinstance(name, str)
-                or not name
-                or not isinstance(tests, list)
-                or len(tests) < 2
-                or not all(isinstance(t, str) and t for t in tests)
-                or len(set(tests)) != len(tests)
-            ):
-                raise ConfigError(
-                    f"{key}.averages.{name}: expected a list of at least two distinct test names, got {tests!r}"
-                )
         return cls(
             ddof=tuple(ddof),
             exact_max=cfg.get("exact_max", EXACT_MAX),
