@@ -50,7 +50,6 @@ log = logging.getLogger(__name__)
 
 PLACEHOLDER = "[MASK]"
 ATTRIBUTE_MASKS = ("word", "piece")
-SCORING_KEYS = ("batch_size", "max_length", "attribute_masks")
 
 
 @dataclass(frozen=True)

@@ -44,8 +44,6 @@ from lmbias.options import check_block
 sps = lazy_module("scipy.stats")  # imported on first use: DAG builds never run a test
 
 VARIANTS = ("nangia", "bias_bench")  # scored variants (scoring.variants)
-#: metric variants: the scored ones plus readings of the same scores
-METRIC_VARIANTS = VARIANTS + ("lm_eval",)
 
 
 @dataclass(frozen=True)

@@ -33,9 +33,6 @@ from lmbias.errors import ConfigError, DataError
 from lmbias.metrics import clm_context_label
 from lmbias.options import check_block
 
-MASKED_SCORES = ("mean_prob", "sum_logprob")
-CLM_SCORES = ("sum_logprob", "token_mean")
-
 
 def icat(lms: float, ss: float) -> float:
     """Idealized CAT score: lms * min(ss, 100 - ss) / 50 (ss, lms and the result in percent)."""

@@ -110,7 +110,6 @@ LEFT_OUT_KEY = "lmbias.left_out"
 PANDAS_ATTRS_KEY = "PANDAS_ATTRS"
 #: A metric row with an interval but no `interval` name gets this one.
 UNNAMED_INTERVAL = "metric"
-INTERVALS = ("t", "bootstrap")
 
 
 @dataclass(frozen=True)

@@ -52,9 +52,6 @@ import pyarrow as pa
 from lmbias.errors import ConfigError, DataError
 from lmbias.options import check_block
 
-PROBABILITY_MODES = ("pair", "vocab")
-OTHER_PRONOUNS = ("drop", "keep")
-
 #: Scoring condition -> column prefix of its (male, female) log-prob columns in the scores table.
 CONDITION_PREFIX = {
     "professions_masked": "prior_all",
@@ -62,7 +59,6 @@ CONDITION_PREFIX = {
     "names": "names",
     "person": "person",
 }
-ONLINE_SKEW = ("none", "all_professions", "referent")
 #: online_skew variant -> scoring condition of its prior.
 ONLINE_PRIOR = {"all_professions": "professions_masked", "referent": "referent_masked"}
 COMPETENCY_CLASSES = ("incompetent", "neutral", "competent")
@@ -74,7 +70,7 @@ class WinoBiasOptions:
     probability: str = "pair"
     bootstrap: int = 1000
     seed: int = 0
-    #: None: "none" plus every prior the scores carry; else exactly these variants (ONLINE_SKEW).
+    #: None: "none" plus every prior the scores carry; else exactly these variants (none, all_professions, referent).
     online_skew: tuple[str, ...] | None = None
     #: None: Alice & Bob rows when the scores carry the names condition; True: required; False: never.
     alice_bob: bool | None = None
