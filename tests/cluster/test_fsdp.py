@@ -41,6 +41,8 @@ SETTINGS = {
     "precision": "fp32",
     "dropout": 0.0,
 }
+#: two_fsdp's launch: 2 FSDP processes x batch 2 (the tests that compare with it train the same)
+TWO_FSDP = dict(SETTINGS, batch_size=2, distributed="fsdp")
 
 
 @pytest.fixture(scope="module")
@@ -115,7 +117,7 @@ META_LINE = "process {rank} of 2: tiny-llama built on the meta device, no weight
 def two_fsdp(setup, tmp_path_factory):
     """The default 2-process FSDP launch of SETTINGS (rank 0 loads, rank 1 builds on meta): (folder, process)."""
     two = tmp_path_factory.mktemp("fsdp-two") / "two"
-    proc = _launch(setup, two, dict(SETTINGS, batch_size=2, distributed="fsdp"))
+    proc = _launch(setup, two, TWO_FSDP)
     assert proc.returncode == 0, proc.stderr[-4000:]
     return two, proc
 
@@ -145,7 +147,7 @@ def test_rank0_loading_trains_what_every_process_loading_trains(setup, two_fsdp,
     assert META_LINE.format(rank=1, mode="rank0") in proc.stderr  # rank 1 never read the weights
     assert "process 0 of 2" not in proc.stderr
     every = tmp_path / "every"
-    old = _launch(setup, every, dict(SETTINGS, batch_size=2, distributed="fsdp"), {fsdp.EVERY_PROCESS_ENV: "1"})
+    old = _launch(setup, every, TWO_FSDP, {fsdp.EVERY_PROCESS_ENV: "1"})
     assert old.returncode == 0, old.stderr[-4000:]
     assert "built on the meta device" not in old.stderr
     a, b = _weights(every), _weights(two)
@@ -296,7 +298,7 @@ def _init_worker(folder: str) -> None:
 def test_killed_fsdp_job_resumes_from_its_sharded_checkpoint_to_the_same_weights(setup, two_fsdp, tmp_path):
     """two_fsdp's job, checkpointing every step, killed after step 3 and resumed: two_fsdp's weights bit for bit
     (so checkpointing changes nothing either)."""
-    settings = dict(SETTINGS, batch_size=2, distributed="fsdp", checkpoint_every_steps=1)
+    settings = dict(TWO_FSDP, checkpoint_every_steps=1)
     whole, _ = two_fsdp
     out = tmp_path / "killed"
     proc = _launch(setup, out, settings, {EXIT_ENV: "3"})
@@ -370,7 +372,7 @@ def test_tasks_started_like_srun_train_as_the_two_process_launch(setup, two_fsdp
     from lmbias.engine.distributed import slurm_launch_env
 
     entry, corpus = setup
-    settings = dict(SETTINGS, batch_size=2, distributed="fsdp")  # two_fsdp's
+    settings = TWO_FSDP
     ref, _ = two_fsdp
     out = tmp_path / "tasks"
     port = main_process_port(str(out))
