@@ -10,6 +10,7 @@ only the checks a schema cannot say.
 from __future__ import annotations
 
 import functools
+import math
 from pathlib import Path
 
 import jsonschema
@@ -32,13 +33,18 @@ def load_schema(path: str | Path = SCHEMA_FILE) -> dict:
 
 def schema_part(schema_key: str, schema: dict | None = None) -> dict:
     """The part of the schema for a dotted config key ("benchmarks.occupations.metric"), through `properties` and
-    the schema's own references ("$ref": "#/..."; seat_v1's metric block is seat's)."""
+    the schema's own references ("$ref": "#/..."; seat_v1's metric block is seat's). A key that starts with
+    "$defs.<name>" starts at that definition (a block several entries share: "$defs.generation")."""
     root = schema if schema is not None else load_schema()
+    parts = schema_key.split(".")
     node = root
-    for part in schema_key.split("."):
-        node = _dereferenced(node.get("properties", {}).get(part), root)
-        if not isinstance(node, dict):
-            raise KeyError(f"{schema_key}: no such part of the config schema")
+    if parts[0] == "$defs":
+        node = _dereferenced(root.get("$defs", {}).get(parts[1] if len(parts) > 1 else ""), root)
+        parts = parts[2:]
+    for part in parts:
+        node = _dereferenced(node.get("properties", {}).get(part), root) if isinstance(node, dict) else None
+    if not isinstance(node, dict):
+        raise KeyError(f"{schema_key}: no such part of the config schema")
     return node
 
 
@@ -54,9 +60,10 @@ def _dereferenced(node, root: dict):
 def schema_errors(instance, schema: dict, list_known: bool = False) -> list[tuple[list, str]]:
     """Every violation of `schema` by `instance` as (key path, message), sorted by key path; an unknown key is
     reported under its own name (with list_known, followed by the keys its block knows), the closest alternative
-    of a oneOf/anyOf under the deepest key."""
+    of a oneOf/anyOf under the deepest key; a NaN or infinite number anywhere, which no range of the schema
+    catches (every comparison with NaN is false), as not a finite number."""
     validator = jsonschema.Draft202012Validator(schema)
-    messages = []
+    messages = [(path, f"{value!r} is not a finite number") for path, value in _non_finite(instance, [])]
     for error in sorted(validator.iter_errors(instance), key=lambda e: list(map(str, e.absolute_path))):
         if error.validator == "oneOf" and all("required" in alt for alt in error.validator_value):
             keys = ", ".join(k for alt in error.validator_value for k in alt["required"])
@@ -66,14 +73,34 @@ def schema_errors(instance, schema: dict, list_known: bool = False) -> list[tupl
         if error.context:  # oneOf/anyOf: report the closest sub-error
             leaf = jsonschema.exceptions.best_match(error.context)
         key = list(error.absolute_path) + [p for p in leaf.relative_path if leaf is not error]
-        if error.validator == "additionalProperties" and not error.context:
-            known = error.schema.get("properties", {})
+        if error.validator in ("additionalProperties", "unevaluatedProperties") and not error.context:
+            known = _known_keys(error.schema, schema)
             text = "unknown key" + (f" (known: {', '.join(sorted(known))})" if list_known and known else "")
-            for name in sorted(set(error.instance) - set(known)):
+            for name in sorted(set(error.instance) - known):
                 messages.append((list(error.absolute_path) + [name], text))
             continue
         messages.append((key, leaf.message))
     return messages
+
+
+def _known_keys(node: dict, root: dict) -> set[str]:
+    """The keys a closed block names: its own `properties` and those of the blocks its allOf refers to (an
+    unevaluatedProperties block: bold.scoring is $defs.generation's keys and its own)."""
+    known = set(node.get("properties", {}))
+    for part in node.get("allOf", []):
+        known |= _known_keys(_dereferenced(part, root), root)
+    return known
+
+
+def _non_finite(value, path: list) -> list[tuple[list, float]]:
+    """(key path, value) of every NaN or infinite float in a config value (YAML's .nan, .inf)."""
+    if isinstance(value, float):
+        return [] if math.isfinite(value) else [(path, value)]
+    if isinstance(value, dict):
+        return [found for k, v in value.items() for found in _non_finite(v, [*path, k])]
+    if isinstance(value, list):
+        return [found for i, v in enumerate(value) for found in _non_finite(v, [*path, i])]
+    return []
 
 
 def key_path(parts, prefix: str = "") -> str:
@@ -87,7 +114,10 @@ def key_path(parts, prefix: str = "") -> str:
 def check_block(block, schema_key: str, key: str | None = None) -> None:
     """ConfigError naming the key (`key`, default schema_key) of every way `block` breaks the schema's part for
     `schema_key`; None and {} are an empty block. The keys differ for an entry under a name of its own (a peer's
-    reading, `benchmarks.crows_pairs-biasbench.metric`), which takes its dataset's part of the schema."""
-    errors = schema_errors({} if block is None else block, schema_part(schema_key), list_known=True)
+    reading, `benchmarks.crows_pairs-biasbench.metric`), which takes its dataset's part of the schema. The part is
+    read with the schema's definitions beside it, so that its references to "#/$defs/..." resolve."""
+    root = load_schema()
+    part = {**schema_part(schema_key, root), "$defs": root.get("$defs", {})}
+    errors = schema_errors({} if block is None else block, part, list_known=True)
     if errors:
         raise ConfigError("; ".join(f"{key_path(parts, key or schema_key)}: {text}" for parts, text in errors))

@@ -165,6 +165,11 @@ def test_scoring_options_are_checked():
         SeatScoring.from_config({"layer": -2}, "mlm")
     with pytest.raises(ConfigError, match=r"scoring\.pad_to"):
         SeatScoring.from_config({"pad_to": 0}, "mlm")
+    # a headless encoder chooses its poolings as a masked LM does; a family that is none is an unknown key
+    assert SeatScoring.from_config({"poolings": {"encoder": ["cls"]}}, "encoder").poolings == ("cls",)
+    known = r"unknown key \(known: clm, encoder, mlm, seq2seq\)"
+    with pytest.raises(ConfigError, match=r"scoring\.poolings\.bert: " + known):
+        SeatScoring.from_config({"poolings": {"bert": ["cls"]}}, "mlm")
 
 
 # ------------------------------------------------------------------------- tiny models through the jobs

@@ -148,7 +148,7 @@ def test_masked_and_encoder_models_are_refused_by_name(tiny):
         ({"top_p": 1.5}, "top_p: 1.5"),
         ({"top_p": math.nan}, "top_p: nan"),
         ({"samples_per_prompt": 2}, "samples of greedy decoding"),
-        ({"beams": 4}, "unknown option"),
+        ({"beams": 4}, "beams: unknown key"),
     ],
 )
 def test_bad_settings_name_their_key(block, message):

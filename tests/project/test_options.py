@@ -53,3 +53,25 @@ def test_every_shipped_metric_block_is_accepted_by_its_option_class():
 def test_a_reference_in_the_schema_is_followed():
     """seat_v1's metric block is `$ref` seat's: the same part, so SEAT's options check the same keys for both."""
     assert schema_part("benchmarks.seat_v1.metric") == schema_part("benchmarks.seat.metric")
+
+
+def test_a_definition_is_reached_by_its_key_and_its_references_resolve():
+    """A block several entries share lives under $defs: bold.scoring is $defs.generation's keys and its own
+    (closed by unevaluatedProperties), so an unknown key is named with both sets of known keys."""
+    assert "decoding" in schema_part("$defs.generation")["properties"]
+    check_block({"decoding": "sampling", "prompts_per_group": 2}, "benchmarks.bold.scoring")
+    with pytest.raises(ConfigError) as caught:
+        check_block({"beams": 4, "prompts_per_group": 0}, "benchmarks.bold.scoring")
+    message = str(caught.value)
+    assert "benchmarks.bold.scoring.beams: unknown key (known: batch_size, decoding, max_new_tokens, " in message
+    assert "prompts_per_group, samples_per_prompt, seed, temperature, top_p)" in message
+    assert "benchmarks.bold.scoring.prompts_per_group: 0 is less than the minimum of 1" in message
+    with pytest.raises(ConfigError, match=r"generation\.prompts_per_group: unknown key"):
+        check_block({"prompts_per_group": 2}, "$defs.generation_block", "generation")
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), -float("inf")])
+def test_a_number_no_range_can_catch_is_named(value):
+    """NaN passes every minimum and maximum (each comparison is false): the check names it itself."""
+    with pytest.raises(ConfigError, match=r"benchmarks\.perplexity_gap\.metric\.confidence: .* is not a finite"):
+        check_block({"confidence": value}, "$defs.perplexity_metric", "benchmarks.perplexity_gap.metric")

@@ -24,9 +24,9 @@ from lmbias.engine import chat
 from lmbias.engine.chat import CHAT_METADATA_KEY
 from lmbias.engine.generation import GenerationSettings, check_generative
 from lmbias.engine.lm import LanguageModel
-from lmbias.errors import ConfigError
 from lmbias.metrics.bold import BoldOptions, bold_metric_rows
 from lmbias.metrics.headline import Headline
+from lmbias.options import check_block
 
 SCORING_KEY = "benchmarks.bold.scoring"
 GENERATION_KEY = "lmbias.generation"
@@ -47,11 +47,11 @@ GENERATIONS_SCHEMA = pa.schema(
 
 
 def bold_settings(scoring: dict | None, key: str = SCORING_KEY) -> tuple[GenerationSettings, int | None]:
-    """(decoding settings, prompts_per_group) of a `scoring` block, checked; errors name `key`."""
+    """(decoding settings, prompts_per_group) of a `scoring` block, checked against the schema's bold.scoring
+    (the generation keys and prompts_per_group); errors name `key`."""
+    check_block(scoring, "benchmarks.bold.scoring", key)
     scoring = dict(scoring or {})
     per_group = scoring.pop("prompts_per_group", None)
-    if per_group is not None and (isinstance(per_group, bool) or not isinstance(per_group, int) or per_group < 1):
-        raise ConfigError(f"{key}.prompts_per_group: {per_group!r} must be a positive integer or null (all)")
     return GenerationSettings.from_config(scoring, key), per_group
 
 

@@ -53,6 +53,7 @@ from lmbias.errors import ConfigError, DataError
 from lmbias.lazy import lazy_module
 from lmbias.metrics.headline import Headline
 from lmbias.metrics.perplexity import PerplexityOptions, perplexity_metric_rows
+from lmbias.options import check_block
 
 torch = lazy_module("torch")
 
@@ -72,27 +73,14 @@ SCORES_SCHEMA = pa.schema(
 SCORING_KEY = "benchmarks.<perplexity>.scoring"
 #: parquet metadata key of the window (tokens of input) the texts were scored in
 WINDOW_METADATA = "lmbias.perplexity_window"
-SCORING_KEYS = ("batch_size", "max_length", "stride", "limit_texts")
 SCORE_KIND = {"clm": "clm=perplexity", "mlm": "mlm=pseudo_perplexity", "seq2seq": "seq2seq=pseudo_perplexity"}
 
 
-def _positive_int(value, key: str, minimum: int = 1):
-    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < minimum):
-        raise ConfigError(f"{key}: {value!r} must be an integer >= {minimum} or null")
-    return value
-
-
-def check_scoring(scoring: dict) -> dict:
-    """`scoring` with its keys checked (ConfigError naming the key)."""
-    scoring = dict(scoring or {})
-    unknown = sorted(set(scoring) - set(SCORING_KEYS))
-    if unknown:
-        raise ConfigError(f"{SCORING_KEY}.{unknown[0]}: unknown option (allowed: {', '.join(SCORING_KEYS)})")
-    _positive_int(scoring.get("batch_size", 64), f"{SCORING_KEY}.batch_size")
-    _positive_int(scoring.get("max_length"), f"{SCORING_KEY}.max_length", minimum=4)
-    _positive_int(scoring.get("stride"), f"{SCORING_KEY}.stride")
-    _positive_int(scoring.get("limit_texts"), f"{SCORING_KEY}.limit_texts")
-    return scoring
+def check_scoring(scoring: dict | None) -> dict:
+    """`scoring` checked against the schema's scoring block of a measured entry ($defs.generic_benchmark.scoring:
+    batch_size, max_length, stride, limit_texts); ConfigError naming the key."""
+    check_block(scoring, "$defs.generic_benchmark.scoring", SCORING_KEY)
+    return dict(scoring or {})
 
 
 def window_length(model, tokenizer, scoring: dict, reserved: int = 0) -> int:

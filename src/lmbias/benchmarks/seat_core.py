@@ -10,8 +10,8 @@ cached s(w). Rows: metric ``effect_size`` with ``p_value`` and ``n`` (targets), 
 variant = ``[version=v1|v2,]pooling=<pooling>,ddof=<0|1>`` (plus ``,alternative=two-sided`` when asked).
 
 Options (config.yaml, ``benchmarks.<name>``):
-  scoring.poolings  {mlm: [...], clm: [...], seq2seq: [...]}; a family left out gets its default
-                    (mlm mean, clm last, seq2seq decoder_mean; see `lmbias.engine.embeddings`)
+  scoring.poolings  {mlm: [...], clm: [...], seq2seq: [...], encoder: [...]}; a family left out gets its
+                    default (mlm and encoder mean, clm last, seq2seq decoder_mean; `lmbias.engine.embeddings`)
   scoring.pad_to    padding length of the ``*mean_padded`` poolings (128, as the DA-Gender code)
   metric.ddof       list of std ddofs, default [1] (sample std); 0 is the DA-Gender code's
   metric.exact_max, n_samples, seed, alternative   the permutation test (`lmbias.metrics.weat.permutation_test`)
@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
-from lmbias.engine.embeddings import DA_GENDER_PAD_TO, DEFAULT_POOLING, POOLINGS, check_poolings, pooling_label
+from lmbias.engine.embeddings import DA_GENDER_PAD_TO, DEFAULT_POOLING, pooling_label
 from lmbias.engine.lm import LanguageModel
 from lmbias.errors import ConfigError, DataError
 from lmbias.metrics.weat import (
@@ -61,11 +61,12 @@ SCORES_SCHEMA = pa.schema(
     ]
 )
 
-_SCORING_KEYS = ("batch_size", "max_length", "poolings", "pad_to")
-
 
 @dataclass(frozen=True)
 class SeatScoring:
+    """The scoring options of a SEAT entry for one model family: its poolings (the family's list under
+    scoring.poolings, else the family's default pooling), pad_to, batch_size and max_length."""
+
     batch_size: int = 64
     max_length: int = 512
     poolings: tuple[str, ...] = ()
@@ -73,25 +74,17 @@ class SeatScoring:
 
     @classmethod
     def from_config(cls, scoring_cfg: dict | None, family: str, key: str = "scoring") -> SeatScoring:
+        """The options for `family`, the block checked against the schema's seat.scoring (the poolings each
+        family allows, ranges, unknown keys); errors name `key`."""
+        check_block(scoring_cfg, "benchmarks.seat.scoring", key)
         cfg = dict(scoring_cfg or {})
-        unknown = sorted(set(cfg) - set(_SCORING_KEYS))
-        if unknown:
-            raise ConfigError(f"{key}.{unknown[0]}: unknown option (known: {', '.join(_SCORING_KEYS)})")
-        per_family = cfg.get("poolings") or {}
-        if not isinstance(per_family, dict):
-            raise ConfigError(f"{key}.poolings: expected a mapping family -> list of poolings, got {per_family!r}")
-        bad = sorted(set(per_family) - set(POOLINGS))
-        if bad:
-            raise ConfigError(f"{key}.poolings.{bad[0]}: not a model family ({', '.join(POOLINGS)})")
-        chosen = per_family.get(family) or [DEFAULT_POOLING[family]]
-        if isinstance(chosen, str):
-            raise ConfigError(f"{key}.poolings.{family}: expected a list, got {chosen!r}")
-        poolings = tuple(check_poolings(family, chosen, f"{key}.poolings.{family}"))
-        pad_to = cfg.get("pad_to", DA_GENDER_PAD_TO)
-        if pad_to is not None and (not isinstance(pad_to, int) or isinstance(pad_to, bool) or pad_to < 1):
-            raise ConfigError(f"{key}.pad_to: {pad_to!r} is not a positive integer or null")
-        batch_size, max_length = cfg.get("batch_size", 64), cfg.get("max_length", 512)
-        return cls(batch_size=batch_size, max_length=max_length, poolings=poolings, pad_to=pad_to)
+        poolings = tuple((cfg.get("poolings") or {}).get(family) or [DEFAULT_POOLING[family]])
+        return cls(
+            batch_size=cfg.get("batch_size", 64),
+            max_length=cfg.get("max_length", 512),
+            poolings=poolings,
+            pad_to=cfg.get("pad_to", DA_GENDER_PAD_TO),
+        )
 
 
 def mask_placeholder(texts: list[str], tokenizer, placeholder: str = "[MASK]") -> list[str]:

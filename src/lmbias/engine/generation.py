@@ -34,12 +34,14 @@ from dataclasses import asdict, dataclass
 from lmbias.engine.batching import EngineStats, autocast, model_device, run_batches
 from lmbias.errors import ConfigError
 from lmbias.lazy import lazy_module
+from lmbias.options import check_block
 
 torch = lazy_module("torch")  # imported on first use: DAG builds never need it
 
 #: Families that generate text: causal LMs continue the prompt, encoder-decoders write from it.
 GENERATIVE_FAMILIES = ("clm", "seq2seq")
-DECODINGS = ("greedy", "sampling")
+#: The schema's generation keys (schemas/config.schema.yaml), closed: a block of these keys alone.
+SCHEMA_KEY = "$defs.generation_block"
 
 
 @dataclass(frozen=True)
@@ -55,28 +57,20 @@ class GenerationSettings:
     batch_size: int = 64
 
     @classmethod
-    def from_config(cls, block: dict, key: str) -> GenerationSettings:
-        known = set(cls.__dataclass_fields__)
-        unknown = sorted(set(block) - known)
-        if unknown:
-            raise ConfigError(f"{key}: unknown option(s) {unknown}; known: {sorted(known)}")
-        settings = cls(**block)
-        settings.check(key)
+    def from_config(cls, block: dict | None, key: str) -> GenerationSettings:
+        """The settings of a block of generation keys alone; ConfigError naming `key`'s offending key."""
+        check_block(block, SCHEMA_KEY, key)
+        settings = cls(**(block or {}))
+        settings.check_samples(key)
         return settings
 
     def check(self, key: str) -> None:
-        if self.decoding not in DECODINGS:
-            raise ConfigError(f"{key}.decoding: {self.decoding!r} is not one of {', '.join(DECODINGS)}")
-        for name in ("max_new_tokens", "samples_per_prompt", "batch_size"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ConfigError(f"{key}.{name}: {value!r} must be a positive integer")
-        if isinstance(self.seed, bool) or not isinstance(self.seed, int):
-            raise ConfigError(f"{key}.seed: {self.seed!r} must be an integer")
-        if not _number(self.temperature) or not self.temperature > 0:
-            raise ConfigError(f"{key}.temperature: {self.temperature!r} must be a number > 0")
-        if not _number(self.top_p) or not 0 < self.top_p <= 1:
-            raise ConfigError(f"{key}.top_p: {self.top_p!r} must be a number in (0, 1]")
+        """ConfigError naming `key` unless these settings (built in code) are ones a config block could give."""
+        check_block(self.to_dict(), SCHEMA_KEY, key)
+        self.check_samples(key)
+
+    def check_samples(self, key: str) -> None:
+        """What the schema cannot say: samples of greedy decoding would all be one text."""
         if self.decoding == "greedy" and self.samples_per_prompt > 1:
             raise ConfigError(
                 f"{key}.samples_per_prompt: {self.samples_per_prompt} samples of greedy decoding are all the "
@@ -85,10 +79,6 @@ class GenerationSettings:
 
     def to_dict(self) -> dict:
         return asdict(self)
-
-
-def _number(value) -> bool:
-    return not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value)
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ import numpy as np
 import pyarrow as pa
 
 from lmbias.errors import ConfigError
+from lmbias.options import check_block
 
 KEY = "benchmarks.<perplexity>.metric"
 
@@ -31,20 +32,11 @@ class PerplexityOptions:
     confidence: float = 0.95
 
     @classmethod
-    def from_config(cls, metric_cfg: dict, key: str = KEY) -> PerplexityOptions:
-        known = {"bootstrap", "seed", "confidence"}
-        unknown = sorted(set(metric_cfg or {}) - known)
-        if unknown:
-            raise ConfigError(f"{key}.{unknown[0]}: unknown option; known: {', '.join(sorted(known))}")
-        opts = cls(**(metric_cfg or {}))
-        for name in ("bootstrap", "seed"):
-            value = getattr(opts, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise ConfigError(f"{key}.{name}: {value!r} must be a non-negative integer")
-        c = opts.confidence
-        if isinstance(c, bool) or not isinstance(c, (int, float)) or not 0 < c < 1:
-            raise ConfigError(f"{key}.confidence: {c!r} must be strictly between 0 and 1")
-        return opts
+    def from_config(cls, metric_cfg: dict | None, key: str = KEY) -> PerplexityOptions:
+        """The options of a perplexity entry's metric block, checked against the schema's
+        $defs.perplexity_metric; errors name `key`."""
+        check_block(metric_cfg, "$defs.perplexity_metric", key)
+        return cls(**(metric_cfg or {}))
 
 
 def _units(scores: pa.Table) -> tuple[np.ndarray, np.ndarray, str]:
