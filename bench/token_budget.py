@@ -5,7 +5,7 @@
 
 A long-tailed scoring job: `--short` 16-token windows (sentence benchmarks) and `--long` windows of
 `--long-length` tokens (perplexity windows, long StereoSet/CrowS-Pairs items), scored by the engine's causal
-path (lmbias.benchmarks.perplexity.causal_nll) with a randomly initialised GPT-2-architecture model of 2
+path (lmbias.engine.rolling.causal_nll) with a randomly initialised GPT-2-architecture model of 2
 layers, width 256 and a Llama-sized vocabulary (`--vocab`): a causal LM's logits (rows x tokens x vocab
 floats) are what a batch of long items blows up. Each setting runs in its own subprocess (peak RSS is its
 own): `rows` = the former row-count batching (batch_size 64, no budget), then batch_size 64 within each
@@ -43,8 +43,8 @@ def _one(args) -> dict:
     import torch
     from transformers import GPT2Config, GPT2LMHeadModel
 
-    from lmbias.benchmarks.perplexity import causal_nll
     from lmbias.engine.batching import EngineStats, run_batches
+    from lmbias.engine.rolling import causal_nll
 
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)

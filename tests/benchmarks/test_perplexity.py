@@ -14,12 +14,13 @@ import torch
 import yaml
 
 from lmbias.benchmarks import catalog
-from lmbias.benchmarks.perplexity import causal_windows, score_perplexity
+from lmbias.benchmarks.perplexity import score_perplexity
 from lmbias.engine.lm import LanguageModel
 from lmbias.engine.model_spec import model_spec
 from lmbias.engine.models import load_model
+from lmbias.engine.rolling import causal_windows
 from lmbias.engine.tiny import build_tiny_model
-from lmbias.errors import ConfigError
+from lmbias.errors import ConfigError, DataError
 from lmbias.metrics.perplexity import PerplexityOptions, perplexity_metric_rows
 from lmbias.parsers import parse_benchmark, required_files
 from lmbias.parsers.sources import UNPINNED, dataset_files
@@ -152,6 +153,22 @@ def test_causal_windows_score_every_token_once_with_their_context(tiny_gpt2):
     assert causal_windows(25, 10, 9) == [(0, 1, 10), (9, 10, 19), (15, 19, 25)]
 
 
+@pytest.mark.parametrize("family", ["clm", "mlm"])
+def test_the_windows_are_the_models_rolling_request(family, tiny_gpt2, tiny_bert):
+    """The benchmark asks the model for rolling log-likelihoods and writes what it gets: one row per window, in
+    text order; a family without the request is refused by the model, naming it."""
+    model, tokenizer = tiny_gpt2 if family == "clm" else tiny_bert
+    lm = LanguageModel(model, tokenizer, family)
+    scores = score_perplexity(_items(TEXTS), lm, {"max_length": 10, "stride": 4})
+    windows = lm.rolling_nll(TEXTS, 10, 4)
+    assert [(w.text, w.window, w.n_tokens) for w in windows] == list(
+        zip(*(scores.column(c).to_pylist() for c in ("text_id", "window", "n_tokens")), strict=True)
+    )
+    assert [w.nll_sum for w in windows] == scores.column("nll_sum").to_pylist()  # bit for bit
+    with pytest.raises(DataError, match="rolling log-likelihood needs .* not family 'encoder'"):
+        LanguageModel(model, tokenizer, "encoder").rolling_nll(TEXTS, 10)
+
+
 def test_masked_chunks_score_every_token(tiny_bert):
     model, tokenizer = tiny_bert
     content = tokenizer(TEXTS[1], add_special_tokens=False)["input_ids"]
@@ -211,10 +228,12 @@ def test_bad_scoring_options_are_named(scoring, key, tiny_gpt2):
         score_perplexity(_items(TEXTS), LanguageModel(model, tokenizer, "clm"), scoring)
 
 
-def test_stride_longer_than_window_is_refused(tiny_gpt2):
-    model, tokenizer = tiny_gpt2
+@pytest.mark.parametrize("family", ["clm", "mlm"])
+def test_stride_longer_than_window_is_refused(family, tiny_gpt2, tiny_bert):
+    """Also for a masked model, whose chunks do not use it: a value that could not apply is named, not ignored."""
+    model, tokenizer = tiny_gpt2 if family == "clm" else tiny_bert
     with pytest.raises(ConfigError, match=r"scoring\.stride: 10 must be at most max_length - 1 = 9"):
-        score_perplexity(_items(TEXTS), LanguageModel(model, tokenizer, "clm"), {"max_length": 10, "stride": 10})
+        score_perplexity(_items(TEXTS), LanguageModel(model, tokenizer, family), {"max_length": 10, "stride": 10})
 
 
 @pytest.mark.parametrize(

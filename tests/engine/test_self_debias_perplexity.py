@@ -22,10 +22,11 @@ import pytest
 import torch
 from torch.nn import CrossEntropyLoss
 
-from lmbias.benchmarks.perplexity import causal_windows, reserved_positions, score_perplexity, window_length
+from lmbias.benchmarks.perplexity import score_perplexity, window_length
 from lmbias.engine.lm import LanguageModel
 from lmbias.engine.model_spec import model_spec
 from lmbias.engine.models import load_model
+from lmbias.engine.rolling import added_positions, causal_windows
 from lmbias.engine.self_debias import DEFAULT_PREFIX, wrap
 from lmbias.engine.tiny import build_tiny_model
 
@@ -149,7 +150,7 @@ def test_causal_windows_equal_schicks_computation(tiny, scoring):
     model, tok = tiny["gpt2"]
     wrapped = wrap(model, tok, "clm", {})
     scores = score_perplexity(_items(TEXTS), LanguageModel(wrapped, tok, "clm"), scoring).to_pylist()
-    max_length = window_length(wrapped, tok, scoring, reserved_positions(wrapped.prepending_prefix()))
+    max_length = window_length(wrapped, tok, scoring, added_positions(wrapped.prepending_prefix()))
     stride = scoring.get("stride") or max_length - 1
     expected = []
     for text in TEXTS:
@@ -220,7 +221,5 @@ def test_masked_pseudo_perplexity_equals_bias_benchs_computation(tiny, arch):
         total += float(torch.log_softmax(logits, -1)[ids[position]])
     assert len(scores) == 1 and scores[0]["n_tokens"] == len(ids) - 2
     assert scores[0]["nll_sum"] == pytest.approx(-total, rel=1e-6)
-    assert reserved_positions(wrapped) == len(wrapped.prefix_ids) - 1  # the prefix replaces [CLS]
-    assert window_length(wrapped, tok, {}, reserved_positions(wrapped)) == tok.model_max_length - reserved_positions(
-        wrapped
-    )
+    assert added_positions(wrapped) == len(wrapped.prefix_ids) - 1  # the prefix replaces [CLS]
+    assert window_length(wrapped, tok, {}, added_positions(wrapped)) == tok.model_max_length - added_positions(wrapped)

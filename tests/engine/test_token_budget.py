@@ -14,13 +14,13 @@ import torch
 import yaml
 
 from helpers.scoring import score_one
-from lmbias.benchmarks.perplexity import causal_nll
 from lmbias.engine import job_timing
 from lmbias.engine.batching import DEFAULT_MAX_TOKENS, EngineStats, TokenBudget, scoring_budget
 from lmbias.engine.embeddings import POOLINGS, sentence_embeddings
 from lmbias.engine.model_spec import model_spec
 from lmbias.engine.models import load_model
 from lmbias.engine.pll import content_positions, encode, token_logprobs
+from lmbias.engine.rolling import causal_nll
 from lmbias.engine.scoring import (
     InfillIdsRequest,
     InfillRequest,

@@ -8,6 +8,8 @@ spirit of lm-evaluation-harness's requests:
   log-likelihood given a context is ll(context + continuation) - ll(context));
 * `pseudo_logprobs`: log-probabilities of tokens hidden one input at a time, for masked and encoder-decoder
   models (pseudo-log-likelihood, lmbias.engine.pll);
+* `rolling_nll`: every token of long texts scored once in windows the model can hold, log-likelihood for a
+  causal LM and pseudo-log-likelihood otherwise (lm-eval's loglikelihood_rolling; lmbias.engine.rolling);
 * `candidate_logprobs`: log-probabilities of candidate tokens at a mask (a masked LM) or as the decoder's next
   token (an encoder-decoder's infilling), dispatched on the request's kind (lmbias.engine.scoring);
 * `embeddings`: pooled sentence embeddings (lmbias.engine.embeddings);
@@ -32,7 +34,7 @@ from collections.abc import Hashable, Mapping, Sequence
 
 import numpy as np
 
-from lmbias.engine import chat, embeddings, generation, pll, prefix_cache, scoring
+from lmbias.engine import chat, embeddings, generation, pll, prefix_cache, rolling, scoring
 from lmbias.engine.batching import EngineStats
 from lmbias.engine.context_window import ContextWindow, context_window
 from lmbias.errors import DataError
@@ -88,11 +90,6 @@ class LanguageModel:
     def with_model(self, model) -> LanguageModel:
         """The same interface over another view of the model (e.g. a Self-Debias wrapper's prepending view)."""
         return dataclasses.replace(self, model=model)
-
-    def reading_alone(self) -> LanguageModel:
-        """The model as it reads a text without a start token (lmbias.engine.scoring.sentence_alone): a
-        Self-Debias wrapper then puts its prefix before the text."""
-        return self.with_model(scoring.sentence_alone(self.model))
 
     def context_window(self) -> ContextWindow:
         """The positions the model can read: the smaller of its tokenizer's and its config's limits."""
@@ -177,6 +174,41 @@ class LanguageModel:
         self.require((family,), f"candidate log-probs of {kind.__name__}")
         return read(
             self.model, self.tokenizer, requests, batch_size=batch_size, max_length=max_length, stats=self.stats
+        )
+
+    def rolling_view(self) -> LanguageModel:
+        """The model as `rolling_nll` reads a text: a causal LM reads each window alone (a Self-Debias wrapper
+        puts its prefix before it), other families a chunk framed by their special tokens (lmbias.engine.rolling).
+        Its `added_positions` and `context_window` are what a window must fit."""
+        return self.with_model(rolling.rolling_view(self.model, self.family))
+
+    def added_positions(self) -> int:
+        """Positions the model adds to every input it reads: a Self-Debias wrapper's prefix, else none."""
+        return rolling.added_positions(self.model)
+
+    def rolling_nll(
+        self,
+        texts: Sequence[str],
+        max_length: int,
+        stride: int | None = None,
+        batch_size: int = 64,
+        key: str = "max_length",
+    ) -> list[rolling.RollingWindow]:
+        """Every token of every text scored once, in windows of at most max_length tokens (lm-eval's
+        loglikelihood_rolling): a causal LM's log-likelihood in windows that move by `stride` tokens, a masked or
+        encoder-decoder model's pseudo-log-likelihood in chunks (lmbias.engine.rolling); `key` names max_length's
+        option in its errors."""
+        self.require(("clm", "mlm", "seq2seq"), "rolling log-likelihood")
+        return rolling.rolling_nll(
+            rolling.rolling_view(self.model, self.family),
+            self.tokenizer,
+            self.family,
+            texts,
+            max_length,
+            stride,
+            batch_size=batch_size,
+            stats=self.stats,
+            key=key,
         )
 
     # -- embeddings and generation -------------------------------------------------------------------------------
