@@ -211,11 +211,12 @@ def score(
     from lmbias.engine import job_timing
     from lmbias.jobs import model_scoring
     from lmbias.jobs import scoring as evaluation
+    from lmbias.jobs.description import one_benchmark_job
 
     evaluation.pick_device = lambda: torch.device(device)
     timing = out.with_suffix(".job.tsv")
     out.unlink(missing_ok=True)  # a measurement: never a file kept from an earlier run
-    job = model_scoring.one_benchmark_job(
+    job = one_benchmark_job(
         items, out, model, entry, method or {"kind": "pretrained"}, bench, bench_entry, max_tokens=max_tokens,
         timing=timing,
     )  # fmt: skip

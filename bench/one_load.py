@@ -21,7 +21,7 @@ files of (a) and (b) are checked to be the same bytes.
 from __future__ import annotations
 
 import argparse
-import json
+import dataclasses
 import os
 import subprocess
 import sys
@@ -72,12 +72,12 @@ def prepare(args, work: Path) -> dict:
     return {"config": config, "models": models}
 
 
-def job_spec(args, work: Path, config: dict, shape: str, entry: dict, out: Path, names) -> dict:
-    from lmbias.jobs.model_scoring import benchmark_task, scoring_job
+def job_spec(args, work: Path, config: dict, shape: str, entry: dict, out: Path, names):
+    from lmbias.jobs.description import BenchmarkTask, ScoringJob
     from lmbias.workflow.params import benchmark_scoring_slice
 
     tasks = {
-        name: benchmark_task(
+        name: BenchmarkTask(
             benchmark_scoring_slice(config, name),
             work / "data" / f"{name}.parquet",
             out / "scores" / f"{name}.parquet",
@@ -86,7 +86,7 @@ def job_spec(args, work: Path, config: dict, shape: str, entry: dict, out: Path,
         for name in names
     }
     method = {"kind": "pretrained", "model_dir": None}
-    return scoring_job(
+    return ScoringJob(
         shape,
         entry,
         method,
@@ -102,17 +102,18 @@ def job_spec(args, work: Path, config: dict, shape: str, entry: dict, out: Path,
 def worker(spec_path: str, way: str) -> None:
     """In a fresh process, the one way to score (score_benchmarks): (a) with the spec's one benchmark, as rule
     score_benchmark's job does; (b) with all of them, as rule score_model's (the spec has a manifest)."""
+    from lmbias.jobs.description import ScoringJob
     from lmbias.jobs.model_scoring import score_benchmarks
 
-    spec = json.loads(Path(spec_path).read_text())
+    spec = ScoringJob.read(spec_path)
     if way == "a":
-        spec.pop("manifest", None)
+        spec = dataclasses.replace(spec, manifest=None)
     score_benchmarks(spec)
 
 
-def run(spec: dict, way: str, work: Path) -> float:
+def run(spec, way: str, work: Path) -> float:
     path = work / f"spec-{way}-{len(list(Path(work).glob('spec-*')))}.json"
-    path.write_text(json.dumps(spec))
+    path.write_text(spec.to_json())
     start = time.perf_counter()
     subprocess.run([sys.executable, __file__, "--worker", str(path), way], check=True)
     return time.perf_counter() - start
@@ -128,9 +129,9 @@ def measure(args, work: Path, prepared: dict, shape: str) -> list[dict]:
     for name in args.benchmarks:
         out = work / shape / "a" / name
         spec = job_spec(args, work, config, shape, entry, work / shape / "a", [name])
-        spec["timing"] = str(out / "job.tsv")
+        spec = dataclasses.replace(spec, timing=out / "job.tsv")
         wall += run(spec, "a", work)
-        load, record = job_timing.read_timing_rows(spec["timing"])  # (load), then the benchmark
+        load, record = job_timing.read_timing_rows(spec.timing)  # (load), then the benchmark
         scoring += float(record["score_s"])
         peak = max(peak, float(record["peak_rss_mib"]))
     rows.append({"shape": shape, "way": "(a) one process per benchmark", "wall": wall, "outside": wall - scoring,
@@ -138,7 +139,7 @@ def measure(args, work: Path, prepared: dict, shape: str) -> list[dict]:
     # (b) one process
     spec = job_spec(args, work, config, shape, entry, work / shape / "b", args.benchmarks)
     wall = run(spec, "b", work)
-    records = [r for r in job_timing.read_timing_rows(spec["timing"]) if r["benchmark"] != job_timing.LOAD_ROW]
+    records = [r for r in job_timing.read_timing_rows(spec.timing) if r["benchmark"] != job_timing.LOAD_ROW]
     scoring = sum(float(r["score_s"]) for r in records)
     peak = max(float(r["peak_rss_mib"]) for r in records)
     rows.append({"shape": shape, "way": "(b) one process", "wall": wall, "outside": wall - scoring, "peak": peak,

@@ -12,7 +12,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))  # the library of this checkout
 
 from lmbias.job_runtime import setup_job_logging
-from lmbias.jobs.model_scoring import one_benchmark_job, score_benchmarks
+from lmbias.jobs.description import one_benchmark_job
+from lmbias.jobs.model_scoring import score_benchmarks
 from lmbias.workflow.scoring_specs import read_benchmark_spec, read_model_spec
 
 

@@ -11,7 +11,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))  # the library of this checkout
 
 from lmbias.job_runtime import setup_job_logging
-from lmbias.jobs.model_scoring import benchmark_task, score_benchmarks, scoring_job
+from lmbias.jobs.description import BenchmarkTask, ScoringJob
+from lmbias.jobs.model_scoring import score_benchmarks
 from lmbias.workflow.inputs import benchmark_items_file, score_file, scoring_libraries
 from lmbias.workflow.scoring_specs import read_benchmark_spec, read_model_spec, shared_method_entry
 
@@ -21,13 +22,13 @@ model_entry = read_model_spec(snakemake.input.model_spec)["model_entry"]  # noqa
 specs = [read_benchmark_spec(path) for path in snakemake.input.spec]  # noqa: F821
 method_entry = shared_method_entry(specs, list(snakemake.input.spec))  # noqa: F821
 methods = {wildcards.method: method_entry}  # the kind is what scoring_libraries reads
-job = scoring_job(
+job = ScoringJob(
     wildcards.model,
     model_entry,
     # the method's model folder (fine-tuned or fitted) travels inside the method entry, as in score_benchmark
     {**method_entry, "model_dir": snakemake.input.method_model or None},  # noqa: F821
     {
-        spec["name"]: benchmark_task(
+        spec["name"]: BenchmarkTask(
             spec["entry"],
             benchmark_items_file(spec["name"]),
             score_file(wildcards.model, wildcards.method, wildcards.seed, spec["name"]),

@@ -132,7 +132,7 @@ def _validate_counterfactual(args) -> None:
 # ------------------------------------------------------------------------------------------- score
 
 SCORE_HELP = """\
-Score the benchmarks of a job description (a JSON file, lmbias.jobs.model_scoring: a model, its method, and one
+Score the benchmarks of a job description (a JSON file, lmbias.jobs.description.ScoringJob: a model, its method, and one
 or more benchmarks with their items and score files) with the model loaded once per process. Run plainly it is
 one process; run under `accelerate launch --num_processes N -m lmbias.cli score --job FILE` (what the scoring
 rules start for resources.gpu > 1) each process scores a contiguous shard of each row-local benchmark's items
@@ -153,11 +153,10 @@ def _json_arg(text: str):
 
 
 def run_score(args) -> int:
-    import json
-
+    from lmbias.jobs.description import ScoringJob
     from lmbias.jobs.model_scoring import score_launched
 
-    score_launched(json.loads(open(args.job, encoding="utf-8").read()))
+    score_launched(ScoringJob.read(args.job))
     return 0
 
 
@@ -172,7 +171,7 @@ def register_score(subparsers) -> None:
         "--job",
         metavar="FILE",
         required=True,
-        help="a job description (JSON) of one or more benchmarks (lmbias.jobs.model_scoring)",
+        help="a job description (JSON) of one or more benchmarks (lmbias.jobs.description.ScoringJob)",
     )
     p.set_defaults(func=run_score, _parser=p)
 

@@ -4,7 +4,6 @@ in-process."""
 
 from __future__ import annotations
 
-import json
 import socket
 import subprocess
 import sys
@@ -27,7 +26,8 @@ from lmbias.engine.model_spec import model_spec
 from lmbias.engine.models import load_model
 from lmbias.engine.tiny import build_tiny_model
 from lmbias.io import write_table_atomic
-from lmbias.jobs.model_scoring import benchmark_keys, one_benchmark_job
+from lmbias.jobs.description import BenchmarkTask, ScoringJob, one_benchmark_job
+from lmbias.jobs.model_scoring import benchmark_keys
 from lmbias.jobs.sharded import reassemble, score_table_sharded, shard_bounds
 from lmbias.metrics.summary import file_provenance
 from lmbias.parsers import parse_benchmark, required_files
@@ -88,10 +88,10 @@ def _job_args(root, out, model, entry, bench, n=301, **options) -> list[str]:
     (lmbias.jobs.model_scoring), with its score key."""
     items = root / ("items.parquet" if n == 301 else f"items-{n}.parquet")
     job = one_benchmark_job(items, out, model, entry, METHOD, "winobias", bench, threads=2, **options)
-    job["benchmarks"]["winobias"]["score_key"] = benchmark_keys(job)["winobias"]
+    job = job.launched(benchmark_keys(job))
     path = Path(out).with_suffix(".job.json")
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(job), encoding="utf-8")
+    path.write_text(job.to_json(), encoding="utf-8")
     return ["--job", str(path)]
 
 
@@ -258,37 +258,34 @@ def test_one_launch_scores_several_benchmarks_like_one_process(setup, tmp_path):
     names_only = {**bench, "scoring": {**bench["scoring"], "conditions": ["names"]}}
 
     def job(out):
-        return {
-            "model_name": "tiny-bert",
-            "model_entry": models["tiny-bert"],
-            "method_entry": {"kind": "pretrained", "model_dir": None},
-            "weights_dir": models["tiny-bert"]["path"],
-            "seed": 0,
-            "threads": 2,
-            "max_tokens": 1024,
-            "benchmarks": {
-                name: {
-                    "entry": entry,
-                    "items": str(tmp_path / "items.parquet"),
-                    "scores": str(out / "scores" / f"{name}.parquet"),
-                    "library": [str(tmp_path / "library.sha256")],
-                }
+        return ScoringJob(
+            "tiny-bert",
+            models["tiny-bert"],
+            {"kind": "pretrained", "model_dir": None},
+            {
+                name: BenchmarkTask(
+                    entry, tmp_path / "items.parquet", out / "scores" / f"{name}.parquet", [tmp_path / "library.sha256"]
+                )
                 for name, entry in (("winobias", bench), ("winobias-names", names_only))
             },
-            "manifest": str(out / "scores.json"),
-            "timing": str(out / "scores.job.tsv"),
-        }
+            weights_dir=models["tiny-bert"]["path"],
+            seed=0,
+            threads=2,
+            max_tokens=1024,
+            manifest=out / "scores.json",
+            timing=out / "scores.job.tsv",
+        )
 
     two, one = job(tmp_path / "two"), job(tmp_path / "one")
     model_scoring.score_benchmarks(two, gpus=2)
     model_scoring.score_benchmarks(one, gpus=1)
-    rows = job_timing.read_timing_rows(two["timing"])
+    rows = job_timing.read_timing_rows(two.timing)
     assert [r["benchmark"] for r in rows] == [job_timing.LOAD_ROW, "winobias", "winobias-names"], rows
     assert all(r["processes"] == "2" and r["status"] == "ok" for r in rows), rows
-    for name in two["benchmarks"]:
-        a, b = two["benchmarks"][name]["scores"], one["benchmarks"][name]["scores"]
+    for name in two.benchmarks:
+        a, b = two.benchmarks[name].scores, one.benchmarks[name].scores
         assert_tables_equal(pq.read_table(a), pq.read_table(b))
         assert file_provenance(a)["score_world_size"] == 2 and stored_key(a) == stored_key(b) is not None
-        assert read_manifest(two["manifest"])[name]["scored"]
+        assert read_manifest(two.manifest)[name]["scored"]
     model_scoring.score_benchmarks(two, gpus=2)  # nothing to score: no launch, no load
-    assert [r["status"] for r in job_timing.read_timing_rows(two["timing"])] == ["kept", "kept"]
+    assert [r["status"] for r in job_timing.read_timing_rows(two.timing)] == ["kept", "kept"]

@@ -3,7 +3,8 @@ with the job description rule score_benchmark builds)."""
 
 from __future__ import annotations
 
-from lmbias.jobs.model_scoring import one_benchmark_job, score_benchmarks
+from lmbias.jobs.description import one_benchmark_job
+from lmbias.jobs.model_scoring import score_benchmarks
 
 
 def score_one(items, output, model_name, model_entry, method_entry, benchmark_name, benchmark_entry, **options):
