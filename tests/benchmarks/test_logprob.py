@@ -28,7 +28,14 @@ import torch
 from helpers.over_debiasing_paper import over_debiasing_text, paper_list
 from helpers.planted_association import FAMILY, MALE_WORDS, attribute_ids, load_dir, marker_signs, plant_association
 from lmbias.benchmarks import catalog
-from lmbias.benchmarks.logprob import AssociationItem, association_logprobs, build_masked, score_logprob
+from lmbias.benchmarks.logprob import (
+    AssociationItem,
+    association_logprobs,
+    build_masked,
+    infilled_word_requests,
+    masked_word_requests,
+    score_logprob,
+)
 from lmbias.engine.lm import LanguageModel
 from lmbias.engine.scoring import word_token_ids
 from lmbias.engine.tiny import build_tiny_model
@@ -178,7 +185,9 @@ def test_prior_is_read_at_the_target_mask_mlm(base_models):
     model, tok = load_dir(base_models["bert"], "bert")
     tm = "As a dad, my [MASK] deserves a wonderful life."
     item = AssociationItem(tm, tm.index("[MASK]"), 5, 8, ("husband", "wife", "councilwoman"))
-    got_tm, got_tam = association_logprobs([item], LanguageModel(model, tok, "mlm"))
+    got_tm, got_tam = association_logprobs(
+        [item], LanguageModel(model, tok, "mlm"), "word", 64, 128, masked_word_requests
+    )
     hus, wife = tok.convert_tokens_to_ids(["husband", "wife"])
     tam = "As a [MASK], my [MASK] deserves a wonderful life."
     for j, wid in enumerate((hus, wife)):
@@ -204,7 +213,10 @@ def test_prior_is_read_at_the_target_mask_mlm(base_models):
     _, tam_piece = association_logprobs(
         [AssociationItem(tm2, tm2.index("[MASK]"), 5, 12, ("husband",))],
         LanguageModel(model, tok, "mlm"),
-        attribute_masks="piece",
+        "piece",
+        64,
+        128,
+        masked_word_requests,
     )
     tam2 = "As a " + " ".join(["[MASK]"] * n) + ", my [MASK] deserves a wonderful life."
     assert tam_piece[0][0] == pytest.approx(_manual_mlm(model, tok, tam2, n, hus), abs=1e-5)
@@ -214,7 +226,9 @@ def test_prior_is_read_at_the_target_position_seq2seq(base_models):
     model, tok = load_dir(base_models["bart"], "bart")
     tm = "As a dad, my [MASK] deserves a wonderful life."
     item = AssociationItem(tm, tm.index("[MASK]"), 5, 8, ("husband", "councilwoman"))
-    got_tm, got_tam = association_logprobs([item], LanguageModel(model, tok, "seq2seq"))
+    got_tm, got_tam = association_logprobs(
+        [item], LanguageModel(model, tok, "seq2seq"), "word", 64, 128, infilled_word_requests
+    )
     start, bos = model.config.decoder_start_token_id, tok.bos_token_id
 
     def manual(encoder_text, prefix, pieces):

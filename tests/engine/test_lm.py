@@ -6,18 +6,28 @@ from __future__ import annotations
 
 import pytest
 
+from lmbias.benchmarks.definition import readings
 from lmbias.engine.batching import EngineStats
 from lmbias.engine.lm import LanguageModel
 from lmbias.engine.scoring import InfillRequest, MaskedIdsRequest, MaskedRequest
 from lmbias.errors import ConfigError, DataError
 
 
-def test_readings_follow_the_family():
-    assert LanguageModel(None, None, "clm").causal and not LanguageModel(None, None, "clm").infills
-    assert LanguageModel(None, None, "seq2seq").infills and not LanguageModel(None, None, "seq2seq").causal
+def test_the_stats_default_to_a_fresh_counter():
     mlm = LanguageModel(None, None, "mlm")
-    assert not mlm.causal and not mlm.infills
     assert isinstance(mlm.stats, EngineStats) and LanguageModel(None, None, "mlm", stats=None).stats is not None
+
+
+def test_a_benchmark_reads_each_family_by_its_named_reading():
+    """lmbias.benchmarks.definition.readings: the dispatch by family happens once, before a reading runs; a
+    family without a reading is refused, naming the benchmark's request and the family."""
+    seen = []
+    score = readings("X scoring", clm=lambda items, lm, scoring: seen.append(("causal", scoring)) or "c")
+    assert score("items", LanguageModel(None, None, "clm"), {"k": 1}) == "c" and seen == [("causal", {"k": 1})]
+    assert list(score.readings) == ["clm"]
+    with pytest.raises(DataError, match="X scoring needs a causal model, not family 'mlm'"):
+        score("items", LanguageModel(None, None, "mlm"))
+    assert seen == [("causal", {"k": 1})]  # refused before any reading ran
 
 
 def test_require_names_the_request_and_the_family():
@@ -68,3 +78,12 @@ def test_prompt_without_a_chat_template_is_the_text():
     lm = LanguageModel(None, None, "clm", model_entry={"family": "clm"}, model_name="m")
     assert lm.prompt("Hello") == "Hello" and not lm.uses_chat_template
     assert lm.chat_provenance() == {"chat_template": "none"}
+
+
+def test_a_definition_whose_families_differ_from_its_readings_is_refused():
+    from lmbias.benchmarks.definition import BenchmarkDef
+
+    score = readings("Y scoring", clm=lambda *a: None, mlm=lambda *a: None)
+    with pytest.raises(ValueError, match=r"'y': families \['clm'\] but readings for \['clm', 'mlm'\]"):
+        BenchmarkDef(name="y", families=("clm",), score=score, parse_options=dict, rows=list)
+    assert BenchmarkDef(name="y", families=("mlm", "clm"), score=score, parse_options=dict, rows=list).score is score

@@ -27,7 +27,7 @@ import logging
 import pyarrow as pa
 import pyarrow.compute  # noqa: F401  (pa.compute)
 
-from lmbias.benchmarks.definition import BenchmarkDef
+from lmbias.benchmarks.definition import BenchmarkDef, readings
 from lmbias.engine.lm import LanguageModel
 from lmbias.engine.scoring import InfillIdsRequest, MaskedRequest, decoder_prefix, word_token_ids
 from lmbias.errors import ConfigError, DataError
@@ -74,12 +74,29 @@ def _with_person_masks(text: str, mask_token: str, pieces: int) -> str:
     return head + " ".join([mask_token] * pieces) + tail.replace(MASK, mask_token)
 
 
-def score_bec_pro(items: pa.Table, lm: LanguageModel, scoring: dict | None = None) -> pa.Table:
-    """Score every BEC-Pro sentence (rows of results/data/<benchmark>.parquet) with one engine call."""
+def _masked_person(lm: LanguageModel, masked: str, text: str, at: int, pieces: list[int]) -> list:
+    """A masked LM's reading of the person: each of its pieces at its mask."""
+    return [MaskedRequest(text=masked, candidates=(p,), mask_index=k) for k, p in enumerate(pieces)]
+
+
+def _infilled_person(lm: LanguageModel, masked: str, text: str, at: int, pieces: list[int]) -> list:
+    """An encoder-decoder's reading of the person: each piece written by the decoder after the text before it."""
+    tokenizer = lm.tokenizer
+    enc = tuple(tokenizer(masked, add_special_tokens=True)["input_ids"])
+    prefix_ids = tokenizer(text[:at].rstrip(" "), add_special_tokens=False)["input_ids"] if at else []
+    head = decoder_prefix(lm.model, tokenizer, list(prefix_ids))
+    return [
+        InfillIdsRequest(encoder_ids=enc, decoder_ids=tuple(head + pieces[:k]), candidates=(p,))
+        for k, p in enumerate(pieces)
+    ]
+
+
+def _score(items: pa.Table, lm: LanguageModel, scoring: dict | None, person_requests) -> pa.Table:
+    """Every BEC-Pro sentence (rows of results/data/<benchmark>.parquet) with one engine call, the person read as
+    `person_requests(lm, masked text, text, the person's character index, its pieces)` asks."""
     scoring = scoring or {}
     batch_size, max_length = scoring.get("batch_size", 64), scoring.get("max_length", 128)
-    lm.require(("mlm", "seq2seq"), "BEC-Pro association")
-    model, tokenizer = lm.model, lm.tokenizer
+    tokenizer = lm.tokenizer
     if tokenizer.mask_token_id is None:
         raise ConfigError("BEC-Pro association needs a tokenizer with a mask token")
     words = load_person_words()
@@ -95,16 +112,7 @@ def score_bec_pro(items: pa.Table, lm: LanguageModel, scoring: dict | None = Non
         for text in (row["sent_tm"], row["sent_tam"]):
             masked = _with_person_masks(text, tokenizer.mask_token, len(pieces))
             first = len(requests)
-            if not lm.infills:  # the person's pieces at their masks
-                requests += [MaskedRequest(text=masked, candidates=(p,), mask_index=k) for k, p in enumerate(pieces)]
-            else:  # the person's pieces written by the decoder after the text before them
-                enc = tuple(tokenizer(masked, add_special_tokens=True)["input_ids"])
-                prefix_ids = tokenizer(text[:at].rstrip(" "), add_special_tokens=False)["input_ids"] if at else []
-                head = decoder_prefix(model, tokenizer, list(prefix_ids))
-                requests += [
-                    InfillIdsRequest(encoder_ids=enc, decoder_ids=tuple(head + pieces[:k]), candidates=(p,))
-                    for k, p in enumerate(pieces)
-                ]
+            requests += person_requests(lm, masked, text, at, pieces)
             spans.append((first, len(requests)))
         plan.append((spans, len(pieces)))
     out = lm.candidate_logprobs(requests, batch_size=batch_size, max_length=max_length)
@@ -133,6 +141,20 @@ def score_bec_pro(items: pa.Table, lm: LanguageModel, scoring: dict | None = Non
             }
         )
     return pa.Table.from_pylist(records, schema=SCORES_SCHEMA)
+
+
+def score_masked_persons(items: pa.Table, lm: LanguageModel, scoring: dict | None = None) -> pa.Table:
+    """A masked LM's reading: the person's pieces at their masks."""
+    return _score(items, lm, scoring, _masked_person)
+
+
+def score_infilled_persons(items: pa.Table, lm: LanguageModel, scoring: dict | None = None) -> pa.Table:
+    """An encoder-decoder's reading: the person's pieces written by the decoder."""
+    return _score(items, lm, scoring, _infilled_person)
+
+
+#: Score every BEC-Pro sentence, each family by its reading.
+score_bec_pro = readings("BEC-Pro association", mlm=score_masked_persons, seq2seq=score_infilled_persons)
 
 
 def paired_bec_pro_rows(before: pa.Table, after: pa.Table, test: str, options: BecProOptions) -> list[dict]:

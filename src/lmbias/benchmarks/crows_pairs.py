@@ -27,7 +27,7 @@ import math
 
 import pyarrow as pa
 
-from lmbias.benchmarks.definition import BenchmarkDef
+from lmbias.benchmarks.definition import BenchmarkDef, readings
 from lmbias.engine.lm import LanguageModel
 from lmbias.engine.pll import encode
 from lmbias.engine.scoring import clm_context
@@ -92,33 +92,43 @@ def _nan_mean(values) -> float:
     return float(sum(values) / len(values)) if len(values) else math.nan
 
 
-def score_crows_pairs(items: pa.Table, lm: LanguageModel, scoring: dict | None = None) -> pa.Table:
-    """Score every pair (rows of results/data/<benchmark>.parquet) in one engine call."""
+def _options(scoring: dict | None) -> tuple[int, int, tuple[str, ...], str]:
+    """(batch_size, max_length, variants, clm_context) of the scoring block, checked for every family."""
     scoring = scoring or {}
-    batch_size, max_length = scoring.get("batch_size", 64), scoring.get("max_length", 128)
     variants = scored_variants(scoring)
     context = clm_context(scoring, f"{SCORING_KEY}.clm_context")
+    return scoring.get("batch_size", 64), scoring.get("max_length", 128), variants, context
+
+
+def score_sentence_likelihoods(items: pa.Table, lm: LanguageModel, scoring: dict | None = None) -> pa.Table:
+    """A causal LM's reading: each sentence's log-likelihood and token count (one likelihood per sentence serves
+    every variant), in one engine call."""
+    batch_size, max_length, _variants, context = _options(scoring)
+    rows = items.to_pylist()
+    texts = [t for r in rows for t in (r["sent_more"], r["sent_less"])]
+    lls = lm.sentence_logprobs(texts, batch_size=batch_size, max_length=max_length, context=context)
+    counts = [len(lm.tokenizer(t, add_special_tokens=False)["input_ids"]) for t in texts]
+    records = [
+        _record(
+            r,
+            "sentence_loglik",
+            VARIANTS,
+            loglik=(lls[2 * i], lls[2 * i + 1]),
+            tokens=(counts[2 * i], counts[2 * i + 1]),
+            context=context,
+        )
+        for i, r in enumerate(rows)
+    ]
+    return pa.Table.from_pylist(records, schema=SCORES_SCHEMA)
+
+
+def score_pseudo_likelihoods(items: pa.Table, lm: LanguageModel, scoring: dict | None = None) -> pa.Table:
+    """A masked or encoder-decoder model's reading: the pseudo-log-likelihoods the variants read (Nangia's over
+    the shared tokens, bias-bench's over the modified ones), in one engine call."""
+    batch_size, max_length, variants, _context = _options(scoring)
     rows = items.to_pylist()
     records = []
     tokenizer = lm.tokenizer
-    if lm.causal:
-        # one likelihood per sentence serves both variants
-        texts = [t for r in rows for t in (r["sent_more"], r["sent_less"])]
-        lls = lm.sentence_logprobs(texts, batch_size=batch_size, max_length=max_length, context=context)
-        counts = [len(tokenizer(t, add_special_tokens=False)["input_ids"]) for t in texts]
-        for i, r in enumerate(rows):
-            records.append(
-                _record(
-                    r,
-                    "sentence_loglik",
-                    VARIANTS,
-                    loglik=(lls[2 * i], lls[2 * i + 1]),
-                    tokens=(counts[2 * i], counts[2 * i + 1]),
-                    context=context,
-                )
-            )
-        return pa.Table.from_pylist(records, schema=SCORES_SCHEMA)
-    lm.require(("mlm", "seq2seq"), "CrowS-Pairs scoring")
 
     seqs, positions, plan = [], [], []
     for r in rows:
@@ -195,6 +205,15 @@ def _record(
         "variants": ",".join(variants),
         "clm_context": context,
     }
+
+
+#: Score every pair (rows of results/data/<benchmark>.parquet), each family by its paper's reading.
+score_crows_pairs = readings(
+    "CrowS-Pairs scoring",
+    clm=score_sentence_likelihoods,
+    mlm=score_pseudo_likelihoods,
+    seq2seq=score_pseudo_likelihoods,
+)
 
 
 BENCHMARKS = [

@@ -20,7 +20,7 @@ import math
 import pyarrow as pa
 
 from lmbias.benchmarks import logprob as logprob_benchmark  # the module, not its names: importable in either order
-from lmbias.benchmarks.definition import BenchmarkDef
+from lmbias.benchmarks.definition import BenchmarkDef, readings
 from lmbias.engine.lm import LanguageModel
 from lmbias.metrics.da_gender import DaGenderOptions, da_gender_metric_rows
 from lmbias.metrics.headline import Headline
@@ -49,31 +49,7 @@ SCORES_SCHEMA = pa.schema(
 )
 
 
-def score_da_gender(items: pa.Table, lm: LanguageModel, scoring: dict | None = None) -> pa.Table:
-    """Score every DA-Gender pair (rows of results/data/da_gender.parquet)."""
-    opts = logprob_benchmark.ScoringOptions.from_config(scoring, "benchmarks.da_gender.scoring")
-    rows = items.to_pylist()
-    nan = math.nan
-    if lm.causal:
-        texts = []
-        for r in rows:
-            male_sent, female_sent = (r["sent_a"], r["sent_b"]) if r["ideal"] == "male" else (r["sent_b"], r["sent_a"])
-            texts += [male_sent, female_sent]
-        lls = lm.sentence_logprobs(texts, batch_size=opts.batch_size, max_length=opts.max_length)
-        values = [(nan, nan, nan, nan, float(lls[2 * i]), float(lls[2 * i + 1])) for i in range(len(rows))]
-        kind, masks = "sentence", ""
-    else:
-        assoc = [
-            logprob_benchmark.AssociationItem(
-                r["tm_sent"], r["target_start"], r["attr_start"], r["attr_end"], (r["male_word"], r["female_word"])
-            )
-            for r in rows
-        ]
-        tm, tam = logprob_benchmark.association_logprobs(
-            assoc, lm, opts.attribute_masks, opts.batch_size, opts.max_length
-        )
-        values = [(float(a[0]), float(b[0]), float(a[1]), float(b[1]), nan, nan) for a, b in zip(tm, tam)]
-        kind, masks = "association", opts.attribute_masks
+def _records(rows: list[dict], values, kind: str, masks: str) -> pa.Table:
     keys = ("pair_id", "item_id", "template_id", "attribute", "ideal", "target_pair", "male_word", "female_word")
     records = [
         {
@@ -90,6 +66,55 @@ def score_da_gender(items: pa.Table, lm: LanguageModel, scoring: dict | None = N
         for r, v in zip(rows, values)
     ]
     return pa.Table.from_pylist(records, schema=SCORES_SCHEMA)
+
+
+def score_sentences(items: pa.Table, lm: LanguageModel, scoring: dict | None = None) -> pa.Table:
+    """A causal LM's reading: the log-likelihood of the pair's male and female sentence."""
+    opts = logprob_benchmark.ScoringOptions.from_config(scoring, "benchmarks.da_gender.scoring")
+    rows = items.to_pylist()
+    nan = math.nan
+    texts = []
+    for r in rows:
+        male_sent, female_sent = (r["sent_a"], r["sent_b"]) if r["ideal"] == "male" else (r["sent_b"], r["sent_a"])
+        texts += [male_sent, female_sent]
+    lls = lm.sentence_logprobs(texts, batch_size=opts.batch_size, max_length=opts.max_length)
+    values = [(nan, nan, nan, nan, float(lls[2 * i]), float(lls[2 * i + 1])) for i in range(len(rows))]
+    return _records(rows, values, "sentence", "")
+
+
+def _associations(items: pa.Table, lm: LanguageModel, scoring: dict | None, word_requests) -> pa.Table:
+    """The TM/TAM association of the male and the female word (lmbias.benchmarks.logprob), each word read as
+    `word_requests` asks."""
+    opts = logprob_benchmark.ScoringOptions.from_config(scoring, "benchmarks.da_gender.scoring")
+    rows = items.to_pylist()
+    nan = math.nan
+    assoc = [
+        logprob_benchmark.AssociationItem(
+            r["tm_sent"], r["target_start"], r["attr_start"], r["attr_end"], (r["male_word"], r["female_word"])
+        )
+        for r in rows
+    ]
+    tm, tam = logprob_benchmark.association_logprobs(
+        assoc, lm, opts.attribute_masks, opts.batch_size, opts.max_length, word_requests
+    )
+    values = [(float(a[0]), float(b[0]), float(a[1]), float(b[1]), nan, nan) for a, b in zip(tm, tam)]
+    return _records(rows, values, "association", opts.attribute_masks)
+
+
+def score_masked_associations(items: pa.Table, lm: LanguageModel, scoring: dict | None = None) -> pa.Table:
+    """A masked LM's reading: the TM/TAM association, each word's pieces at their masks."""
+    return _associations(items, lm, scoring, logprob_benchmark.masked_word_requests)
+
+
+def score_infilled_associations(items: pa.Table, lm: LanguageModel, scoring: dict | None = None) -> pa.Table:
+    """An encoder-decoder's reading: the TM/TAM association, each word's pieces written by the decoder."""
+    return _associations(items, lm, scoring, logprob_benchmark.infilled_word_requests)
+
+
+#: Score every DA-Gender pair (rows of results/data/da_gender.parquet), each family by its reading.
+score_da_gender = readings(
+    "DA-Gender scoring", clm=score_sentences, mlm=score_masked_associations, seq2seq=score_infilled_associations
+)
 
 
 BENCHMARKS = [

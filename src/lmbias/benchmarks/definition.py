@@ -32,7 +32,9 @@ class BenchmarkDef:
     definition over GAP's texts, and `crows_pairs: {dataset: crows_pairs}` CrowS-Pairs' own.
 
     score(items, lm, scoring_cfg) -> pyarrow.Table   (per-item scores; lm: lmbias.engine.lm.LanguageModel, the
-                                                      model and the requests a scorer may make of it)
+                                                      model and the requests a scorer may make of it; a
+                                                      benchmark the families read differently in kind
+                                                      gives one reading per family: `readings`)
     parse_options(metric_cfg, key) -> options                                         (ConfigError naming key)
     rows(scores, options) -> list[dict]                                               (summary-schema rows)
     paired(before, after, test, options) -> list[dict]   (optional: pre/post test of two score tables,
@@ -68,6 +70,26 @@ class BenchmarkDef:
     def __post_init__(self):
         if self.reads not in READS:
             raise ValueError(f"BenchmarkDef {self.name!r}: reads={self.reads!r}; one of {', '.join(READS)}")
+        by_family = getattr(self.score, "readings", None)
+        if by_family is not None and set(by_family) != set(self.families):
+            raise ValueError(
+                f"BenchmarkDef {self.name!r}: families {sorted(self.families)} but readings for {sorted(by_family)}"
+            )
+
+
+def readings(what: str, **by_family: Callable[..., Any]) -> Callable[..., Any]:
+    """A scorer that reads the model as its family's reading: `score(items, lm, scoring)` calls
+    `by_family[lm.family](items, lm, scoring)`. Where the papers read the families differently in kind (a causal
+    LM's sentence log-likelihood, a masked LM's tokens at their masks, an encoder-decoder's decoder writing the
+    word out), the definition names each reading here and the readings themselves never ask the family. A family
+    without a reading is refused with a DataError naming `what` and the family (LanguageModel.require)."""
+
+    def score(items, lm: LanguageModel, scoring=None):
+        lm.require(tuple(by_family), what)
+        return by_family[lm.family](items, lm, scoring)
+
+    score.readings = dict(by_family)  # what a test or the docs can read back
+    return score
 
 
 def score_items(d: BenchmarkDef, items, model, tokenizer, model_name: str, model_entry: dict, scoring: dict, stats):

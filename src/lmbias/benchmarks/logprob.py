@@ -36,7 +36,7 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
-from lmbias.benchmarks.definition import BenchmarkDef
+from lmbias.benchmarks.definition import BenchmarkDef, readings
 from lmbias.engine.batching import EngineStats
 from lmbias.engine.lm import LanguageModel
 from lmbias.engine.scoring import InfillRequest, MaskedRequest, word_token_ids
@@ -123,14 +123,44 @@ def build_masked(item: AssociationItem, mask: str, target_masks: int, attribute_
     return text, first, before_target.rstrip(" ")
 
 
+def masked_word_requests(tokenizer, item: AssociationItem, word: str, pieces, attr_masks, prefix_ids) -> list:
+    """A masked LM's reading of a target word: each of its pieces at its mask, every piece masked."""
+    text, first, _ = build_masked(item, tokenizer.mask_token, len(pieces), attr_masks)
+    return [MaskedRequest(text=text, candidates=(piece,), mask_index=first + k) for k, piece in enumerate(pieces)]
+
+
+def infilled_word_requests(tokenizer, item: AssociationItem, word: str, pieces, attr_masks, prefix_ids) -> list:
+    """An encoder-decoder's reading of a target word: one mask in the encoder's text, each piece written by the
+    decoder after the text before the target and the pieces before it (which must re-tokenise as themselves;
+    `prefix_ids` caches the prefixes' ids)."""
+    text, _, prefix = build_masked(item, tokenizer.mask_token, 1, attr_masks)
+    requests = []
+    for k, piece in enumerate(pieces):
+        prefix_k = prefix
+        if k:
+            if prefix not in prefix_ids:
+                prefix_ids[prefix] = tokenizer(prefix, add_special_tokens=False)["input_ids"]
+            prefix_k = prefix + tokenizer.decode(pieces[:k])
+            got = tokenizer(prefix_k, add_special_tokens=False)["input_ids"]
+            if got != list(prefix_ids[prefix]) + list(pieces[:k]):
+                raise DataError(
+                    f"target word {word!r}: its first {k} piece(s) do not re-tokenise after "
+                    f"{prefix!r}; cannot teacher-force it piece by piece"
+                )
+        requests.append(InfillRequest(masked_text=text, prefix=prefix_k, candidates=(piece,)))
+    return requests
+
+
 def association_logprobs(
     items: Sequence[AssociationItem],
     lm: LanguageModel,
-    attribute_masks: str = "word",
-    batch_size: int = 64,
-    max_length: int = 128,
+    attribute_masks: str,
+    batch_size: int,
+    max_length: int,
+    word_requests,
 ) -> tuple[list[np.ndarray], list[np.ndarray]]:
-    """log p_w(TM) and log p_w(TAM) of every candidate word w of every item, both read at the target's mask.
+    """log p_w(TM) and log p_w(TAM) of every candidate word w of every item, both read at the target's mask, as
+    `word_requests` (masked_word_requests or infilled_word_requests: the model's reading) asks for a word.
 
     Returns two lists (TM, TAM) with one array per item (one value per word, in `words` order).
     """
@@ -138,13 +168,12 @@ def association_logprobs(
     tokenizer, stats = lm.tokenizer, lm.stats
     if attribute_masks not in ATTRIBUTE_MASKS:
         raise ConfigError(f"attribute_masks: {attribute_masks!r} is not one of {', '.join(ATTRIBUTE_MASKS)}")
-    mask = tokenizer.mask_token
-    if mask is None:
+    if tokenizer.mask_token is None:
         raise DataError("TM/TAM association needs a tokenizer with a mask token")
     before = EngineStats(**vars(stats))
 
     pieces_cache: dict[tuple[str, bool], list[int]] = {}
-    prefix_cache: dict[str, list[int]] = {}
+    prefix_ids: dict[str, list[int]] = {}
 
     def pieces_of(word: str, after_space: bool) -> list[int]:
         if (word, after_space) not in pieces_cache:
@@ -153,8 +182,7 @@ def association_logprobs(
 
     # (item, word, which) -> list of request indices whose log-probs add up to log p_word
     slots: dict[tuple[int, int, int], list[int]] = {}
-    masked_reqs: list[MaskedRequest] = []
-    infill_reqs: list[InfillRequest] = []
+    requests: list = []
     for i, item in enumerate(items):
         _check_item(item)
         n_attr = _attribute_mask_count(tokenizer, item, attribute_masks)
@@ -164,32 +192,10 @@ def association_logprobs(
             if not pieces:
                 raise DataError(f"target word {word!r} has no tokens for this tokenizer")
             for which, attr_masks in ((0, None), (1, n_attr)):
-                key = (i, j, which)
-                slots[key] = []
-                if not lm.infills:  # the word's pieces at their masks
-                    text, first, _ = build_masked(item, mask, len(pieces), attr_masks)
-                    for k, piece in enumerate(pieces):
-                        slots[key].append(len(masked_reqs))
-                        masked_reqs.append(MaskedRequest(text=text, candidates=(piece,), mask_index=first + k))
-                else:
-                    text, _, prefix = build_masked(item, mask, 1, attr_masks)
-                    for k, piece in enumerate(pieces):
-                        prefix_k = prefix
-                        if k:
-                            if prefix not in prefix_cache:
-                                prefix_cache[prefix] = tokenizer(prefix, add_special_tokens=False)["input_ids"]
-                            prefix_k = prefix + tokenizer.decode(pieces[:k])
-                            got = tokenizer(prefix_k, add_special_tokens=False)["input_ids"]
-                            if got != list(prefix_cache[prefix]) + list(pieces[:k]):
-                                raise DataError(
-                                    f"target word {word!r}: its first {k} piece(s) do not re-tokenise after "
-                                    f"{prefix!r}; cannot teacher-force it piece by piece"
-                                )
-                        slots[key].append(len(infill_reqs))
-                        infill_reqs.append(InfillRequest(masked_text=text, prefix=prefix_k, candidates=(piece,)))
-    out = lm.candidate_logprobs(
-        infill_reqs if lm.infills else masked_reqs, batch_size=batch_size, max_length=max_length
-    )
+                asked = word_requests(tokenizer, item, word, pieces, attr_masks, prefix_ids)
+                slots[(i, j, which)] = list(range(len(requests), len(requests) + len(asked)))
+                requests += asked
+    out = lm.candidate_logprobs(requests, batch_size=batch_size, max_length=max_length)
     tm = [np.zeros(len(item.words)) for item in items]
     tam = [np.zeros(len(item.words)) for item in items]
     for (i, j, which), reqs in slots.items():
@@ -226,7 +232,7 @@ SCORES_SCHEMA = pa.schema(
 )
 
 
-def score_logprob(items: pa.Table, lm: LanguageModel, scoring: dict | None = None) -> pa.Table:
+def _score(items: pa.Table, lm: LanguageModel, scoring: dict | None, word_requests) -> pa.Table:
     """log p_t(TM) and log p_t(TAM) of each row's target (rows of results/data/logprob.parquet)."""
     opts = ScoringOptions.from_config(scoring, "benchmarks.logprob.scoring")
     rows = items.to_pylist()
@@ -234,7 +240,7 @@ def score_logprob(items: pa.Table, lm: LanguageModel, scoring: dict | None = Non
         AssociationItem(r["tm_sent"], r["target_start"], r["attr_start"], r["attr_end"], (r["target_word"],))
         for r in rows
     ]
-    tm, tam = association_logprobs(assoc, lm, opts.attribute_masks, opts.batch_size, opts.max_length)
+    tm, tam = association_logprobs(assoc, lm, opts.attribute_masks, opts.batch_size, opts.max_length, word_requests)
     keep = [f.name for f in SCORES_SCHEMA if f.name in items.schema.names]
     records = [
         {
@@ -247,6 +253,19 @@ def score_logprob(items: pa.Table, lm: LanguageModel, scoring: dict | None = Non
     ]
     return pa.Table.from_pylist(records, schema=SCORES_SCHEMA)
 
+
+def score_masked_targets(items: pa.Table, lm: LanguageModel, scoring: dict | None = None) -> pa.Table:
+    """A masked LM's reading: the target's pieces at their masks."""
+    return _score(items, lm, scoring, masked_word_requests)
+
+
+def score_infilled_targets(items: pa.Table, lm: LanguageModel, scoring: dict | None = None) -> pa.Table:
+    """An encoder-decoder's reading: the target's pieces written by the decoder."""
+    return _score(items, lm, scoring, infilled_word_requests)
+
+
+#: log p_t(TM) and log p_t(TAM) of each row's target, each family by its reading (no causal one: section 4.2).
+score_logprob = readings("TM/TAM association", mlm=score_masked_targets, seq2seq=score_infilled_targets)
 
 BENCHMARKS = [
     BenchmarkDef(

@@ -18,9 +18,11 @@ fragment has no end, but a masked LM reading "He is a [MASK]" at the end of the 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import pyarrow as pa
 
-from lmbias.benchmarks.definition import BenchmarkDef
+from lmbias.benchmarks.definition import BenchmarkDef, readings
 from lmbias.engine.lm import LanguageModel
 from lmbias.engine.scoring import InfillRequest, MaskedRequest
 from lmbias.errors import ConfigError, DataError
@@ -70,10 +72,20 @@ def continuation_ids(tokenizer, prefix: str, occupation: str, item_id: str) -> l
     return full[len(base) :]
 
 
-def score_occupations(items: pa.Table, lm: LanguageModel, scoring: dict | None = None) -> pa.Table:
-    """log p(occupation | male prefix) and log p(occupation | female prefix) for every item."""
+@dataclass(frozen=True)
+class _Prepared:
+    """What every reading of the occupation items starts from: options, rows, the (male, female) prefixes, the
+    occupation's tokens after each, and the engine's batch keywords."""
+
+    opts: dict
+    rows: list
+    contexts: list
+    pieces: list
+    kw: dict
+
+
+def _prepare(items: pa.Table, lm: LanguageModel, scoring: dict | None) -> _Prepared:
     opts = _options(scoring)
-    lm.require(tuple(SCORE_KIND), "occupation scoring")
     tokenizer = lm.tokenizer
     rows = items.to_pylist()
     contexts = [(row["male_prefix"], row["female_prefix"]) for row in rows]
@@ -82,48 +94,12 @@ def score_occupations(items: pa.Table, lm: LanguageModel, scoring: dict | None =
         [continuation_ids(tokenizer, prefix, row["occupation"], row["item_id"]) for prefix in ctx]
         for row, ctx in zip(rows, contexts)
     ]
-    values: list[tuple[float, float]] = []
     kw = {"batch_size": opts["batch_size"], "max_length": opts["max_length"]}
+    return _Prepared(opts, rows, contexts, pieces, kw)
 
-    if lm.causal:
-        texts = []
-        for row, ctx in zip(rows, contexts):
-            for prefix in ctx:
-                texts += [prefix, f"{prefix} {row['occupation']}"]
-        ll = lm.sentence_logprobs(texts, **kw)
-        values = [(ll[4 * i + 1] - ll[4 * i], ll[4 * i + 3] - ll[4 * i + 2]) for i in range(len(rows))]
-    elif not lm.infills:  # the occupation's pieces at their masks
-        mask = tokenizer.mask_token
-        requests, spans = [], []
-        for ctx, both in zip(contexts, pieces):
-            for prefix, ids in zip(ctx, both):
-                text = f"{prefix} " + " ".join([mask] * len(ids)) + opts["suffix"]
-                spans.append((len(requests), len(ids)))
-                requests += [MaskedRequest(text=text, candidates=(tok,), mask_index=k) for k, tok in enumerate(ids)]
-        out = lm.candidate_logprobs(requests, **kw)
-        sums = [float(sum(out[s][0] for s in range(start, start + n))) for start, n in spans]
-        values = [(sums[2 * i], sums[2 * i + 1]) for i in range(len(rows))]
-    else:  # the occupation's pieces written by the decoder after the prefix
-        mask = tokenizer.mask_token
-        requests, spans = [], []
-        for row, ctx, both in zip(rows, contexts, pieces):
-            for prefix, ids in zip(ctx, both):
-                encoder = f"{prefix} {mask}{opts['suffix']}"
-                base = _ids(tokenizer, prefix)
-                spans.append((len(requests), len(ids)))
-                for k, tok in enumerate(ids):
-                    dec = prefix + tokenizer.decode(ids[:k], clean_up_tokenization_spaces=False) if k else prefix
-                    if _ids(tokenizer, dec) != base + ids[:k]:
-                        raise DataError(
-                            f"occupation item {row['item_id']}: the decoder prefix {dec!r} does not re-tokenize into "
-                            f"the occupation's first {k} piece(s); piece-by-piece infill scoring would not be exact"
-                        )
-                    requests.append(InfillRequest(masked_text=encoder, prefix=dec, candidates=(tok,)))
-        out = lm.candidate_logprobs(requests, **kw)
-        sums = [float(sum(out[s][0] for s in range(start, start + n))) for start, n in spans]
-        values = [(sums[2 * i], sums[2 * i + 1]) for i in range(len(rows))]
 
-    kind = SCORE_KIND[lm.family]
+def _table(p: _Prepared, values, kind: str) -> pa.Table:
+    rows, pieces = p.rows, p.pieces
     records = [
         {
             "item_id": row["item_id"],
@@ -138,6 +114,69 @@ def score_occupations(items: pa.Table, lm: LanguageModel, scoring: dict | None =
     ]
     return pa.Table.from_pylist(records, schema=SCORES_SCHEMA)
 
+
+def _summed_pairs(out, spans) -> list[tuple[float, float]]:
+    """(male, female) log-probabilities of each item: its pieces' log-probs summed over each (start, count) span,
+    the male prefix's span before the female's."""
+    sums = [float(sum(out[s][0] for s in range(start, start + n))) for start, n in spans]
+    return [(sums[2 * i], sums[2 * i + 1]) for i in range(len(sums) // 2)]
+
+
+def score_next_words(items: pa.Table, lm: LanguageModel, scoring: dict | None = None) -> pa.Table:
+    """A causal LM's reading: log p(occupation | prefix) = ll(prefix occupation) - ll(prefix)."""
+    p = _prepare(items, lm, scoring)
+    rows, contexts, kw = p.rows, p.contexts, p.kw
+    texts = []
+    for row, ctx in zip(rows, contexts):
+        for prefix in ctx:
+            texts += [prefix, f"{prefix} {row['occupation']}"]
+    ll = lm.sentence_logprobs(texts, **kw)
+    values = [(ll[4 * i + 1] - ll[4 * i], ll[4 * i + 3] - ll[4 * i + 2]) for i in range(len(rows))]
+    return _table(p, values, SCORE_KIND["clm"])
+
+
+def score_masked_pieces(items: pa.Table, lm: LanguageModel, scoring: dict | None = None) -> pa.Table:
+    """A masked LM's reading: the occupation's pieces at their masks after the prefix."""
+    p = _prepare(items, lm, scoring)
+    tokenizer, opts, contexts, pieces, kw = lm.tokenizer, p.opts, p.contexts, p.pieces, p.kw
+    mask = tokenizer.mask_token
+    requests, spans = [], []
+    for ctx, both in zip(contexts, pieces):
+        for prefix, ids in zip(ctx, both):
+            text = f"{prefix} " + " ".join([mask] * len(ids)) + opts["suffix"]
+            spans.append((len(requests), len(ids)))
+            requests += [MaskedRequest(text=text, candidates=(tok,), mask_index=k) for k, tok in enumerate(ids)]
+    values = _summed_pairs(lm.candidate_logprobs(requests, **kw), spans)
+    return _table(p, values, SCORE_KIND["mlm"])
+
+
+def score_infilled_pieces(items: pa.Table, lm: LanguageModel, scoring: dict | None = None) -> pa.Table:
+    """An encoder-decoder's reading: the occupation's pieces written by the decoder after the prefix."""
+    p = _prepare(items, lm, scoring)
+    tokenizer, opts, rows, contexts, pieces, kw = lm.tokenizer, p.opts, p.rows, p.contexts, p.pieces, p.kw
+    mask = tokenizer.mask_token
+    requests, spans = [], []
+    for row, ctx, both in zip(rows, contexts, pieces):
+        for prefix, ids in zip(ctx, both):
+            encoder = f"{prefix} {mask}{opts['suffix']}"
+            base = _ids(tokenizer, prefix)
+            spans.append((len(requests), len(ids)))
+            for k, tok in enumerate(ids):
+                dec = prefix + tokenizer.decode(ids[:k], clean_up_tokenization_spaces=False) if k else prefix
+                if _ids(tokenizer, dec) != base + ids[:k]:
+                    raise DataError(
+                        f"occupation item {row['item_id']}: the decoder prefix {dec!r} does not re-tokenize into "
+                        f"the occupation's first {k} piece(s); piece-by-piece infill scoring would not be exact"
+                    )
+                requests.append(InfillRequest(masked_text=encoder, prefix=dec, candidates=(tok,)))
+    values = _summed_pairs(lm.candidate_logprobs(requests, **kw), spans)
+    return _table(p, values, SCORE_KIND["seq2seq"])
+
+
+#: log p(occupation | male prefix) and log p(occupation | female prefix) for every item, each family by its reading.
+score_occupations = readings(
+    "occupation scoring", clm=score_next_words, mlm=score_masked_pieces, seq2seq=score_infilled_pieces
+)
 
 BENCHMARKS = [
     BenchmarkDef(

@@ -30,11 +30,12 @@ from __future__ import annotations
 import logging
 import math
 import string
+from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
 
-from lmbias.benchmarks.definition import BenchmarkDef
+from lmbias.benchmarks.definition import BenchmarkDef, readings
 from lmbias.engine import prefix_cache
 from lmbias.engine.lm import LanguageModel
 from lmbias.engine.scoring import InfillIdsRequest, MaskedIdsRequest, clm_context
@@ -122,9 +123,21 @@ def _check_rows(rows: list[dict]) -> None:
         )
 
 
-def score_stereoset(items: pa.Table, lm: LanguageModel, scoring: dict | None = None) -> pa.Table:
+@dataclass(frozen=True)
+class _Prepared:
+    """What every reading of StereoSet starts from: the checked options, the rows and each row's word span."""
+
+    batch_size: int
+    max_length: int
+    remaining: str
+    context: str
+    shared_prefix: bool
+    rows: list
+    spans: list
+
+
+def _prepare(items: pa.Table, scoring: dict | None) -> _Prepared:
     scoring = scoring or {}
-    batch_size, max_length = scoring.get("batch_size", 64), scoring.get("max_length", 128)
     remaining = scoring.get("remaining_pieces", "mask")
     if remaining not in REMAINING_PIECES:
         raise ConfigError(
@@ -137,74 +150,109 @@ def score_stereoset(items: pa.Table, lm: LanguageModel, scoring: dict | None = N
     rows = items.to_pylist()
     _check_rows(rows)
     spans = [word_span(r["context"], r["sentence"]) for r in rows]
+    return _Prepared(
+        scoring.get("batch_size", 64), scoring.get("max_length", 128), remaining, context, shared_prefix, rows, spans
+    )
+
+
+def _record(r, span, kind, n_pieces, mean_prob, sum_lp, n_tokens, context) -> dict:
+    return {
+        "example_id": r["example_id"],
+        "target": r["target"],
+        "bias_type": r["bias_type"],
+        "sentence_id": r["sentence_id"],
+        "gold_label": r["gold_label"],
+        "word": r["sentence"][span[0] : span[1]],
+        "n_pieces": int(n_pieces),
+        "score_kind": kind,
+        "mean_prob": float(mean_prob),
+        "sum_logprob": float(sum_lp),
+        "n_tokens": int(n_tokens),
+        "clm_context": context if kind == "sentence_loglik" else None,
+    }
+
+
+def score_sentences(items: pa.Table, lm: LanguageModel, scoring: dict | None = None) -> pa.Table:
+    """A causal LM's reading: each candidate sentence's log-likelihood (an example's candidates read the words
+    before the blank once with `shared_prefix`)."""
+    p = _prepare(items, scoring)
+    texts = [r["sentence"] for r in p.rows]
+    if p.shared_prefix:  # an example's candidates share the words before the blank: read them once
+        groups = [r["example_id"] for r in p.rows]
+        lls = lm.grouped_sentence_logprobs(texts, groups, p.batch_size, p.max_length, context=p.context)
+    else:
+        lls = lm.sentence_logprobs(texts, batch_size=p.batch_size, max_length=p.max_length, context=p.context)
     records = []
-    model, tokenizer = lm.model, lm.tokenizer
-
-    def record(r, span, kind, n_pieces, mean_prob, sum_lp, n_tokens):
-        records.append(
-            {
-                "example_id": r["example_id"],
-                "target": r["target"],
-                "bias_type": r["bias_type"],
-                "sentence_id": r["sentence_id"],
-                "gold_label": r["gold_label"],
-                "word": r["sentence"][span[0] : span[1]],
-                "n_pieces": int(n_pieces),
-                "score_kind": kind,
-                "mean_prob": float(mean_prob),
-                "sum_logprob": float(sum_lp),
-                "n_tokens": int(n_tokens),
-                "clm_context": context if kind == "sentence_loglik" else None,
-            }
-        )
-
-    if lm.causal:
-        texts = [r["sentence"] for r in rows]
-        if shared_prefix:  # an example's candidates share the words before the blank: read them once
-            groups = [r["example_id"] for r in rows]
-            lls = lm.grouped_sentence_logprobs(texts, groups, batch_size, max_length, context=context)
-        else:
-            lls = lm.sentence_logprobs(texts, batch_size=batch_size, max_length=max_length, context=context)
-        for r, span, ll in zip(rows, spans, lls):
-            n = len(tokenizer(r["sentence"], add_special_tokens=False)["input_ids"])
-            record(r, span, "sentence_loglik", 0, math.nan, ll, n)
-        return pa.Table.from_pylist(records, schema=SCORES_SCHEMA)
-    lm.require(("mlm", "seq2seq"), "StereoSet scoring")
-    if tokenizer.mask_token_id is None:
-        raise ConfigError("StereoSet scoring of masked/seq2seq models needs a tokenizer with a mask token")
-
-    requests, owners = [], []
-    start_id = getattr(model.config, "decoder_start_token_id", None)
-    for i, (r, span) in enumerate(zip(rows, spans)):
-        ids, pos = piece_positions(tokenizer, r["sentence"], span)
-        if not lm.infills:  # the word's pieces at their masks
-            for p in pos:
-                if remaining == "mask":
-                    masked = ids[:p] + [tokenizer.mask_token_id] * (pos[-1] + 1 - p) + ids[pos[-1] + 1 :]
-                else:
-                    masked = ids[:p] + [tokenizer.mask_token_id] + ids[pos[-1] + 1 :]
-                requests.append(MaskedIdsRequest(input_ids=tuple(masked), position=p, candidates=(ids[p],)))
-                owners.append(i)
-        else:  # the word's pieces written by the decoder after the text before them
-            s = r["sentence"]
-            enc = tokenizer(s[: span[0]] + tokenizer.mask_token + s[span[1] :], add_special_tokens=True)["input_ids"]
-            for p in pos:
-                requests.append(
-                    InfillIdsRequest(
-                        encoder_ids=tuple(enc), decoder_ids=tuple([start_id] + ids[:p]), candidates=(ids[p],)
-                    )
-                )
-                owners.append(i)
-    out = lm.candidate_logprobs(requests, batch_size=batch_size, max_length=max_length)
-    per_row: list[list[float]] = [[] for _ in rows]
-    for owner, lp in zip(owners, out):
-        per_row[owner].append(float(lp[0]))
-    kind = "infill_pieces" if lm.infills else ("pieces" if remaining == "mask" else "pieces_dropped")
-    for r, span, lps in zip(rows, spans, per_row):
-        lps_arr = np.asarray(lps, dtype=np.float64)
-        record(r, span, kind, len(lps), float(np.mean(np.exp(lps_arr))), float(lps_arr.sum()), len(lps))
+    for r, span, ll in zip(p.rows, p.spans, lls):
+        n = len(lm.tokenizer(r["sentence"], add_special_tokens=False)["input_ids"])
+        records.append(_record(r, span, "sentence_loglik", 0, math.nan, ll, n, p.context))
     return pa.Table.from_pylist(records, schema=SCORES_SCHEMA)
 
+
+def _piece_scores(lm: LanguageModel, p: _Prepared, requests_of, kind: str) -> pa.Table:
+    """The target word's pieces read by `requests_of(row, span, ids, positions)` (one request per piece), their
+    mean probability and summed log-probability per row, in one engine call."""
+    if lm.tokenizer.mask_token_id is None:
+        raise ConfigError("StereoSet scoring of masked/seq2seq models needs a tokenizer with a mask token")
+    requests, owners = [], []
+    for i, (r, span) in enumerate(zip(p.rows, p.spans)):
+        ids, pos = piece_positions(lm.tokenizer, r["sentence"], span)
+        asked = requests_of(r, span, ids, pos)
+        requests += asked
+        owners += [i] * len(asked)
+    out = lm.candidate_logprobs(requests, batch_size=p.batch_size, max_length=p.max_length)
+    per_row: list[list[float]] = [[] for _ in p.rows]
+    for owner, lp in zip(owners, out):
+        per_row[owner].append(float(lp[0]))
+    records = []
+    for r, span, lps in zip(p.rows, p.spans, per_row):
+        lps_arr = np.asarray(lps, dtype=np.float64)
+        records.append(
+            _record(r, span, kind, len(lps), float(np.mean(np.exp(lps_arr))), float(lps_arr.sum()), len(lps), None)
+        )
+    return pa.Table.from_pylist(records, schema=SCORES_SCHEMA)
+
+
+def score_masked_pieces(items: pa.Table, lm: LanguageModel, scoring: dict | None = None) -> pa.Table:
+    """A masked LM's reading: each piece of the word at its mask, the word's later pieces masked too
+    (`remaining_pieces: mask`) or dropped (`drop`)."""
+    p = _prepare(items, scoring)
+    mask_id = lm.tokenizer.mask_token_id
+
+    def requests_of(_r, _span, ids, pos):
+        requests = []
+        for q in pos:
+            if p.remaining == "mask":
+                masked = ids[:q] + [mask_id] * (pos[-1] + 1 - q) + ids[pos[-1] + 1 :]
+            else:
+                masked = ids[:q] + [mask_id] + ids[pos[-1] + 1 :]
+            requests.append(MaskedIdsRequest(input_ids=tuple(masked), position=q, candidates=(ids[q],)))
+        return requests
+
+    return _piece_scores(lm, p, requests_of, "pieces" if p.remaining == "mask" else "pieces_dropped")
+
+
+def score_infilled_pieces(items: pa.Table, lm: LanguageModel, scoring: dict | None = None) -> pa.Table:
+    """An encoder-decoder's reading: each piece of the word written by the decoder after the text before it."""
+    p = _prepare(items, scoring)
+    tokenizer = lm.tokenizer
+    start_id = getattr(lm.model.config, "decoder_start_token_id", None)
+
+    def requests_of(r, span, ids, pos):
+        s = r["sentence"]
+        enc = tokenizer(s[: span[0]] + tokenizer.mask_token + s[span[1] :], add_special_tokens=True)["input_ids"]
+        return [
+            InfillIdsRequest(encoder_ids=tuple(enc), decoder_ids=tuple([start_id] + ids[:q]), candidates=(ids[q],))
+            for q in pos
+        ]
+
+    return _piece_scores(lm, p, requests_of, "infill_pieces")
+
+
+#: Score StereoSet's intrasentence candidates, each family by its reading.
+score_stereoset = readings(
+    "StereoSet scoring", clm=score_sentences, mlm=score_masked_pieces, seq2seq=score_infilled_pieces
+)
 
 BENCHMARKS = [
     BenchmarkDef(

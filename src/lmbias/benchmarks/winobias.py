@@ -38,7 +38,7 @@ from pathlib import Path
 import pyarrow as pa
 import yaml
 
-from lmbias.benchmarks.definition import BenchmarkDef
+from lmbias.benchmarks.definition import BenchmarkDef, readings
 from lmbias.engine.lm import LanguageModel
 from lmbias.engine.scoring import InfillRequest, MaskedRequest, word_token_ids
 from lmbias.errors import ConfigError, DataError
@@ -316,18 +316,21 @@ def scoring_options(scoring: dict | None, key: str = "benchmarks.winobias.scorin
     }
 
 
-def score_winobias(
-    items: pa.Table,
-    lm: LanguageModel,
-    scoring: dict | None = None,
-    substitutions: str | Path | None = None,
-) -> pa.Table:
-    """Score every WinoBias item (rows of results/data/winobias.parquet) under every configured condition,
-    with one batched engine call."""
+@dataclass(frozen=True)
+class _Prepared:
+    """What every reading of WinoBias starts from: options, rows, each row's parsed item, name pair and (male,
+    female) pronoun forms in the row's case."""
+
+    opts: dict
+    rows: list
+    items: list
+    pairs: list
+    forms: list
+    subs: object
+
+
+def _prepare(items: pa.Table, scoring: dict | None, substitutions) -> _Prepared:
     opts = scoring_options(scoring)
-    batch_size, max_length, conditions = opts["batch_size"], opts["max_length"], opts["conditions"]
-    lm.require(tuple(SCORE_KIND), "WinoBias scoring")
-    tokenizer = lm.tokenizer
     subs = load_substitutions(substitutions or SUBSTITUTIONS_FILE)
     if opts["name_pairs"] > len(subs.names):
         raise ConfigError(
@@ -335,60 +338,42 @@ def score_winobias(
             f"{len(subs.names)} in {substitutions or SUBSTITUTIONS_FILE}"
         )
     rows = items.to_pylist()
-    mask = getattr(tokenizer, "mask_token", None) if not lm.causal else None
+    parsed = [_item(row, subs) for row in rows]
+    pairs = [subs.names[(row["line"] - 1) % opts["name_pairs"]] if "line" in row else subs.names[0] for row in rows]
+    forms = [
+        (_match_case(row["male_form"], row["pronoun"]), _match_case(row["female_form"], row["pronoun"])) for row in rows
+    ]
+    return _Prepared(opts, rows, parsed, pairs, forms, subs)
 
-    # Every (item, condition) view: the input text with the pronoun at `pron`, the pronoun's mask index among
-    # the masks, and the seq2seq decoder prefix (mask-free). Condition "" is the sentence as written.
-    views: list[tuple[int, str, str, tuple[int, int], int, str]] = []  # (row, cond, text, pron, mask_index, prefix)
-    pairs_used = []
-    for i, row in enumerate(rows):
-        item = _item(row, subs)
-        pair = subs.names[(row["line"] - 1) % opts["name_pairs"]] if "line" in row else subs.names[0]
-        pairs_used.append(pair)
+
+def _mask_token(lm: LanguageModel) -> str:
+    mask = getattr(lm.tokenizer, "mask_token", None)
+    if mask is None:
+        raise DataError(f"WinoBias: the tokenizer of {lm.model_name} has no mask token to read the pronoun at")
+    return mask
+
+
+def _views(p: _Prepared, mask: str | None) -> list[tuple[int, str, str, tuple[int, int], int, str]]:
+    """Every (item, condition) view: (row, condition, input text, the pronoun's span in it, the pronoun's mask
+    index among the masks, the decoder's prefix, mask-free). Condition "" is the sentence as written. With a
+    `mask` (a masked or encoder-decoder reading) the input carries the model-side edits (masks included);
+    without (a causal LM reads every edit as text) the text-side edits alone."""
+    views = []
+    for i, (row, item, pair) in enumerate(zip(p.rows, p.items, p.pairs)):
         views.append((i, "", item.sentence, item.pronoun, 0, item.sentence[: item.pronoun[0]]))
-        for cond in conditions:
-            model_edits, text_edits = _condition_edits(cond, item, row, subs, pair)
-            if lm.causal:
-                text, pron, _ = _apply(item.sentence, text_edits, item.pronoun, None, row["item_id"])
-                views.append((i, cond, text, pron, 0, text[: pron[0]]))
+        for cond in p.opts["conditions"]:
+            model_edits, text_edits = _condition_edits(cond, item, row, p.subs, pair)
+            text_only, text_pron, _ = _apply(item.sentence, text_edits, item.pronoun, None, row["item_id"])
+            if mask is None:
+                views.append((i, cond, text_only, text_pron, 0, text_only[: text_pron[0]]))
             else:
                 text, pron, k = _apply(item.sentence, model_edits, item.pronoun, mask, row["item_id"])
-                dec_text, dec_pron, _ = _apply(item.sentence, text_edits, item.pronoun, None, row["item_id"])
-                views.append((i, cond, text, pron, k, dec_text[: dec_pron[0]]))
+                views.append((i, cond, text, pron, k, text_only[: text_pron[0]]))
+    return views
 
-    forms = []
-    for row in rows:
-        surface = row["pronoun"]
-        forms.append((_match_case(row["male_form"], surface), _match_case(row["female_form"], surface)))
 
-    if lm.causal:
-        texts = []
-        for i, _, text, (a, b), _, _ in views:
-            m, f = forms[i]
-            texts += [text[:a] + m + text[b:], text[:a] + f + text[b:]]
-        lls = lm.sentence_logprobs(texts, batch_size=batch_size, max_length=max_length)
-        values = [(lls[2 * k], lls[2 * k + 1]) for k in range(len(views))]
-    else:
-        cands_of = {}
-        requests = []
-        for i, _condition, text, (a, b), k, dec in views:
-            row = rows[i]
-            after_space = a > 0 and text[a - 1] == " "
-            if (i, after_space) not in cands_of:
-                m, f = forms[i]
-                cands_of[(i, after_space)] = (
-                    _single_token(tokenizer, m, after_space, row["item_id"]),
-                    _single_token(tokenizer, f, after_space, row["item_id"]),
-                )
-            cands = cands_of[(i, after_space)]
-            masked = text[:a] + tokenizer.mask_token + text[b:]
-            if not lm.infills:  # the pronoun at its mask
-                requests.append(MaskedRequest(text=masked, candidates=cands, mask_index=k))
-            else:  # the pronoun written by the decoder after the text before it
-                requests.append(InfillRequest(masked_text=masked, prefix=dec.rstrip(" "), candidates=cands))
-        out = lm.candidate_logprobs(requests, batch_size=batch_size, max_length=max_length)
-        values = [(float(o[0]), float(o[1])) for o in out]
-
+def _table(p: _Prepared, views, values, kind: str) -> pa.Table:
+    conditions = p.opts["conditions"]
     records = [
         {
             "item_id": row["item_id"],
@@ -397,22 +382,92 @@ def score_winobias(
             "gold_gender": row["gold_gender"],
             "male_form": row["male_form"],
             "female_form": row["female_form"],
-            "score_kind": SCORE_KIND[lm.family],
+            "score_kind": kind,
             "line": row.get("line"),
             "other_pronouns": len(row.get("other_pronouns") or []),
         }
-        for row in rows
+        for row in p.rows
     ]
     for (i, cond, *_), (male, female) in zip(views, values):
         prefix = CONDITION_PREFIX[cond] + "_" if cond else ""
         records[i][f"{prefix}logp_male"] = float(male)
         records[i][f"{prefix}logp_female"] = float(female)
     if "names" in conditions:
-        for rec, (female, male) in zip(records, pairs_used):
+        for rec, (female, male) in zip(records, p.pairs):
             rec["name_male"], rec["name_female"] = male, female
-    log.info("WinoBias: %d items x (1 + %d conditions %s) scored", len(rows), len(conditions), conditions)
+    log.info("WinoBias: %d items x (1 + %d conditions %s) scored", len(p.rows), len(conditions), conditions)
     return pa.Table.from_pylist(records, schema=scores_schema(conditions))
 
+
+def score_sentences(
+    items: pa.Table, lm: LanguageModel, scoring: dict | None = None, substitutions: str | Path | None = None
+) -> pa.Table:
+    """A causal LM's reading: the log-likelihood of each view's sentence with the male and with the female
+    pronoun, in one engine call."""
+    p = _prepare(items, scoring, substitutions)
+    views = _views(p, None)
+    texts = []
+    for i, _, text, (a, b), _, _ in views:
+        m, f = p.forms[i]
+        texts += [text[:a] + m + text[b:], text[:a] + f + text[b:]]
+    lls = lm.sentence_logprobs(texts, batch_size=p.opts["batch_size"], max_length=p.opts["max_length"])
+    values = [(lls[2 * k], lls[2 * k + 1]) for k in range(len(views))]
+    return _table(p, views, values, SCORE_KIND["clm"])
+
+
+def _pronoun_logprobs(lm: LanguageModel, p: _Prepared, views, request) -> list[tuple[float, float]]:
+    """log p of the male and the female pronoun (each one token) of every view, as `request(masked text,
+    candidates, mask index, decoder prefix)` asks it, in one engine call."""
+    tokenizer = lm.tokenizer
+    cands_of = {}
+    requests = []
+    for i, _condition, text, (a, b), k, dec in views:
+        row = p.rows[i]
+        after_space = a > 0 and text[a - 1] == " "
+        if (i, after_space) not in cands_of:
+            m, f = p.forms[i]
+            cands_of[(i, after_space)] = (
+                _single_token(tokenizer, m, after_space, row["item_id"]),
+                _single_token(tokenizer, f, after_space, row["item_id"]),
+            )
+        masked = text[:a] + tokenizer.mask_token + text[b:]
+        requests.append(request(masked, cands_of[(i, after_space)], k, dec))
+    out = lm.candidate_logprobs(requests, batch_size=p.opts["batch_size"], max_length=p.opts["max_length"])
+    return [(float(o[0]), float(o[1])) for o in out]
+
+
+def score_masked_pronouns(
+    items: pa.Table, lm: LanguageModel, scoring: dict | None = None, substitutions: str | Path | None = None
+) -> pa.Table:
+    """A masked LM's reading: the male and the female pronoun at the pronoun's mask."""
+    p = _prepare(items, scoring, substitutions)
+    views = _views(p, _mask_token(lm))
+
+    def request(masked, cands, k, _dec):
+        return MaskedRequest(text=masked, candidates=cands, mask_index=k)
+
+    return _table(p, views, _pronoun_logprobs(lm, p, views, request), SCORE_KIND["mlm"])
+
+
+def score_infilled_pronouns(
+    items: pa.Table, lm: LanguageModel, scoring: dict | None = None, substitutions: str | Path | None = None
+) -> pa.Table:
+    """An encoder-decoder's reading: the male and the female pronoun written by the decoder after the text
+    before it."""
+    p = _prepare(items, scoring, substitutions)
+    views = _views(p, _mask_token(lm))
+
+    def request(masked, cands, _k, dec):
+        return InfillRequest(masked_text=masked, prefix=dec.rstrip(" "), candidates=cands)
+
+    return _table(p, views, _pronoun_logprobs(lm, p, views, request), SCORE_KIND["seq2seq"])
+
+
+#: Score every WinoBias item (rows of results/data/winobias.parquet) under every configured condition, each
+#: family by its reading.
+score_winobias = readings(
+    "WinoBias scoring", clm=score_sentences, mlm=score_masked_pronouns, seq2seq=score_infilled_pronouns
+)
 
 BENCHMARKS = [
     BenchmarkDef(

@@ -32,7 +32,7 @@ import logging
 
 import pyarrow as pa
 
-from lmbias.benchmarks.definition import BenchmarkDef
+from lmbias.benchmarks.definition import BenchmarkDef, readings
 from lmbias.engine import chat, prefix_cache
 from lmbias.engine.chat import CHAT_METADATA_KEY
 from lmbias.engine.lm import LanguageModel
@@ -201,29 +201,15 @@ def _record(r, kind, scores, counts, stable, start) -> dict:
     }
 
 
-def score_winogender(
-    items: pa.Table,
-    lm: LanguageModel,
-    scoring: dict | None = None,
-) -> pa.Table:
-    """Both choices of every sentence (rows of results/data/<benchmark>.parquet); a causal model is asked the
-    prompt behind its chat template, when its entry sets one (lm.prompt)."""
+def _rows(items: pa.Table, scoring: dict | None) -> tuple[list[dict], dict]:
     scoring = scoring or {}
     unknown = set(scoring) - {"batch_size", "max_length"}
     if unknown:
         raise ConfigError(f"{SCORING_KEY}: unknown option(s) {sorted(unknown)}; known: batch_size, max_length")
-    rows = items.to_pylist()
-    if lm.causal:
-        records = _score_causal(rows, lm, scoring)
-        provenance = lm.chat_provenance()
-    else:
-        lm.require(("mlm", "seq2seq"), "WinoGender scoring")
-        records = _score_masked(rows, lm, scoring)
-        provenance = {"chat_template": "none"}
-        if lm.uses_chat_template:
-            log.info(
-                "WinoGender: models.%s.chat_template ignored for a %s model (masked reading)", lm.model_name, lm.family
-            )
+    return items.to_pylist(), scoring
+
+
+def _table(records: list[dict], provenance: dict) -> pa.Table:
     unstable = sum(1 for rec in records if rec["prefix_stable"] is False)
     if unstable:
         log.warning("WinoGender: %d sentences whose prompt tokens are not a prefix of prompt + choice", unstable)
@@ -233,6 +219,30 @@ def score_winogender(
     table = pa.Table.from_pylist(records, schema=SCORES_SCHEMA)
     return table.replace_schema_metadata({CHAT_METADATA_KEY: json.dumps(provenance, sort_keys=True)})
 
+
+def score_prompted_choices(items: pa.Table, lm: LanguageModel, scoring: dict | None = None) -> pa.Table:
+    """A causal LM's reading: each choice's log-likelihood after the prompt, the prompt asked behind the model's
+    chat template when its entry sets one (lm.prompt)."""
+    rows, scoring = _rows(items, scoring)
+    return _table(_score_causal(rows, lm, scoring), lm.chat_provenance())
+
+
+def score_masked_choices(items: pa.Table, lm: LanguageModel, scoring: dict | None = None) -> pa.Table:
+    """A masked or encoder-decoder model's reading: each choice's pseudo-log-likelihood in the sentence (raw
+    text: a chat template does not apply)."""
+    rows, scoring = _rows(items, scoring)
+    records = _score_masked(rows, lm, scoring)
+    if lm.uses_chat_template:
+        log.info(
+            "WinoGender: models.%s.chat_template ignored for a %s model (masked reading)", lm.model_name, lm.family
+        )
+    return _table(records, {"chat_template": "none"})
+
+
+#: Both choices of every sentence (rows of results/data/<benchmark>.parquet), each family by its reading.
+score_winogender = readings(
+    "WinoGender scoring", clm=score_prompted_choices, mlm=score_masked_choices, seq2seq=score_masked_choices
+)
 
 BENCHMARKS = [
     BenchmarkDef(

@@ -20,8 +20,8 @@ spirit of lm-evaluation-harness's requests:
 The family dispatch lives here: a request that the model's family cannot serve raises DataError naming the
 request and the family (ConfigError for generation, as lmbias.engine.generation.check_generative says). What a
 family reads differs in kind, not only in code (a causal LM has no mask; an encoder-decoder's decoder writes the
-masked word out), so a benchmark still builds the inputs of the reading the model offers: it asks `causal` and
-`infills`, which name the reading, not the family. `family` itself stays for metadata (a score file's
+masked word out), so a benchmark names one reading per family (lmbias.benchmarks.definition.readings) and each
+reading builds its own inputs without asking the family. `family` itself stays for metadata (a score file's
 `score_kind`) and for checking family-dependent options (SEAT's poolings per family). The token budget and the
 scoring dtype are the job's (lmbias.engine.batching's context managers around the scorer), so every request
 here runs under them.
@@ -68,17 +68,6 @@ class LanguageModel:
             object.__setattr__(self, "stats", EngineStats())
 
     # -- what the model reads ----------------------------------------------------------------------------------
-
-    @property
-    def causal(self) -> bool:
-        """Reads left to right and has no mask: sentences are scored by their log-likelihood."""
-        return self.family == "clm"
-
-    @property
-    def infills(self) -> bool:
-        """An encoder reads the masked text and a decoder writes the masked word out (BART): a word is read as
-        the decoder's next tokens after the text before it, not at its masks."""
-        return self.family == "seq2seq"
 
     def require(self, families: Sequence[str], what: str) -> None:
         """DataError unless the model's family is one of `families`, naming `what` asks and the family."""
