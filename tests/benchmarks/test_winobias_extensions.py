@@ -157,8 +157,10 @@ def test_name_pairs_round_robin_and_options(scored, items):
         assert (female, male) == (("Alice", "Bob") if line % 2 == 1 else ("Mary", "John"))
     with pytest.raises(ConfigError, match="conditions"):
         wb.scoring_options({"conditions": ["names", "nope"]})
-    with pytest.raises(ConfigError, match="unknown option"):
+    with pytest.raises(ConfigError, match=r"benchmarks\.winobias\.scoring\.condition: unknown key"):
         wb.scoring_options({"condition": ["names"]})
+    with pytest.raises(ConfigError, match=r"scoring\.conditions: .* has non-unique elements"):
+        wb.scoring_options({"conditions": ["names", "names"]})
     with pytest.raises(ConfigError, match="name_pairs"):
         wb.scoring_options({"name_pairs": 0})
 

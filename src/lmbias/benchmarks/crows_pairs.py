@@ -31,9 +31,10 @@ from lmbias.benchmarks.definition import BenchmarkDef, readings
 from lmbias.engine.lm import LanguageModel
 from lmbias.engine.pll import encode
 from lmbias.engine.scoring import clm_context
-from lmbias.errors import ConfigError, DataError
+from lmbias.errors import DataError
 from lmbias.metrics.crows_pairs import VARIANTS, CrowsPairsOptions, crows_pairs_metric_rows
 from lmbias.metrics.headline import Headline
+from lmbias.options import check_block
 
 log = logging.getLogger(__name__)
 
@@ -63,14 +64,8 @@ SCORING_KEY = "benchmarks.crows_pairs.scoring"
 
 
 def scored_variants(scoring: dict) -> tuple[str, ...]:
-    """`scoring.variants` checked, in VARIANTS order (default: every variant)."""
+    """`scoring.variants` in VARIANTS order (default: every variant); the block is checked by `_options`."""
     chosen = scoring.get("variants", list(VARIANTS))
-    if isinstance(chosen, str):
-        chosen = [chosen]
-    if not isinstance(chosen, (list, tuple)) or not chosen or any(v not in VARIANTS for v in chosen):
-        raise ConfigError(
-            f"{SCORING_KEY}.variants: {scoring.get('variants')!r} must be a non-empty list of {', '.join(VARIANTS)}"
-        )
     return tuple(v for v in VARIANTS if v in chosen)
 
 
@@ -94,6 +89,7 @@ def _nan_mean(values) -> float:
 
 def _options(scoring: dict | None) -> tuple[int, int, tuple[str, ...], str]:
     """(batch_size, max_length, variants, clm_context) of the scoring block, checked for every family."""
+    check_block(scoring, "benchmarks.crows_pairs.scoring", SCORING_KEY)
     scoring = scoring or {}
     variants = scored_variants(scoring)
     context = clm_context(scoring, f"{SCORING_KEY}.clm_context")

@@ -25,9 +25,10 @@ import pyarrow as pa
 from lmbias.benchmarks.definition import BenchmarkDef, readings
 from lmbias.engine.lm import LanguageModel
 from lmbias.engine.scoring import InfillRequest, MaskedRequest
-from lmbias.errors import ConfigError, DataError
+from lmbias.errors import DataError
 from lmbias.metrics.headline import Headline
 from lmbias.metrics.occupations import OccupationOptions, occupation_metric_rows
+from lmbias.options import check_block
 
 SCORES_SCHEMA = pa.schema(
     [
@@ -42,18 +43,17 @@ SCORES_SCHEMA = pa.schema(
 )
 
 SCORE_KIND = {"clm": "next_word_loglik", "mlm": "masked_pieces", "seq2seq": "infill_loglik"}
-SCORING_OPTIONS = ("batch_size", "max_length", "masked_suffix")
 
 
 def _options(scoring: dict | None, key: str = "benchmarks.occupations.scoring") -> dict:
-    scoring = dict(scoring or {})
-    unknown = sorted(set(scoring) - set(SCORING_OPTIONS))
-    if unknown:
-        raise ConfigError(f"{key}: unknown option(s) {unknown}; known: {list(SCORING_OPTIONS)}")
-    suffix = scoring.get("masked_suffix", ".")
-    if not isinstance(suffix, str):
-        raise ConfigError(f"{key}.masked_suffix: expected a string, got {suffix!r}")
-    return {"batch_size": scoring.get("batch_size", 64), "max_length": scoring.get("max_length", 64), "suffix": suffix}
+    """The scoring block checked against the schema's occupations.scoring, with its defaults."""
+    check_block(scoring, "benchmarks.occupations.scoring", key)
+    scoring = scoring or {}
+    return {
+        "batch_size": scoring.get("batch_size", 64),
+        "max_length": scoring.get("max_length", 64),
+        "suffix": scoring.get("masked_suffix", "."),
+    }
 
 
 def _ids(tokenizer, text: str) -> list[int]:

@@ -42,6 +42,7 @@ from lmbias.engine.scoring import InfillIdsRequest, MaskedIdsRequest, clm_contex
 from lmbias.errors import ConfigError, DataError
 from lmbias.metrics.headline import Headline
 from lmbias.metrics.stereoset import StereoSetOptions, stereoset_metric_rows
+from lmbias.options import check_block
 from lmbias.parsers.stereoset import blank_word_index
 
 log = logging.getLogger(__name__)
@@ -63,7 +64,6 @@ SCORES_SCHEMA = pa.schema(
     ]
 )
 
-REMAINING_PIECES = ("mask", "drop")
 _PUNCT = string.punctuation
 
 
@@ -137,16 +137,11 @@ class _Prepared:
 
 
 def _prepare(items: pa.Table, scoring: dict | None) -> _Prepared:
+    check_block(scoring, "benchmarks.stereoset.scoring")
     scoring = scoring or {}
     remaining = scoring.get("remaining_pieces", "mask")
-    if remaining not in REMAINING_PIECES:
-        raise ConfigError(
-            f"stereoset scoring.remaining_pieces: {remaining!r} is not one of {', '.join(REMAINING_PIECES)}"
-        )
     context = clm_context(scoring, "benchmarks.stereoset.scoring.clm_context")
     shared_prefix = scoring.get("shared_prefix", False)
-    if not isinstance(shared_prefix, bool):
-        raise ConfigError(f"stereoset scoring.shared_prefix: {shared_prefix!r} must be true or false")
     rows = items.to_pylist()
     _check_rows(rows)
     spans = [word_span(r["context"], r["sentence"]) for r in rows]

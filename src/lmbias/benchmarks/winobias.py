@@ -45,6 +45,7 @@ from lmbias.errors import ConfigError, DataError
 from lmbias.io import load_yaml
 from lmbias.metrics.headline import Headline
 from lmbias.metrics.winobias import CONDITION_PREFIX, WinoBiasOptions, winobias_metric_rows
+from lmbias.options import check_block
 
 log = logging.getLogger(__name__)
 
@@ -76,8 +77,6 @@ CONDITIONS = tuple(CONDITION_PREFIX)
 #: Project-authored rewrites (names, "person", determiners). Editing it changes scores: the workflow
 #: should treat it like the module's source (the definition's `resources`).
 SUBSTITUTIONS_FILE = Path(__file__).resolve().parents[3] / "resources" / "templates" / "winobias_substitutions.yaml"
-
-SCORING_OPTIONS = ("batch_size", "max_length", "conditions", "name_pairs")
 
 
 def scores_schema(conditions) -> pa.Schema:
@@ -293,26 +292,16 @@ def _single_token(tokenizer, word: str, after_space: bool, item_id: str) -> int:
 
 
 def scoring_options(scoring: dict | None, key: str = "benchmarks.winobias.scoring") -> dict:
-    """Checked scoring options with defaults: batch_size, max_length, conditions (all), name_pairs (1)."""
-    scoring = dict(scoring or {})
-    unknown = sorted(set(scoring) - set(SCORING_OPTIONS))
-    if unknown:
-        raise ConfigError(f"{key}: unknown option(s) {unknown}; known: {list(SCORING_OPTIONS)}")
+    """Scoring options checked against the schema's winobias.scoring, with defaults: batch_size, max_length,
+    conditions (all, in column order), name_pairs (1)."""
+    check_block(scoring, "benchmarks.winobias.scoring", key)
+    scoring = scoring or {}
     conditions = scoring.get("conditions", list(CONDITIONS))
-    if (
-        not isinstance(conditions, (list, tuple))
-        or any(c not in CONDITIONS for c in conditions)
-        or len(set(conditions)) != len(conditions)
-    ):
-        raise ConfigError(f"{key}.conditions: expected distinct values from {list(CONDITIONS)}, got {conditions!r}")
-    name_pairs = scoring.get("name_pairs", 1)
-    if isinstance(name_pairs, bool) or not isinstance(name_pairs, int) or name_pairs < 1:
-        raise ConfigError(f"{key}.name_pairs: expected an integer >= 1, got {name_pairs!r}")
     return {
         "batch_size": scoring.get("batch_size", 64),
         "max_length": scoring.get("max_length", 128),
         "conditions": [c for c in CONDITIONS if c in conditions],
-        "name_pairs": name_pairs,
+        "name_pairs": scoring.get("name_pairs", 1),
     }
 
 

@@ -40,6 +40,7 @@ from lmbias.engine.pll import content_positions, encode
 from lmbias.errors import ConfigError, DataError
 from lmbias.metrics.headline import Headline
 from lmbias.metrics.winogender import WinoGenderOptions, winogender_metric_rows
+from lmbias.options import check_block
 
 log = logging.getLogger(__name__)
 
@@ -202,11 +203,8 @@ def _record(r, kind, scores, counts, stable, start) -> dict:
 
 
 def _rows(items: pa.Table, scoring: dict | None) -> tuple[list[dict], dict]:
-    scoring = scoring or {}
-    unknown = set(scoring) - {"batch_size", "max_length"}
-    if unknown:
-        raise ConfigError(f"{SCORING_KEY}: unknown option(s) {sorted(unknown)}; known: batch_size, max_length")
-    return items.to_pylist(), scoring
+    check_block(scoring, "benchmarks.winogender.scoring", SCORING_KEY)
+    return items.to_pylist(), scoring or {}
 
 
 def _table(records: list[dict], provenance: dict) -> pa.Table:
