@@ -8,6 +8,7 @@ from pathlib import Path as _PapersPath
 
 from lmbias.errors import ConfigError as _PapersConfigError
 from lmbias.papers import grid as _papers_grid
+from lmbias.papers import table_render as _papers_table_render
 from lmbias.papers import published as _papers_published
 from lmbias.papers import tables as _papers_tables
 
@@ -196,7 +197,7 @@ def _papers_log_left_out(paper):
         from snakemake.logging import logger as _papers_logger
 
         _papers_logger.warning(
-            f"paper_{paper}: left out {_papers_grid.left_out_summary(left_out)}; their cells stay "
+            f"paper_{paper}: left out {_papers_table_render.left_out_summary(left_out)}; their cells stay "
             "missing and each table's notes say why"
         )
 

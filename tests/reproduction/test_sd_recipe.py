@@ -15,7 +15,7 @@ import pyarrow.parquet as pq
 import pytest
 import torch
 
-from lmbias.engine import embeddings
+from lmbias.engine import debias_projection, embeddings
 from lmbias.engine.debias_projection import INFO_FILE, install_projection
 from lmbias.engine.method_folders import load_method_model
 from lmbias.engine.model_spec import model_spec
@@ -263,7 +263,7 @@ def test_fit_job_records_the_options_and_scoring_reads_them_back(tiny, cds_files
     assert info["application"] == "normalise_project_normalise" == info["settings"]["application"]
     assert info["settings"]["precision"] == "fp32" == info["precision_used"] and info["pooling"] == "last"
     assert info["settings"]["pair_list"] == "dagender" and set(info["pair_files"]) == {"names", "words"}
-    v, _ = sd.load_subspace(out)
+    v, _ = debias_projection.load_subspace(out)
     debiased, _ = load_method_model(spec, out)
     enc = tok(["my father is here ."], return_tensors="pt")
     with torch.no_grad():

@@ -14,7 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 import torch
 
-from lmbias.engine import embeddings
+from lmbias.engine import debias_projection, embeddings
 from lmbias.engine.method_folders import load_method_model, load_method_tokenizer
 from lmbias.engine.model_spec import model_spec
 from lmbias.engine.models import load_model
@@ -223,7 +223,7 @@ def _effect_size(model, tok, family):
 
 def test_planted_gender_direction_is_found_and_its_seat_effect_removed(linear_bert):
     spec, g, fitted = linear_bert
-    v, info = sd.load_subspace(fitted)
+    v, info = debias_projection.load_subspace(fitted)
     assert abs(float(v[0] @ g)) > 0.99, float(v[0] @ g)
     assert info["explained_variance_ratio"][0] > 0.9
     base, tok = load_method_model(spec, None)
@@ -233,7 +233,7 @@ def test_planted_gender_direction_is_found_and_its_seat_effect_removed(linear_be
     assert abs(es_after) < 0.1 * es_before, (es_before, es_after)
     # With g itself as the subspace, male and female sentences embed identically: the effect is exactly gone.
     exact, _ = load_method_model(spec, None)
-    sd.install_projection(exact, g[None, :])
+    debias_projection.install_projection(exact, g[None, :])
     assert abs(_effect_size(exact, tok, "mlm")) < 1e-3
 
 
@@ -243,7 +243,7 @@ def test_projection_removes_the_subspace_from_sentence_embeddings(fitted, plante
     family = FAMILY[arch]
     base, tok = load_method_model(spec, None)
     debiased, _ = load_method_model(spec, fitted[arch])
-    v, _ = sd.load_subspace(fitted[arch])
+    v, _ = debias_projection.load_subspace(fitted[arch])
     pooling = sd.SD_POOLING[family]
     texts = ["he is here .", "she is here .", "his father is a doctor .", "her mother is a nurse ."]
     after = embeddings.sentence_embeddings(debiased, tok, texts, [pooling], family)[pooling]
@@ -259,7 +259,7 @@ def test_logits_and_hidden_states_see_only_the_projection(fitted, planted, arch)
     spec = _spec(arch, planted[arch])
     base, tok = load_method_model(spec, None)
     debiased, _ = load_method_model(spec, fitted[arch])
-    v, _ = sd.load_subspace(fitted[arch])
+    v, _ = debias_projection.load_subspace(fitted[arch])
     enc = tok(["his father is a doctor .", "she is here ."], return_tensors="pt", padding=True)
     with torch.no_grad():
         out_b = base(**enc, output_hidden_states=True)

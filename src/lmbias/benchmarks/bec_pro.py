@@ -25,7 +25,7 @@ from __future__ import annotations
 import logging
 
 import pyarrow as pa
-import pyarrow.compute  # noqa: F401  (pa.compute)
+import pyarrow.compute as pc
 
 from lmbias.benchmarks.definition import BenchmarkDef, readings
 from lmbias.engine.lm import LanguageModel
@@ -160,7 +160,7 @@ score_bec_pro = readings("BEC-Pro association", mlm=score_masked_persons, seq2se
 def paired_bec_pro_rows(before: pa.Table, after: pa.Table, test: str, options: BecProOptions) -> list[dict]:
     """Pre/post test per profession group x person gender (lmbias.metrics.comparison), honouring drop_artefacts."""
     if options.drop_artefacts:
-        before, after = (t.filter(pa.compute.invert(t.column("artefact"))) for t in (before, after))
+        before, after = (t.filter(pc.invert(t.column("artefact"))) for t in (before, after))
     variant = BecProOptions(test=test, drop_artefacts=options.drop_artefacts).variant
     return [{**r, "variant": variant} for r in bec_pro_paired_rows(before, after, test)]
 

@@ -22,7 +22,6 @@ from __future__ import annotations
 from lmbias.errors import ConfigError
 from lmbias.methods import resolution
 from lmbias.papers.published import OWN_GRIDS, PAPERS
-from lmbias.papers.table_render import left_out_summary  # noqa: F401  (re-exported for rules/papers_helpers.smk)
 from lmbias.papers.tables import pair_settings
 
 #: The benchmark-entry key that marks a peer's reading (its text: whose computation the entry reproduces).

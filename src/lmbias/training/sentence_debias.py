@@ -56,14 +56,7 @@ import numpy as np
 import torch
 
 from lmbias.engine.batching import PRECISIONS
-from lmbias.engine.debias_projection import (  # noqa: F401  (names kept importable from here)
-    APPLICATIONS,
-    INFO_FILE,
-    SUBSPACE_FILE,
-    Projection,
-    install_projection,
-    load_subspace,
-)
+from lmbias.engine.debias_projection import APPLICATIONS, INFO_FILE, SUBSPACE_FILE
 from lmbias.engine.embeddings import POOLINGS, check_poolings
 from lmbias.errors import ConfigError, DataError
 from lmbias.io import atomic_folder

@@ -73,7 +73,11 @@ def enable_gradient_checkpointing(model) -> None:
             f"training.gradient_checkpointing: {type(model).__name__} does not support gradient "
             "checkpointing; set gradient_checkpointing: false"
         )
-    model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    enable = getattr(model, "activation_checkpointing_enable", None)  # transformers >= 5.23's name
+    if enable is not None:
+        enable(activation_checkpointing_kwargs={"use_reentrant": False})
+    else:  # the older name (deprecated in 5.23, to go in v6)
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     if hasattr(model.config, "use_cache"):
         model.config.use_cache = False  # a key/value cache is useless in training and conflicts with recomputation
 
