@@ -7,7 +7,8 @@ and the participant (or "someone"), each scored as a continuation of the prompt.
 * clm: log p(choice | prompt), lm-eval's loglikelihood: the choice follows the prompt after lm-eval's target
   delimiter (one space); the prompt is tokenised as the tokenizer does by default (a Llama tokenizer puts its BOS
   first, GPT-2's puts nothing, and then the prompt's first token is not scored: it cancels), and a choice's tokens
-  are those of the whole text after the prompt's. The prompt and both completed texts are one group of
+  are those of the whole text after the prompt's: the model's continuation request (LanguageModel.
+  continuation_logprobs, lmbias.engine.continuations), where the prompt and both completed texts are one group of
   lmbias.engine.prefix_cache.grouped_sentence_logprobs, so the prompt is read once for both choices; the choice's
   log-likelihood is ll(prompt + choice) - ll(prompt), equal to lm-eval's to float rounding when the prompt's tokens
   are a prefix of the whole text's (the scores count the sentences where they are not: `prefix_stable`).
@@ -33,7 +34,7 @@ import logging
 import pyarrow as pa
 
 from lmbias.benchmarks.definition import BenchmarkDef, readings
-from lmbias.engine import chat, prefix_cache
+from lmbias.engine import chat, continuations, prefix_cache
 from lmbias.engine.chat import CHAT_METADATA_KEY
 from lmbias.engine.lm import LanguageModel
 from lmbias.engine.pll import content_positions, encode
@@ -76,15 +77,6 @@ def prompt_of(row: dict) -> str:
     return f"{row['sentence']} \u2018{row['pronoun'].capitalize()}\u2019 refers to the"
 
 
-def adds_bos(tokenizer) -> bool:
-    """Whether the tokenizer puts its BOS first when asked for its default special tokens (lm-eval's encoding)."""
-    bos = tokenizer.bos_token_id
-    if bos is None:
-        return False
-    ids = tokenizer("a")["input_ids"]
-    return bool(ids) and ids[0] == bos
-
-
 def causal_requests(rows: list[dict], lm: LanguageModel) -> list[tuple[str, str, str]]:
     """(context, occupation continuation, participant continuation) per sentence, as lm-eval builds its requests
     (the prompt behind the model entry's chat template when it sets one: lm.prompt)."""
@@ -100,47 +92,19 @@ def causal_requests(rows: list[dict], lm: LanguageModel) -> list[tuple[str, str,
 
 def _score_causal(rows, lm: LanguageModel, scoring):
     batch_size, max_length = scoring.get("batch_size", 64), scoring.get("max_length", 512)
-    tokenizer = lm.tokenizer
     requests = causal_requests(rows, lm)
-    bos_text = tokenizer.bos_token or None
-    default_bos = adds_bos(tokenizer)
-    by_context: dict[str, list[int]] = {"bos": [], "bias_bench": []}
-    for i, (context, _, _) in enumerate(requests):
-        # the tokenizer's BOS first (its default) unless the rendered template already starts with it; otherwise no
-        # start token: the first token's log p (bias_bench's separate start-token term) cancels in the difference
-        starts = default_bos and not (bos_text and context.startswith(bos_text))
-        by_context["bos" if starts else "bias_bench"].append(i)
-    values = [None] * len(rows)
-    for context_kind, members in by_context.items():
-        if not members:
-            continue
-        texts, groups = [], []
-        for i in members:
-            context, occ, par = requests[i]
-            texts += [context, context + occ, context + par]
-            groups += [i, i, i]
-        lls = lm.grouped_sentence_logprobs(
-            texts,
-            groups,
-            batch_size=batch_size,
-            max_length=max_length,
-            context=context_kind,
-            # the prompt's own terms cancel in ll(prompt + choice) - ll(prompt): no LM head over its tokens
-            score_prefix=False,
-        )
-        for k, i in enumerate(members):
-            ctx, occ, par = lls[3 * k : 3 * k + 3]
-            values[i] = (float(occ - ctx), float(par - ctx), context_kind == "bos")
+    scored = lm.continuation_logprobs(
+        [context for context, _, _ in requests],
+        [[occ, par] for _, occ, par in requests],
+        batch_size=batch_size,
+        max_length=max_length,
+    )
     records = []
-    for r, (context, occ, par), (ll_occ, ll_par, start) in zip(rows, requests, values):
-        ctx_ids = tokenizer(context, add_special_tokens=False)["input_ids"]
-        counts, stable = [], True
-        for cont in (occ, par):
-            whole = tokenizer(context + cont, add_special_tokens=False)["input_ids"]
-            stable = stable and whole[: len(ctx_ids)] == ctx_ids
-            counts.append(len(whole) - len(ctx_ids))
-        starts_with_bos = start or bool(bos_text and context.startswith(bos_text))
-        records.append(_record(r, "loglik", (ll_occ, ll_par), counts, stable, starts_with_bos))
+    for r, (occ, par) in zip(rows, scored):
+        stable = occ.prefix_stable and par.prefix_stable
+        records.append(
+            _record(r, "loglik", (occ.logprob, par.logprob), (occ.tokens, par.tokens), stable, occ.start_token)
+        )
     return records
 
 
@@ -252,7 +216,7 @@ BENCHMARKS = [
         description="Rudinger et al. 2018 as lm-eval reads it: % of sentences whose pronoun the model resolves right",
         prompted=True,
         # reached through lmbias.engine.lm: a causal model's choices (prefix cache), its prompt (chat template)
-        library=(prefix_cache, chat),
+        library=(continuations, prefix_cache, chat),  # the choices' requests (lmbias.engine.lm)
         headlines=(
             Headline("female_minus_male", "all", "WinoGender female - male accuracy (points)", "0"),
             Headline("gotcha_gap", "all", "WinoGender gotcha - other accuracy (points)", "0"),

@@ -6,6 +6,8 @@ spirit of lm-evaluation-harness's requests:
 * `sentence_logprobs` / `grouped_sentence_logprobs`: log-likelihood of whole texts under a causal LM, the
   latter reading the token prefix a group's texts share once (lmbias.engine.prefix_cache; a continuation's
   log-likelihood given a context is ll(context + continuation) - ll(context));
+* `continuation_logprobs`: log p(choice | context) of multiple-choice continuations, lm-eval's `loglikelihood`
+  request, each context read once for its choices (lmbias.engine.continuations);
 * `pseudo_logprobs`: log-probabilities of tokens hidden one input at a time, for masked and encoder-decoder
   models (pseudo-log-likelihood, lmbias.engine.pll);
 * `rolling_nll`: every token of long texts scored once in windows the model can hold, log-likelihood for a
@@ -34,7 +36,7 @@ from collections.abc import Hashable, Mapping, Sequence
 
 import numpy as np
 
-from lmbias.engine import chat, embeddings, generation, pll, prefix_cache, rolling, scoring
+from lmbias.engine import chat, continuations, embeddings, generation, pll, prefix_cache, rolling, scoring
 from lmbias.engine.batching import EngineStats
 from lmbias.engine.context_window import ContextWindow, context_window
 from lmbias.errors import DataError
@@ -122,6 +124,26 @@ class LanguageModel:
             stats=self.stats,
             context=context,
             score_prefix=score_prefix,
+        )
+
+    def continuation_logprobs(
+        self,
+        contexts: Sequence[str],
+        choices: Sequence[Sequence[str]],
+        batch_size: int = 64,
+        max_length: int = 512,
+    ) -> list[list[continuations.ContinuationScore]]:
+        """log p(choice | context) of each context's choices as lm-eval's loglikelihood request computes it, the
+        context read once for its choices (lmbias.engine.continuations)."""
+        self.require(("clm",), "continuation log-likelihood")
+        return continuations.continuation_logprobs(
+            self.model,
+            self.tokenizer,
+            contexts,
+            choices,
+            batch_size=batch_size,
+            max_length=max_length,
+            stats=self.stats,
         )
 
     def pseudo_logprobs(

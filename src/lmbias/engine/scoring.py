@@ -156,6 +156,16 @@ def clm_context(scoring: dict, key: str) -> str:
     return value
 
 
+def adds_bos(tokenizer) -> bool:
+    """Whether the tokenizer puts its BOS in front of every text itself (Llama, Mistral, Gemma), unlike GPT-2,
+    Pythia, Qwen2 and OLMo-2, whose encoding of a text holds the text's tokens only."""
+    bos = tokenizer.bos_token_id
+    if bos is None:
+        return False
+    ids = list(tokenizer("a", add_special_tokens=True)["input_ids"])
+    return bool(ids) and ids[0] == bos
+
+
 def clm_start_id(tokenizer) -> int:
     """The token a causal LM's sentences start after: BOS, else EOS (both <|endoftext|> for GPT-2, the token
     bias-bench encodes as its unconditional start)."""

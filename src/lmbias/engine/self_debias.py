@@ -48,6 +48,7 @@ import numbers
 from dataclasses import asdict, dataclass
 from types import SimpleNamespace
 
+from lmbias.engine.scoring import adds_bos
 from lmbias.errors import ConfigError, DataError
 from lmbias.lazy import lazy_module
 
@@ -109,16 +110,6 @@ def rescaled_logprobs(regular_logits, prefixed_logits, decay_constant: float, ep
     log_alpha = (-decay_constant * delta).clamp_min(math.log(epsilon))
     scaled = log_regular + log_alpha
     return scaled - torch.logsumexp(scaled, dim=-1, keepdim=True)
-
-
-def adds_bos(tokenizer) -> bool:
-    """Whether the tokenizer puts its BOS in front of every text itself (Llama, Mistral, Gemma), unlike GPT-2,
-    Pythia, Qwen2 and OLMo-2, whose encoding of a text holds the text's tokens only."""
-    bos = tokenizer.bos_token_id
-    if bos is None:
-        return False
-    ids = list(tokenizer("a", add_special_tokens=True)["input_ids"])
-    return bool(ids) and ids[0] == bos
 
 
 def prefix_token_ids(tokenizer, family: str, prefix: str) -> list[int]:
