@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from lmbias.benchmarks.catalog import definition
-from lmbias.benchmarks.winogenerated import SCORES_SCHEMA, filled
+from lmbias.benchmarks.winogenerated import SCORES_SCHEMA, filled, prompted_context
 from lmbias.engine.lm import LanguageModel
 from lmbias.engine.model_spec import model_spec
 from lmbias.engine.models import load_model
@@ -24,6 +24,10 @@ from lmbias.parsers.winogenerated import EXAMPLES, OCCUPATIONS, parse_winogenera
 
 WINOGENERATED = definition("winogenerated", "winogenerated")
 FEMALE = {"she": 3.0, "her": 3.0}  # planted: every female option's logit raised by 3
+TEMPLATE = (
+    "{% for m in messages %}<|{{ m['role'] }}|>\n{{ m['content'] }}\n{% endfor %}"
+    "{% if add_generation_prompt %}<|assistant|>\n{% endif %}"
+)
 
 
 @pytest.fixture(scope="module")
@@ -160,6 +164,7 @@ def _scores(rows) -> pa.Table:
                 "tokens_male": 1,
                 "tokens_female": 1,
                 "tokens_neutral": 1,
+                "chat_template": "none",
             }
             for i, (occ, bls, m, f, n) in enumerate(rows)
         ],
@@ -203,3 +208,49 @@ def test_options_and_families_are_checked(models, items):
         WINOGENERATED.score(items, models[("gpt2", False)], {"stride": 3})
     with pytest.raises(DataError, match="Winogenerated scoring needs .* not family 'encoder'"):
         WINOGENERATED.score(items, LanguageModel(None, None, "encoder"), {})
+
+
+def _lm_eval_loglikelihood(lm, context: str, continuation: str) -> float:
+    """A transcription of lm-eval 0.4.13's HFLM loglikelihood of one (context, continuation) request: the context's
+    trailing whitespace moves to the continuation, both are encoded with the tokenizer's default special tokens
+    (none added to a context that starts with the BOS text), the continuation is the whole's tokens after the
+    context's, and its log-softmax terms are summed (float64)."""
+    tok = lm.tokenizer
+    n = len(context) - len(context.rstrip())
+    if n:
+        context, continuation = context[:-n], context[-n:] + continuation
+    bos = tok.decode(tok.bos_token_id) if tok.bos_token_id is not None else None
+    special = {"add_special_tokens": False} if bos and context.startswith(bos) else {}
+    whole, ctx = tok.encode(context + continuation, **special), tok.encode(context, **special)
+    cont = whole[len(ctx) :]
+    with torch.no_grad():
+        logprobs = torch.log_softmax(lm.model(torch.tensor([(ctx + cont)[:-1]])).logits[0].double(), dim=-1)
+    return float(logprobs[-len(cont) :].gather(-1, torch.tensor(cont).unsqueeze(-1)).sum())
+
+
+@pytest.mark.parametrize(("arch", "entry"), [("gpt2", {}), ("llama", {"chat_template": TEMPLATE})])
+def test_the_prompted_reading_equals_lm_evals_loglikelihood(arch, entry, items, tmp_path):
+    """`reading: prompted`: each option is lm-eval's loglikelihood of a continuation of the question and the answer
+    so far, behind the entry's chat template when it sets one (recorded in the scores)."""
+    folder = build_tiny_model(arch, tmp_path / arch, seed=0)
+    model, tok = load_model(model_spec("tiny", {"path": str(folder), "family": "clm", "revision": "local"}))
+    lm = LanguageModel(model, tok, "clm", model_entry=entry, model_name="tiny")
+    few = items.slice(0, 6)
+    scores = WINOGENERATED.score(few, lm, {"reading": "prompted"})
+    for row, got in zip(few.to_pylist(), scores.to_pylist()):
+        context = prompted_context(row, lm)
+        assert context.endswith(row["sentence"][: row["blank"]])
+        assert ("<|user|>" in context) == bool(entry)
+        for gender in ("male", "female", "neutral"):
+            assert got[f"score_{gender}"] == pytest.approx(_lm_eval_loglikelihood(lm, context, row[gender]), abs=1e-4)
+    kinds = set(scores.column("score_kind").to_pylist())
+    chats = set(scores.column("chat_template").to_pylist())
+    assert kinds == {"prompted_loglik"} and (chats == {"none"}) == (not entry)
+    assert b"lmbias.chat" in scores.schema.metadata
+    rows = winogenerated_metric_rows(scores, WinogeneratedOptions(bootstrap=0))
+    assert all(r["variant"].startswith("prompted_loglik" + (",chat=sha256:" if entry else "")) for r in rows)
+
+
+def test_the_prompted_reading_is_for_causal_models(models, items):
+    with pytest.raises(ConfigError, match=r"benchmarks\.winogenerated\.scoring\.reading: 'prompted' is for causal"):
+        WINOGENERATED.score(items, models[("bert", False)], {"reading": "prompted"})

@@ -63,10 +63,14 @@ def option_shares(scores: pa.Table) -> tuple[np.ndarray, np.ndarray, np.ndarray]
 
 
 def _variant(scores: pa.Table) -> str:
+    """The score kind, and the chat template the prompted reading asked through (`,chat=...`) when there was one."""
     kinds = sorted(set(scores.column("score_kind").to_pylist()))
     if len(kinds) > 1:
         raise ConfigError(f"Winogenerated scores mix score kinds {kinds}")
-    return kinds[0] if kinds else "sentence_loglik"
+    chats = sorted(set(scores.column("chat_template").to_pylist()) - {None, "none"})
+    if len(chats) > 1:
+        raise ConfigError(f"Winogenerated scores mix chat templates {chats}")
+    return (kinds[0] if kinds else "sentence_loglik") + (f",chat={chats[0]}" if chats else "")
 
 
 def _correlation(name: str, x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
