@@ -75,3 +75,23 @@ def test_a_number_no_range_can_catch_is_named(value):
     """NaN passes every minimum and maximum (each comparison is false): the check names it itself."""
     with pytest.raises(ConfigError, match=r"benchmarks\.perplexity_gap\.metric\.confidence: .* is not a finite"):
         check_block({"confidence": value}, "$defs.perplexity_metric", "benchmarks.perplexity_gap.metric")
+
+
+def test_every_dataset_with_an_entry_of_its_own_checks_entries_under_other_names():
+    """An entry under a name of its own (crows_pairs-biasbench, a second winogenerated) takes its dataset's keys
+    only where the dataset is in the schema's list of datasets with an entry and has its branch there: three places
+    of the schema name a dataset, and a missed one (winogender's list entry was) lets a misspelt key through."""
+    benchmarks = load_schema()["properties"]["benchmarks"]
+    own = {}
+    for name, entry in benchmarks["properties"].items():
+        const = entry.get("properties", {}).get("dataset", {}).get("const")
+        if const is not None:
+            own.setdefault(const, name)
+    listed = set(benchmarks["additionalProperties"]["if"]["properties"]["dataset"]["enum"])
+    branches = {
+        b["if"]["properties"]["dataset"]["const"]: b["then"]["$ref"]
+        for b in benchmarks["additionalProperties"]["then"]["allOf"]
+    }
+    assert listed == set(own) == set(branches)
+    for dataset, ref in branches.items():
+        assert schema_part("benchmarks." + ref.rsplit("/", 1)[1])["properties"]["dataset"] == {"const": dataset}
