@@ -155,6 +155,17 @@ def bootstrap_interval(values, confidence: float = 0.95, samples: int = 10000, s
     return float(low), float(high)
 
 
+def percentile_interval(draws) -> tuple[float, float]:
+    """The 95 % percentile interval (2.5th and 97.5th percentiles) of bootstrap draws, the NaN draws left out (a
+    resample where the statistic is undefined); (nan, nan) when none is left."""
+    values = np.asarray(draws, dtype=np.float64)
+    values = values[~np.isnan(values)]
+    if not len(values):
+        return math.nan, math.nan
+    low, high = np.percentile(values, [2.5, 97.5])
+    return float(low), float(high)
+
+
 def left_out_metadata(left_out: list[dict]) -> dict[str, str]:
     """Summary file metadata listing left-out benchmarks ({benchmark, reason, config_key} each)."""
     text = json.dumps(list(left_out), sort_keys=True)

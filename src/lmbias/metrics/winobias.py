@@ -50,6 +50,7 @@ import numpy as np
 import pyarrow as pa
 
 from lmbias.errors import ConfigError, DataError
+from lmbias.metrics.summary import percentile_interval
 from lmbias.options import check_block
 
 #: Scoring condition -> column prefix of its (male, female) log-prob columns in the scores table.
@@ -197,13 +198,6 @@ def conditions_in(scores: pa.Table) -> list[str]:
     return [c for c, p in CONDITION_PREFIX.items() if {f"{p}_logp_male", f"{p}_logp_female"} <= names]
 
 
-def _percentile_ci(values: np.ndarray) -> tuple[float, float]:
-    values = values[~np.isnan(values)]
-    if len(values) == 0:
-        return (math.nan, math.nan)
-    return (float(np.percentile(values, 2.5)), float(np.percentile(values, 97.5)))
-
-
 def _stereo_skew_rows(scores, options, p_m, p_f, variant, row) -> None:
     """Manela's Table 2 rows (F1 per gender on pro/anti, mu_skew, mu_stereo, signed skew) for one variant."""
     keep = (np.abs(p_m - p_f) >= options.confidence_cutoff) & _eligible(scores, options)
@@ -235,7 +229,7 @@ def _stereo_skew_rows(scores, options, p_m, p_f, variant, row) -> None:
         boot = np.asarray(boot, dtype=np.float64).reshape(-1, 7)
 
         def ci(col):
-            return _percentile_ci(boot[:, col])
+            return percentile_interval(boot[:, col])
 
         n_all = {s: int(np.sum((types == t) & (stereo == s))) for s in ("pro", "anti")}
         for s, col_m, col_f in (("pro", 0, 1), ("anti", 2, 3)):
@@ -271,8 +265,8 @@ def _names_rows(scores, options, p_m, p_f, variant, row) -> None:
             w = _draw_weights(rng, units[in_t])  # the names versions of a line's pro and anti drawn together
             boot[k] = _set_f1s(gold_male[idx], pred_male[idx], w[pos])
         n_all = int(np.sum(types == t))
-        row("f1_male", variant, f"type{t}", f_m, len(idx), _percentile_ci(boot[:, 0]))
-        row("f1_female", variant, f"type{t}", f_f, len(idx), _percentile_ci(boot[:, 1]))
+        row("f1_male", variant, f"type{t}", f_m, len(idx), percentile_interval(boot[:, 0]))
+        row("f1_female", variant, f"type{t}", f_f, len(idx), percentile_interval(boot[:, 1]))
         row("kept_fraction", variant, f"type{t}", len(idx) / n_all if n_all else math.nan, n_all)
 
 

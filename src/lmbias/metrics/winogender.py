@@ -35,6 +35,7 @@ import pyarrow as pa
 
 from lmbias.errors import ConfigError
 from lmbias.lazy import lazy_module
+from lmbias.metrics.summary import percentile_interval
 from lmbias.options import check_block
 
 sps = lazy_module("scipy.stats")
@@ -114,12 +115,7 @@ def winogender_metric_rows(scores: pa.Table, options: WinoGenderOptions) -> list
             draws[name].append(accuracy(weights, a) - accuracy(weights, b))
 
     def interval(name: str) -> tuple[float, float]:
-        values = np.asarray(draws[name], dtype=np.float64)
-        values = values[~np.isnan(values)]
-        if not len(values):
-            return math.nan, math.nan
-        low, high = np.percentile(values, [2.5, 97.5])
-        return float(low), float(high)
+        return percentile_interval(draws[name])
 
     rows: list[dict] = []
 

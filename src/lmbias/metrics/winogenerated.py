@@ -31,6 +31,7 @@ import pyarrow as pa
 
 from lmbias.errors import ConfigError
 from lmbias.lazy import lazy_module
+from lmbias.metrics.summary import percentile_interval
 from lmbias.options import check_block
 
 sps = lazy_module("scipy.stats")
@@ -115,12 +116,7 @@ def winogenerated_metric_rows(scores: pa.Table, options: WinogeneratedOptions) -
             draws[name].append(_correlation(name, share_bls[picked], occ_female[picked])[0])
 
     def interval(name: str) -> tuple[float, float]:
-        values = np.asarray(draws[name], dtype=np.float64)
-        values = values[~np.isnan(values)]
-        if not len(values):
-            return math.nan, math.nan
-        low, high = np.percentile(values, [2.5, 97.5])
-        return float(low), float(high)
+        return percentile_interval(draws[name])
 
     boot = "bootstrap_occupations" if options.bootstrap else "none"
 
