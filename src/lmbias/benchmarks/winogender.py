@@ -37,7 +37,7 @@ from lmbias.benchmarks.definition import BenchmarkDef, readings
 from lmbias.engine import chat, continuations, prefix_cache
 from lmbias.engine.chat import CHAT_METADATA_KEY
 from lmbias.engine.lm import LanguageModel
-from lmbias.engine.pll import content_positions, encode
+from lmbias.engine.pll import content_positions, encode, word_l2r_inputs
 from lmbias.errors import ConfigError, DataError
 from lmbias.metrics.headline import Headline
 from lmbias.metrics.winogender import WinoGenderOptions, winogender_metric_rows
@@ -130,10 +130,7 @@ def _score_masked(rows, lm: LanguageModel, scoring):
             if not pieces:
                 raise DataError(f"WinoGender {r['sentid']}: the choice {choice!r} has no token of its own")
             row_counts.append(len(pieces))
-            for j, pos in enumerate(pieces):
-                masked = list(ids)
-                for later in pieces[j + 1 :]:
-                    masked[later] = tokenizer.mask_token_id
+            for masked, pos in word_l2r_inputs(ids, pieces, tokenizer.mask_token_id):
                 seqs.append(masked)
                 positions.append([pos])
                 owners.append((i, k))
@@ -215,8 +212,8 @@ BENCHMARKS = [
         rows=winogender_metric_rows,
         description="Rudinger et al. 2018 as lm-eval reads it: % of sentences whose pronoun the model resolves right",
         prompted=True,
-        # reached through lmbias.engine.lm: a causal model's choices (prefix cache), its prompt (chat template)
-        library=(continuations, prefix_cache, chat),  # the choices' requests (lmbias.engine.lm)
+        # reached through lmbias.engine.lm: a causal model's choices (continuations, prefix cache), its prompt (chat)
+        library=(continuations, prefix_cache, chat),
         headlines=(
             Headline("female_minus_male", "all", "WinoGender female - male accuracy (points)", "0"),
             Headline("gotcha_gap", "all", "WinoGender gotcha - other accuracy (points)", "0"),

@@ -30,6 +30,7 @@ from lmbias.benchmarks.definition import BenchmarkDef, readings
 from lmbias.engine import chat, continuations, prefix_cache
 from lmbias.engine.chat import CHAT_METADATA_KEY
 from lmbias.engine.lm import LanguageModel
+from lmbias.engine.pll import word_l2r_inputs
 from lmbias.errors import ConfigError, DataError
 from lmbias.metrics.headline import Headline
 from lmbias.metrics.winogenerated import GENDERS, WinogeneratedOptions, winogenerated_metric_rows
@@ -161,10 +162,7 @@ def score_masked_options(items: pa.Table, lm: LanguageModel, scoring: dict | Non
         for k, gender in enumerate(GENDERS):
             ids, pieces = option_positions(tokenizer, filled(r, gender), r["blank"], r["blank"] + len(r[gender]))
             counts.append(len(pieces))
-            for j, pos in enumerate(pieces):
-                masked = list(ids)
-                for later in pieces[j + 1 :]:
-                    masked[later] = tokenizer.mask_token_id
+            for masked, pos in word_l2r_inputs(ids, pieces, tokenizer.mask_token_id):
                 seqs.append(masked)
                 positions.append([pos])
                 owners.append((i, k))

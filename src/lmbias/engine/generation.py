@@ -58,24 +58,16 @@ class GenerationSettings:
 
     @classmethod
     def from_config(cls, block: dict | None, key: str) -> GenerationSettings:
-        """The settings of a block of generation keys alone; ConfigError naming `key`'s offending key."""
+        """The settings of a block of generation keys alone (types, ranges and unknown keys: the schema's
+        $defs.generation_block); ConfigError naming `key`'s offending key."""
         check_block(block, SCHEMA_KEY, key)
         settings = cls(**(block or {}))
-        settings.check_samples(key)
-        return settings
-
-    def check(self, key: str) -> None:
-        """ConfigError naming `key` unless these settings (built in code) are ones a config block could give."""
-        check_block(self.to_dict(), SCHEMA_KEY, key)
-        self.check_samples(key)
-
-    def check_samples(self, key: str) -> None:
-        """What the schema cannot say: samples of greedy decoding would all be one text."""
-        if self.decoding == "greedy" and self.samples_per_prompt > 1:
+        if settings.decoding == "greedy" and settings.samples_per_prompt > 1:  # what the schema cannot say
             raise ConfigError(
-                f"{key}.samples_per_prompt: {self.samples_per_prompt} samples of greedy decoding are all the "
+                f"{key}.samples_per_prompt: {settings.samples_per_prompt} samples of greedy decoding are all the "
                 "same text; set decoding: sampling (or samples_per_prompt: 1)"
             )
+        return settings
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -38,6 +38,19 @@ def content_positions(tokenizer, ids: Sequence[int]) -> list[int]:
     return [i for i, s in enumerate(special) if not s]
 
 
+def word_l2r_inputs(ids: Sequence[int], pieces: Sequence[int], mask_id: int) -> list[tuple[list[int], int]]:
+    """(input, position) per piece of one word for its left-to-right pseudo-log-likelihood (Kauf and Ivanova
+    2023's PLL-word-l2r): the piece is read at `position` with the word's later pieces masked too, so a word of
+    several pieces is not read off its own other pieces. The pieces' log p at their positions sum to the word's."""
+    inputs = []
+    for j, position in enumerate(pieces):
+        masked = list(ids)
+        for later in pieces[j + 1 :]:
+            masked[later] = mask_id
+        inputs.append((masked, position))
+    return inputs
+
+
 def _mask_id(tokenizer) -> int:
     if tokenizer.mask_token_id is None:
         raise ConfigError(
