@@ -37,7 +37,6 @@ from lmbias.benchmarks.definition import BenchmarkDef, readings
 from lmbias.engine import chat, continuations, prefix_cache
 from lmbias.engine.chat import CHAT_METADATA_KEY
 from lmbias.engine.lm import LanguageModel
-from lmbias.engine.pll import content_positions, encode, word_l2r_inputs
 from lmbias.errors import ConfigError, DataError
 from lmbias.metrics.headline import Headline
 from lmbias.metrics.winogender import WinoGenderOptions, winogender_metric_rows
@@ -109,37 +108,22 @@ def _score_causal(rows, lm: LanguageModel, scoring):
 
 
 def _score_masked(rows, lm: LanguageModel, scoring):
-    tokenizer = lm.tokenizer
     batch_size, max_length = scoring.get("batch_size", 64), scoring.get("max_length", 512)
-    if tokenizer.mask_token_id is None:
+    if lm.tokenizer.mask_token_id is None:
         raise ConfigError(f"{SCORING_KEY}: WinoGender's masked reading needs a tokenizer with a mask token")
-    seqs, positions, owners = [], [], []  # one masked input per (sentence, choice, piece)
-    counts = []
-    for i, r in enumerate(rows):
-        prompt = prompt_of(r)
-        prompt_ids = encode(tokenizer, prompt)
-        row_counts = []
-        for k, choice in enumerate((r["occupation"], r["participant"])):
-            ids = encode(tokenizer, prompt + TARGET_DELIMITER + choice)
-            if len(ids) > max_length:
-                raise DataError(f"WinoGender {r['sentid']}: {len(ids)} tokens exceed {SCORING_KEY}.max_length")
-            shared = 0
-            while shared < min(len(ids), len(prompt_ids)) and ids[shared] == prompt_ids[shared]:
-                shared += 1
-            pieces = [p for p in content_positions(tokenizer, ids) if p >= shared]
-            if not pieces:
-                raise DataError(f"WinoGender {r['sentid']}: the choice {choice!r} has no token of its own")
-            row_counts.append(len(pieces))
-            for masked, pos in word_l2r_inputs(ids, pieces, tokenizer.mask_token_id):
-                seqs.append(masked)
-                positions.append([pos])
-                owners.append((i, k))
-        counts.append(row_counts)
-    values = lm.pseudo_logprobs(seqs, positions, batch_size=batch_size, max_length=max_length)
-    sums = [[0.0, 0.0] for _ in rows]
-    for (i, k), value in zip(owners, values):
-        sums[i][k] += float(value[0])
-    return [_record(r, "pll_l2r", tuple(s), c, None, None) for r, s, c in zip(rows, sums, counts)]
+    try:
+        scored = lm.choice_pseudo_logprobs(
+            [prompt_of(r) for r in rows],
+            [(r["occupation"], r["participant"]) for r in rows],
+            delimiter=TARGET_DELIMITER,
+            batch_size=batch_size,
+            max_length=max_length,
+        )
+    except DataError as err:
+        raise DataError(f"WinoGender ({SCORING_KEY}): {err}") from None
+    return [
+        _record(r, "pll_l2r", (occ[0], par[0]), (occ[1], par[1]), None, None) for r, (occ, par) in zip(rows, scored)
+    ]
 
 
 def _record(r, kind, scores, counts, stable, start) -> dict:

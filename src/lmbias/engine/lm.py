@@ -9,7 +9,8 @@ spirit of lm-evaluation-harness's requests:
 * `continuation_logprobs`: log p(choice | context) of multiple-choice continuations, lm-eval's `loglikelihood`
   request, each context read once for its choices (lmbias.engine.continuations);
 * `pseudo_logprobs`: log-probabilities of tokens hidden one input at a time, for masked and encoder-decoder
-  models (pseudo-log-likelihood, lmbias.engine.pll);
+  models (pseudo-log-likelihood, lmbias.engine.pll); `choice_pseudo_logprobs`: multiple-choice answers read that
+  way after their prompt, the masked counterpart of `continuation_logprobs`;
 * `rolling_nll`: every token of long texts scored once in windows the model can hold, log-likelihood for a
   causal LM and pseudo-log-likelihood otherwise (lm-eval's loglikelihood_rolling; lmbias.engine.rolling);
 * `candidate_logprobs`: log-probabilities of candidate tokens at a mask (a masked LM) or as the decoder's next
@@ -166,6 +167,43 @@ class LanguageModel:
             max_length=max_length,
             stats=self.stats,
         )
+
+    def choice_pseudo_logprobs(
+        self,
+        prompts: Sequence[str],
+        choices: Sequence[Sequence[str]],
+        delimiter: str = " ",
+        batch_size: int = 64,
+        max_length: int = 512,
+    ) -> list[list[tuple[float, int]]]:
+        """(pseudo-log-likelihood, word pieces) of each prompt's choices, each read after prompt + delimiter with
+        its pieces hidden left to right (lmbias.engine.pll.choice_l2r_inputs), all in one engine call: the masked
+        and encoder-decoder counterpart of `continuation_logprobs`. DataError naming the prompt where prompt and
+        choice exceed max_length or a choice has no token of its own."""
+        self.require(("mlm", "seq2seq"), "a choice's pseudo-log-likelihood")
+        seqs, positions, owners = [], [], []
+        pieces = [[0] * len(options) for options in choices]
+        for i, (prompt, options) in enumerate(zip(prompts, choices, strict=True)):
+            for k, choice in enumerate(options):
+                try:
+                    inputs = pll.choice_l2r_inputs(self.tokenizer, prompt, choice, delimiter)
+                except DataError as err:
+                    raise DataError(f"prompt {i}: {err}") from None
+                if len(inputs[0][0]) > max_length:
+                    raise DataError(
+                        f"prompt {i} ({prompt[:60]!r}...) with the choice {choice!r}: {len(inputs[0][0])} tokens "
+                        f"exceed max_length={max_length}"
+                    )
+                pieces[i][k] = len(inputs)
+                for masked, position in inputs:
+                    seqs.append(masked)
+                    positions.append([position])
+                    owners.append((i, k))
+        values = self.pseudo_logprobs(seqs, positions, batch_size=batch_size, max_length=max_length)
+        sums = [[0.0] * len(options) for options in choices]
+        for (i, k), value in zip(owners, values):
+            sums[i][k] += float(value[0])
+        return [list(zip(s, n)) for s, n in zip(sums, pieces)]
 
     def candidate_logprobs(self, requests: Sequence, batch_size: int = 64, max_length: int = 512) -> list[np.ndarray]:
         """log p of each request's candidates, one array per request. The requests are of one kind

@@ -51,6 +51,23 @@ def word_l2r_inputs(ids: Sequence[int], pieces: Sequence[int], mask_id: int) -> 
     return inputs
 
 
+def choice_l2r_inputs(tokenizer, prompt: str, choice: str, delimiter: str = " ") -> list[tuple[list[int], int]]:
+    """(input, position) per word piece of `choice` after `prompt` + `delimiter` for its left-to-right
+    pseudo-log-likelihood given the prompt (word_l2r_inputs over the choice's pieces: the tokens of prompt +
+    delimiter + choice that are not special tokens and not the prompt's own leading tokens). Only the choice is
+    read: the prompt is the same for every choice, and its own pseudo-likelihood would change with the choice beside
+    it. DataError when the choice has no token of its own."""
+    ids = encode(tokenizer, prompt + delimiter + choice)
+    prompt_ids = encode(tokenizer, prompt)
+    shared = 0
+    while shared < min(len(ids), len(prompt_ids)) and ids[shared] == prompt_ids[shared]:
+        shared += 1
+    pieces = [p for p in content_positions(tokenizer, ids) if p >= shared]
+    if not pieces:
+        raise DataError(f"the choice {choice!r} has no token of its own after {prompt[-60:]!r}")
+    return word_l2r_inputs(ids, pieces, _mask_id(tokenizer))
+
+
 def _mask_id(tokenizer) -> int:
     if tokenizer.mask_token_id is None:
         raise ConfigError(
