@@ -7,8 +7,8 @@ import dataclasses
 
 import pyarrow as pa
 import pytest
-import torch
 
+from helpers.lm_eval_reference import lm_eval_loglikelihood
 from lmbias.benchmarks.catalog import check_family, definition
 from lmbias.benchmarks.definition import score_items
 from lmbias.benchmarks.winogender import SCORES_SCHEMA, causal_requests, score_winogender
@@ -41,25 +41,6 @@ def _model(tmp_path_factory, arch, family):
     return load_model(model_spec("tiny", {"path": str(out), "family": family, "revision": "local"}))
 
 
-def _lm_eval_loglikelihood(model, tok, context, continuation):
-    """Transcription of lm-eval's HFLM loglikelihood (api/model.py _encode_pair for a causal model: trailing
-    whitespace of the context moves to the continuation, the whole text and the context are encoded with the
-    tokenizer's default special tokens and the continuation is the whole's tokens after the context's;
-    huggingface.py _loglikelihood_tokens: summed log-softmax of the continuation)."""
-    n = len(context) - len(context.rstrip())
-    if n:
-        context, continuation = context[:-n], context[-n:] + continuation
-    bos = tok.decode(tok.bos_token_id) if tok.bos_token_id is not None else None
-    special = {"add_special_tokens": False} if bos and context.startswith(bos) else {}
-    whole = tok.encode(context + continuation, **special)
-    ctx = tok.encode(context, **special)
-    cont = whole[len(ctx) :]
-    inp = torch.tensor([(ctx + cont)[:-1]])
-    with torch.no_grad():
-        logprobs = torch.log_softmax(model(inp).logits[0].double(), dim=-1)[-len(cont) :]
-    return float(logprobs.gather(-1, torch.tensor(cont).unsqueeze(-1)).sum())
-
-
 @pytest.mark.parametrize(
     "arch, entry",
     [("gpt2", {}), ("llama", {}), ("llama", {"chat_template": TEMPLATE, "system_prompt": "Answer briefly."})],
@@ -76,8 +57,8 @@ def test_causal_equals_lm_eval(tmp_path_factory, items, arch, entry):
         else:
             assert ctx == f"{r['sentence']} \u2018{r['pronoun'].capitalize()}\u2019 refers to the"
             assert occ == " " + r["occupation"]
-        assert s["score_occupation"] == pytest.approx(_lm_eval_loglikelihood(model, tok, ctx, occ), abs=1e-4)
-        assert s["score_participant"] == pytest.approx(_lm_eval_loglikelihood(model, tok, ctx, par), abs=1e-4)
+        assert s["score_occupation"] == pytest.approx(lm_eval_loglikelihood(model, tok, ctx, occ), abs=1e-4)
+        assert s["score_participant"] == pytest.approx(lm_eval_loglikelihood(model, tok, ctx, par), abs=1e-4)
     expected = "none" if not entry else "sha256:"
     assert scores.column("chat_template")[0].as_py().startswith(expected)
     assert b"lmbias.chat" in scores.schema.metadata

@@ -12,6 +12,7 @@ import pyarrow as pa
 import pytest
 import torch
 
+from helpers.lm_eval_reference import lm_eval_loglikelihood
 from lmbias.benchmarks.catalog import definition
 from lmbias.benchmarks.winogenerated import SCORES_SCHEMA, filled, prompted_context
 from lmbias.engine.lm import LanguageModel
@@ -210,24 +211,6 @@ def test_options_and_families_are_checked(models, items):
         WINOGENERATED.score(items, LanguageModel(None, None, "encoder"), {})
 
 
-def _lm_eval_loglikelihood(lm, context: str, continuation: str) -> float:
-    """A transcription of lm-eval 0.4.13's HFLM loglikelihood of one (context, continuation) request: the context's
-    trailing whitespace moves to the continuation, both are encoded with the tokenizer's default special tokens
-    (none added to a context that starts with the BOS text), the continuation is the whole's tokens after the
-    context's, and its log-softmax terms are summed (float64)."""
-    tok = lm.tokenizer
-    n = len(context) - len(context.rstrip())
-    if n:
-        context, continuation = context[:-n], context[-n:] + continuation
-    bos = tok.decode(tok.bos_token_id) if tok.bos_token_id is not None else None
-    special = {"add_special_tokens": False} if bos and context.startswith(bos) else {}
-    whole, ctx = tok.encode(context + continuation, **special), tok.encode(context, **special)
-    cont = whole[len(ctx) :]
-    with torch.no_grad():
-        logprobs = torch.log_softmax(lm.model(torch.tensor([(ctx + cont)[:-1]])).logits[0].double(), dim=-1)
-    return float(logprobs[-len(cont) :].gather(-1, torch.tensor(cont).unsqueeze(-1)).sum())
-
-
 @pytest.mark.parametrize(("arch", "entry"), [("gpt2", {}), ("llama", {"chat_template": TEMPLATE})])
 def test_the_prompted_reading_equals_lm_evals_loglikelihood(arch, entry, items, tmp_path):
     """`reading: prompted`: each option is lm-eval's loglikelihood of a continuation of the question and the answer
@@ -242,7 +225,9 @@ def test_the_prompted_reading_equals_lm_evals_loglikelihood(arch, entry, items, 
         assert context.endswith(row["sentence"][: row["blank"]])
         assert ("<|user|>" in context) == bool(entry)
         for gender in ("male", "female", "neutral"):
-            assert got[f"score_{gender}"] == pytest.approx(_lm_eval_loglikelihood(lm, context, row[gender]), abs=1e-4)
+            assert got[f"score_{gender}"] == pytest.approx(
+                lm_eval_loglikelihood(lm.model, lm.tokenizer, context, row[gender]), abs=1e-4
+            )
     kinds = set(scores.column("score_kind").to_pylist())
     chats = set(scores.column("chat_template").to_pylist())
     assert kinds == {"prompted_loglik"} and (chats == {"none"}) == (not entry)
