@@ -269,10 +269,49 @@ def register_fit_sd(subparsers) -> None:
     p.set_defaults(func=run_fit_sd, _parser=p)
 
 
+# ------------------------------------------------------------------------------------------- bbq-items
+
+BBQ_ITEMS_HELP = """\
+Build BBQ's gender-identity items (Parrish et al. 2022) from the authors' templates and vocabularies, as the
+authors' generator does but with a seed (lmbias.parsers.bbq): DIR holds "new_templates - Gender_identity.csv",
+vocabulary.csv and vocabulary_proper_names.csv (nyu-mll/BBQ templates/). Writes OUT as the released
+Gender_identity.jsonl's fields, one item a line (atomically: no partial file on failure), and prints the count.
+"""
+
+
+def run_bbq_items(args) -> int:
+    from pathlib import Path
+
+    from lmbias.parsers.bbq import FILES, parse_bbq, write_jsonl
+
+    items = parse_bbq(*(Path(args.data_dir) / name for name in FILES), seed=args.seed)
+    write_jsonl(items, args.out)
+    print(f"{items.num_rows} items written to {args.out}")
+    return 0
+
+
+def register_bbq_items(subparsers) -> None:
+    p = subparsers.add_parser(
+        "bbq-items",
+        help="build BBQ's gender-identity items from the authors' templates (jsonl)",
+        description=BBQ_ITEMS_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--data-dir", required=True, metavar="DIR", help="folder with the three csv files")
+    p.add_argument("--seed", type=int, default=0, metavar="N", help="seed of the draws (default 0)")
+    p.add_argument("out", metavar="OUT.jsonl", help="jsonl file to write")
+    p.set_defaults(func=run_bbq_items, _parser=p)
+
+
+def _validate_bbq_items(args) -> None:
+    if args.seed < 0:
+        args._parser.error("--seed must be a non-negative integer")
+
+
 # ------------------------------------------------------------------------------------------- main
 
-COMMANDS = [register_counterfactual, register_score, register_train, register_fit_sd]
-VALIDATORS = {"counterfactual": _validate_counterfactual}
+COMMANDS = [register_counterfactual, register_score, register_train, register_fit_sd, register_bbq_items]
+VALIDATORS = {"counterfactual": _validate_counterfactual, "bbq-items": _validate_bbq_items}
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -30,7 +30,7 @@ from lmbias.parsers.sources import (
 )
 
 REPO = REPO_ROOT
-LOOPBACK_DATASETS = ["winobias", "seat", "cds"]  # a sub-folder (conll_format/) and '+' in names included
+LOOPBACK_DATASETS = ["winobias", "seat", "cds", "bbq"]  # a sub-folder (conll_format/), "+" and spaces in names
 
 
 @pytest.fixture(scope="module")

@@ -141,7 +141,8 @@ def module_files(dataset: str) -> list[str]:
 
 def parse_benchmark(benchmark_cfg: Mapping, files: Mapping[str, str | os.PathLike], name: str) -> pa.Table:
     """Parse benchmark `name` from `files` ({file name: path}); the raw files' sha256 and the parse
-    options are stored in the schema metadata (provenance for the summary tables)."""
+    options are stored in the schema metadata (provenance for the summary tables), beside the keys a parser
+    wrote itself (BBQ's lmbias.bbq_seed: the seed its items were drawn with, default or not)."""
     module = parser_for(benchmark_cfg, name)
     options = parse_slice(benchmark_cfg)
     result = module.parse(files, options, f"benchmarks.{name}")
@@ -151,7 +152,7 @@ def parse_benchmark(benchmark_cfg: Mapping, files: Mapping[str, str | os.PathLik
         b"lmbias.options": json.dumps(options, sort_keys=True, default=str).encode(),
         b"lmbias.sha256": json.dumps({f: file_sha256(p) for f, p in files.items()}, sort_keys=True).encode(),
     }
-    return result.replace_schema_metadata(metadata)
+    return result.replace_schema_metadata({**(result.schema.metadata or {}), **metadata})
 
 
 __all__ = [

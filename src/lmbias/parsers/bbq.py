@@ -1,0 +1,527 @@
+"""BBQ (Parrish et al., Findings of ACL 2022, "BBQ: A Hand-Built Bias Benchmark for Question Answering"): the
+gender-identity items, built from the authors' templates because the released data/Gender_identity.jsonl is not
+at hand. The rules are those of the authors' generator (generate_from_template_all_categories.py and utils.py of
+nyu-mll/BBQ, category Gender_identity); the code is ours.
+
+Templates (`new_templates - Gender_identity.csv`): every row whose Ambiguous_Context is not empty, numbered 0, 1,
+... in file order (`template`, the unit the metrics bootstrap over). Each row gives pairs of fillers for its slots
+{{NAME1}} and {{NAME2}}:
+
+* a `Names` column ("NAME1: [a, b]; NAME2: [c]", the slot names also written "{{NAME1}}") overrides everything
+  else: every NAME1 word with every NAME2 word (the cross product, not flipped);
+* proper-name rows (Proper_nouns_only TRUE): 5 female `first_only` names of vocabulary_proper_names.csv drawn for
+  NAME1 and, for each of them, 5 names of the other gender drawn for NAME2; every pair is generated twice, as
+  drawn and flipped (NAME1 and NAME2 swapped), so a row gives 5 * 5 * 2 = 50 pairs;
+* otherwise the Gender_identity words of vocabulary.csv (Pilot_include not "No": man, woman, boy, girl), only
+  those of the row's Subcategory when it is set (adult: man, woman; child: boy, girl): every ordered pair of two
+  different words, which already holds both orders, so these rows are not flipped (adult rows: 2 pairs; the row
+  without a subcategory: 4 * 3 = 12 pairs). As in the generator, a word list of more than 4 words (more than 5
+  for a subcategory) is cut to a sample of 5; with the real vocabulary that never happens, and nothing is drawn.
+
+{{WORD1}}/{{WORD2}} (Lexical_diversity "WORD1: [..]; WORD2: [..]") get one random choice of their list per pair,
+kept for the flipped pair. After filling, the generator's a -> an rule: when a NAME filler starts with a vowel
+(a WORD filler never sets it off), " a " before any word that starts with a vowel becomes " an " everywhere in
+the pair's texts, then " an European" is put back to " a European". As in the generator this writes "an
+university student" (Q_id 10 and 11) and "an" before a WORD filler, and never touches an "A" that starts a text
+(the rule wants a space before the article). Each pair
+gives four items, example_id counting up in this order: (neg, ambig), (neg, disambig), (nonneg, ambig), (nonneg,
+disambig). The ambiguous context is the filled Ambiguous_Context, the disambiguated one the filled ambiguous
+context, stripped, a space and the filled Disambiguating_Context; both and the questions are stripped, the answers
+are not. The answers are Answer_negative, Answer_non_negative and one of the generator's ten "unknown" strings
+(UNKNOWN_ANSWERS), shuffled once per pair: the four items share answers and order. `label` is the unknown answer
+for ambig items and the negative/non-negative answer for disambig items.
+
+answer_info {"ans0": [text, info], ...}: the unknown answer has [its string, "unknown"]; a person has [the filler,
+its info]: for proper names the name's gender (F/M), "<NAMEk_info>_<gender>" where the template has an info for
+the slot; otherwise the slot's NAMEk_info, or the filler itself where the template has none. additional_metadata:
+subcategory (the row's Subcategory, "None" when empty), stereotyped_groups (Known_stereotyped_groups, a JSON
+list), version (the version column, "" when the row leaves it empty as in the released file; "None" only when the
+file has no version column) and source (Notes). category is "Gender_identity" (the generator's `cat`, not the
+csv's "GenderIdentity").
+
+lmbias's own columns: `label_type` ("name" for proper-name rows, "label" otherwise, as the BBQ repository's
+supplemental metadata), `unknown_loc` (0-2) and `target_loc`, the biased answer: for a neg question the answer of
+a stereotyped group, for a nonneg question the person who is not of one; -1 when that is not exactly one answer
+(the 4-word row's same-gender pairs: "a man or a boy", stereotyped F, has no biased answer to the neg question
+and two to the nonneg one). An answer's groups are the lowercased "_"-separated parts of its info, plus "f" for
+the words woman/girl and "m" for man/boy in its text or info; this is lm-evaluation-harness's bbq `process_docs`
+rule, and bench/lm_eval_bbq_items.py checks that both give the same biased answers for every item.
+
+Randomness: the generator draws with Python's `random` without a seed; here `random.Random(seed)` (option
+`seed`, default 0) draws in the generator's order (per row: the vocabulary samples; the 5 female names; per
+female name the 5 others; per pair the WORD choices, then the unknown string and the shuffle, then those of the
+flipped pair), so the same seed gives the same table, and the generator run alone on this category after
+`random.seed(seed)` draws the same names, words, unknown strings and orders: bench/lm_eval_bbq_items.py
+--generator runs it so, and for seeds 0 and 7 its 5,672 JSON lines are write_jsonl's, byte for byte, but for the
+answer_info of the 204 items of differences 1 and 2 below. A build is the same templates with another sample than
+the released file, which cannot be rebuilt item for item (its draws came after those of the categories the
+generator built before this one).
+
+Counts: 60 template rows, 25 of them proper-name rows (200 items each), 18 adult/child rows (8 items), the 4-word
+row (48), 16 Names rows (their two lists' product * 4: 1 * 1, 3 * 3, 2 * 2 or 4 * 4 pairs; 480 items in all):
+5,672 items, the released file's count.
+
+Where this differs from the generator (each a bug or a silent gap of the generator; only the first two occur in
+the real templates):
+
+1. Which person an answer is comes from the template (Answer_negative names {{NAME1}} or {{NAME2}}), not from
+   the generator's substring tests of the fillers in the answer texts. Those mislabel template Q_id 7's first row
+   (NAME1 female, NAME2 male): "male" is a substring of "The female teacher", so both answers get ["male", "M"]
+   (4 items; lm-eval then counts both people as biased for the neg question and neither for the nonneg one).
+2. In a flipped proper-name pair the template's NAME1_info/NAME2_info stays with its slot (the person the text
+   calls trans) and the gender with the name. The generator hands each name the info of the slot it had before
+   the flip, so in the flipped halves of Q_id 35 and 36 ("{{NAME1}}, who is trans, ...") the trans person is
+   labelled nonTrans and the other trans (2 rows * 25 pairs * 4 = 200 items).
+3. A WORD2 list of one word fills {{WORD2}} with it (the generator draws only from lists of two or more and
+   fills an empty string); WORD1/WORD2 and NAME1/NAME2 lists are found by their keys in any order (the
+   generator forgets WORD2 when it is not the last part of the string).
+4. Each slot takes its own NAMEk_info (the generator looks only at NAME1_info to decide whether both are set).
+5. Malformed input is an error naming file and line instead of odd items: a missing column, a Names or
+   Lexical_diversity string that does not parse, a Known_stereotyped_groups that is not a JSON list of strings,
+   a Q_id that is not an integer, a slot left unfilled (the generator writes "{{WORD1}}" or "" into the text), an
+   answer that does not name exactly one of the two slots, a pair whose two fillers are the same word, a row
+   without a pair. A whitespace-only Ambiguous_Context counts as empty.
+6. The generator's fixes for other categories ("lesbian man", "Latino woman") are not applied (no gender template
+   can produce them), nor its GEN/OCC slots (intersectional templates only).
+
+Reading and checking the csv files: lmbias.parsers.bbq_templates. Subsets: only `gender`. Race_x_gender needs the
+authors' intersectional generator, which we do not have.
+
+write_jsonl writes the released file's fields in its key order, question_index as a string as the released file
+has it (the generator's numpy integer went through json's `default=str`); read_jsonl reads such a file (ours or the
+released one) and recomputes lmbias's columns (see its docstring for `template` and `label_type`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import re
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import pyarrow as pa
+
+from lmbias.errors import ConfigError, DataError
+from lmbias.io import write_text_atomic
+from lmbias.parsers.bbq_templates import CATEGORY, NAMES_PER_SLOT, Pools, Template, read_pools, read_templates
+from lmbias.parsers.common import iter_lines, table
+
+TEMPLATES = "new_templates - Gender_identity.csv"
+VOCABULARY = "vocabulary.csv"
+NAMES = "vocabulary_proper_names.csv"
+FILES = (TEMPLATES, VOCABULARY, NAMES)
+#: subset (option `subsets`) -> its template file
+SUBSET_FILES = {"gender": TEMPLATES}
+#: the generator's "unknown" answers, in its order (random.choice draws from this list)
+UNKNOWN_ANSWERS = (
+    "Unknown",
+    "Cannot be determined",
+    "Can't be determined",
+    "Not answerable",
+    "Not known",
+    "Not enough info",
+    "Not enough information",
+    "Cannot answer",
+    "Can't answer",
+    "Undetermined",
+)
+#: the released file's fields, in its key order (write_jsonl)
+RELEASED_FIELDS = (
+    "example_id",
+    "question_index",
+    "question_polarity",
+    "context_condition",
+    "category",
+    "answer_info",
+    "additional_metadata",
+    "context",
+    "question",
+    "ans0",
+    "ans1",
+    "ans2",
+    "label",
+)
+METADATA_KEYS = ("subcategory", "stereotyped_groups", "version", "source")
+#: the four items of a pair, in the generator's order
+VARIANTS = (("neg", "ambig"), ("neg", "disambig"), ("nonneg", "ambig"), ("nonneg", "disambig"))
+
+_ANSWER = pa.list_(pa.string())
+
+#: The dataset (config.yaml `data.<dataset>`, a benchmark's `dataset`) this module parses.
+DATASET = "bbq"
+SCHEMA = pa.schema(
+    [
+        ("example_id", pa.int32()),
+        ("question_index", pa.int32()),  # the template's Q_id
+        ("question_polarity", pa.string()),  # neg | nonneg
+        ("context_condition", pa.string()),  # ambig | disambig
+        ("category", pa.string()),
+        ("answer_info", pa.struct([("ans0", _ANSWER), ("ans1", _ANSWER), ("ans2", _ANSWER)])),
+        (
+            "additional_metadata",
+            pa.struct(
+                [
+                    ("subcategory", pa.string()),
+                    ("stereotyped_groups", pa.list_(pa.string())),
+                    ("version", pa.string()),
+                    ("source", pa.string()),
+                ]
+            ),
+        ),
+        ("context", pa.string()),
+        ("question", pa.string()),
+        ("ans0", pa.string()),
+        ("ans1", pa.string()),
+        ("ans2", pa.string()),
+        ("label", pa.int32()),  # the right answer (0-2)
+        ("template", pa.int32()),  # 0-based template row among the kept rows (the bootstrap unit)
+        ("label_type", pa.string()),  # name (proper names) | label (role nouns: "the man")
+        ("unknown_loc", pa.int32()),  # the unknown answer (0-2)
+        ("target_loc", pa.int32()),  # the biased answer (0-2), -1: none
+    ]
+)
+OPTIONS = ("seed", "subsets")
+#: the template reader's source: an input of rule parse_benchmark like this module (editing it re-parses)
+RESOURCE_FILES = ["src/lmbias/parsers/bbq_templates.py"]
+
+_A_AN = re.compile(r"(\s[aA])(\s[aAeEiIoOuU])")
+_GENDER_WORDS = {"woman": "f", "girl": "f", "man": "m", "boy": "m"}
+
+
+# ---------------------------------------------------------------------------------------------------- building
+
+
+def _fill(text: str, name1: str, name2: str, word1: str, word2: str, vowel: bool) -> str:
+    """do_slotting for one text: the slots, then the a -> an rule when a NAME filler starts with a vowel."""
+    text = text.replace("{{NAME1}}", name1).replace("{{NAME2}}", name2)
+    text = text.replace("{{WORD1}}", word1).replace("{{WORD2}}", word2)
+    if vowel:
+        text = _A_AN.sub(r"\1n\2", text).replace(" an European", " a European")
+    return text
+
+
+def _vocabulary_words(template: Template, pools: Pools, rng: random.Random) -> list[str]:
+    """The row's word list from the vocabulary, with the generator's draws: a sample of 5 when the category has
+    more than 4 words, the row's subcategory's words (a sample of 5 when more than 5). Drawn for every row, as the
+    generator does, even where Names or proper names replace the list."""
+    words = pools.words
+    if len(words) > 4:
+        words = rng.sample(words, 5)
+    elif len(words) < 2:
+        words = []
+    if template.subcategory:
+        words = pools.subcategories.get(template.subcategory, [])
+        if len(words) > 5:
+            words = rng.sample(words, 5)
+    return words
+
+
+def answer_groups(text: str, info: str) -> set[str]:
+    """An answer's group labels: the lowercased "_"-separated parts of its info, plus "f" for the words woman/girl
+    and "m" for man/boy in its text or info (lm-eval's bbq process_docs rule)."""
+    groups = {part.lower() for part in info.split("_")}
+    for word in re.findall(r"[a-z]+", f"{text} {info}".lower()):
+        if word in _GENDER_WORDS:
+            groups.add(_GENDER_WORDS[word])
+    return groups
+
+
+def biased_answers(answer_info: Mapping, stereotyped_groups: Sequence[str], polarity: str, unknown_loc: int):
+    """The answers (0-2) that are the biased one: for a neg question those of a stereotyped group, for a nonneg
+    question the people (not the unknown answer) of none."""
+    stereotyped = {g.lower() for g in stereotyped_groups}
+    found = []
+    for k in range(3):
+        text, info = answer_info[f"ans{k}"]
+        member = bool(answer_groups(text, info) & stereotyped)
+        if (polarity == "neg" and member) or (polarity == "nonneg" and k != unknown_loc and not member):
+            found.append(k)
+    return found
+
+
+def target_loc(answer_info: Mapping, stereotyped_groups: Sequence[str], polarity: str, unknown_loc: int) -> int:
+    """The biased answer, -1 when there is not exactly one (biased_answers)."""
+    found = biased_answers(answer_info, stereotyped_groups, polarity, unknown_loc)
+    return found[0] if len(found) == 1 else -1
+
+
+def _info(template: Template, slot: int, filler: str, pools: Pools) -> str:
+    info = template.slot_info[slot]
+    if template.proper:
+        gender = pools.gender.get(filler, filler)
+        return f"{info}_{gender}" if info else gender
+    return info or filler
+
+
+def _pair_items(template, pools, rng, fillers, words, first_id, path) -> list[dict]:
+    """The four items of one pair (fillers: NAME1, NAME2): unknown string and answer order drawn here."""
+    word1, word2 = words
+    vowel = any(re.match(r"[aeiou]", f.lower()) for f in fillers)
+    filled = {c: _fill(t, *fillers, word1, word2, vowel) for c, t in template.texts.items()}
+    if fillers[0] == fillers[1]:
+        raise DataError(
+            f"NAME1 and NAME2 are both {fillers[0]!r}: two people who cannot be told apart", path, template.line
+        )
+    unknown = rng.choice(UNKNOWN_ANSWERS)
+    order = [0, 1, 2]  # Answer_negative, Answer_non_negative, unknown; shuffled as the generator shuffles the texts
+    rng.shuffle(order)
+    answers = [(filled["Answer_negative"], filled["Answer_non_negative"], unknown)[k] for k in order]
+    negative, non_negative, unknown_loc = order.index(0), order.index(1), order.index(2)
+    slots = {negative: template.negative_slot, non_negative: 1 - template.negative_slot}
+    answer_info = {
+        f"ans{k}": (
+            [unknown, "unknown"]
+            if k == unknown_loc
+            else [fillers[slots[k]], _info(template, slots[k], fillers[slots[k]], pools)]
+        )
+        for k in range(3)
+    }
+    ambiguous = filled["Ambiguous_Context"].strip()
+    contexts = {"ambig": ambiguous, "disambig": f"{ambiguous} {filled['Disambiguating_Context']}".strip()}
+    questions = {
+        "neg": filled["Question_negative_stereotype"].strip(),
+        "nonneg": filled["Question_non_negative"].strip(),
+    }
+    metadata = {
+        "subcategory": template.subcategory or "None",
+        "stereotyped_groups": list(template.groups),
+        "version": template.version,
+        "source": template.source,
+    }
+    items = []
+    for offset, (polarity, condition) in enumerate(VARIANTS):
+        label = unknown_loc if condition == "ambig" else negative if polarity == "neg" else non_negative
+        items.append(
+            {
+                "example_id": first_id + offset,
+                "question_index": template.q_id,
+                "question_polarity": polarity,
+                "context_condition": condition,
+                "category": CATEGORY,
+                "answer_info": answer_info,
+                "additional_metadata": metadata,
+                "context": contexts[condition],
+                "question": questions[polarity],
+                "ans0": answers[0],
+                "ans1": answers[1],
+                "ans2": answers[2],
+                "label": label,
+                "template": template.number,
+                "label_type": "name" if template.proper else "label",
+                "unknown_loc": unknown_loc,
+                "target_loc": target_loc(answer_info, template.groups, polarity, unknown_loc),
+            }
+        )
+    return items
+
+
+def _row_items(template: Template, pools: Pools, rng: random.Random, first_id: int, path) -> list[dict]:
+    """Every item of one template row, drawing in the generator's order (module docstring)."""
+    vocabulary = _vocabulary_words(template, pools, rng)
+    if template.proper:
+        # NAME1: a sample of the female names; NAME2, drawn per NAME1 name: the names of another gender
+        first = rng.sample(pools.female, NAMES_PER_SLOT)
+        plan = []
+        for name in first:
+            others = [n for n in pools.gender if pools.gender[n] != pools.gender[name]]  # unique, in file order
+            plan.append((name, lambda others=others: rng.sample(others, NAMES_PER_SLOT)))
+    elif template.names:
+        plan = [(w, lambda: template.names[1]) for w in template.names[0]]
+    else:
+        if not vocabulary:
+            what = f"subcategory {template.subcategory!r}" if template.subcategory else CATEGORY
+            raise DataError(f"no vocabulary.csv words for {what}: no pairs", path, template.line)
+        plan = [(w, lambda w=w: [v for v in vocabulary if v != w]) for w in vocabulary]
+    items: list[dict] = []
+    for name1, seconds in plan:
+        for name2 in seconds():  # drawn here: after the previous NAME1's pairs, as the generator draws
+            word1 = word2 = ""
+            if template.words:
+                word1 = rng.choice(template.words[0])
+                if len(template.words[1]) > 1:
+                    word2 = rng.choice(template.words[1])
+                elif template.words[1]:
+                    word2 = template.words[1][0]  # the generator draws nothing here and fills "" (docstring, 3)
+            items += _pair_items(template, pools, rng, (name1, name2), (word1, word2), first_id + len(items), path)
+            if template.proper:
+                flipped = (name2, name1)
+                items += _pair_items(template, pools, rng, flipped, (word1, word2), first_id + len(items), path)
+    if not items:
+        raise DataError("this row gives no pair of people", path, template.line)
+    return items
+
+
+def _metadata(seed: int, subsets: Sequence[str]) -> dict[bytes, bytes]:
+    return {b"lmbias.bbq_seed": str(seed).encode(), b"lmbias.bbq_subsets": json.dumps(list(subsets)).encode()}
+
+
+def parse_bbq(templates_path, vocabulary_path, names_path, seed: int = 0) -> pa.Table:
+    """The gender-identity items built from the three csv files with random.Random(seed) (module docstring)."""
+    templates = read_templates(templates_path)
+    pools = read_pools(vocabulary_path, names_path)
+    rng = random.Random(seed)
+    records: list[dict] = []
+    for template in templates:
+        records += _row_items(template, pools, rng, len(records), templates_path)
+    return table(records, SCHEMA).replace_schema_metadata(_metadata(seed, ["gender"]))
+
+
+# ---------------------------------------------------------------------------------------------------- options
+
+
+def _options(options: Mapping, key: str) -> tuple[int, list[str]]:
+    seed = options.get("seed", 0)
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise ConfigError(f"{key}.seed must be a non-negative integer, got {seed!r}")
+    subsets = options.get("subsets", ["gender"])
+    if not isinstance(subsets, list) or not subsets or len(set(map(str, subsets))) != len(subsets):
+        raise ConfigError(f"{key}.subsets must be a non-empty list of subsets without repeats, got {subsets!r}")
+    for subset in subsets:
+        if subset not in SUBSET_FILES:
+            raise ConfigError(
+                f"{key}.subsets: {subset!r} is not supported (only {sorted(SUBSET_FILES)}; Race_x_gender needs the "
+                "authors' intersectional generator, which lmbias does not have)"
+            )
+    return seed, subsets
+
+
+def required_files(options: Mapping, available: Sequence[str], key: str) -> list[str]:
+    _, subsets = _options(options, key)
+    return [SUBSET_FILES[s] for s in subsets] + [VOCABULARY, NAMES]
+
+
+def parse(files: Mapping[str, str | os.PathLike], options: Mapping, key: str) -> pa.Table:
+    seed, subsets = _options(options, key)
+    parsed = [parse_bbq(files[SUBSET_FILES[s]], files[VOCABULARY], files[NAMES], seed) for s in subsets]
+    return pa.concat_tables(parsed).replace_schema_metadata(_metadata(seed, subsets))
+
+
+# ---------------------------------------------------------------------------------------------------- jsonl
+
+
+def released_record(row: Mapping) -> dict:
+    """One item as the released file writes it: its fields in its key order, question_index a string."""
+    record = {field: row[field] for field in RELEASED_FIELDS}
+    record["question_index"] = str(row["question_index"])
+    record["answer_info"] = {f"ans{k}": list(row["answer_info"][f"ans{k}"]) for k in range(3)}
+    record["additional_metadata"] = {k: row["additional_metadata"][k] for k in METADATA_KEYS}
+    return record
+
+
+def write_jsonl(items: pa.Table, path: str | os.PathLike) -> Path:
+    """The items as the released jsonl (released_record, one JSON object a line), written to a temp file in the
+    same folder and renamed: a failed write leaves no partial file."""
+    lines = [json.dumps(released_record(row)) + "\n" for row in items.to_pylist()]
+    return write_text_atomic(path, "".join(lines))
+
+
+def _field(record: dict, name: str, kind, path, line: int):
+    value = record.get(name)
+    if isinstance(value, bool) or not isinstance(value, kind):
+        raise DataError(f"{name} must be {getattr(kind, '__name__', kind)}, got {value!r}", path, line)
+    return value
+
+
+def _released_row(record: dict, path, line: int) -> dict:
+    """A released-format record checked, with question_index an integer and the four metadata keys kept."""
+    index = record.get("question_index")
+    if isinstance(index, str) and re.fullmatch(r"-?\d+", index.strip()):
+        index = int(index)
+    if isinstance(index, bool) or not isinstance(index, int):
+        raise DataError(f"question_index must be an integer (or its string), got {index!r}", path, line)
+    row = {"example_id": _field(record, "example_id", int, path, line), "question_index": index}
+    for name, allowed in (("question_polarity", ("neg", "nonneg")), ("context_condition", ("ambig", "disambig"))):
+        if record.get(name) not in allowed:
+            raise DataError(f"{name} must be one of {list(allowed)}, got {record.get(name)!r}", path, line)
+        row[name] = record[name]
+    info = record.get("answer_info")
+    if not isinstance(info, dict) or not all(
+        isinstance(info.get(f"ans{k}"), list)
+        and len(info[f"ans{k}"]) == 2
+        and all(isinstance(v, str) for v in info[f"ans{k}"])
+        for k in range(3)
+    ):
+        raise DataError(f"answer_info must map ans0, ans1, ans2 to [text, info], got {info!r}", path, line)
+    meta = record.get("additional_metadata")
+    groups = meta.get("stereotyped_groups") if isinstance(meta, dict) else None
+    if not isinstance(groups, list) or not all(isinstance(g, str) for g in groups):
+        raise DataError("additional_metadata.stereotyped_groups must be a list of strings", path, line)
+    row["category"] = _field(record, "category", str, path, line)
+    row["answer_info"] = {f"ans{k}": list(info[f"ans{k}"]) for k in range(3)}
+    row["additional_metadata"] = {k: str(meta.get(k, "None")) for k in METADATA_KEYS if k != "stereotyped_groups"}
+    row["additional_metadata"]["stereotyped_groups"] = groups
+    for name in ("context", "question", "ans0", "ans1", "ans2"):
+        row[name] = _field(record, name, str, path, line)
+    label = _field(record, "label", int, path, line)
+    if label not in (0, 1, 2):
+        raise DataError(f"label must be 0, 1 or 2, got {label}", path, line)
+    row["label"] = label
+    return row
+
+
+def _unknown_loc(row: dict, path, line: int) -> int:
+    """The answer whose info is "unknown" (else the one whose text is an unknown string): exactly one."""
+    for found in (
+        [k for k in range(3) if row["answer_info"][f"ans{k}"][1] == "unknown"],
+        [k for k in range(3) if row[f"ans{k}"] in UNKNOWN_ANSWERS],
+    ):
+        if len(found) == 1:
+            return found[0]
+    raise DataError("no single answer is the unknown one", path, line)
+
+
+def _label_type(row: dict, unknown_loc: int) -> str:
+    """ "name" when both people are bare proper names: the answer is answer_info's text and the info's last part
+    is F or M; otherwise "label" (answers such as "The man", "The female teacher")."""
+    for k in range(3):
+        text, info = row["answer_info"][f"ans{k}"]
+        if k != unknown_loc and not (row[f"ans{k}"] == text and info.split("_")[-1] in ("F", "M")):
+            return "label"
+    return "name"
+
+
+def read_jsonl(path: str | os.PathLike) -> pa.Table:
+    """Items of a released-format BBQ jsonl (write_jsonl's or the authors' released file; other keys of
+    additional_metadata are dropped) with lmbias's columns recomputed: unknown_loc, target_loc and label_type
+    (_label_type) from answer_info, and `template` numbered in order of first appearance (by example_id) of
+    (question_index, version, subcategory, label_type, the negative answer's template info). The last tells apart
+    rows that share Q_id and version (Q_id 7's two rows: the male or the female teacher is the negative answer):
+    it is the info of the negative/disambiguated item's right answer, taken for the four items of its pair
+    (example_id // 4, the generator's numbering), and only where the info is not the filler itself (labels with a
+    NAMEk_info column). So `template` is the build's for a complete file in the generator's numbering; in a file
+    without the neg/disambig items, rows sharing Q_id and version share a number."""
+    rows = []
+    for line, text in iter_lines(path):
+        try:
+            record = json.loads(text)
+        except json.JSONDecodeError as err:
+            raise DataError(f"invalid JSON: {err.msg} (column {err.colno})", path, line) from None
+        if not isinstance(record, dict):
+            raise DataError(f"expected a JSON object, got {type(record).__name__}", path, line)
+        row = _released_row(record, path, line)
+        row["unknown_loc"] = _unknown_loc(row, path, line)
+        groups, polarity = row["additional_metadata"]["stereotyped_groups"], row["question_polarity"]
+        row["target_loc"] = target_loc(row["answer_info"], groups, polarity, row["unknown_loc"])
+        row["label_type"] = _label_type(row, row["unknown_loc"])
+        rows.append(row)
+    if not rows:
+        raise DataError("no items", path)
+    negative_info = {}
+    for row in rows:
+        if (row["question_polarity"], row["context_condition"]) == ("neg", "disambig") and row["label_type"] == "label":
+            text, info = row["answer_info"][f"ans{row['label']}"]
+            negative_info[row["example_id"] // 4] = "" if info == text else info
+    numbers: dict[tuple, int] = {}
+    for row in sorted(rows, key=lambda r: r["example_id"]):
+        meta = row["additional_metadata"]
+        key = (
+            row["question_index"],
+            meta["version"],
+            meta["subcategory"],
+            row["label_type"],
+            negative_info.get(row["example_id"] // 4, ""),
+        )
+        row["template"] = numbers.setdefault(key, len(numbers))
+    return table(rows, SCHEMA)
