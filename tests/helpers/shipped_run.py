@@ -21,7 +21,13 @@ CHEAP_BOLD = {"prompts_per_group": 8, "max_new_tokens": 16}
 GENDER_ONLY = ("crows_pairs", "stereoset")
 #: WinoBias' first 100 lines of each dev file (of 396; the pro and anti files keep their line-by-line pairing): its
 #: scoring on the four models was a quarter of this run (py-spy, 2026-11-29). helpers.data_heads.
-DATA_HEADS = {"winobias": {f"{kind}_stereotyped_type{t}.txt.dev": 100 for kind in ("pro", "anti") for t in (1, 2)}}
+#: Winogenerated's first 60 sentences (6 of 299 occupations) and BBQ's first 4 templates (32 questions of 5,672):
+#: the whole of both would add half a minute of scoring per model to a run that only checks the mechanics.
+DATA_HEADS = {
+    "winobias": {f"{kind}_stereotyped_type{t}.txt.dev": 100 for kind in ("pro", "anti") for t in (1, 2)},
+    "winogenerated": {"winogenerated_examples.jsonl": 60},
+    "bbq": {"new_templates - Gender_identity.csv": 5},
+}
 #: GAP's perplexity over its first 8 test texts (the shipped entry: 20): a masked model's pseudo-perplexity is a
 #: forward pass per token, and this benchmark was a quarter of the run's scoring (job timing files, 2026-11-29).
 PERPLEXITY_TEXTS = 8

@@ -36,6 +36,8 @@ LLM_PANELS = (
     ("seat_v2", "effect_size", "occupations-test", "SEAT-v2 d", 0.0),
     ("winogender", "gotcha_gap", "all", "WinoGender gotcha gap", 0.0),
     ("bold", "sentiment_mean_gap", "male-female", "BOLD sentiment gap", 0.0),
+    ("winogenerated", "occupation_female_share_r", "all", "Winogenerated r(female share, BLS)", 0.0),
+    ("bbq", "amb_bias_score", "all", "BBQ ambiguous bias score", 0.0),
 )
 MODEL_MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
 #: The grid's methods in distinct Okabe & Ito colours (LoRA-CDS/CDA in the colours of CDS/CDA); others as elsewhere.
