@@ -183,16 +183,12 @@ class LanguageModel:
         self.require(("mlm", "seq2seq"), "a choice's pseudo-log-likelihood")
         seqs, positions, owners = [], [], []
         pieces = [[0] * len(options) for options in choices]
-        for i, (prompt, options) in enumerate(zip(prompts, choices, strict=True)):
-            for k, choice in enumerate(options):
-                try:
-                    inputs = pll.choice_l2r_inputs(self.tokenizer, prompt, choice, delimiter)
-                except DataError as err:
-                    raise DataError(f"prompt {i}: {err}") from None
+        for i, per_choice in enumerate(pll.choice_l2r_inputs(self.tokenizer, prompts, choices, delimiter)):
+            for k, inputs in enumerate(per_choice):
                 if len(inputs[0][0]) > max_length:
                     raise DataError(
-                        f"prompt {i} ({prompt[:60]!r}...) with the choice {choice!r}: {len(inputs[0][0])} tokens "
-                        f"exceed max_length={max_length}"
+                        f"prompt {i} ({prompts[i][:60]!r}...) with the choice {choices[i][k]!r}: {len(inputs[0][0])} "
+                        f"tokens exceed max_length={max_length}"
                     )
                 pieces[i][k] = len(inputs)
                 for masked, position in inputs:

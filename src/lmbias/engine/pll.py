@@ -51,21 +51,34 @@ def word_l2r_inputs(ids: Sequence[int], pieces: Sequence[int], mask_id: int) -> 
     return inputs
 
 
-def choice_l2r_inputs(tokenizer, prompt: str, choice: str, delimiter: str = " ") -> list[tuple[list[int], int]]:
-    """(input, position) per word piece of `choice` after `prompt` + `delimiter` for its left-to-right
-    pseudo-log-likelihood given the prompt (word_l2r_inputs over the choice's pieces: the tokens of prompt +
-    delimiter + choice that are not special tokens and not the prompt's own leading tokens). Only the choice is
-    read: the prompt is the same for every choice, and its own pseudo-likelihood would change with the choice beside
-    it. DataError when the choice has no token of its own."""
-    ids = encode(tokenizer, prompt + delimiter + choice)
-    prompt_ids = encode(tokenizer, prompt)
-    shared = 0
-    while shared < min(len(ids), len(prompt_ids)) and ids[shared] == prompt_ids[shared]:
-        shared += 1
-    pieces = [p for p in content_positions(tokenizer, ids) if p >= shared]
-    if not pieces:
-        raise DataError(f"the choice {choice!r} has no token of its own after {prompt[-60:]!r}")
-    return word_l2r_inputs(ids, pieces, _mask_id(tokenizer))
+def choice_l2r_inputs(
+    tokenizer, prompts: Sequence[str], choices: Sequence[Sequence[str]], delimiter: str = " "
+) -> list[list[list[tuple[list[int], int]]]]:
+    """For each prompt, for each of its choices: (input, position) per word piece of the choice after prompt +
+    `delimiter`, for its left-to-right pseudo-log-likelihood given the prompt (word_l2r_inputs over the choice's
+    pieces: the tokens of prompt + delimiter + choice that are not special tokens and not the prompt's own leading
+    tokens). Only the choice is read: the prompt is the same for every choice, and its own pseudo-likelihood would
+    change with the choice beside it. The texts are tokenised in two batched calls (the prompts once each).
+    DataError naming the prompt's number when a choice has no token of its own."""
+    mask = _mask_id(tokenizer)
+    prompt_ids = tokenizer(list(prompts), add_special_tokens=True)["input_ids"]
+    pairs = zip(prompts, choices, strict=True)
+    texts = [prompt + delimiter + choice for prompt, options in pairs for choice in options]
+    whole_ids = iter(tokenizer(texts, add_special_tokens=True)["input_ids"]) if texts else iter(())
+    out = []
+    for i, (prompt, options) in enumerate(zip(prompts, choices)):
+        own = []
+        for choice in options:
+            ids, head = list(next(whole_ids)), prompt_ids[i]
+            shared = 0
+            while shared < min(len(ids), len(head)) and ids[shared] == head[shared]:
+                shared += 1
+            pieces = [p for p in content_positions(tokenizer, ids) if p >= shared]
+            if not pieces:
+                raise DataError(f"prompt {i}: the choice {choice!r} has no token of its own after {prompt[-60:]!r}")
+            own.append(word_l2r_inputs(ids, pieces, mask))
+        out.append(own)
+    return out
 
 
 def _mask_id(tokenizer) -> int:
