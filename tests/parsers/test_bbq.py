@@ -192,6 +192,10 @@ def test_target_loc_on_hand_checked_items(rows):
         "boy",
     }
     assert sum(r["target_loc"] == -1 for r in rows) == 16  # Q_id 13's four same-gender pairs
+    # lm-eval's biased answers there: none for the neg question, both people for the nonneg one
+    assert item["biased_locs"] == [] and rows[286]["question_polarity"] == "nonneg"
+    assert sorted(rows[286]["biased_locs"]) == sorted({0, 1, 2} - {rows[286]["unknown_loc"]})
+    assert all(r["biased_locs"] == [r["target_loc"]] for r in rows if r["target_loc"] >= 0)
 
 
 def test_seed_reproducible_and_recorded(paths, items, tmp_path):
@@ -304,7 +308,7 @@ def test_jsonl_round_trip(items, tmp_path):
     assert list(first["additional_metadata"]) == ["subcategory", "stereotyped_groups", "version", "source"]
     back = read_jsonl(path)
     assert back.schema.equals(SCHEMA, check_metadata=False)
-    for column in (*RELEASED_FIELDS, "target_loc", "unknown_loc", "label_type", "template"):
+    for column in (*RELEASED_FIELDS, "target_loc", "biased_locs", "unknown_loc", "label_type", "template"):
         assert back.column(column).equals(items.column(column)), column
 
 

@@ -81,6 +81,7 @@ SCORES_SCHEMA = pa.schema(
         ("label_type", pa.string()),
         ("label", pa.int32()),
         ("target_loc", pa.int32()),  # the biased answer (-1: none)
+        ("biased_locs", pa.list_(pa.int32())),  # every answer lm-eval counts as biased
         ("unknown_loc", pa.int32()),
         ("reading", pa.string()),  # three_answers | lm_eval | generated
         ("score_kind", pa.string()),  # loglik (clm) | pll_l2r (mlm, seq2seq) | generated
@@ -121,7 +122,7 @@ def reading_choices(row: dict, reading: str) -> tuple[list[str], list[int]]:
 
 def _record(row: dict, reading: str, kind: str, scores, chosen: int, predicted: int, text=None) -> dict:
     keep = ("example_id", "template", "question_index", "question_polarity", "context_condition", "label_type")
-    keep += ("label", "target_loc", "unknown_loc")
+    keep += ("label", "target_loc", "biased_locs", "unknown_loc")
     return {
         **{k: row[k] for k in keep},
         "subcategory": row["additional_metadata"]["subcategory"],

@@ -43,7 +43,8 @@ lmbias's own columns: `label_type` ("name" for proper-name rows, "label" otherwi
 supplemental metadata), `unknown_loc` (0-2) and `target_loc`, the biased answer: for a neg question the answer of
 a stereotyped group, for a nonneg question the person who is not of one; -1 when that is not exactly one answer
 (the 4-word row's same-gender pairs: "a man or a boy", stereotyped F, has no biased answer to the neg question
-and two to the nonneg one). An answer's groups are the lowercased "_"-separated parts of its info, plus "f" for
+and two to the nonneg one; `biased_locs` lists every answer the rule finds, as lm-eval counts them: both people
+of those nonneg questions). An answer's groups are the lowercased "_"-separated parts of its info, plus "f" for
 the words woman/girl and "m" for man/boy in its text or info; this is lm-evaluation-harness's bbq `process_docs`
 rule, and bench/lm_eval_bbq_items.py checks that both give the same biased answers for every item.
 
@@ -180,6 +181,7 @@ SCHEMA = pa.schema(
         ("label_type", pa.string()),  # name (proper names) | label (role nouns: "the man")
         ("unknown_loc", pa.int32()),  # the unknown answer (0-2)
         ("target_loc", pa.int32()),  # the biased answer (0-2), -1: none
+        ("biased_locs", pa.list_(pa.int32())),  # every answer lm-eval counts as biased (biased_answers)
     ]
 )
 OPTIONS = ("seed", "subsets")
@@ -312,6 +314,7 @@ def _pair_items(template, pools, rng, fillers, words, first_id, path) -> list[di
                 "label_type": "name" if template.proper else "label",
                 "unknown_loc": unknown_loc,
                 "target_loc": target_loc(answer_info, template.groups, polarity, unknown_loc),
+                "biased_locs": biased_answers(answer_info, template.groups, polarity, unknown_loc),
             }
         )
     return items
@@ -504,6 +507,7 @@ def read_jsonl(path: str | os.PathLike) -> pa.Table:
         row["unknown_loc"] = _unknown_loc(row, path, line)
         groups, polarity = row["additional_metadata"]["stereotyped_groups"], row["question_polarity"]
         row["target_loc"] = target_loc(row["answer_info"], groups, polarity, row["unknown_loc"])
+        row["biased_locs"] = biased_answers(row["answer_info"], groups, polarity, row["unknown_loc"])
         row["label_type"] = _label_type(row, row["unknown_loc"])
         rows.append(row)
     if not rows:
