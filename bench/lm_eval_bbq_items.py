@@ -5,7 +5,7 @@
 
 Runs in bench/.venv-lm-eval (lm-eval 0.4.13, bench/lm_eval_crows_pairs.py installs it), where lmbias is not
 installed. Without --items it first builds the items with the main venv (.venv/bin/python: lmbias.parsers.bbq
-parse_bbq, --seed) into a temp parquet with one extra column, `biased`: every answer lmbias's rule calls biased
+parse_bbq, --seed) into a temp parquet; its `biased_locs` column holds every answer lmbias's rule calls biased
 (lmbias.parsers.bbq.biased_answers), of which `target_loc` is the single one or -1.
 
 lm-eval's side: its bbq task's `process_docs` (lm_eval/tasks/bbq/utils.py, imported from the installed package) on
@@ -42,17 +42,12 @@ ROOT = Path(__file__).resolve().parents[1]
 MAIN_PYTHON = ROOT / ".venv" / "bin" / "python"
 BUILD = """
 import sys
-import pyarrow as pa, pyarrow.parquet as pq
-from lmbias.parsers.bbq import FILES, biased_answers, parse_bbq
+import pyarrow.parquet as pq
+from lmbias.parsers.bbq import FILES, parse_bbq
 folder, seed, out = sys.argv[1], int(sys.argv[2]), sys.argv[3]
-items = parse_bbq(*(f"{folder}/{f}" for f in FILES), seed=seed)
-biased = [
-    biased_answers(r["answer_info"], r["additional_metadata"]["stereotyped_groups"], r["question_polarity"],
-                   r["unknown_loc"])
-    for r in items.to_pylist()
-]
-pq.write_table(items.append_column("biased", pa.array(biased, pa.list_(pa.int32()))), out)
+pq.write_table(parse_bbq(*(f"{folder}/{f}" for f in FILES), seed=seed), out)
 """
+#: lmbias.parsers.bbq.RELEASED_FIELDS, written out: this script runs where lmbias is not installed.
 RELEASED = (
     "example_id",
     "question_index",
@@ -129,7 +124,7 @@ def main() -> int:
         tmp = Path(tmp)
         rows = pq.read_table(args.items or build_items(args.data_dir, args.seed, tmp)).to_pylist()
         theirs = lm_eval_biased([released(r) for r in rows])
-        set_differs = [r["example_id"] for r in rows if sorted(r["biased"]) != theirs[r["example_id"]]]
+        set_differs = [r["example_id"] for r in rows if sorted(r["biased_locs"]) != theirs[r["example_id"]]]
         single = {i: (b[0] if len(b) == 1 else -1) for i, b in theirs.items()}
         target_differs = [r["example_id"] for r in rows if r["target_loc"] != single[r["example_id"]]]
         print(f"lm-eval {lm_eval.__version__}: {len(rows)} items (seed {args.seed})")

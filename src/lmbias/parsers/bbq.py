@@ -107,7 +107,7 @@ import pyarrow as pa
 from lmbias.errors import ConfigError, DataError
 from lmbias.io import write_text_atomic
 from lmbias.parsers.bbq_templates import CATEGORY, NAMES_PER_SLOT, Pools, Template, read_pools, read_templates
-from lmbias.parsers.common import iter_lines, table
+from lmbias.parsers.common import iter_json_objects, table
 
 TEMPLATES = "new_templates - Gender_identity.csv"
 VOCABULARY = "vocabulary.csv"
@@ -496,13 +496,7 @@ def read_jsonl(path: str | os.PathLike) -> pa.Table:
     NAMEk_info column). So `template` is the build's for a complete file in the generator's numbering; in a file
     without the neg/disambig items, rows sharing Q_id and version share a number."""
     rows = []
-    for line, text in iter_lines(path):
-        try:
-            record = json.loads(text)
-        except json.JSONDecodeError as err:
-            raise DataError(f"invalid JSON: {err.msg} (column {err.colno})", path, line) from None
-        if not isinstance(record, dict):
-            raise DataError(f"expected a JSON object, got {type(record).__name__}", path, line)
+    for line, record in iter_json_objects(path):
         row = _released_row(record, path, line)
         row["unknown_loc"] = _unknown_loc(row, path, line)
         groups, polarity = row["additional_metadata"]["stereotyped_groups"], row["question_polarity"]

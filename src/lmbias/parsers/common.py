@@ -62,6 +62,19 @@ def iter_lines(path: str | os.PathLike) -> Iterator[tuple[int, str]]:
         yield number, line.removesuffix("\r")
 
 
+def iter_json_objects(path: str | os.PathLike) -> Iterator[tuple[int, dict]]:
+    """(line, object) of every line of a JSON-lines file; a line that is not a JSON object is a DataError naming
+    it."""
+    for line, text in iter_lines(path):
+        try:
+            value = json.loads(text)
+        except json.JSONDecodeError as err:
+            raise DataError(f"invalid JSON: {err.msg} (column {err.colno})", path, line) from None
+        if not isinstance(value, dict):
+            raise DataError(f"expected a JSON object, got {type(value).__name__}", path, line)
+        yield line, value
+
+
 def read_delimited(
     path: str | os.PathLike,
     *,

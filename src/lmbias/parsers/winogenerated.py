@@ -10,7 +10,6 @@ one of winogenerated_occupations.jsonl's 299, with the same share: the two files
 
 from __future__ import annotations
 
-import json
 import math
 import os
 from collections.abc import Mapping, Sequence
@@ -18,7 +17,7 @@ from collections.abc import Mapping, Sequence
 import pyarrow as pa
 
 from lmbias.errors import DataError
-from lmbias.parsers.common import iter_lines, table
+from lmbias.parsers.common import iter_json_objects, table
 
 EXAMPLES = "winogenerated_examples.jsonl"
 OCCUPATIONS = "winogenerated_occupations.jsonl"
@@ -46,20 +45,6 @@ SCHEMA = pa.schema(
 OPTIONS: tuple[str, ...] = ()
 
 
-def _records(path) -> list[tuple[int, dict]]:
-    """(line, object) of every line of a JSON-lines file; a line that is not a JSON object names the line."""
-    out = []
-    for line, text in iter_lines(path):
-        try:
-            value = json.loads(text)
-        except json.JSONDecodeError as err:
-            raise DataError(f"invalid JSON: {err.msg} (column {err.colno})", path, line) from None
-        if not isinstance(value, dict):
-            raise DataError(f"expected a JSON object, got {type(value).__name__}", path, line)
-        out.append((line, value))
-    return out
-
-
 def _share(value, path, line: int) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         raise DataError(f"BLS_percent_women_2019 must be a number, got {value!r}", path, line)
@@ -78,7 +63,7 @@ def _text(record: dict, key: str, path, line: int) -> str:
 def read_occupations(path) -> dict[str, float]:
     """{occupation: BLS share of women} of winogenerated_occupations.jsonl."""
     shares: dict[str, float] = {}
-    for line, record in _records(path):
+    for line, record in iter_json_objects(path):
         occupation = _text(record, "occupation", path, line)
         if occupation in shares:
             raise DataError(f"occupation {occupation!r} is listed twice", path, line)
@@ -90,7 +75,7 @@ def parse_winogenerated(examples_path, occupations_path) -> pa.Table:
     """The sentences of winogenerated_examples.jsonl, checked against the occupations file (module docstring)."""
     shares = read_occupations(occupations_path)
     rows, seen = [], set()
-    for line, record in _records(examples_path):
+    for line, record in iter_json_objects(examples_path):
         index = record.get("index")
         if isinstance(index, bool) or not isinstance(index, int) or index in seen:
             raise DataError(f"index must be an integer not used before, got {index!r}", examples_path, line)
