@@ -117,6 +117,7 @@ def test_the_lm_eval_reading_equals_lm_evals_loglikelihood_and_metrics(arch, ent
     for name, value in _lm_eval_metrics(rows, scores.column("choice_scores").to_pylist()).items():
         assert ours[name] == pytest.approx(100 * value, abs=1e-9), name
     assert set(scores.column("reading").to_pylist()) == {"lm_eval"}
+    assert set(scores.column("stereotyped").to_pylist()) == {"F", "M", "trans"}
     assert (set(scores.column("chat_template").to_pylist()) == {"none"}) == (not entry)
 
 

@@ -38,6 +38,7 @@ def _items(templates: int = 6) -> list[dict]:
                             "context_condition": condition,
                             "subcategory": "adult" if t % 2 else "child",
                             "label_type": "name" if t < 2 else "label",
+                            "stereotyped": "trans" if t == 5 else "F",
                             "label": 2 if condition == "ambig" else right_person,
                             "target_loc": target,
                             "biased_locs": [target],
@@ -102,7 +103,16 @@ def test_subsets_and_intervals():
     table = _scores(_items(), lambda r: r["target_loc"] if r["subcategory"] == "adult" else r["label"])
     rows = bbq_metric_rows(table, BBQOptions(bootstrap=200, seed=3))
     subsets = {r["subset"] for r in rows}
-    assert subsets == {"all", "subcategory:adult", "subcategory:child", "label_type:label", "label_type:name"}
+    assert subsets == {
+        "all",
+        "subcategory:adult",
+        "subcategory:child",
+        "label_type:label",
+        "label_type:name",
+        "stereotyped:F",
+        "stereotyped:trans",
+    }
+    assert by_subset(rows, "stereotyped:trans")["disamb_bias_score"]["n"] == 4  # template 5: one of six
     by = {(r["metric"], r["subset"]): r for r in rows}
     assert by[("disamb_bias_score", "subcategory:adult")]["value"] == 100
     assert by[("disamb_bias_score", "subcategory:child")]["value"] == 0
@@ -111,6 +121,10 @@ def test_subsets_and_intervals():
     assert whole["n"] == 24 and by[("acc", "label_type:name")]["n"] == 16
     again = bbq_metric_rows(table, BBQOptions(bootstrap=200, seed=3))
     assert [r["ci_low"] for r in again] == [r["ci_low"] for r in rows]  # seeded
+
+
+def by_subset(rows: list[dict], subset: str) -> dict[str, dict]:
+    return {r["metric"]: r for r in rows if r["subset"] == subset}
 
 
 def _lm_eval_aggregates(rows: list[dict], predicted: list[int]) -> dict[str, float]:

@@ -78,6 +78,7 @@ SCORES_SCHEMA = pa.schema(
         ("question_polarity", pa.string()),
         ("context_condition", pa.string()),
         ("subcategory", pa.string()),
+        ("stereotyped", pa.string()),  # the template's stereotyped group: F, M or trans (stereotyped_group)
         ("label_type", pa.string()),
         ("label", pa.int32()),
         ("target_loc", pa.int32()),  # the biased answer (-1: none)
@@ -103,6 +104,14 @@ def _options(scoring: dict | None) -> dict:
     return scoring
 
 
+def stereotyped_group(groups: list[str]) -> str:
+    """The stereotype's target in one word: "trans" for the trans templates (their groups name transgender women,
+    men or trans people), otherwise the groups as given ("F", "M"), joined by "/"."""
+    if any("trans" in g.lower() for g in groups):
+        return "trans"
+    return "/".join(groups) or "none"
+
+
 def prompt_of(row: dict) -> str:
     """lm-eval's doc_to_text: "{context}\\n\\nQ: {question}\\nA:"."""
     return f"{row['context']}\n\nQ: {row['question']}\nA:"
@@ -126,6 +135,7 @@ def _record(row: dict, reading: str, kind: str, scores, chosen: int, predicted: 
     return {
         **{k: row[k] for k in keep},
         "subcategory": row["additional_metadata"]["subcategory"],
+        "stereotyped": stereotyped_group(row["additional_metadata"]["stereotyped_groups"]),
         "reading": reading,
         "score_kind": kind,
         "choice_scores": [float(s) for s in scores],

@@ -21,9 +21,10 @@ Rows (values in %, the paper's scale: lm-eval prints the same numbers as fractio
 * `unparseable` (%): generated answers that matched no answer (lmbias.benchmarks.bbq's rule). They are left out of
   every other row, never counted right or wrong; the reading's other rows say so by their n.
 
-Subsets: `all`, each subcategory (`subcategory:adult`, ...; the templates' `None` stays `None`) and each label type
+Subsets: `all`, each subcategory (`subcategory:adult`, ...; the templates' `None` stays `None`), each label type
 (`label_type:name` for proper names, `label_type:label` for role nouns such as "the man"), as the paper separates
-names from labels.
+names from labels, and each stereotyped group (`stereotyped:F`, `stereotyped:M`, `stereotyped:trans`: whom the
+template's stereotype is about; lmbias.benchmarks.bbq.stereotyped_group).
 
 Where no non-unknown answer was given (n_non_unknown = 0) S_DIS is undefined: NaN. lm-eval returns 0 whenever
 n_biased = 0, also where n_non_unknown > 0 and the formula gives -100; `metric.no_biased_answers: zero` copies that.
@@ -180,6 +181,9 @@ def _subsets(scores: pa.Table) -> list[tuple[str, np.ndarray]]:
     out = [("all", np.ones(len(subcategory), dtype=bool))]
     out += [(f"subcategory:{s}", subcategory == s) for s in sorted(set(subcategory.tolist()))]
     out += [(f"label_type:{t}", label_type == t) for t in sorted(set(label_type.tolist()))]
+    if "stereotyped" in scores.column_names:
+        target = _column(scores, "stereotyped")
+        out += [(f"stereotyped:{g}", target == g) for g in sorted(set(target.tolist()))]
     return out
 
 
