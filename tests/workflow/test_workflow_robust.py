@@ -60,7 +60,8 @@ def test_missing_data_is_an_error_naming_file_and_key(small_run):
     proc = run_snakemake(workdir, "-n", "--config", "data_dir=/nonexistent", SUMMARY, check=False)
     text = proc.stdout + proc.stderr
     assert proc.returncode != 0
-    assert "/nonexistent/" in text and "looked for through data_dir" in text and "data.bec_pro.files." in text
+    # the error names the first configured benchmark by name whose data is missing
+    assert "/nonexistent/" in text and "looked for through data_dir" in text and "data.bbq.files." in text
     # an explicit opt-out runs (what is missing is then recorded as left out)
     run_snakemake(workdir, "-n", "--config", "data_dir=/nonexistent", "missing_data=skip", SUMMARY)
 

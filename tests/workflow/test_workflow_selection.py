@@ -10,6 +10,7 @@ from lmbias.errors import ConfigError
 from lmbias.workflow import selection
 
 MASKED = [
+    "bbq",
     "bec_pro_de",
     "bec_pro_en",
     "crows_pairs",
@@ -24,6 +25,7 @@ MASKED = [
     "stereoset",
     "winobias",
     "winogender",
+    "winogenerated",
 ]
 EMBEDDING = {"seat", "seat_v1", "seat_v2"}
 
