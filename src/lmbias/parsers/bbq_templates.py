@@ -6,15 +6,13 @@ naming the file and the row's first line; the rules themselves are in lmbias.par
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from lmbias.errors import DataError
-from lmbias.parsers.common import read_text
+from lmbias.parsers.common import iter_csv_rows
 
 #: the generator's `cat` for the gender templates: the category of the vocabulary rows and of the items
 CATEGORY = "Gender_identity"
@@ -81,18 +79,8 @@ class Pools:
 def _read_csv(path, required: Sequence[str]) -> tuple[list[str], list[tuple[int, dict[str, str]]]]:
     """(header, [(first physical line of the row, {column: value})]) of a csv file with a header line; a missing
     column, a bad quote or a row with another number of fields names the file and line."""
-    text = read_text(path)
-    reader = csv.reader(io.StringIO(text, newline=""), strict=True)
-    rows, header, end = [], None, 0
-    while True:
-        start = end + 1
-        try:
-            fields = next(reader)
-        except StopIteration:
-            break
-        except csv.Error as err:
-            raise DataError(f"malformed csv row: {err}", path, start) from None
-        end = reader.line_num
+    rows, header = [], None
+    for start, fields in iter_csv_rows(path, what="csv"):
         if header is None:
             header = fields
             missing = [c for c in required if c not in header]

@@ -75,6 +75,26 @@ def iter_json_objects(path: str | os.PathLike) -> Iterator[tuple[int, dict]]:
         yield line, value
 
 
+def iter_csv_rows(
+    path: str | os.PathLike, *, delimiter: str = ",", quoting: int = csv.QUOTE_MINIMAL, what: str = "delimited"
+) -> Iterator[tuple[int, list[str]]]:
+    """(first physical line of the row, fields) of every row of a delimited file, the header included (quoted
+    fields may hold newlines); a bad quote raises DataError naming the row's first line ("malformed <what> row")."""
+    text = read_text(path)
+    reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter, quoting=quoting, strict=True)
+    previous_end = 0
+    while True:
+        start = previous_end + 1
+        try:
+            row = next(reader)
+        except StopIteration:
+            return
+        except csv.Error as err:
+            raise DataError(f"malformed {what} row: {err}", path, start) from None
+        previous_end = reader.line_num
+        yield start, row
+
+
 def read_delimited(
     path: str | os.PathLike,
     *,
@@ -87,19 +107,8 @@ def read_delimited(
     Uses the csv module (quoted fields may hold newlines); a row with the wrong number of
     fields, a bad quote or a header that differs from `header` raises DataError.
     """
-    text = read_text(path)
-    reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter, quoting=quoting, strict=True)
-    previous_end = 0
     first = True
-    while True:
-        start = previous_end + 1
-        try:
-            row = next(reader)
-        except StopIteration:
-            break
-        except csv.Error as err:
-            raise DataError(f"malformed delimited row: {err}", path, start) from None
-        previous_end = reader.line_num
+    for start, row in iter_csv_rows(path, delimiter=delimiter, quoting=quoting):
         if first:
             first = False
             if row != header:
