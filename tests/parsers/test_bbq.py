@@ -201,7 +201,11 @@ def test_target_loc_on_hand_checked_items(rows):
 def test_seed_reproducible_and_recorded(paths, items, tmp_path):
     again = parse_bbq(*paths, seed=0)
     assert again.equals(items, check_metadata=True)
-    assert items.schema.metadata == {b"lmbias.bbq_seed": b"0", b"lmbias.bbq_subsets": b'["gender"]'}
+    assert items.schema.metadata == {
+        b"lmbias.bbq_seed": b"0",
+        b"lmbias.bbq_subsets": b'["gender"]',
+        b"lmbias.bbq_max_templates": b"null",
+    }
     write_jsonl(items, tmp_path / "a.jsonl")
     write_jsonl(again, tmp_path / "b.jsonl")
     assert (tmp_path / "a.jsonl").read_bytes() == (tmp_path / "b.jsonl").read_bytes()
@@ -215,6 +219,16 @@ def test_seed_reproducible_and_recorded(paths, items, tmp_path):
     assert other.column("context").to_pylist() != items.column("context").to_pylist()
     unchanged = ("template", "question_index", "question_polarity", "context_condition", "label_type")
     assert all(other.column(c).equals(items.column(c)) for c in unchanged)
+
+
+def test_max_templates_is_a_prefix_of_the_whole_build(paths, items):
+    first = parse_bbq(*paths, seed=0, max_templates=10)
+    assert first.num_rows == 72  # template rows 0-9: eight of 8 questions, two of 4
+    assert first.equals(items.slice(0, 72))  # the same draws, item for item
+    assert first.schema.metadata[b"lmbias.bbq_max_templates"] == b"10"
+    assert sorted(set(first.column("template").to_pylist())) == list(range(10))
+    with pytest.raises(ConfigError, match=r"^benchmarks\.bbq\.max_templates must be a positive integer or null"):
+        parse(dict.fromkeys(required_files({}, [], "k"), ""), {"max_templates": 0}, "benchmarks.bbq")
 
 
 def test_a_an_rule_as_the_generator(rows):

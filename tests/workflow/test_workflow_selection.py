@@ -9,12 +9,14 @@ from helpers.shipped_config import shipped_config
 from lmbias.errors import ConfigError
 from lmbias.workflow import selection
 
+#: The masked benchmarks of the shipped config, as a hub model's summaries hold them.
 MASKED = [
     "bbq",
     "bec_pro_de",
     "bec_pro_en",
     "crows_pairs",
     "da_gender",
+    "holistic_bias",
     "logprob",
     "occupations",
     "perplexity_gap",
@@ -28,6 +30,20 @@ MASKED = [
     "winogenerated",
 ]
 EMBEDDING = {"seat", "seat_v1", "seat_v2"}
+#: The shipped tiny models read subsets of BBQ and HolisticBias in their place (models.<tiny>.stand_ins).
+TINY_MASKED = [{"bbq": "bbq-subset", "holistic_bias": "holistic_bias-subset"}.get(b, b) for b in MASKED]
+STOOD_IN = [
+    {
+        "benchmark": "bbq",
+        "reason": "read through its stand-in 'bbq-subset', a subset of it",
+        "config_key": "models.tiny-bert.stand_ins.bbq",
+    },
+    {
+        "benchmark": "holistic_bias",
+        "reason": "read through its stand-in 'holistic_bias-subset', a subset of it",
+        "config_key": "models.tiny-bert.stand_ins.holistic_bias",
+    },
+]
 
 
 def test_seeds_and_kinds():
@@ -40,17 +56,36 @@ def test_seeds_and_kinds():
 
 def test_summary_benchmarks_by_family_and_kind():
     chosen = selection.BenchmarkSelection(shipped_config())
-    assert chosen.summary_benchmarks("tiny-bert", "pretrained") == MASKED
+    assert chosen.summary_benchmarks("tiny-bert", "pretrained") == TINY_MASKED
+    assert chosen.summary_benchmarks("distilbert", "pretrained") == MASKED  # a hub model in no grid with readings
     causal = chosen.summary_benchmarks("tiny-gpt2", "pretrained")
     assert "logprob" not in causal and "bec_pro_en" not in causal and "winobias" in causal
     assert "bold" in causal and "winogender" in causal  # BOLD generates: causal and seq2seq models only
     assert "bold" not in chosen.summary_benchmarks("tiny-gpt2", "self_debias")  # no generation of its own
     assert chosen.summary_benchmarks("tiny-bert", "online") == ["winobias"]  # online changes WinoBias only
-    assert chosen.summary_benchmarks("tiny-bert", "self_debias") == [b for b in MASKED if b not in EMBEDDING]
-    reasons = chosen.left_out("tiny-bert", "self_debias")
+    assert chosen.summary_benchmarks("tiny-bert", "self_debias") == [b for b in TINY_MASKED if b not in EMBEDDING]
+    reasons = chosen.left_out("tiny-bert", "self_debias")[len(STOOD_IN) :]
     assert {r["benchmark"] for r in reasons} == EMBEDDING
     assert {r["config_key"] for r in reasons} == {"methods.self_debias.kind"}
-    assert chosen.left_out("tiny-bert", "pretrained") == []
+    assert chosen.left_out("tiny-bert", "pretrained") == STOOD_IN
+    assert chosen.left_out("distilbert", "pretrained") == []
+
+
+def test_a_stand_in_replaces_its_benchmark_for_its_model_only():
+    config = shipped_config()
+    config["models"]["tiny-bert"]["stand_ins"] = {"bbq": "bbq-subset"}  # holistic_bias read whole again
+    config["models"]["tiny-bert-he"]["stand_ins"] = {}
+    chosen = selection.BenchmarkSelection(config)
+    held = chosen.summary_benchmarks("tiny-bert", "pretrained")
+    assert held.index("bbq-subset") == MASKED.index("bbq") and "bbq" not in held
+    # another tiny model still names holistic_bias-subset: only its summaries hold it
+    assert "holistic_bias" in held and "holistic_bias-subset" not in held
+    assert chosen.left_out("tiny-bert", "pretrained") == STOOD_IN[:1]
+    assert chosen.summary_benchmarks("tiny-bert-he", "pretrained") == MASKED
+    assert "holistic_bias-subset" in chosen.summary_benchmarks("tiny-roberta", "pretrained")
+    # only_benchmarks naming the benchmark keeps its stand-in
+    config["only_benchmarks"] = ["bbq"]
+    assert selection.BenchmarkSelection(config).summary_benchmarks("tiny-bert", "pretrained") == ["bbq-subset"]
 
 
 def test_a_paper_pair_holds_its_readings():

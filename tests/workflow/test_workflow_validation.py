@@ -46,6 +46,30 @@ def _edited(edit):
             r"^methods\.cds\.benchmarks\[1\]: unknown benchmark 'x'",
         ),
         (lambda c: c["targets"].update(comparisons=["nope"]), r"^targets\.comparisons\[0\]: unknown comparison 'nope'"),
+        (
+            lambda c: c["models"]["tiny-gpt2"].update(stand_ins={"bbq": "bbq-small"}),
+            r"^models\.tiny-gpt2\.stand_ins\.bbq: unknown benchmark 'bbq-small'",
+        ),
+        (
+            lambda c: c["models"]["tiny-gpt2"].update(stand_ins={"bbq": "winogender"}),
+            r"^models\.tiny-gpt2\.stand_ins\.bbq: 'winogender' reads another dataset \('winogender', not 'bbq'\)",
+        ),
+        (
+            lambda c: c["models"]["tiny-gpt2"].update(stand_ins={"crows_pairs": "crows_pairs-biasbench"}),
+            r"^models\.tiny-gpt2\.stand_ins\.crows_pairs: 'crows_pairs-biasbench' is a peer reading",
+        ),
+        (
+            lambda c: c["models"]["tiny-gpt2"].update(stand_ins={"bbq": "bbq"}),
+            r"^models\.tiny-gpt2\.stand_ins\.bbq: a benchmark cannot stand in for itself",
+        ),
+        (
+            lambda c: c["models"]["tiny-gpt2"].update(stand_ins={"bbq-subset": "bbq"}),
+            r"^models\.tiny-bert\.stand_ins\.bbq: 'bbq-subset' has a stand-in of its own",
+        ),
+        (
+            lambda c: c["models"]["tiny-bert"].update(stand_ins={"bec_pro_en": "bec_pro_de"}),
+            r"^comparisons\.tiny-bert-cds\.benchmark: 'tiny-bert' reads 'bec_pro_en' through its stand-in 'bec_pro_de'",
+        ),
     ],
 )
 def test_a_bad_key_is_named(edit, message):

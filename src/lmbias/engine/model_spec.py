@@ -46,6 +46,8 @@ _KNOWN_KEYS = (
     "offload",
     "offload_folder",
     "max_tokens",
+    # which benchmark entries the model's summaries read (lmbias.workflow.stand_ins): not the weights' concern
+    "stand_ins",
     # prompted benchmarks only (lmbias.engine.chat)
     "chat_template",
     "system_prompt",

@@ -38,6 +38,7 @@ LLM_PANELS = (
     ("bold", "sentiment_mean_gap", "male-female", "BOLD sentiment gap", 0.0),
     ("winogenerated", "occupation_female_share_r", "all", "Winogenerated r(female share, BLS)", 0.0),
     ("bbq", "amb_bias_score", "all", "BBQ ambiguous bias score", 0.0),
+    ("holistic_bias", "likelihood_bias", "all", "HolisticBias likelihood bias", 0.05),
 )
 MODEL_MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
 #: The grid's methods in distinct Okabe & Ito colours (LoRA-CDS/CDA in the colours of CDS/CDA); others as elsewhere.

@@ -184,7 +184,7 @@ SCHEMA = pa.schema(
         ("biased_locs", pa.list_(pa.int32())),  # every answer lm-eval counts as biased (biased_answers)
     ]
 )
-OPTIONS = ("seed", "subsets")
+OPTIONS = ("seed", "subsets", "max_templates")
 #: the template reader's source: an input of rule parse_benchmark like this module (editing it re-parses)
 RESOURCE_FILES = ["src/lmbias/parsers/bbq_templates.py"]
 
@@ -356,25 +356,32 @@ def _row_items(template: Template, pools: Pools, rng: random.Random, first_id: i
     return items
 
 
-def _metadata(seed: int, subsets: Sequence[str]) -> dict[bytes, bytes]:
-    return {b"lmbias.bbq_seed": str(seed).encode(), b"lmbias.bbq_subsets": json.dumps(list(subsets)).encode()}
+def _metadata(seed: int, subsets: Sequence[str], max_templates: int | None = None) -> dict[bytes, bytes]:
+    return {
+        b"lmbias.bbq_seed": str(seed).encode(),
+        b"lmbias.bbq_subsets": json.dumps(list(subsets)).encode(),
+        b"lmbias.bbq_max_templates": json.dumps(max_templates).encode(),
+    }
 
 
-def parse_bbq(templates_path, vocabulary_path, names_path, seed: int = 0) -> pa.Table:
-    """The gender-identity items built from the three csv files with random.Random(seed) (module docstring)."""
+def parse_bbq(templates_path, vocabulary_path, names_path, seed: int = 0, max_templates: int | None = None) -> pa.Table:
+    """The gender-identity items built from the three csv files with random.Random(seed) (module docstring).
+
+    `max_templates`: the items of the first N template rows only (quick runs). The draws run in the file's order,
+    so they are the first items of the whole build, item for item."""
     templates = read_templates(templates_path)
     pools = read_pools(vocabulary_path, names_path)
     rng = random.Random(seed)
     records: list[dict] = []
-    for template in templates:
+    for template in templates[:max_templates]:
         records += _row_items(template, pools, rng, len(records), templates_path)
-    return table(records, SCHEMA).replace_schema_metadata(_metadata(seed, ["gender"]))
+    return table(records, SCHEMA).replace_schema_metadata(_metadata(seed, ["gender"], max_templates))
 
 
 # ---------------------------------------------------------------------------------------------------- options
 
 
-def _options(options: Mapping, key: str) -> tuple[int, list[str]]:
+def _options(options: Mapping, key: str) -> tuple[int, list[str], int | None]:
     seed = options.get("seed", 0)
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
         raise ConfigError(f"{key}.seed must be a non-negative integer, got {seed!r}")
@@ -387,18 +394,23 @@ def _options(options: Mapping, key: str) -> tuple[int, list[str]]:
                 f"{key}.subsets: {subset!r} is not supported (only {sorted(SUBSET_FILES)}; Race_x_gender needs the "
                 "authors' intersectional generator, which lmbias does not have)"
             )
-    return seed, subsets
+    max_templates = options.get("max_templates")
+    if max_templates is not None and (
+        isinstance(max_templates, bool) or not isinstance(max_templates, int) or max_templates < 1
+    ):
+        raise ConfigError(f"{key}.max_templates must be a positive integer or null, got {max_templates!r}")
+    return seed, subsets, max_templates
 
 
 def required_files(options: Mapping, available: Sequence[str], key: str) -> list[str]:
-    _, subsets = _options(options, key)
+    _, subsets, _ = _options(options, key)
     return [SUBSET_FILES[s] for s in subsets] + [VOCABULARY, NAMES]
 
 
 def parse(files: Mapping[str, str | os.PathLike], options: Mapping, key: str) -> pa.Table:
-    seed, subsets = _options(options, key)
-    parsed = [parse_bbq(files[SUBSET_FILES[s]], files[VOCABULARY], files[NAMES], seed) for s in subsets]
-    return pa.concat_tables(parsed).replace_schema_metadata(_metadata(seed, subsets))
+    seed, subsets, max_templates = _options(options, key)
+    parsed = [parse_bbq(files[SUBSET_FILES[s]], files[VOCABULARY], files[NAMES], seed, max_templates) for s in subsets]
+    return pa.concat_tables(parsed).replace_schema_metadata(_metadata(seed, subsets, max_templates))
 
 
 # ---------------------------------------------------------------------------------------------------- jsonl

@@ -30,10 +30,15 @@ def scoring_max_tokens(config: dict, model: str) -> int:
     return config["models"][model].get("max_tokens", DEFAULT_MAX_TOKENS)
 
 
+#: Model entry keys that choose what the workflow runs, not how the weights are read: no job's params hold them
+#: (editing `stand_ins` changes which benchmark entries are scored, which their own jobs' params say).
+WORKFLOW_MODEL_KEYS = ("stand_ins",)
+
+
 def model_entry(config: dict, model: str) -> dict:
     """The model's entry for scoring: without its `training` defaults, so editing those rescores nothing
     that did not retrain; a hub model's with the folder it was fetched into."""
-    entry = {k: v for k, v in config["models"][model].items() if k != "training"}
+    entry = {k: v for k, v in config["models"][model].items() if k not in ("training", *WORKFLOW_MODEL_KEYS)}
     return with_snapshot(config, model, entry)
 
 
@@ -102,7 +107,7 @@ def training_model_entry(config: dict, model: str, method: str) -> dict:
     lmbias.training.jobs), so editing either rescores without retraining. A LoRA method (training.adapter)
     keeps `dtype`: its frozen base loads in it."""
     lora = resolved_method(config, model, method)["settings"].get("adapter") is not None
-    drop = ("training", "precision") if lora else ("training", "precision", "dtype")
+    drop = ("training", "precision", *WORKFLOW_MODEL_KEYS) + (() if lora else ("dtype",))
     entry = {k: v for k, v in config["models"][model].items() if k not in drop}
     return with_snapshot(config, model, entry)
 
@@ -110,7 +115,9 @@ def training_model_entry(config: dict, model: str, method: str) -> dict:
 def fitting_model_entry(config: dict, model: str) -> dict:
     """What SentenceDebias and INLP fits read of the model entry: as training_model_entry, but with `dtype`
     (their embeddings come from the model as scoring loads it)."""
-    entry = {k: v for k, v in config["models"][model].items() if k not in ("training", "precision")}
+    entry = {
+        k: v for k, v in config["models"][model].items() if k not in ("training", "precision", *WORKFLOW_MODEL_KEYS)
+    }
     return with_snapshot(config, model, entry)
 
 

@@ -11,10 +11,10 @@ from lmbias.benchmarks import catalog
 from lmbias.errors import ConfigError
 from lmbias.methods import resolution
 from lmbias.papers import grid as readings_grid
-from lmbias.parsers import is_generated as is_generated_dataset
-from lmbias.parsers import required_files as required_benchmark_files
+from lmbias.parsers import parse_inputs as benchmark_parse_inputs
 from lmbias.parsers.sources import resolve_source as resolve_data_source
 from lmbias.workflow.methods import check_model_method
+from lmbias.workflow.stand_ins import apply_stand_ins, stand_in_entries, stood_in_for
 
 _log = logging.getLogger(__name__)
 
@@ -31,15 +31,15 @@ def method_names_of_kinds(config: dict, kinds) -> list[str]:
 
 def missing_benchmark_data(config: dict, name: str) -> tuple[str, str, str] | None:
     """(missing path, config key of the file, where it was looked for) of benchmark `name`'s first local
-    file that is not there, or None (generated benchmarks and downloads are never missing here)."""
+    file that is not there, or None (generated benchmarks and downloads are never missing here). The files are
+    those rule parse_benchmark reads: the benchmark's own dataset's and the other datasets' its parser declares
+    (HONEST's lexicon, data.hurtlex; lmbias.parsers.parse_inputs), each named by its own dataset's keys."""
     bench = config["benchmarks"][name]
-    if is_generated_dataset(bench["dataset"]):
-        return None
-    for file in required_benchmark_files(bench, config["data"], name, config.get("data_dir")):
-        kind, location = resolve_data_source(bench["dataset"], file, config["data"], config.get("data_dir"))
+    for _, dataset, file in benchmark_parse_inputs(bench, config["data"], name, config.get("data_dir")):
+        kind, location = resolve_data_source(dataset, file, config["data"], config.get("data_dir"))
         if kind == "local" and not Path(location).exists():
-            folder_key = f"data.{bench['dataset']}.path" if config["data"][bench["dataset"]].get("path") else "data_dir"
-            return location, f"data.{bench['dataset']}.files.{file}", folder_key
+            folder_key = f"data.{dataset}.path" if config["data"][dataset].get("path") else "data_dir"
+            return location, f"data.{dataset}.files.{file}", folder_key
     return None
 
 
@@ -59,6 +59,7 @@ class BenchmarkSelection:
         self._selections: dict[str, tuple[list[str], list[dict]]] = {}
         self._stand_for: dict | None = None
         self._pair_readings: dict | None = None
+        self._stand_in_entries: dict | None = None
 
     # --- peer readings (papers.<paper>.readings)
 
@@ -75,9 +76,12 @@ class BenchmarkSelection:
         return self._pair_readings
 
     def names_of(self, name: str) -> list[str]:
-        """The benchmark and, for a peer reading, the benchmarks it stands for: a list (only_benchmarks,
-        optional_benchmarks, methods.<name>.benchmarks) that names one of them names the reading too."""
-        return [name, *self.stand_for().get(name, ())]
+        """The benchmark and, for a peer reading or a model's stand-in (models.<model>.stand_ins), the benchmarks
+        it stands for: a list (only_benchmarks, optional_benchmarks, methods.<name>.benchmarks) that names one of
+        them names the reading or the stand-in too."""
+        if self._stand_in_entries is None:
+            self._stand_in_entries = stand_in_entries(self.config)
+        return [name, *self.stand_for().get(name, ()), *self._stand_in_entries.get(name, ())]
 
     # --- every method of a model
 
@@ -137,11 +141,18 @@ class BenchmarkSelection:
     def summary_selection(self, model: str) -> tuple[list[str], list[dict]]:
         """(benchmarks a summary of `model` holds, [{benchmark, reason, config_key}] of those it leaves out), the
         peer readings (entries with `reading:`) aside: a pair's summary holds those its papers select
-        (reading_selection)."""
+        (reading_selection). A benchmark the model reads through a stand-in (models.<model>.stand_ins) is left
+        out, the stand-in held in its place."""
         if model not in self._selections:
             benchmarks = self.config["benchmarks"]
             names = catalog.benchmarks_for(self.config["models"][model]["family"], benchmarks)
-            self._selections[model] = self._split(n for n in names if not readings_grid.is_reading(benchmarks[n]))
+            names = apply_stand_ins(
+                self.config, model, [n for n in names if not readings_grid.is_reading(benchmarks[n])]
+            )
+            kept, left_out = self._split(names)
+            applicable = set(catalog.benchmarks_for(self.config["models"][model]["family"], benchmarks))
+            stood_in = [entry for entry in stood_in_for(self.config, model) if entry["benchmark"] in applicable]
+            self._selections[model] = (kept, stood_in + left_out)
         return self._selections[model]
 
     def reading_selection(self, model: str, method: str) -> tuple[list[str], list[dict]]:
