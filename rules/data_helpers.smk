@@ -24,18 +24,25 @@ def _data_benchmark_cfg(wildcards):
     return config["benchmarks"][wildcards.benchmark]
 
 
-def _data_benchmark_files(wildcards):
-    """Raw file names (keys of data.<dataset>.files) the benchmark needs, in parser order (with data_dir: a
-    parser's stand-in where only it is in the local folder, e.g. StereoSet's flat copy for dev.json)."""
-    return _data_parsers.required_files(
+def _data_benchmark_raw(wildcards):
+    """(key, dataset, file) of the raw files the benchmark's parser reads: its own dataset's, in parser order (with
+    data_dir: a parser's stand-in where only it is in the local folder, e.g. StereoSet's flat copy for dev.json),
+    then other datasets' files the parser declares (HONEST's lexicon: lmbias.parsers.parse_inputs)."""
+    return _data_parsers.parse_inputs(
         _data_benchmark_cfg(wildcards), config["data"], wildcards.benchmark, config.get("data_dir")
     )
+
+
+def _data_benchmark_files(wildcards):
+    """The keys under which the parser gets its raw files: a file name of its own dataset, <dataset>/<file> of
+    another's."""
+    return [key for key, _, _ in _data_benchmark_raw(wildcards)]
 
 
 def _data_benchmark_inputs(wildcards):
     dataset = _data_benchmark_cfg(wildcards)["dataset"]
     return {
-        "raw": [f"resources/data/{dataset}/{f}" for f in _data_benchmark_files(wildcards)],
+        "raw": [f"resources/data/{d}/{f}" for _, d, f in _data_benchmark_raw(wildcards)],
         # Snakemake does not track imported modules: the parser's source is an input, so editing it re-parses.
         "code": _data_parsers.module_files(dataset),
     }

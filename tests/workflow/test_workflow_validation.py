@@ -82,3 +82,16 @@ def test_configured_names_are_listed():
     with pytest.raises(ConfigError) as error:
         check_config(config)
     assert ", ".join(sorted(config["models"])) in str(error.value)
+
+
+def test_a_config_cut_down_to_a_few_benchmarks_keeps_its_tiny_models_stand_ins():
+    """A stand-in pair neither of whose entries is configured is no stand-in (an overlay or a test that keeps a
+    few benchmarks need not edit every tiny model); with one side left it is still checked."""
+    config = shipped_config()
+    config["benchmarks"] = {name: config["benchmarks"][name] for name in ("winobias", "bec_pro_en", "gap")}
+    config["optional_benchmarks"] = []
+    config["papers"] = {}
+    check_config(config)
+    config["benchmarks"]["bbq"] = shipped_config()["benchmarks"]["bbq"]
+    with pytest.raises(ConfigError, match=r"^models\.tiny-bert\.stand_ins\.bbq: unknown benchmark 'bbq-subset'"):
+        check_config(config)

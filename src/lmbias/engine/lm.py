@@ -15,6 +15,7 @@ spirit of lm-evaluation-harness's requests:
   causal LM and pseudo-log-likelihood otherwise (lm-eval's loglikelihood_rolling; lmbias.engine.rolling);
 * `candidate_logprobs`: log-probabilities of candidate tokens at a mask (a masked LM) or as the decoder's next
   token (an encoder-decoder's infilling), dispatched on the request's kind (lmbias.engine.scoring);
+* `top_k_fills`: a masked LM's k most probable tokens at a mask (HONEST's completions; lmbias.engine.fills);
 * `embeddings`: pooled sentence embeddings (lmbias.engine.embeddings);
 * `generate`: continuations of prompts, the model entry's chat template applied (lmbias.engine.generation,
   lmbias.engine.chat); `prompt` renders one prompt the same way for a scorer that reads likelihoods;
@@ -37,7 +38,7 @@ from collections.abc import Hashable, Mapping, Sequence
 
 import numpy as np
 
-from lmbias.engine import chat, continuations, embeddings, generation, pll, prefix_cache, rolling, scoring
+from lmbias.engine import chat, continuations, embeddings, fills, generation, pll, prefix_cache, rolling, scoring
 from lmbias.engine.batching import EngineStats
 from lmbias.engine.context_window import ContextWindow, context_window
 from lmbias.errors import DataError
@@ -219,6 +220,16 @@ class LanguageModel:
         self.require((family,), f"candidate log-probs of {kind.__name__}")
         return read(
             self.model, self.tokenizer, requests, batch_size=batch_size, max_length=max_length, stats=self.stats
+        )
+
+    def top_k_fills(
+        self, texts: Sequence[str], k: int, batch_size: int = 64, max_length: int = 512
+    ) -> list[list[tuple[int, float]]]:
+        """[(token id, log p), ...] of the k most probable tokens at the one mask token of each text, most probable
+        first, as the fill-mask pipeline's top_k (masked LMs; lmbias.engine.fills.masked_top_k)."""
+        self.require(("mlm",), "top-k fills of a mask")
+        return fills.masked_top_k(
+            self.model, self.tokenizer, texts, k, batch_size=batch_size, max_length=max_length, stats=self.stats
         )
 
     def rolling_view(self) -> LanguageModel:

@@ -6,6 +6,15 @@ benchmark needs (the input function of rule parse_benchmark), `parse_benchmark` 
 the table written to results/data/{benchmark}.parquet. Each parser module declares DATASET (the dataset it
 parses; `PARSERS` is found from them) and exposes SCHEMA, required_files(options, available, key) and
 parse(files, options, key); most also parse_<dataset>(...).
+
+Files of other datasets: a parser that also reads files of another configured dataset (HONEST's templates are
+scored against the HurtLex lexicon, `data.hurtlex`) declares OTHER_DATA = {entry key: (default dataset, (file,
+...))}; the benchmark entry's key (HONEST's `lexicon`) names the `data:` entry, its default when absent. Those files
+are inputs of parse_benchmark like the benchmark's own (`parse_inputs`: fetched and verified by their dataset's own
+data_<dataset> rule into resources/data/<dataset>/<file>), reach `parse` under the key "<dataset>/<file>"
+(`other_file_key`), so they never clash with the benchmark's own file names, and their sha256 goes into the parsed
+table's metadata beside the others'. A missing local copy stops the run naming the file and its config key
+(data.<dataset>.files.<file>), as any missing data does (lmbias.workflow.selection.missing_benchmark_data).
 """
 
 from __future__ import annotations
@@ -116,6 +125,46 @@ def required_files(
     return files
 
 
+def other_file_key(dataset: str, file: str) -> str:
+    """The key under which `parse` gets a file of another dataset (OTHER_DATA): "<dataset>/<file>", the file's
+    path under resources/data/."""
+    return f"{dataset}/{file}"
+
+
+def other_data(benchmark_cfg: Mapping, data_cfg: Mapping, name: str) -> list[tuple[str, str]]:
+    """(dataset, file) of every file of another configured dataset that benchmark `name`'s parser reads (its
+    OTHER_DATA: {entry key: (default dataset, files)}; the entry's key, when set, names the dataset). A dataset or
+    file that is not configured is a ConfigError naming the entry's key or the file's."""
+    module = parser_for(benchmark_cfg, name)
+    found = []
+    for key, (default, files) in getattr(module, "OTHER_DATA", {}).items():
+        dataset = benchmark_cfg.get(key, default)
+        entry = data_cfg.get(dataset) if isinstance(dataset, str) else None
+        if not isinstance(entry, Mapping) or not isinstance(entry.get("files"), Mapping):
+            raise ConfigError(
+                f"benchmarks.{name}.{key}: {dataset!r} is not a configured dataset (a key of data:); benchmark "
+                f"{name!r} reads its files {', '.join(files)}"
+            )
+        for file in files:
+            if file not in entry["files"]:
+                raise ConfigError(
+                    f"data.{dataset}.files.{file}: benchmark {name!r} reads this file (benchmarks.{name}.{key}), "
+                    "but it is not configured"
+                )
+            found.append((dataset, file))
+    return found
+
+
+def parse_inputs(
+    benchmark_cfg: Mapping, data_cfg: Mapping, name: str, data_dir: str | os.PathLike | None = None
+) -> list[tuple[str, str, str]]:
+    """(key in parse's `files`, dataset, file) of every raw file rule parse_benchmark reads for benchmark `name`:
+    its own dataset's (`required_files`, keyed by file name) and then other datasets' (`other_data`, keyed by
+    `other_file_key`). Each lies at resources/data/<dataset>/<file>."""
+    own = [(file, benchmark_cfg["dataset"], file) for file in required_files(benchmark_cfg, data_cfg, name, data_dir)]
+    return own + [(other_file_key(d, f), d, f) for d, f in other_data(benchmark_cfg, data_cfg, name)]
+
+
 def _stand_in(file: str, alternatives: Mapping, dataset: str, data_cfg: Mapping, data_dir) -> str:
     if not alternatives.get(file) or file not in data_cfg[dataset]["files"]:
         return file
@@ -140,7 +189,8 @@ def module_files(dataset: str) -> list[str]:
 
 
 def parse_benchmark(benchmark_cfg: Mapping, files: Mapping[str, str | os.PathLike], name: str) -> pa.Table:
-    """Parse benchmark `name` from `files` ({file name: path}); the raw files' sha256 and the parse
+    """Parse benchmark `name` from `files` ({file name, or other_file_key for another dataset's file: path}, as
+    `parse_inputs` lists them); the raw files' sha256 and the parse
     options are stored in the schema metadata (provenance for the summary tables), beside the keys a parser
     wrote itself (BBQ's lmbias.bbq_seed: the seed its items were drawn with, default or not)."""
     module = parser_for(benchmark_cfg, name)
@@ -162,6 +212,9 @@ __all__ = [
     "parser_for",
     "parse_slice",
     "required_files",
+    "other_file_key",
+    "other_data",
+    "parse_inputs",
     "module_files",
     "parse_benchmark",
     "parse_bec_pro",

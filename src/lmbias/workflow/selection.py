@@ -11,8 +11,7 @@ from lmbias.benchmarks import catalog
 from lmbias.errors import ConfigError
 from lmbias.methods import resolution
 from lmbias.papers import grid as readings_grid
-from lmbias.parsers import is_generated as is_generated_dataset
-from lmbias.parsers import required_files as required_benchmark_files
+from lmbias.parsers import parse_inputs as benchmark_parse_inputs
 from lmbias.parsers.sources import resolve_source as resolve_data_source
 from lmbias.workflow.methods import check_model_method
 from lmbias.workflow.stand_ins import apply_stand_ins, stand_in_entries, stood_in_for
@@ -32,15 +31,15 @@ def method_names_of_kinds(config: dict, kinds) -> list[str]:
 
 def missing_benchmark_data(config: dict, name: str) -> tuple[str, str, str] | None:
     """(missing path, config key of the file, where it was looked for) of benchmark `name`'s first local
-    file that is not there, or None (generated benchmarks and downloads are never missing here)."""
+    file that is not there, or None (generated benchmarks and downloads are never missing here). The files are
+    those rule parse_benchmark reads: the benchmark's own dataset's and the other datasets' its parser declares
+    (HONEST's lexicon, data.hurtlex; lmbias.parsers.parse_inputs), each named by its own dataset's keys."""
     bench = config["benchmarks"][name]
-    if is_generated_dataset(bench["dataset"]):
-        return None
-    for file in required_benchmark_files(bench, config["data"], name, config.get("data_dir")):
-        kind, location = resolve_data_source(bench["dataset"], file, config["data"], config.get("data_dir"))
+    for _, dataset, file in benchmark_parse_inputs(bench, config["data"], name, config.get("data_dir")):
+        kind, location = resolve_data_source(dataset, file, config["data"], config.get("data_dir"))
         if kind == "local" and not Path(location).exists():
-            folder_key = f"data.{bench['dataset']}.path" if config["data"][bench["dataset"]].get("path") else "data_dir"
-            return location, f"data.{bench['dataset']}.files.{file}", folder_key
+            folder_key = f"data.{dataset}.path" if config["data"][dataset].get("path") else "data_dir"
+            return location, f"data.{dataset}.files.{file}", folder_key
     return None
 
 

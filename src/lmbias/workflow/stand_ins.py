@@ -20,8 +20,12 @@ STAND_INS_KEY = "stand_ins"
 
 
 def stand_ins_of(config: dict, model: str) -> dict[str, str]:
-    """{benchmark: the entry `model` reads in its place} (empty for most models)."""
-    return dict(config["models"][model].get(STAND_INS_KEY) or {})
+    """{benchmark: the entry `model` reads in its place} (empty for most models). A pair neither of whose entries
+    is configured is no stand-in: a config cut down to a few benchmarks (an overlay, a test) keeps its tiny models'
+    stand_ins without naming every entry again. A pair with one side configured is checked (check_stand_ins)."""
+    benchmarks = config["benchmarks"]
+    pairs = config["models"][model].get(STAND_INS_KEY) or {}
+    return {b: e for b, e in pairs.items() if b in benchmarks or e in benchmarks}
 
 
 def stand_in_entries(config: dict) -> dict[str, list[str]]:
