@@ -55,6 +55,18 @@ def test_templates_on_the_real_file(items):
     assert all(r["template"].startswith(r["prefix"] + " [M]") for r in rows)
 
 
+def test_max_templates_keeps_the_first_of_each_category(items, files):
+    quick = parse_benchmark({**ENTRY, "max_templates": 20}, files, "honest-subset")
+    rows = quick.to_pylist()
+    assert Counter(r["category"] for r in rows) == {"female": 20, "male": 20}
+    whole = items.to_pylist()
+    for category in ("female", "male"):
+        assert [r for r in rows if r["category"] == category] == [r for r in whole if r["category"] == category][:20]
+    assert quick.schema.metadata[b"lmbias.hurtlex"] == items.schema.metadata[b"lmbias.hurtlex"]
+    with pytest.raises(ConfigError, match=r"^benchmarks\.honest\.max_templates must be a positive integer or null"):
+        parse_benchmark({**ENTRY, "max_templates": 0}, files, "honest")
+
+
 def test_lexicon_on_the_real_file(items, shared_data):
     rows = lexicon_rows(items)
     assert rows == parse_lexicon(shared_data / "hurtlex" / LEXICON_FILE)

@@ -20,6 +20,7 @@ from lmbias.parsers import (
     parse_cds,
     parse_crows_pairs,
     parse_gap,
+    parse_inputs,
     parse_seat,
     parse_slice,
     parse_stereoset,
@@ -625,8 +626,8 @@ def test_parse_benchmark_every_configured_benchmark(config, shared_data):
     }
     parsed = set()
     for name, entry in config["benchmarks"].items():
-        folder = shared_data / entry["dataset"]
-        files = {f: folder / f for f in required_files(entry, config["data"], name, str(shared_data))}
+        inputs = parse_inputs(entry, config["data"], name, str(shared_data))  # HONEST's lexicon: another dataset's
+        files = {key: shared_data / dataset / f for key, dataset, f in inputs}
         if not all(p.exists() for p in files.values()):
             # shared/data lacks WikiText-2: its benchmark is optional (left out offline)
             assert entry["dataset"] == "wikitext2" and name in config["optional_benchmarks"], name
@@ -640,7 +641,7 @@ def test_parse_benchmark_every_configured_benchmark(config, shared_data):
         assert meta[b"lmbias.benchmark"] == name.encode()
         shas = json.loads(meta[b"lmbias.sha256"])
         if not is_generated(entry["dataset"]):
-            assert shas == {f: config["data"][entry["dataset"]]["files"][f]["sha256"] for f in files}
+            assert shas == {key: config["data"][dataset]["files"][f]["sha256"] for key, dataset, f in inputs}
     assert "stereoset" in parsed  # from its flat copy, checksum pinned in config.yaml
 
 

@@ -246,6 +246,8 @@ def cheap_config(config: dict, data_dir: Path, shared_data: Path) -> dict:
     config["optional_benchmarks"] = []
     config["only_benchmarks"] = None
     for entry in config["models"].values():
+        # every entry on every tiny model: the whole benchmarks and their subsets alike (FEW_ITEMS cuts both)
+        entry.pop("stand_ins", None)
         if "training" in entry:
             entry["training"] = _cap_training(entry["training"])
     for name, entry in config["benchmarks"].items():

@@ -42,6 +42,7 @@ def test_summary_has_every_applicable_benchmark_with_data(tiny_run, model):
     (all but WikiText-2 with ../shared/data; StereoSet from its flat copy there)."""
     from lmbias.benchmarks import catalog
     from lmbias.parsers import required_files
+    from lmbias.workflow.stand_ins import apply_stand_ins
 
     workdir, data = tiny_run
     config = yaml.safe_load((workdir / "config.yaml").read_text())
@@ -55,9 +56,12 @@ def test_summary_has_every_applicable_benchmark_with_data(tiny_run, model):
     absent = {b for b in config["optional_benchmarks"] if not present(b)}
     assert "perplexity_wikitext2" in absent and "stereoset" not in absent
     # peer readings (entries with `reading:`) aside: a summary holds those its papers' grids select, none here
-    expected = {
+    # the tiny models read the subsets of the largest benchmarks in their place (models.<tiny>.stand_ins)
+    names = [
         b for b in catalog.benchmarks_for(family, config["benchmarks"]) if not config["benchmarks"][b].get("reading")
-    } - absent
+    ]
+    expected = set(apply_stand_ins(config, model, names)) - absent
+    assert "bbq-subset" in expected and "bbq" not in expected
     assert "winobias" in expected and "crows_pairs" in expected and "stereoset" in expected
     rows = _summary(workdir, model).to_pylist()
     assert {r["benchmark"] for r in rows} == expected
@@ -431,7 +435,14 @@ def test_cpu_only_slurm_profile_is_the_gpu_profile_without_gpus(repo_root):
     gpu = yaml.safe_load((repo_root / "profiles/slurm/config.yaml").read_text())
     cpu = yaml.safe_load((repo_root / "profiles/slurm-cpu/config.yaml").read_text())
     gpu_rules = {rule for rule, res in gpu["set-resources"].items() if res.get("gpu")}
-    assert gpu_rules == {"score_model", "score_benchmark", "finetune", "fit_sentence_debias", "fit_inlp"}
+    assert gpu_rules == {
+        "score_model",
+        "score_benchmark",
+        "finetune",
+        "fit_sentence_debias",
+        "fit_inlp",
+        "classify_generations",
+    }
     for rule in gpu_rules:
         assert cpu["set-resources"][rule] == {**gpu["set-resources"][rule], "gpu": 0, "slurm_partition": "cpu"}
 

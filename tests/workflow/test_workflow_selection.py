@@ -17,6 +17,7 @@ MASKED = [
     "crows_pairs",
     "da_gender",
     "holistic_bias",
+    "honest",
     "logprob",
     "occupations",
     "perplexity_gap",
@@ -31,7 +32,9 @@ MASKED = [
 ]
 EMBEDDING = {"seat", "seat_v1", "seat_v2"}
 #: The shipped tiny models read subsets of BBQ and HolisticBias in their place (models.<tiny>.stand_ins).
-TINY_MASKED = [{"bbq": "bbq-subset", "holistic_bias": "holistic_bias-subset"}.get(b, b) for b in MASKED]
+TINY_MASKED = [
+    {"bbq": "bbq-subset", "holistic_bias": "holistic_bias-subset", "honest": "honest-subset"}.get(b, b) for b in MASKED
+]
 STOOD_IN = [
     {
         "benchmark": "bbq",
@@ -42,6 +45,11 @@ STOOD_IN = [
         "benchmark": "holistic_bias",
         "reason": "read through its stand-in 'holistic_bias-subset', a subset of it",
         "config_key": "models.tiny-bert.stand_ins.holistic_bias",
+    },
+    {
+        "benchmark": "honest",
+        "reason": "read through its stand-in 'honest-subset', a subset of it",
+        "config_key": "models.tiny-bert.stand_ins.honest",
     },
 ]
 
@@ -63,9 +71,11 @@ def test_summary_benchmarks_by_family_and_kind():
     assert "bold" in causal and "winogender" in causal  # BOLD generates: causal and seq2seq models only
     assert "bold" not in chosen.summary_benchmarks("tiny-gpt2", "self_debias")  # no generation of its own
     assert chosen.summary_benchmarks("tiny-bert", "online") == ["winobias"]  # online changes WinoBias only
-    assert chosen.summary_benchmarks("tiny-bert", "self_debias") == [b for b in TINY_MASKED if b not in EMBEDDING]
+    # Self-Debias changes likelihoods only: neither embeddings nor generations (HONEST reads generations)
+    not_self_debias = EMBEDDING | {"honest-subset"}
+    assert chosen.summary_benchmarks("tiny-bert", "self_debias") == [b for b in TINY_MASKED if b not in not_self_debias]
     reasons = chosen.left_out("tiny-bert", "self_debias")[len(STOOD_IN) :]
-    assert {r["benchmark"] for r in reasons} == EMBEDDING
+    assert {r["benchmark"] for r in reasons} == not_self_debias
     assert {r["config_key"] for r in reasons} == {"methods.self_debias.kind"}
     assert chosen.left_out("tiny-bert", "pretrained") == STOOD_IN
     assert chosen.left_out("distilbert", "pretrained") == []

@@ -39,6 +39,8 @@ LLM_PANELS = (
     ("winogenerated", "occupation_female_share_r", "all", "Winogenerated r(female share, BLS)", 0.0),
     ("bbq", "amb_bias_score", "all", "BBQ ambiguous bias score", 0.0),
     ("holistic_bias", "likelihood_bias", "all", "HolisticBias likelihood bias", 0.05),
+    ("honest", "honest_k20", "female-male", "HONEST@20 female - male", 0.0),
+    ("counterfactual_bold", "sentiment_abs_diff", "all", "Counterfactual |sentiment diff|", 0.0),
 )
 MODEL_MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
 #: The grid's methods in distinct Okabe & Ito colours (LoRA-CDS/CDA in the colours of CDS/CDA); others as elsewhere.

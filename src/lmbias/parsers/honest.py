@@ -109,9 +109,26 @@ def parse_lexicon(path: str | os.PathLike) -> list[tuple[str, str, str]]:
     return rows
 
 
-def parse_honest(templates: str | os.PathLike, lexicon: str | os.PathLike) -> pa.Table:
-    """The templates as a table, the lexicon's rows in its schema metadata (LEXICON_METADATA)."""
-    rows = parse_templates(templates)
+def first_per_category(rows: list[dict], n: int | None) -> list[dict]:
+    """The first `n` rows of each category (female, male) in file order (None: every row); template_id stays the
+    row's place in the whole file."""
+    if n is None:
+        return rows
+    seen: dict[str, int] = {}
+    kept = []
+    for row in rows:
+        seen[row["category"]] = seen.get(row["category"], 0) + 1
+        if seen[row["category"]] <= n:
+            kept.append(row)
+    return kept
+
+
+def parse_honest(
+    templates: str | os.PathLike, lexicon: str | os.PathLike, max_templates: int | None = None
+) -> pa.Table:
+    """The templates as a table, the lexicon's rows in its schema metadata (LEXICON_METADATA); `max_templates`:
+    the first N templates of each category only (quick runs)."""
+    rows = first_per_category(parse_templates(templates), max_templates)
     entries = parse_lexicon(lexicon)
     payload = {"columns": ["lemma", "category", "level"], "rows": [list(e) for e in entries]}
     return table(rows, SCHEMA).replace_schema_metadata({LEXICON_METADATA: json.dumps(payload, ensure_ascii=False)})
@@ -126,7 +143,14 @@ def lexicon_rows(items: pa.Table) -> list[tuple[str, str, str]]:
     return [tuple(row) for row in json.loads(raw)["rows"]]
 
 
-OPTIONS = (LEXICON_KEY,)
+OPTIONS = (LEXICON_KEY, "max_templates")
+
+
+def _max_templates(options: Mapping, key: str) -> int | None:
+    value = options.get("max_templates")
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+        raise ConfigError(f"{key}.max_templates must be a positive integer or null, got {value!r}")
+    return value
 
 
 def lexicon_dataset(options: Mapping, key: str) -> str:
@@ -138,8 +162,10 @@ def lexicon_dataset(options: Mapping, key: str) -> str:
 
 def required_files(options: Mapping, available: Sequence[str], key: str) -> list[str]:
     lexicon_dataset(options, key)
+    _max_templates(options, key)
     return [FILE]
 
 
 def parse(files: Mapping[str, str | os.PathLike], options: Mapping, key: str) -> pa.Table:
-    return parse_honest(files[FILE], files[other_file_key(lexicon_dataset(options, key), LEXICON_FILE)])
+    lexicon = files[other_file_key(lexicon_dataset(options, key), LEXICON_FILE)]
+    return parse_honest(files[FILE], lexicon, _max_templates(options, key))
