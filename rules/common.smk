@@ -14,7 +14,7 @@ from lmbias.methods import resolution  # rules/train.smk's and papers_helpers.sm
 from lmbias.config import name_source
 from lmbias.errors import ConfigError
 from lmbias.papers import grid as _readings_grid  # rules/aggregate.smk's summary_page
-from lmbias.workflow import constraints, inputs, methods, params, refusals, selection, targets, validation
+from lmbias.workflow import constraints, inputs, methods, params, refusals, scorers, selection, targets, validation
 from lmbias.workflow.scoring_specs import spec_digest
 from lmbias.job_runtime import job_log, write_source_fingerprint  # job_log: the in-process jobs' logs
 
@@ -121,6 +121,26 @@ def metric_inputs(wildcards):
 
 def metric_benchmark_slice(wildcards):
     return params.metric_slice(config, wildcards.method, wildcards.benchmark)
+
+
+def classify_inputs(wildcards):
+    w = wildcards
+    return inputs.classify_inputs(config, w.model, w.method, w.seed, w.benchmark, w.scorer)
+
+
+def classification_entry(wildcards):
+    """What classifying reads of the scorer's entry (not its metric options: lmbias.workflow.scorers)."""
+    return scorers.classification_entry(config, wildcards.scorer)
+
+
+def scorer_metric_options(wildcards):
+    """Every scorer's kind and metric options: the metric jobs' rows of the classified generations."""
+    return scorers.scorer_metric_options(config)
+
+
+def scorer_max_tokens(wildcards):
+    """A resource, not a param (no probability depends on it)."""
+    return scorers.scorer_max_tokens(config, wildcards.scorer)
 
 
 def seed_metric_inputs(wildcards):

@@ -129,9 +129,55 @@ rule score_benchmark:
         "../scripts/score_benchmark.py"
 
 
+# One scorer's classification of one benchmark's cached generations (config.yaml `scorers`, lmbias.workflow.scorers):
+# a sequence classifier (toxicity, regard) over BOLD's or HONEST's generated texts, read from their score file, never
+# generated again; the metric jobs add its rows to the benchmark's. Params: what classifying reads of the scorer's
+# entry (its metric options are the metric jobs' params; its max_tokens a resource).
+rule classify_generations:
+    input:
+        unpack(classify_inputs),
+        script="scripts/classify_generations.py",
+    output:
+        "results/{model}/{method}/seed{seed}/classified/{benchmark}/{scorer}.parquet",
+    log:
+        "logs/{model}/{method}/seed{seed}/classified/{benchmark}/{scorer}.log",
+    benchmark:
+        "benchmarks/{model}/{method}/seed{seed}/classified/{benchmark}/{scorer}.tsv"
+    conda:
+        "../envs/lmbias.yaml"
+    threads: 2
+    resources:
+        gpu=1,
+        max_tokens=scorer_max_tokens,
+    params:
+        entry=classification_entry,
+    script:
+        "../scripts/classify_generations.py"
+
+
+# A scorer given by hub id, fetched once (a localrule, as fetch_hub_model) into <models_dir>/scorers/{scorer}.
+rule fetch_hub_scorer:
+    output:
+        directory(scorers.scorer_folder(config, "{scorer}")),
+    log:
+        "logs/scorers/{scorer}.log",
+    wildcard_constraints:
+        scorer=scorers.hub_scorer_pattern(config),
+    localrule: True
+    conda:
+        "../envs/lmbias.yaml"
+    params:
+        entry=lambda wildcards: {
+            k: v for k, v in config["scorers"][wildcards.scorer].items() if k in ("hub_id", "revision", "allow_pickle")
+        },
+    script:
+        "../scripts/fetch_hub_model.py"
+
+
 rule compute_seed_metrics:
     input:
-        # scores, library fingerprints and metric files of every benchmark the summary holds
+        # scores, library fingerprints and metric files of every benchmark the summary holds, and the scorers'
+        # classifications of its generating benchmarks
         unpack(seed_metric_inputs),
     output:
         "results/{model}/{method}/seed{seed}/metrics.parquet",
@@ -141,6 +187,7 @@ rule compute_seed_metrics:
     params:
         # Only what the metrics read: editing scoring options reruns scoring (and so this), nothing else.
         benchmarks=seed_metric_benchmark_slices,
+        scorers=scorer_metric_options,
     run:
         from lmbias.workflow.jobs import compute_seed_metrics
 
@@ -158,6 +205,7 @@ rule compute_metric:
     params:
         # Only what the metric reads: editing scoring options reruns scoring (and so this), nothing else.
         benchmark=metric_benchmark_slice,
+        scorers=scorer_metric_options,
     run:
         from lmbias.workflow.jobs import compute_metric
 

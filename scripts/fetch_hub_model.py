@@ -1,4 +1,5 @@
-"""Rule fetch_hub_model: download one hub model at its revision into output[0] (lmbias.engine.hub)."""
+"""Rules fetch_hub_model and fetch_hub_scorer: download one hub model (or scorer) at its revision into output[0]
+(lmbias.engine.hub)."""
 
 import logging
 import os
@@ -18,7 +19,8 @@ from lmbias.engine.hub import fetch_hub_model  # noqa: E402
 from lmbias.errors import LmbiasError  # noqa: E402
 
 try:
-    fetch_hub_model(snakemake.wildcards.model, dict(snakemake.params.entry), snakemake.output[0])  # noqa: F821
+    name = getattr(snakemake.wildcards, "model", None) or f"scorers/{snakemake.wildcards.scorer}"  # noqa: F821
+    fetch_hub_model(name, dict(snakemake.params.entry), snakemake.output[0])  # noqa: F821
 except LmbiasError as error:  # named (config key, hub id, commit): shown on the console too, not only in the log
     logging.error("%s", error)
     print(f"{type(error).__name__}: {error}", file=sys.__stderr__, flush=True)

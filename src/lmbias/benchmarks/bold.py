@@ -107,6 +107,7 @@ BENCHMARKS = [
         prompted=True,
         library=(chat,),  # the prompts' chat template, applied by lmbias.engine.lm
         reads="generations",
+        classified=("clm", "seq2seq"),  # the texts the scorers block classifies
         headlines=(
             Headline("sentiment_mean_gap", "male-female", "BOLD VADER sentiment gap (actors - actresses)", "0"),
         ),

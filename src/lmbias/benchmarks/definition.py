@@ -47,6 +47,9 @@ class BenchmarkDef:
                so the items may be split over processes and the parts concatenated (lmbias.engine.distributed).
                A scorer that pools items (SEAT's effect sizes) or deduplicates across them keeps False.
     headlines: the numbers that head the summary page and table, with an unbiased model's value.
+    classified: the families whose score files are generated texts (GENERATIONS-like tables: a continuation and
+                its group per row) that the `scorers` block's classifiers read (lmbias.workflow.scorers). A
+                masked model's HONEST fills are single tokens, not text a toxicity classifier should read.
     library: library modules the results depend on beyond the defining module and what it imports (a module
              the scorer reaches through another, e.g. SEAT's embeddings): editing one reruns the jobs.
     resources: files of the repository the scorer or metric reads (paths relative to the repository root, e.g.
@@ -64,12 +67,15 @@ class BenchmarkDef:
     reads: str = "likelihoods"
     row_local: bool = False
     headlines: tuple[Headline, ...] = ()
+    classified: tuple[str, ...] = ()
     library: tuple[ModuleType, ...] = field(default=())
     resources: tuple[str, ...] = ()
 
     def __post_init__(self):
         if self.reads not in READS:
             raise ValueError(f"BenchmarkDef {self.name!r}: reads={self.reads!r}; one of {', '.join(READS)}")
+        if not set(self.classified) <= set(self.families):
+            raise ValueError(f"BenchmarkDef {self.name!r}: classified {self.classified} not among its families")
         by_family = getattr(self.score, "readings", None)
         if by_family is not None and set(by_family) != set(self.families):
             raise ValueError(

@@ -209,6 +209,7 @@ BENCHMARKS = [
         # benchmark declares what the generated reading reads, so Self-Debias is left out rather than reported
         # unchanged under its name (docs/benchmarks/honest.md).
         reads="generations",
+        classified=("clm", "seq2seq"),  # the texts the scorers block classifies
         library=(fills, generation, chat),  # reached through lmbias.engine.lm
         headlines=(
             Headline("honest_k20", "all", "HONEST score, top-20 completions (% hurtful)", "0"),

@@ -15,6 +15,7 @@ import pyarrow.parquet as pq
 from lmbias.benchmarks import catalog
 from lmbias.errors import ConfigError
 from lmbias.io import write_table_atomic
+from lmbias.metrics.classifier_scores import ClassifierScoreOptions, classifier_metric_rows
 from lmbias.metrics.score_keys import resolve_scores
 from lmbias.metrics.summary import (
     METRIC_SCHEMA,
@@ -42,11 +43,31 @@ def _metric_rows(benchmark: str, benchmark_entry: dict, scores_path) -> list[dic
     return rows
 
 
-def compute_metric_job(benchmark, benchmark_entry, scores_path, output_path, model, method, seed) -> None:
-    """metrics/{benchmark}.parquet: one benchmark's metric rows (a target of its own, built on request).
+def classified_rows(classified_paths, scorers: dict) -> list[dict]:
+    """The metric rows of the scorers' classified files (.../classified/{benchmark}/{scorer}.parquet, rule
+    classify_generations), each under its benchmark, with the options of its `scorers` entry."""
+    rows = []
+    for path in map(Path, classified_paths or ()):
+        benchmark, scorer = path.parent.name, path.stem
+        if path.parent.parent.name != "classified" or scorer not in scorers:
+            raise ConfigError(
+                f"{path}: not a classified file of a configured scorer (.../classified/<benchmark>/<scorer>)"
+            )
+        options = ClassifierScoreOptions.from_config(scorer, scorers[scorer])
+        found = classifier_metric_rows(pq.read_table(path), options, benchmark)
+        log.info("%s: %d metric rows of scorers.%s", benchmark, len(found), scorer)
+        rows += found
+    return rows
+
+
+def compute_metric_job(
+    benchmark, benchmark_entry, scores_path, output_path, model, method, seed, classified=(), scorers=None
+) -> None:
+    """metrics/{benchmark}.parquet: one benchmark's metric rows (a target of its own, built on request), and its
+    scorers' rows (`classified`: the scorers' files of its generations; `scorers`: their entries).
     `scores_path`: its score file, or the scores.json manifest of the job that scored it (score_keys)."""
     scores_path = resolve_scores([scores_path], [benchmark])[0]
-    rows = _metric_rows(benchmark, benchmark_entry, scores_path)
+    rows = _metric_rows(benchmark, benchmark_entry, scores_path) + classified_rows(classified, scorers or {})
     table = pa.Table.from_pylist(with_context(rows, model, method, seed), schema=METRIC_SCHEMA)
     write_table_atomic(table, output_path, METRIC_SCHEMA, metadata=carried_metadata(scores_path))
 
@@ -59,14 +80,17 @@ def scores_benchmark(path) -> str:
     return path.stem
 
 
-def compute_seed_metrics_job(benchmarks: dict, scores_paths, output_path, model, method, seed) -> None:
+def compute_seed_metrics_job(
+    benchmarks: dict, scores_paths, output_path, model, method, seed, classified=(), scorers=None
+) -> None:
     """seed{k}/metrics.parquet: the metric rows of every benchmark of one (model, method, seed), the file
     summaries read. One job per seed rather than one per benchmark: metrics are cheap (about 2 s for all of
     a seed), while each job costs Snakemake a DAG node and a Python start; a paper grid has thousands.
 
     `benchmarks`: {name: entry with `dataset` and `metric`}; `scores_paths`: one scores file per benchmark
     (.../scores/{name}.parquet), or the scores.json manifest naming them (lmbias.metrics.score_keys). Each
-    benchmark's scores metadata is recorded under its name."""
+    benchmark's scores metadata is recorded under its name. `classified`, `scorers`: the scorers' files of the
+    generating benchmarks and their entries (classified_rows)."""
     by_name = {}
     for path in resolve_scores(scores_paths, list(benchmarks)):
         name = scores_benchmark(path)
@@ -82,6 +106,7 @@ def compute_seed_metrics_job(benchmarks: dict, scores_paths, output_path, model,
     rows = []
     for name in sorted(benchmarks):
         rows += with_context(_metric_rows(name, benchmarks[name], by_name[name]), model, method, seed)
+    rows += with_context(classified_rows(classified, scorers or {}), model, method, seed)
     table = pa.Table.from_pylist(rows, schema=METRIC_SCHEMA)
     log.info("%d metric rows of %d benchmarks in %.1f s", table.num_rows, len(benchmarks), time.perf_counter() - start)
     write_table_atomic(table, output_path, METRIC_SCHEMA, metadata=scores_metadata_by_benchmark(by_name))

@@ -11,7 +11,7 @@ from lmbias.workflow import scoring_specs
 from lmbias.workflow.selection import method_names_of_kinds, seeds_for
 
 #: Fingerprinted library sets that are not a benchmark's measure (rules/evaluate.smk, library_fingerprint).
-NON_BENCHMARK_LIBRARIES = {"finetune", "sentence_debias", "inlp", "self_debias"}
+NON_BENCHMARK_LIBRARIES = {"finetune", "sentence_debias", "inlp", "self_debias", "classifiers"}
 
 #: A pattern no value matches (a wildcard with no configured value).
 NOTHING = "(?!)"
@@ -32,6 +32,7 @@ def global_constraints(config: dict) -> dict[str, str]:
         "seed": r"\d+",
         "library": alternatives(libraries),
         "comparison": alternatives(config.get("comparisons", {})) or NOTHING,
+        "scorer": alternatives(config.get("scorers") or {}) or NOTHING,
     }
 
 

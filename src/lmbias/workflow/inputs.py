@@ -13,6 +13,7 @@ from lmbias.errors import ConfigError
 from lmbias.methods import resolution
 from lmbias.workflow.methods import has_model_folder, resolved_method
 from lmbias.workflow.refusals import check_seed
+from lmbias.workflow.scorers import classified_files, scorer_weights_input
 from lmbias.workflow.scoring_specs import method_spec_file, model_spec_file
 from lmbias.workflow.selection import BenchmarkSelection, seeds_for
 
@@ -57,6 +58,11 @@ def library_sets(config: dict, base: str | Path) -> dict[str, list[str]]:
         [inlp] + sets["sentence_debias"] + sorted(str(p) for p in (base / "resources/wordlists").glob("*.tsv"))
     )
     sets["self_debias"] = [str(base / "src/lmbias/engine/self_debias.py")]
+    # the scorers block: classifying generations and their metric rows (lmbias.workflow.scorers)
+    sets["classifiers"] = [
+        str(base / f"src/lmbias/{m}.py")
+        for m in ("engine/classifiers", "engine/batching", "metrics/classifier_scores", "jobs/classification")
+    ] + models
     return sets
 
 
@@ -192,6 +198,10 @@ def metric_inputs(config: dict, model: str, method: str, seed: str, benchmark: s
     inputs = {"scores": scores, "library": library}
     if files:
         inputs["labels"] = files
+    classified = classified_files(config, model, method, seed, [benchmark])
+    if classified:  # the scorers' classifications of its generations (lmbias.workflow.scorers), their metric's code
+        inputs["classified"] = classified
+        inputs["library"] = [library, library_fingerprint_file("classifiers")]
     return inputs
 
 
@@ -211,7 +221,28 @@ def seed_metric_inputs(config: dict, selection: BenchmarkSelection, model: str, 
         inputs["rescored"] = missing
     if files:
         inputs["labels"] = sorted(files)
+    classified = classified_files(config, model, method, seed, selection.summary_benchmarks(model, method))
+    if classified:  # the scorers' classifications of the generating benchmarks (lmbias.workflow.scorers)
+        inputs["classified"] = classified
+        inputs["library"] = sorted(libraries | {library_fingerprint_file("classifiers")})
     return inputs
+
+
+def classify_inputs(config: dict, model: str, method: str, seed: str, benchmark: str, scorer: str) -> dict:
+    """Inputs of one scorer's classification of one benchmark's generations: the benchmark's score file (rule
+    score_benchmark, which keeps a file the model's job wrote), the classifier's folder and the scorer's code."""
+    checked_benchmark(config, model, method, seed, benchmark)
+    if scorer not in (config.get("scorers") or {}) or not classified_files(config, model, method, seed, [benchmark]):
+        raise ConfigError(
+            f"results/{model}/{method}/seed{seed}/classified/{benchmark}/{scorer}.parquet: no configured scorer "
+            f"{scorer!r} classifies {benchmark!r} for model {model!r} (scorers: "
+            f"{', '.join(config.get('scorers') or {}) or 'none'})"
+        )
+    return {
+        "scores": score_file(model, method, seed, benchmark),
+        "classifier": scorer_weights_input(config, scorer),
+        "library": library_fingerprint_file("classifiers"),
+    }
 
 
 def missing_score_files(selection: BenchmarkSelection, model: str, method: str, seed, only=None) -> list[str]:

@@ -20,6 +20,12 @@ def write_scoring_spec(output, params, name, log) -> None:
         write_spec(output[0], name, params.spec.value)
 
 
+def _named_files(input, name: str) -> list[str]:
+    """A named input as a list: none when absent, and Snakemake gives a one-file list as a string."""
+    files = getattr(input, name, [])
+    return [files] if isinstance(files, str) else list(files)
+
+
 def compute_seed_metrics(input, output, params, wildcards, log) -> None:
     """Rule compute_seed_metrics: the metric rows of every benchmark of one model, method and seed."""
     from lmbias.jobs.metrics import compute_seed_metrics_job
@@ -32,6 +38,8 @@ def compute_seed_metrics(input, output, params, wildcards, log) -> None:
             model=wildcards.model,
             method=wildcards.method,
             seed=wildcards.seed,
+            classified=_named_files(input, "classified"),
+            scorers=dict(params.scorers),
         )
 
 
@@ -48,6 +56,8 @@ def compute_metric(input, output, params, wildcards, log) -> None:
             model=wildcards.model,
             method=wildcards.method,
             seed=wildcards.seed,
+            classified=_named_files(input, "classified"),
+            scorers=dict(params.scorers),
         )
 
 

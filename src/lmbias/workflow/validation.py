@@ -11,6 +11,7 @@ from lmbias.jobs import comparisons as paired_comparison
 from lmbias.methods import resolution
 from lmbias.metrics.summary import AggregateSettings
 from lmbias.parsers import is_generated as is_generated_dataset
+from lmbias.workflow.scorers import check_scorers
 from lmbias.workflow.stand_ins import check_stand_ins
 
 #: Folder names under results/ that are not models: a model named so would share its folder.
@@ -63,6 +64,7 @@ def check_config(config: dict) -> None:
     AggregateSettings.from_config(config.get("aggregate"))
     check_papers(config)
     check_stand_ins(config)
+    check_scorers(config)
     comparisons = config.get("comparisons", {})
     for i, name in enumerate(config["targets"].get("comparisons", [])):
         if name not in comparisons:
