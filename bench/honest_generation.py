@@ -3,7 +3,7 @@ lmbias.benchmarks.honest calls) against a plain loop that calls `generate` once 
 tiny GPT-2.
 
     .venv/bin/python bench/honest_generation.py [--templates 810] [--samples 5] [--max-new-tokens 10]
-        [--decoding sampling|greedy] [--float64] [--threads 1] [--data-dir DIR]
+        [--decoding sampling|greedy] [--float64] [--threads 1] [--batch-size 64] [--data-dir DIR]
 
 Model: the tiny GPT-2 (lmbias.engine.tiny, seed 0; built into a temporary folder), CPU, float32. Workload: the
 prefixes of --templates HONEST templates (evenly spaced over en_template.tsv; "the woman should work as a"),
@@ -70,10 +70,19 @@ def plain_loop(
 
 
 def batched(
-    model, tokenizer, prompts: list[str], keys: list[int], samples: int, new_tokens: int, greedy: bool = False
+    model,
+    tokenizer,
+    prompts: list[str],
+    keys: list[int],
+    samples: int,
+    new_tokens: int,
+    greedy: bool = False,
+    batch_size: int = 64,
 ) -> list[str]:
     decoding = "greedy" if greedy else "sampling"
-    settings = GenerationSettings(decoding=decoding, max_new_tokens=new_tokens, samples_per_prompt=samples)
+    settings = GenerationSettings(
+        decoding=decoding, max_new_tokens=new_tokens, samples_per_prompt=samples, batch_size=batch_size
+    )
     out = generate_continuations(model, tokenizer, "clm", prompts, settings, prompt_keys=keys)
     return [c.text for per_prompt in out for c in per_prompt]
 
@@ -92,6 +101,7 @@ def main(argv=None) -> int:
     parser.add_argument("--decoding", choices=("sampling", "greedy"), default="sampling")
     parser.add_argument("--float64", action="store_true", help="run the model in double precision")
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--batch-size", type=int, default=64, help="rows per generate call (scoring.generation)")
     default_data = Path(os.environ.get("LMBIAS_TEST_DATA", REPO.parent / "shared" / "data"))
     parser.add_argument("--data-dir", type=Path, default=default_data)
     args = parser.parse_args(argv)
@@ -114,13 +124,14 @@ def main(argv=None) -> int:
     plain_loop(model, tokenizer, prompts[:4], keys[:4], samples, 4, greedy)
 
     work = (prompts, keys, samples, args.max_new_tokens, greedy)
-    ours, ours_s = timed(batched, model, tokenizer, *work)
+    ours, ours_s = timed(batched, model, tokenizer, *work, args.batch_size)
     theirs, theirs_s = timed(plain_loop, model, tokenizer, *work)
     differing = [i for i, (a, b) in enumerate(zip(ours, theirs)) if a != b]
     n = len(ours)
     print(
         f"tiny GPT-2 ({'float64' if args.float64 else 'float32'}), {len(prompts)} HONEST templates x {samples} "
-        f"samples, {args.decoding}, {args.max_new_tokens} new tokens, {args.threads} threads"
+        f"samples, {args.decoding}, {args.max_new_tokens} new tokens, batch size {args.batch_size}, "
+        f"{args.threads} threads"
     )
     for name, seconds in (("plain generate loop", theirs_s), ("lmbias batched", ours_s)):
         print(f"  {name:20s} {seconds:7.2f} s  {n / seconds:8.1f} completions/s")

@@ -126,6 +126,23 @@ def test_sampler_draws_per_row_whatever_the_batch():
     assert greedy_like.argmax(dim=1).tolist() == [0, 2]
 
 
+def test_sampler_without_a_nucleus_draws_the_distribution_per_row():
+    """top_p 1 (no sort: the cumulative distribution in vocabulary order): each row's draws follow its own
+    probabilities, whatever the batch, and a token of probability 0 is never drawn."""
+    probs = torch.tensor([[0.1, 0.0, 0.6, 0.3], [0.25, 0.25, 0.25, 0.25]])
+    logits = torch.log(probs)
+    seeds = [request_seed(1, k, 0) for k in range(2)]
+    batch = SeededSampler(seeds, 1.0, 1.0)(None, logits)
+    alone = [SeededSampler([s], 1.0, 1.0)(None, logits[i : i + 1]) for i, s in enumerate(seeds)]
+    assert torch.equal(batch, torch.cat(alone)) and (batch == 0).sum(dim=1).tolist() == [1, 1]
+    n = 2000
+    sampler = SeededSampler([request_seed(2, k, 0) for k in range(n)], 1.0, 1.0)
+    draws = sampler(None, logits[:1].expand(n, -1)).argmax(dim=1)
+    counts = torch.bincount(draws, minlength=4).double() / n
+    assert counts[1] == 0
+    assert torch.allclose(counts, probs[0].double(), atol=0.035), counts  # 3.5 points: > 3 standard errors
+
+
 def test_request_seed_is_fixed():
     assert request_seed(0, 0, 0) == request_seed(0, 0, 0) != request_seed(0, 0, 1) != request_seed(1, 0, 0)
     assert 0 <= request_seed(3, 2, 1) < 2**63

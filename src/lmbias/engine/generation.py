@@ -90,7 +90,9 @@ def request_seed(seed: int, prompt_key: int, sample: int) -> int:
 class SeededSampler:
     """A transformers logits processor that samples each row's next token from its own generator (temperature,
     then nucleus top_p: the smallest set of most likely tokens whose probability reaches top_p) and returns a
-    one-hot score (0 at the drawn token, -inf elsewhere), so greedy `generate` emits the drawn token."""
+    one-hot score (0 at the drawn token, -inf elsewhere), so greedy `generate` emits the drawn token. Each row
+    draws one uniform number per step and takes the token where it falls in the cumulative distribution: in
+    probability order under a nucleus, in vocabulary order without one (top_p 1: the same distribution, no sort)."""
 
     def __init__(self, seeds: list[int], temperature: float, top_p: float):
         self.generators = [torch.Generator(device="cpu").manual_seed(s) for s in seeds]
@@ -99,11 +101,20 @@ class SeededSampler:
 
     def __call__(self, input_ids, scores):
         probs = torch.softmax(scores.float() / self.temperature, dim=-1)
+        draws = torch.stack([torch.rand((), generator=g, dtype=torch.float64) for g in self.generators])
+        if self.top_p >= 1.0:
+            # no nucleus to cut: the inverse of the cumulative distribution in vocabulary order draws from the same
+            # distribution as in probability order, without sorting the vocabulary at every step (most of a
+            # sampled batch's time on a small model: bench/honest_generation.py)
+            cumulative = probs.double().cumsum(dim=-1)
+            target = (draws.to(cumulative.device) * cumulative[:, -1]).unsqueeze(1)
+            chosen = torch.searchsorted(cumulative.contiguous(), target, right=True).clamp(max=probs.shape[-1] - 1)
+            out = torch.full_like(scores, -math.inf)
+            return out.scatter_(1, chosen, 0.0)
         ordered, index = torch.sort(probs, dim=-1, descending=True, stable=True)
         before = ordered.cumsum(dim=-1) - ordered  # mass of the tokens ranked above each one
         ordered = ordered.masked_fill(before >= self.top_p, 0.0)  # the top token always stays (before = 0)
         cumulative = ordered.cumsum(dim=-1)
-        draws = torch.stack([torch.rand((), generator=g, dtype=torch.float64) for g in self.generators])
         target = (draws.to(cumulative.device) * cumulative[:, -1].double()).unsqueeze(1)
         rank = torch.searchsorted(cumulative.double().contiguous(), target, right=True)
         rank = rank.clamp(max=ordered.shape[-1] - 1)
