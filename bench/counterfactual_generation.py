@@ -1,11 +1,12 @@
 """Counterfactual prompt pairs: the pairs' generation through lmbias's batched engine (score_counterfactual, one
 lm.generate call for every prompt and twin) against a loop that generates one prompt at a time, on a tiny
-GPT-2-shaped model.
+causal model.
 
     .venv/bin/python bench/counterfactual_generation.py [--per-group 256] [--max-new-tokens 32] [--threads 1]
-                                                        [--data-dir DIR]
+                                                        [--architecture llama|gpt2] [--data-dir DIR]
 
-Model: lmbias's tiny GPT-2 (lmbias.engine.tiny, seed 0; built into a temporary folder), CPU, float32. Workload:
+Model: lmbias's tiny Llama (default: the stand-in for today's decoders, as bench/bold_generation.py) or tiny GPT-2
+(lmbias.engine.tiny, seed 0; built into a temporary folder), CPU, float32. Workload:
 the first --per-group BOLD gender prompts of each group, their twins built with the grammatical intervention
 (lmbias.corpora.prompt_pairs; unpaired prompts left out), greedy decoding of --max-new-tokens tokens. Ours: the
 whole scorer (pairs, then the prompts and twins batched by lmbias.engine.generation at --batch-size rows, 128, and
@@ -55,6 +56,7 @@ def main(argv=None) -> int:
     parser.add_argument("--per-group", type=int, default=256)
     parser.add_argument("--max-new-tokens", type=int, default=32)
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--architecture", choices=("gpt2", "llama"), default="llama", help="the tiny causal model")
     parser.add_argument("--batch-size", type=int, default=128)
     default_data = Path(os.environ.get("LMBIAS_TEST_DATA", REPO.parent / "shared" / "data"))
     parser.add_argument("--data-dir", type=Path, default=default_data)
@@ -63,9 +65,9 @@ def main(argv=None) -> int:
 
     items = parse_bold(args.data_dir / "bold" / FILE)
     with tempfile.TemporaryDirectory() as tmp:
-        path = build_tiny_model("gpt2", Path(tmp) / "gpt2", seed=0)
+        path = build_tiny_model(args.architecture, Path(tmp) / args.architecture, seed=0)
         model, tokenizer = load_model(
-            model_spec("tiny-gpt2", {"path": str(path), "family": "clm", "revision": "local"})
+            model_spec(f"tiny-{args.architecture}", {"path": str(path), "family": "clm", "revision": "local"})
         )
     lm = LanguageModel(model, tokenizer, "clm")
     scoring = {
@@ -87,8 +89,8 @@ def main(argv=None) -> int:
     theirs, theirs_s = timed(one_at_a_time, model, tokenizer, texts, args.max_new_tokens)
     differing = [i for i, (a, b, c) in enumerate(zip(ours, theirs, engine)) if not a == b == c[0].text]
     print(
-        f"tiny GPT-2, {2 * args.per_group} BOLD prompts -> {paired.num_rows} pairs ({len(texts)} texts), greedy, "
-        f"{args.max_new_tokens} new tokens, {args.threads} threads"
+        f"tiny {args.architecture}, {2 * args.per_group} BOLD prompts -> {paired.num_rows} pairs ({len(texts)} texts), "
+        f"greedy, {args.max_new_tokens} new tokens, {args.threads} threads"
     )
     print(f"  pair building alone (all 3,204 prompts, grammatical): {pairs_s:.2f} s")
     runs = (

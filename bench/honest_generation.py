@@ -1,11 +1,13 @@
 """HONEST's generated reading: lmbias's batched `generate` (lmbias.engine.generation, what
 lmbias.benchmarks.honest calls) against a plain loop that calls `generate` once per (template, sample), on a
-tiny GPT-2.
+tiny causal model.
 
     .venv/bin/python bench/honest_generation.py [--templates 810] [--samples 5] [--max-new-tokens 10]
-        [--decoding sampling|greedy] [--float64] [--threads 1] [--batch-size 64] [--data-dir DIR]
+        [--decoding sampling|greedy] [--float64] [--threads 1] [--batch-size 64] [--architecture llama|gpt2]
+        [--data-dir DIR]
 
-Model: the tiny GPT-2 (lmbias.engine.tiny, seed 0; built into a temporary folder), CPU, float32. Workload: the
+Model: the tiny Llama (default: the stand-in for today's decoders, as bench/bold_generation.py) or the tiny GPT-2
+(lmbias.engine.tiny, seed 0; built into a temporary folder), CPU, float32. Workload: the
 prefixes of --templates HONEST templates (evenly spaced over en_template.tsv; "the woman should work as a"),
 --samples sampled continuations each (temperature 1, top_p 1, seed 0; HONEST's default decoding) of
 --max-new-tokens tokens, the engine at its default token budget and batch size (64). The baseline is the loop a
@@ -101,6 +103,7 @@ def main(argv=None) -> int:
     parser.add_argument("--decoding", choices=("sampling", "greedy"), default="sampling")
     parser.add_argument("--float64", action="store_true", help="run the model in double precision")
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--architecture", choices=("gpt2", "llama"), default="llama", help="the tiny causal model")
     parser.add_argument("--batch-size", type=int, default=64, help="rows per generate call (scoring.generation)")
     default_data = Path(os.environ.get("LMBIAS_TEST_DATA", REPO.parent / "shared" / "data"))
     parser.add_argument("--data-dir", type=Path, default=default_data)
@@ -112,9 +115,9 @@ def main(argv=None) -> int:
     chosen = rows[::step][: args.templates]
     prompts, keys = [r["prefix"] for r in chosen], [r["template_id"] for r in chosen]
     with tempfile.TemporaryDirectory() as tmp:
-        path = build_tiny_model("gpt2", Path(tmp) / "gpt2", seed=0)
+        path = build_tiny_model(args.architecture, Path(tmp) / args.architecture, seed=0)
         model, tokenizer = load_model(
-            model_spec("tiny-gpt2", {"path": str(path), "family": "clm", "revision": "local"})
+            model_spec(f"tiny-{args.architecture}", {"path": str(path), "family": "clm", "revision": "local"})
         )
     if args.float64:
         model = model.double()
@@ -129,8 +132,8 @@ def main(argv=None) -> int:
     differing = [i for i, (a, b) in enumerate(zip(ours, theirs)) if a != b]
     n = len(ours)
     print(
-        f"tiny GPT-2 ({'float64' if args.float64 else 'float32'}), {len(prompts)} HONEST templates x {samples} "
-        f"samples, {args.decoding}, {args.max_new_tokens} new tokens, batch size {args.batch_size}, "
+        f"tiny {args.architecture} ({'float64' if args.float64 else 'float32'}), {len(prompts)} HONEST templates x "
+        f"{samples} samples, {args.decoding}, {args.max_new_tokens} new tokens, batch size {args.batch_size}, "
         f"{args.threads} threads"
     )
     for name, seconds in (("plain generate loop", theirs_s), ("lmbias batched", ours_s)):

@@ -95,3 +95,18 @@ def test_a_config_cut_down_to_a_few_benchmarks_keeps_its_tiny_models_stand_ins()
     config["benchmarks"]["bbq"] = shipped_config()["benchmarks"]["bbq"]
     with pytest.raises(ConfigError, match=r"^models\.tiny-bert\.stand_ins\.bbq: unknown benchmark 'bbq-subset'"):
         check_config(config)
+
+
+def test_a_dataset_of_local_files_only_needs_no_base_url(repo_root):
+    """A prompt file of your own (upstream: null) takes no base_url; a file to download still needs one."""
+    import yaml
+
+    from lmbias.config import validate_config
+
+    schema = repo_root / "schemas" / "config.schema.yaml"
+    config = yaml.safe_load((repo_root / "config.yaml").read_text())  # as written: sweeps not expanded
+    config["data"]["prompts"] = {"path": "my_prompts", "files": {"prompts.txt": {"upstream": None, "sha256": "a" * 64}}}
+    validate_config(config, schema)
+    del config["data"]["gap"]["base_url"]
+    with pytest.raises(ConfigError, match=r"data\.gap: 'base_url' is a required property"):
+        validate_config(config, schema)

@@ -45,7 +45,7 @@ import numpy as np
 import pyarrow as pa
 
 from lmbias.errors import ConfigError
-from lmbias.metrics.summary import percentile_interval
+from lmbias.metrics.summary import metric_row, percentile_interval
 from lmbias.options import check_block
 
 #: The per-template counts every row is computed from (sums over a subset's items of one template).
@@ -213,17 +213,6 @@ def bbq_metric_rows(scores: pa.Table, options: BBQOptions) -> list[dict]:
                 continue
             ci = percentile_interval(draws[name])
             rows.append(
-                {
-                    "benchmark": "bbq",
-                    "metric": name,
-                    "variant": variant,
-                    "subset": subset,
-                    "value": value,
-                    "ci_low": ci[0],
-                    "ci_high": ci[1],
-                    "interval": boot,
-                    "p_value": math.nan,
-                    "n": int(per_template[ROW_N[name]].sum()),
-                }
+                metric_row("bbq", name, variant, subset, value, per_template[ROW_N[name]].sum(), ci, interval=boot)
             )
     return rows

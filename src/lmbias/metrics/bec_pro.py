@@ -28,6 +28,7 @@ import pyarrow as pa
 
 from lmbias.errors import ConfigError, DataError
 from lmbias.lazy import lazy_module
+from lmbias.metrics.summary import metric_row
 from lmbias.options import check_block
 
 sps = lazy_module("scipy.stats")  # imported on first use: DAG builds never run a test
@@ -157,20 +158,7 @@ def bec_pro_metric_rows(scores: pa.Table, options: BecProOptions) -> list[dict]:
     rows: list[dict] = []
 
     def row(metric, subset, value, n, ci=(math.nan, math.nan), p=math.nan):
-        rows.append(
-            {
-                "benchmark": "bec_pro",
-                "metric": metric,
-                "variant": options.variant,
-                "subset": subset,
-                "value": value,
-                "ci_low": ci[0],
-                "ci_high": ci[1],
-                "interval": "t_items",
-                "p_value": p,
-                "n": int(n),
-            }
-        )
+        rows.append(metric_row("bec_pro", metric, options.variant, subset, value, n, ci, interval="t_items", p_value=p))
 
     for g in GROUPS + ("all",):
         for person in GENDERS:

@@ -30,6 +30,7 @@ import numpy as np
 import pyarrow as pa
 
 from lmbias.lazy import lazy_module
+from lmbias.metrics.summary import metric_row, percentile_interval
 from lmbias.options import check_block
 
 sps = lazy_module("scipy.stats")
@@ -122,14 +123,6 @@ class _PromptClusters:
         return rng.integers(0, self.n_prompts, size=(n, self.n_prompts))
 
 
-def _interval(samples: np.ndarray, confidence: float) -> tuple[float, float]:
-    samples = samples[np.isfinite(samples)]
-    if not len(samples):
-        return (math.nan, math.nan)
-    tail = 100 * (1 - confidence) / 2
-    return float(np.percentile(samples, tail)), float(np.percentile(samples, 100 - tail))
-
-
 def bold_metric_rows(generations: pa.Table, options: BoldOptions) -> list[dict]:
     values = per_text_values(generations, options)
     groups = np.asarray(generations.column("group").to_pylist(), dtype=object)
@@ -143,20 +136,7 @@ def bold_metric_rows(generations: pa.Table, options: BoldOptions) -> list[dict]:
         return f"vader,positive>={options.positive_threshold:g},negative<={options.negative_threshold:g}"
 
     def row(metric, subset, value, n, ci=(math.nan, math.nan), p=math.nan):
-        rows.append(
-            {
-                "benchmark": "bold",
-                "metric": metric,
-                "variant": variant(metric),
-                "subset": subset,
-                "value": value,
-                "ci_low": ci[0],
-                "ci_high": ci[1],
-                "interval": "bootstrap",
-                "p_value": p,
-                "n": int(n),
-            }
-        )
+        rows.append(metric_row("bold", metric, variant(metric), subset, value, n, ci, interval="bootstrap", p_value=p))
 
     rng = np.random.default_rng(options.seed)
     clusters, boot = {}, {}
@@ -169,13 +149,21 @@ def bold_metric_rows(generations: pa.Table, options: BoldOptions) -> list[dict]:
             m: clusters[subset].resampled_means(m, draws) if draws is not None else np.empty(0) for m in metrics
         }
         for m in metrics:
-            row(m, subset, clusters[subset].mean(m), int(sel.sum()), _interval(boot[subset][m], options.confidence))
+            row(
+                m,
+                subset,
+                clusters[subset].mean(m),
+                int(sel.sum()),
+                percentile_interval(boot[subset][m], options.confidence),
+            )
     male, female = clusters[MALE_GROUP], clusters[FEMALE_GROUP]
     n = male.counts.sum() + female.counts.sum()
     for m in metrics:
         gap = male.mean(m) - female.mean(m)
         drawn = (boot[MALE_GROUP][m], boot[FEMALE_GROUP][m])  # empty for a group without generations
-        ci = _interval(drawn[0] - drawn[1] if len(drawn[0]) == len(drawn[1]) else np.empty(0), options.confidence)
+        ci = percentile_interval(
+            drawn[0] - drawn[1] if len(drawn[0]) == len(drawn[1]) else np.empty(0), options.confidence
+        )
         p = math.nan
         if m == "sentiment_mean" and male.n_prompts >= 2 and female.n_prompts >= 2:
             a, b = male.prompt_means[m], female.prompt_means[m]

@@ -42,6 +42,7 @@ import numpy as np
 import pyarrow as pa
 
 from lmbias.errors import ConfigError, DataError
+from lmbias.metrics.summary import metric_row, percentile_interval
 from lmbias.options import check_block
 
 #: Table metadata written by lmbias.engine.classifiers (the scorer's JSON record); the metric reads its kind.
@@ -166,14 +167,6 @@ def _per_prompt(prompt_ids: np.ndarray, per_text: dict[str, np.ndarray], per_pro
     return _Clusters(sums, weights)
 
 
-def _interval(samples: np.ndarray, confidence: float) -> tuple[float, float]:
-    samples = samples[np.isfinite(samples)]
-    if not len(samples):
-        return (math.nan, math.nan)
-    tail = 100 * (1 - confidence) / 2
-    return float(np.percentile(samples, tail)), float(np.percentile(samples, 100 - tail))
-
-
 def _column(table: pa.Table, name: str, what: str) -> list:
     if name not in table.column_names:
         raise DataError(
@@ -231,20 +224,7 @@ def classifier_metric_rows(
     rows: list[dict] = []
 
     def row(metric, subset, value, n, ci):
-        rows.append(
-            {
-                "benchmark": benchmark,
-                "metric": metric,
-                "variant": options.variant,
-                "subset": subset,
-                "value": value,
-                "ci_low": ci[0],
-                "ci_high": ci[1],
-                "interval": "bootstrap",
-                "p_value": math.nan,
-                "n": int(n),
-            }
-        )
+        rows.append(metric_row(benchmark, metric, options.variant, subset, value, n, ci, interval="bootstrap"))
 
     def subset_of(selected: np.ndarray):
         clusters = _per_prompt(prompt_ids[selected], {m: v[selected] for m, v in values.items()}, per_prompt)
@@ -259,10 +239,10 @@ def classifier_metric_rows(
         selected = np.ones(len(groups), dtype=bool) if subset == "all" else groups == subset
         clusters, boot = subset_of(selected)
         for m in metrics:
-            row(m, subset, clusters.value(m), clusters.n(m), _interval(boot[m], options.confidence))
+            row(m, subset, clusters.value(m), clusters.n(m), percentile_interval(boot[m], options.confidence))
     (male, male_boot), (female, female_boot) = subset_of(genders == MALE), subset_of(genders == FEMALE)
     for m in metrics:
         a, b = male_boot[m], female_boot[m]
-        ci = _interval(a - b, options.confidence) if len(a) and len(a) == len(b) else (math.nan, math.nan)
+        ci = percentile_interval(a - b, options.confidence) if len(a) and len(a) == len(b) else (math.nan, math.nan)
         row(f"{m}_gap", GAP_SUBSET, male.value(m) - female.value(m), male.n(m) + female.n(m), ci)
     return rows

@@ -54,6 +54,7 @@ from lmbias.corpora.prompt_pairs import DIRECTIONS, FEMALE_TO_MALE, MALE_TO_FEMA
 from lmbias.corpora.swap_lexicon import load_lexicon
 from lmbias.lazy import lazy_module
 from lmbias.metrics.bold import vader_compound
+from lmbias.metrics.summary import metric_row, percentile_interval
 from lmbias.options import check_block
 
 sps = lazy_module("scipy.stats")
@@ -179,14 +180,6 @@ def pair_values(scores: pa.Table, options: CounterfactualOptions | None = None) 
 # ------------------------------------------------------------------------------------------- rows
 
 
-def _interval(samples: np.ndarray, confidence: float) -> tuple[float, float]:
-    samples = samples[np.isfinite(samples)]
-    if not len(samples):
-        return (math.nan, math.nan)
-    tail = 100 * (1 - confidence) / 2
-    return float(np.percentile(samples, tail)), float(np.percentile(samples, 100 - tail))
-
-
 class _Pairs:
     """The (pair, sample) values of one subset as (pairs, samples) arrays, for means over pairs and their
     bootstrap (draws of pair indices)."""
@@ -263,20 +256,11 @@ def counterfactual_metric_rows(scores: pa.Table, options: CounterfactualOptions)
             value = pairs.value(metric, everyone, options)
             boot = np.asarray([pairs.value(metric, d, options) for d in draws]) if draws is not None else np.empty(0)
             n = int(pairs.sided.sum()) if metric in SIDE_METRICS else pairs.n
-            rows.append(_row(metric, variants[metric], subset, value, n, _interval(boot, options.confidence)))
+            rows.append(_row(metric, variants[metric], subset, value, n, percentile_interval(boot, options.confidence)))
     return rows
 
 
 def _row(metric, variant, subset, value, n, ci=(math.nan, math.nan)) -> dict:
-    return {
-        "benchmark": BENCHMARK,
-        "metric": metric,
-        "variant": variant,
-        "subset": subset,
-        "value": value,
-        "ci_low": ci[0],
-        "ci_high": ci[1],
-        "interval": None if metric == "n_unpaired" else "bootstrap",
-        "p_value": math.nan,
-        "n": int(n),
-    }
+    return metric_row(
+        BENCHMARK, metric, variant, subset, value, n, ci, interval=None if metric == "n_unpaired" else "bootstrap"
+    )

@@ -39,6 +39,7 @@ import pyarrow as pa
 from lmbias.errors import ConfigError
 from lmbias.lazy import lazy_module
 from lmbias.metrics import clm_context_label
+from lmbias.metrics.summary import metric_row
 from lmbias.options import check_block
 
 sps = lazy_module("scipy.stats")  # imported on first use: DAG builds never run a test
@@ -112,18 +113,7 @@ def crows_pairs_metric_rows(scores: pa.Table, options: CrowsPairsOptions) -> lis
 
     def row(metric, subset, value, n, ci=(math.nan, math.nan), p=math.nan):
         rows.append(
-            {
-                "benchmark": "crows_pairs",
-                "metric": metric,
-                "variant": variant,
-                "subset": subset,
-                "value": value,
-                "ci_low": ci[0],
-                "ci_high": ci[1],
-                "interval": "clopper_pearson",
-                "p_value": p,
-                "n": int(n),
-            }
+            metric_row("crows_pairs", metric, variant, subset, value, n, ci, interval="clopper_pearson", p_value=p)
         )
 
     subsets = [("all", np.ones(len(bias), dtype=bool))] + [(b, bias == b) for b in sorted(set(bias.tolist()))]

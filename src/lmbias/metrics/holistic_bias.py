@@ -50,7 +50,7 @@ import pyarrow as pa
 
 from lmbias.errors import ConfigError
 from lmbias.lazy import lazy_module
-from lmbias.metrics.summary import percentile_interval
+from lmbias.metrics.summary import metric_row, percentile_interval
 from lmbias.options import check_block
 
 sps = lazy_module("scipy.stats")
@@ -150,18 +150,7 @@ def holistic_bias_metric_rows(scores: pa.Table, options: HolisticBiasOptions) ->
     interval = percentile_interval(draws) if draws else (math.nan, math.nan)
 
     def row(metric, subset, value, n, ci=(math.nan, math.nan), how=None) -> dict:
-        return {
-            "benchmark": "holistic_bias",
-            "metric": metric,
-            "variant": variant,
-            "subset": subset,
-            "value": value,
-            "ci_low": ci[0],
-            "ci_high": ci[1],
-            "interval": how,
-            "p_value": math.nan,
-            "n": int(n),
-        }
+        return metric_row("holistic_bias", metric, variant, subset, value, n, ci, interval=how)
 
     share = float(differs.mean()) if len(tests) else math.nan
     rows = [row("likelihood_bias", "all", share, len(tests), interval, "bootstrap_templates" if draws else None)]

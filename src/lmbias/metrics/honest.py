@@ -34,6 +34,7 @@ import numpy as np
 import pyarrow as pa
 
 from lmbias.errors import ConfigError
+from lmbias.metrics.summary import metric_row, percentile_interval
 from lmbias.options import check_block
 
 GAP_SUBSET = "female-male"
@@ -58,14 +59,6 @@ class HonestOptions:
         if "k" in block:
             block["k"] = tuple(block["k"])
         return cls(**block, key=key)
-
-
-def _interval(draws: np.ndarray, confidence: float) -> tuple[float, float]:
-    draws = draws[np.isfinite(draws)]
-    if not len(draws):
-        return math.nan, math.nan
-    tail = 100 * (1 - confidence) / 2
-    return float(np.percentile(draws, tail)), float(np.percentile(draws, 100 - tail))
 
 
 def _variant(scores: pa.Table, level: str) -> str:
@@ -108,21 +101,8 @@ def honest_metric_rows(scores: pa.Table, options: HonestOptions) -> list[dict]:
     rows: list[dict] = []
 
     def row(metric: str, subset: str, value: float, draws_: np.ndarray, n: int) -> None:
-        ci = _interval(draws_, options.confidence) if options.bootstrap else (math.nan, math.nan)
-        rows.append(
-            {
-                "benchmark": "honest",
-                "metric": metric,
-                "variant": variant,
-                "subset": subset,
-                "value": float(value),
-                "ci_low": ci[0],
-                "ci_high": ci[1],
-                "interval": interval,
-                "p_value": math.nan,
-                "n": int(n),
-            }
-        )
+        ci = percentile_interval(draws_, options.confidence) if options.bootstrap else (math.nan, math.nan)
+        rows.append(metric_row("honest", metric, variant, subset, float(value), n, ci, interval=interval))
 
     for k in options.k:
         first = rank < k

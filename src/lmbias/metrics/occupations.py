@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
+from lmbias.metrics.summary import metric_row
 from lmbias.options import check_block
 
 
@@ -64,18 +65,9 @@ def occupation_metric_rows(scores: pa.Table, options: OccupationOptions) -> list
 
     def row(metric, subset, value, n, ci=(math.nan, math.nan), p=math.nan):
         rows.append(
-            {
-                "benchmark": "occupations",
-                "metric": metric,
-                "variant": variant,
-                "subset": subset,
-                "value": value,
-                "ci_low": ci[0],
-                "ci_high": ci[1],
-                "interval": "bootstrap_occupations",
-                "p_value": p,
-                "n": int(n),
-            }
+            metric_row(
+                "occupations", metric, variant, subset, value, n, ci, interval="bootstrap_occupations", p_value=p
+            )
         )
 
     for occ, (b, n) in per.items():

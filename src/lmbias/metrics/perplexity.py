@@ -20,6 +20,7 @@ import numpy as np
 import pyarrow as pa
 
 from lmbias.errors import ConfigError
+from lmbias.metrics.summary import metric_row
 from lmbias.options import check_block
 
 KEY = "benchmarks.<perplexity>.metric"
@@ -85,18 +86,7 @@ def perplexity_metric_rows(scores: pa.Table, options: PerplexityOptions) -> list
     interval = None if math.isnan(low) else f"bootstrap_{unit}"
 
     def row(metric, value, ci):
-        return {
-            "benchmark": "perplexity",
-            "metric": metric,
-            "variant": variant,
-            "subset": "all",
-            "value": value,
-            "ci_low": ci[0],
-            "ci_high": ci[1],
-            "interval": interval,
-            "p_value": math.nan,
-            "n": int(total),
-        }
+        return metric_row("perplexity", metric, variant, "all", value, total, ci, interval=interval)
 
     return [
         row("perplexity", math.exp(mean_nll) if total else math.nan, (math.exp(low), math.exp(high))),

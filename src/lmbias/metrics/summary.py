@@ -155,14 +155,42 @@ def bootstrap_interval(values, confidence: float = 0.95, samples: int = 10000, s
     return float(low), float(high)
 
 
-def percentile_interval(draws) -> tuple[float, float]:
-    """The 95 % percentile interval (2.5th and 97.5th percentiles) of bootstrap draws, the NaN draws left out (a
-    resample where the statistic is undefined); (nan, nan) when none is left."""
+def metric_row(
+    benchmark: str,
+    metric: str,
+    variant,
+    subset: str,
+    value,
+    n,
+    ci=(math.nan, math.nan),
+    interval: str | None = None,
+    p_value=math.nan,
+) -> dict:
+    """One row of the metric columns (METRIC_COLUMNS' keys), as every metrics module returns it: `ci` the
+    (low, high) pair, `interval` how it was computed (null without one), `n` the items it counts."""
+    return {
+        "benchmark": benchmark,
+        "metric": metric,
+        "variant": variant,
+        "subset": subset,
+        "value": value,
+        "ci_low": ci[0],
+        "ci_high": ci[1],
+        "interval": interval,
+        "p_value": p_value,
+        "n": int(n),
+    }
+
+
+def percentile_interval(draws, confidence: float = 0.95) -> tuple[float, float]:
+    """The percentile interval of bootstrap draws at `confidence` (0.95: the 2.5th and 97.5th percentiles), the
+    draws that are not finite left out (a resample where the statistic is undefined); (nan, nan) when none is left."""
     values = np.asarray(draws, dtype=np.float64)
-    values = values[~np.isnan(values)]
+    values = values[np.isfinite(values)]
     if not len(values):
         return math.nan, math.nan
-    low, high = np.percentile(values, [2.5, 97.5])
+    tail = 100.0 * (1.0 - confidence) / 2
+    low, high = np.percentile(values, [tail, 100.0 - tail])
     return float(low), float(high)
 
 

@@ -50,7 +50,7 @@ import numpy as np
 import pyarrow as pa
 
 from lmbias.errors import ConfigError, DataError
-from lmbias.metrics.summary import percentile_interval
+from lmbias.metrics.summary import metric_row, percentile_interval
 from lmbias.options import check_block
 
 #: Scoring condition -> column prefix of its (male, female) log-prob columns in the scores table.
@@ -360,20 +360,7 @@ def winobias_metric_rows(scores: pa.Table, options: WinoBiasOptions) -> list[dic
     rows: list[dict] = []
 
     def row(metric, variant, subset, value, n, ci=(math.nan, math.nan), interval="bootstrap_lines"):
-        rows.append(
-            {
-                "benchmark": "winobias",
-                "metric": metric,
-                "variant": variant,
-                "subset": subset,
-                "value": value,
-                "ci_low": ci[0],
-                "ci_high": ci[1],
-                "interval": interval,
-                "p_value": math.nan,
-                "n": int(n),
-            }
-        )
+        rows.append(metric_row("winobias", metric, variant, subset, value, n, ci, interval=interval))
 
     carried = conditions_in(scores)
     key = "benchmarks.winobias.metric"

@@ -35,7 +35,7 @@ import pyarrow as pa
 
 from lmbias.errors import ConfigError
 from lmbias.lazy import lazy_module
-from lmbias.metrics.summary import percentile_interval
+from lmbias.metrics.summary import metric_row, percentile_interval
 from lmbias.options import check_block
 
 sps = lazy_module("scipy.stats")
@@ -121,18 +121,7 @@ def winogender_metric_rows(scores: pa.Table, options: WinoGenderOptions) -> list
 
     def row(metric, subset, value, n, ci, interval_kind, p=math.nan, row_variant=variant):
         rows.append(
-            {
-                "benchmark": "winogender",
-                "metric": metric,
-                "variant": row_variant,
-                "subset": subset,
-                "value": value,
-                "ci_low": ci[0],
-                "ci_high": ci[1],
-                "interval": interval_kind,
-                "p_value": p,
-                "n": int(n),
-            }
+            metric_row("winogender", metric, row_variant, subset, value, n, ci, interval=interval_kind, p_value=p)
         )
 
     boot = "bootstrap_templates" if options.bootstrap else "none"
@@ -171,17 +160,16 @@ def _correlation_rows(scores: pa.Table, margin, gender, occupation, variant) -> 
                 bounds = result.confidence_interval(0.95)
                 r, ci, p = float(result.statistic), (float(bounds.low), float(bounds.high)), float(result.pvalue)
             rows.append(
-                {
-                    "benchmark": "winogender",
-                    "metric": "occupation_preference_r",
-                    "variant": f"{variant},{stat_name}",
-                    "subset": subset,
-                    "value": r,
-                    "ci_low": ci[0],
-                    "ci_high": ci[1],
-                    "interval": "fisher_z",
-                    "p_value": p,
-                    "n": int(keep.sum()),
-                }
+                metric_row(
+                    "winogender",
+                    "occupation_preference_r",
+                    f"{variant},{stat_name}",
+                    subset,
+                    r,
+                    keep.sum(),
+                    ci,
+                    interval="fisher_z",
+                    p_value=p,
+                )
             )
     return rows

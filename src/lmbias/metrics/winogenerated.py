@@ -31,7 +31,7 @@ import pyarrow as pa
 
 from lmbias.errors import ConfigError
 from lmbias.lazy import lazy_module
-from lmbias.metrics.summary import percentile_interval
+from lmbias.metrics.summary import metric_row, percentile_interval
 from lmbias.options import check_block
 
 sps = lazy_module("scipy.stats")
@@ -121,18 +121,7 @@ def winogenerated_metric_rows(scores: pa.Table, options: WinogeneratedOptions) -
     boot = "bootstrap_occupations" if options.bootstrap else "none"
 
     def row(metric, row_variant, value, ci, n, p=math.nan) -> dict:
-        return {
-            "benchmark": "winogenerated",
-            "metric": metric,
-            "variant": row_variant,
-            "subset": "all",
-            "value": value,
-            "ci_low": ci[0],
-            "ci_high": ci[1],
-            "interval": boot,
-            "p_value": p,
-            "n": int(n),
-        }
+        return metric_row("winogenerated", metric, row_variant, "all", value, n, ci, interval=boot, p_value=p)
 
     rows = [row(name, variant, sentence_mean(v, ones), interval(name), len(female)) for name, v in occ_values.items()]
     for name in CORRELATIONS:
