@@ -157,6 +157,9 @@ CHEAP_FIT = {
 CHEAP_METRIC = {"bootstrap": 10, "n_samples": 200}
 #: Perplexity windows (scoring.max_length of a `measure: perplexity` entry): short, so texts span several.
 CHEAP_WINDOW = 16
+#: New tokens of every generating benchmark, and HONEST's completions per template.
+CHEAP_NEW_TOKENS = 8
+CHEAP_TOP_K = 5
 #: GAP contexts kept for the corpora (sentences, interventions), from each split.
 GAP_CONTEXTS = 60
 #: Raw corpus files read as they are (not through a parsed benchmark), cut to their first lines after their
@@ -239,14 +242,31 @@ def _cheap_metric(name: str, entry: dict) -> dict:
     return metric
 
 
+def _cheap_generation(entry: dict) -> None:
+    """A generating benchmark's entry with CHEAP_NEW_TOKENS new tokens (BOLD's and the pairs' own keys, HONEST's
+    `generation` block) and HONEST's top_k cut to CHEAP_TOP_K (its metric's k with it)."""
+    scoring = entry.get("scoring") or {}
+    if "max_new_tokens" in scoring:
+        scoring["max_new_tokens"] = CHEAP_NEW_TOKENS
+    if isinstance(scoring.get("generation"), dict):
+        scoring["generation"]["max_new_tokens"] = CHEAP_NEW_TOKENS
+    if "top_k" in scoring:
+        scoring["top_k"] = CHEAP_TOP_K
+        metric = entry.setdefault("metric", {})
+        metric["k"] = [k for k in metric.get("k", [1, 5, 10, 20]) if k <= CHEAP_TOP_K]
+
+
 def cheap_config(config: dict, data_dir: Path, shared_data: Path) -> dict:
     """The shipped config with its cost knobs turned down; nothing left out for missing data."""
     config["data_dir"] = str(data_dir)
     config["missing_data"] = "error"
     config["optional_benchmarks"] = []
     config["only_benchmarks"] = None
+    # The tiny models' stand-ins (models.<tiny>.stand_ins) are subsets of the same dataset and measure: with
+    # FEW_ITEMS cutting every parsed table, the whole entry covers the same code; it runs on every tiny model.
+    subsets = {e for m in config["models"].values() for e in (m.get("stand_ins") or {}).values()}
+    config["benchmarks"] = {n: e for n, e in config["benchmarks"].items() if n not in subsets}
     for entry in config["models"].values():
-        # every entry on every tiny model: the whole benchmarks and their subsets alike (FEW_ITEMS cuts both)
         entry.pop("stand_ins", None)
         if "training" in entry:
             entry["training"] = _cap_training(entry["training"])
@@ -255,6 +275,7 @@ def cheap_config(config: dict, data_dir: Path, shared_data: Path) -> dict:
             entry["metric"] = _cheap_metric(name, entry)
         if entry.get("measure") == "perplexity":
             entry.setdefault("scoring", {})["max_length"] = CHEAP_WINDOW
+        _cheap_generation(entry)
     for entry in config["methods"].values():
         if entry.get("training"):
             entry["training"] = _cap_training(entry["training"])
