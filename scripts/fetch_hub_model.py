@@ -19,8 +19,10 @@ from lmbias.engine.hub import fetch_hub_model  # noqa: E402
 from lmbias.errors import LmbiasError  # noqa: E402
 
 try:
-    name = getattr(snakemake.wildcards, "model", None) or f"scorers/{snakemake.wildcards.scorer}"  # noqa: F821
-    fetch_hub_model(name, dict(snakemake.params.entry), snakemake.output[0])  # noqa: F821
+    scorer = getattr(snakemake.wildcards, "scorer", None)  # noqa: F821 (rule fetch_hub_scorer)
+    name = f"scorers/{scorer}" if scorer else snakemake.wildcards.model  # noqa: F821
+    key = f"scorers.{scorer}" if scorer else None
+    fetch_hub_model(name, dict(snakemake.params.entry), snakemake.output[0], key=key)  # noqa: F821
 except LmbiasError as error:  # named (config key, hub id, commit): shown on the console too, not only in the log
     logging.error("%s", error)
     print(f"{type(error).__name__}: {error}", file=sys.__stderr__, flush=True)

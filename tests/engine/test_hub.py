@@ -282,6 +282,12 @@ def test_wrong_revision_names_the_key(hub, tmp_path):
     assert not dest.parent.exists() or not list(dest.parent.iterdir())
 
 
+def test_a_scorers_fetch_names_its_own_key(hub, tmp_path):
+    """rule fetch_hub_scorer: the same download, its errors naming scorers.<name>."""
+    with pytest.raises(ConfigError, match=r"^scorers\.tox\.revision: 'no-such-branch' is not a revision"):
+        fetch_hub_model("scorers/tox", _entry(revision="no-such-branch"), tmp_path / "tox", key="scorers.tox")
+
+
 def test_unknown_repo_names_hub_id(hub, tmp_path):
     with pytest.raises(ConfigError, match=r"models\.hub-bert\.hub_id: lmbias-test/nope is not a model"):
         fetch_hub_model("hub-bert", _entry(hub_id="lmbias-test/nope"), tmp_path / "m")

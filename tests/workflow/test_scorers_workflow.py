@@ -82,7 +82,10 @@ def _rows(path: Path, variant_prefix: str) -> dict[tuple[str, str], float]:
 def test_the_seed_metrics_hold_the_scorers_rows_as_the_planted_classifier_gives_them(workdir, shared_data):
     _run(workdir, shared_data, f"{SEED}/metrics.parquet")
     classified = workdir / SEED / "classified" / "bold" / "planted.parquet"
-    assert classified.exists()
+    metadata = pq.read_schema(classified).metadata
+    generations_key = pq.read_schema(workdir / SEED / "scores" / "bold.parquet").metadata[b"lmbias.score_key"]
+    assert metadata[b"lmbias.scorer.generations_key"] == generations_key  # the generations it read
+    assert len(metadata[b"lmbias.scorer.key"]) == 64  # its own key (lmbias.engine.classifiers.classification_key)
     rows = _rows(workdir / SEED / "metrics.parquet", "planted,")
     expected = _expected_toxicity(workdir)
     assert len(expected) == 2

@@ -142,9 +142,9 @@ def _endpoint() -> str:
     return constants.ENDPOINT
 
 
-def _resolve(name: str, repo: str, revision: str):
-    """(commit, repo file names) of `repo` at `revision`; ConfigError naming the key for a wrong hub id or
-    revision, HubDownloadError when the hub cannot be reached."""
+def _resolve(name: str, repo: str, revision: str, key: str | None = None):
+    """(commit, repo file names) of `repo` at `revision`; ConfigError naming the key (default models.<name>) for a
+    wrong hub id or revision, HubDownloadError when the hub cannot be reached."""
     from huggingface_hub import HfApi
     from huggingface_hub.errors import (
         GatedRepoError,
@@ -154,7 +154,7 @@ def _resolve(name: str, repo: str, revision: str):
         RevisionNotFoundError,
     )
 
-    key = f"models.{name}"
+    key = key or f"models.{name}"
     try:
         info = HfApi(endpoint=_endpoint(), token=hub_token()).model_info(repo, revision=revision)
     except RevisionNotFoundError:
@@ -192,10 +192,11 @@ def _resolve(name: str, repo: str, revision: str):
     return info.sha, [s.rfilename for s in info.siblings or []]
 
 
-def fetch_hub_model(name: str, entry: Mapping, out_dir: str | os.PathLike) -> Path:
+def fetch_hub_model(name: str, entry: Mapping, out_dir: str | os.PathLike, key: str | None = None) -> Path:
     """Download models.<name> (its `hub_id`, `revision` and `allow_pickle`) at its revision into `out_dir`,
-    atomically; see the module doc."""
-    key = f"models.{name}"
+    atomically; see the module doc. `key`: the config key errors name (default models.<name>; a scorer's is
+    scorers.<name>)."""
+    key = key or f"models.{name}"
     repo, revision, allow_pickle = (
         entry.get("hub_id"),
         entry.get("revision") or "main",
@@ -215,7 +216,7 @@ def fetch_hub_model(name: str, entry: Mapping, out_dir: str | os.PathLike) -> Pa
         is_local=False,
         allow_pickle=allow_pickle,
     )
-    commit, repo_files = _resolve(name, repo, revision)
+    commit, repo_files = _resolve(name, repo, revision, key)
     files, weights = wanted_files(repo_files, spec.allow_pickle)
     if not weights:
         pickled, _ = wanted_files(repo_files, True)

@@ -15,8 +15,13 @@ import time
 import pyarrow.parquet as pq
 
 from lmbias.engine.batching import EngineStats
-from lmbias.engine.classifiers import classify_generations
+from lmbias.engine.classifiers import classification_key, classify_generations
 from lmbias.io import write_table_atomic
+from lmbias.metrics.score_keys import SCORE_KEY_METADATA
+
+#: Parquet metadata of a classified file: its classification key (lmbias.engine.classifiers.classification_key: the
+#: generations' score key, the scorer's settings, its weights folder and its code), for provenance and reuse checks.
+CLASSIFICATION_KEY_METADATA = "lmbias.scorer.key"
 
 log = logging.getLogger(__name__)
 
@@ -32,7 +37,9 @@ def classify_job(
         entry = {**entry, "max_tokens": int(max_tokens)}
     stats = EngineStats()
     table = classify_generations(scorer, entry, generations, device=device, benchmark=benchmark, stats=stats)
-    write_table_atomic(table, output_path)
+    generations_key = (generations.schema.metadata or {}).get(SCORE_KEY_METADATA.encode(), b"").decode()
+    key = classification_key(scorer, entry, generations_key, weights_dir=entry.get("snapshot") or entry.get("path"))
+    write_table_atomic(table, output_path, metadata={CLASSIFICATION_KEY_METADATA: key})
     log.info(
         "classified %d generations of %s with scorers.%s in %.1f s (%d forward passes)",
         generations.num_rows,
