@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from lmbias.engine.batching import EngineStats, autocast, model_device, pad, run_batches
-from lmbias.engine.scoring import input_limit, mlm_head
+from lmbias.engine.scoring import input_limit, masked_logits_at, mlm_head
 from lmbias.errors import DataError
 from lmbias.lazy import lazy_module
 
@@ -62,13 +62,7 @@ def masked_top_k(
     def run(batch: list[int]) -> None:
         ids, attention = pad([encoded[i] for i in batch], pad_id, device)
         rows, cols = list(range(len(batch))), [positions[i] for i in batch]
-        if hasattr(model, "logits_at"):
-            logits = model.logits_at(ids, attention, rows, cols)
-        elif head is not None:
-            hidden = model.base_model(input_ids=ids, attention_mask=attention).last_hidden_state
-            logits = head(hidden[rows, cols])
-        else:
-            logits = model(input_ids=ids, attention_mask=attention).logits[rows, cols]
+        logits = masked_logits_at(model, head, ids, attention, rows, cols)
         logprobs = torch.log_softmax(logits.double(), dim=-1)
         values, index = torch.sort(logprobs, dim=-1, descending=True, stable=True)
         values, index = values[:, :width].cpu().tolist(), index[:, :width].cpu().tolist()

@@ -86,6 +86,17 @@ def mlm_head(model) -> Callable[[torch.Tensor], torch.Tensor] | None:
     return None
 
 
+def masked_logits_at(model, head, ids, attention, rows, cols):
+    """A masked LM's logits at (rows[i], cols[i]) of a padded batch: through the model's own `logits_at` (Self-Debias
+    rescales them), else its head at those positions only (`mlm_head`), else the full forward pass."""
+    if hasattr(model, "logits_at"):
+        return model.logits_at(ids, attention, rows, cols)
+    if head is not None:
+        hidden = model.base_model(input_ids=ids, attention_mask=attention).last_hidden_state
+        return head(hidden[rows, cols])
+    return model(input_ids=ids, attention_mask=attention).logits[rows, cols]
+
+
 def input_limit(model, tokenizer, max_length: int | None) -> int:
     """The longest input the engine scores: a benchmark's `max_length`, at most the model's usable context (the
     smaller of its tokenizer's and its config's limits, lmbias.engine.context_window), so that an input the
@@ -411,13 +422,7 @@ def masked_logprobs_ids(
     def run(batch):
         ids, attn = pad([seqs[i] for i in batch], pad_id, device)
         rows, cols, keys, cands = _positions_to_read(batch, needed)
-        if hasattr(model, "logits_at"):
-            logits = model.logits_at(ids, attn, rows, cols)
-        elif head is not None:
-            hidden = model.base_model(input_ids=ids, attention_mask=attn).last_hidden_state
-            logits = head(hidden[rows, cols])
-        else:
-            logits = model(input_ids=ids, attention_mask=attn).logits[rows, cols]
+        logits = masked_logits_at(model, head, ids, attn, rows, cols)
         logprobs = torch.log_softmax(logits.double(), dim=-1)
         _keep_candidates(results, logprobs, keys, cands)
         stats.forward_passes += 1
