@@ -23,6 +23,7 @@ from lm_eval.evaluator import evaluate  # noqa: E402
 from lm_eval.models.huggingface import HFLM  # noqa: E402
 from lm_eval.tasks import TaskManager, get_task_dict  # noqa: E402
 from lm_eval.tasks.bbq.utils import doc_to_biased_answer  # noqa: E402
+from loglikelihood_timer import LoglikelihoodTimer  # noqa: E402 (beside this script)
 
 t_imported = time.time()
 TASK = "bbq_local"
@@ -53,32 +54,12 @@ def count_input(module, args, kwargs):
 
 
 lm.model.register_forward_pre_hook(count_input, with_kwargs=True)
-ll_seconds = [0.0]
-n_requests = [0]
-seen = []
-inner = lm.loglikelihood
-
-
-def timed_loglikelihood(requests, *args, **kwargs):
-    start = time.perf_counter()
-    out = inner(requests, *args, **kwargs)
-    ll_seconds[0] += time.perf_counter() - start
-    n_requests[0] += len(requests)
-    seen.append(requests)
-    return out
-
-
-lm.loglikelihood = timed_loglikelihood
+timer = LoglikelihoodTimer(lm)
 t0 = time.perf_counter()
 results = evaluate(lm=lm, task_dict=tasks, log_samples=True, bootstrap_iters=0)
 t_eval = time.perf_counter() - t0
 read["counting"] = False
-runs = [ll_seconds[0]]
-for _ in range(repeats - 1):
-    t0 = time.perf_counter()
-    for requests in seen:
-        inner(requests, disable_tqdm=True)
-    runs.append(time.perf_counter() - t0)
+runs = timer.runs(repeats)
 
 questions = {}
 for sample in results["samples"][TASK]:
@@ -99,7 +80,7 @@ with open(out_json, "w") as handle:
             "task_load_s": t_task,
             "loglikelihood_s": min(runs),
             "loglikelihood_runs_s": runs,
-            "requests": n_requests[0],
+            "requests": timer.requests,
             "read": {k: v for k, v in read.items() if k != "counting"},
             "evaluate_s": t_eval,
             "metrics": metrics,

@@ -20,6 +20,7 @@ import torch  # noqa: E402
 from lm_eval.evaluator import evaluate  # noqa: E402
 from lm_eval.models.huggingface import HFLM  # noqa: E402
 from lm_eval.tasks import TaskManager, get_task_dict  # noqa: E402
+from loglikelihood_timer import LoglikelihoodTimer  # noqa: E402 (beside this script)
 
 t_imported = time.time()
 model_dir, task_dir, out_json, batch_size, limit = (
@@ -42,31 +43,11 @@ t0 = time.perf_counter()
 tasks = get_task_dict(["crows_pairs_english_gender_local"], TaskManager(include_path=task_dir, include_defaults=False))
 t_task = time.perf_counter() - t0
 
-ll_seconds = [0.0]
-n_requests = [0]
-seen = []
-inner = lm.loglikelihood
-
-
-def timed_loglikelihood(requests, *args, **kwargs):
-    start = time.perf_counter()
-    out = inner(requests, *args, **kwargs)
-    ll_seconds[0] += time.perf_counter() - start
-    n_requests[0] += len(requests)
-    seen.append(requests)
-    return out
-
-
-lm.loglikelihood = timed_loglikelihood
+timer = LoglikelihoodTimer(lm)
 t0 = time.perf_counter()
 results = evaluate(lm=lm, task_dict=tasks, limit=limit or None, log_samples=True, bootstrap_iters=0)
 t_eval = time.perf_counter() - t0
-runs = [ll_seconds[0]]
-for _ in range(repeats - 1):
-    t0 = time.perf_counter()
-    for requests in seen:
-        inner(requests, disable_tqdm=True)
-    runs.append(time.perf_counter() - t0)
+runs = timer.runs(repeats)
 
 name = "crows_pairs_english_gender_local"
 pairs = []
@@ -97,7 +78,7 @@ with open(out_json, "w") as handle:
             "task_load_s": t_task,
             "loglikelihood_s": min(runs),
             "loglikelihood_runs_s": runs,
-            "requests": n_requests[0],
+            "requests": timer.requests,
             "evaluate_s": t_eval,
             "metrics": metrics,
             "pairs": pairs,

@@ -8,13 +8,13 @@ sentid) and the seconds of the loglikelihood requests.
 
 import json
 import sys
-import time
 from importlib.metadata import version
 
 import torch
 from lm_eval.evaluator import evaluate
 from lm_eval.models.huggingface import HFLM
 from lm_eval.tasks import TaskManager, get_task_dict
+from loglikelihood_timer import LoglikelihoodTimer  # beside this script
 
 model_dir, task_dir, out_json, batch_size, tasks = sys.argv[1:6]
 chat = len(sys.argv) > 6 and sys.argv[6] == "1"
@@ -25,18 +25,7 @@ with torch.inference_mode():  # every weight read once, as the lmbias side does
     for p in lm.model.parameters():
         p.sum()
 task_dict = get_task_dict(tasks.split(","), TaskManager(include_path=task_dir, include_defaults=False))
-ll_seconds = [0.0]
-inner = lm.loglikelihood
-
-
-def timed_loglikelihood(requests, *args, **kwargs):
-    start = time.perf_counter()
-    out = inner(requests, *args, **kwargs)
-    ll_seconds[0] += time.perf_counter() - start
-    return out
-
-
-lm.loglikelihood = timed_loglikelihood
+timer = LoglikelihoodTimer(lm)
 results = evaluate(
     lm=lm,
     task_dict=task_dict,
@@ -45,7 +34,7 @@ results = evaluate(
     apply_chat_template=chat,
     system_instruction=system,
 )
-out = {"lm_eval_version": version("lm-eval"), "batch_size": int(batch_size), "loglikelihood_s": ll_seconds[0]}
+out = {"lm_eval_version": version("lm-eval"), "batch_size": int(batch_size), "loglikelihood_s": timer.seconds}
 out["acc"] = {t: results["results"][t]["acc,none"] for t in tasks.split(",")}
 out["samples"] = {
     t: {
