@@ -50,7 +50,6 @@ import argparse
 import glob
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -64,6 +63,7 @@ from lm_eval_crows_pairs import (  # noqa: E402
     VENV,
     build_models,
     ensure_venv,
+    run_driver,
     seconds_since_process_start,
     touch_weights,
 )
@@ -98,20 +98,7 @@ def task_dir(items, where: Path) -> Path:
 
 def run_theirs(python: Path, model: Path, tasks: Path, where: Path, batch_size: int, repeats: int = 1) -> dict:
     out = where / f"lm_eval-{model.name}-bs{batch_size}.json"
-    env = {
-        **os.environ,
-        "HF_HUB_OFFLINE": "1",
-        "HF_DATASETS_OFFLINE": "1",
-        "TRANSFORMERS_OFFLINE": "1",
-        "HF_DATASETS_CACHE": str(where / "hf-datasets"),
-        "TOKENIZERS_PARALLELISM": "false",
-        "LMBIAS_BENCH_T0": repr(time.time()),
-    }
-    cmd = [str(python), str(TASK_SRC / "bbq_driver.py"), str(model), str(tasks), str(out), str(batch_size)]
-    proc = subprocess.run([*cmd, str(repeats)], env=env, capture_output=True, text=True)
-    if proc.returncode:
-        sys.stderr.write(proc.stdout[-4000:] + proc.stderr[-8000:])
-        raise SystemExit(f"lm-eval driver failed on {model.name} (exit {proc.returncode})")
+    run_driver(python, "bbq_driver.py", [model, tasks, out, batch_size, repeats], where, model.name)
     result = json.loads(out.read_text())
     result["questions"] = {int(k): v for k, v in result["questions"].items()}
     return result

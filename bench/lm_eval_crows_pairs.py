@@ -127,10 +127,9 @@ def build_models(where: Path, layers_1b: int, timing: bool) -> dict[str, Path]:
     return out
 
 
-def run_theirs(
-    python: Path, model: Path, tasks: Path, where: Path, batch_size: int, limit: int, repeats: int = 1
-) -> dict:
-    out = where / f"lm_eval-{model.name}-bs{batch_size}.json"
+def run_driver(python: Path, driver: str, args: list, where: Path, model_name: str) -> None:
+    """Run one of bench/lm_eval's drivers in lm-eval's venv, offline (no hub, datasets cached under `where`), with
+    LMBIAS_BENCH_T0 set so the driver can time its own process start; a failure prints its output and stops."""
     env = {
         **os.environ,
         "HF_HUB_OFFLINE": "1",
@@ -140,25 +139,20 @@ def run_theirs(
         "TOKENIZERS_PARALLELISM": "false",
         "LMBIAS_BENCH_T0": repr(time.time()),
     }
-    started = time.perf_counter()
     proc = subprocess.run(
-        [
-            str(python),
-            str(TASK_SRC / "driver.py"),
-            str(model),
-            str(tasks),
-            str(out),
-            str(batch_size),
-            str(limit),
-            str(repeats),
-        ],
-        env=env,
-        capture_output=True,
-        text=True,
+        [str(python), str(TASK_SRC / driver), *map(str, args)], env=env, capture_output=True, text=True
     )
     if proc.returncode:
         sys.stderr.write(proc.stdout[-4000:] + proc.stderr[-8000:])
-        raise SystemExit(f"lm-eval driver failed on {model.name} (exit {proc.returncode})")
+        raise SystemExit(f"lm-eval driver failed on {model_name} (exit {proc.returncode})")
+
+
+def run_theirs(
+    python: Path, model: Path, tasks: Path, where: Path, batch_size: int, limit: int, repeats: int = 1
+) -> dict:
+    out = where / f"lm_eval-{model.name}-bs{batch_size}.json"
+    started = time.perf_counter()
+    run_driver(python, "driver.py", [model, tasks, out, batch_size, limit, repeats], where, model.name)
     result = json.loads(out.read_text())
     result["wall_s"] = time.perf_counter() - started
     return result
