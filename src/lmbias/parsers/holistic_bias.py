@@ -192,14 +192,21 @@ def read_templates(path) -> dict[str, dict]:
     return templates
 
 
+def _listed_entry(entry, main_key: str, known: Sequence[str], where: str, path) -> dict:
+    """One entry of a list in the data files: a bare string stands for {main_key: string}; an object may hold
+    only the `known` keys (DataError naming `where` and the file)."""
+    if isinstance(entry, str):
+        entry = {main_key: entry}
+    entry = _object(entry, where, path)
+    unknown = sorted(set(entry) - set(known))
+    if unknown:
+        raise DataError(f"{where}: unknown key {unknown[0]!r} (known: {', '.join(known)})", path)
+    return entry
+
+
 def _descriptor_entry(entry, where: str, genders: Sequence[str], path) -> dict:
     """{descriptor, gender, article, preference} of one entry of descriptors.json."""
-    if isinstance(entry, str):
-        entry = {"descriptor": entry}
-    entry = _object(entry, where, path)
-    unknown = sorted(set(entry) - set(DESCRIPTOR_KEYS))
-    if unknown:
-        raise DataError(f"{where}: unknown key {unknown[0]!r} (known: {', '.join(DESCRIPTOR_KEYS)})", path)
+    entry = _listed_entry(entry, "descriptor", DESCRIPTOR_KEYS, where, path)
     descriptor = _text(entry.get("descriptor"), f"{where}.descriptor", path)
     gender = entry.get("gender", NONE)
     if gender != NONE and gender not in genders:
@@ -238,12 +245,7 @@ def read_standalone(path) -> dict[str, list[dict]]:
         entries = []
         for i, entry in enumerate(phrases):
             where = f"{axis}[{i}]"
-            if isinstance(entry, str):
-                entry = {"noun_phrase": entry}
-            entry = _object(entry, where, path)
-            unknown = sorted(set(entry) - set(STANDALONE_KEYS))
-            if unknown:
-                raise DataError(f"{where}: unknown key {unknown[0]!r} (known: {', '.join(STANDALONE_KEYS)})", path)
+            entry = _listed_entry(entry, "noun_phrase", STANDALONE_KEYS, where, path)
             singular = _text(entry.get("noun_phrase"), f"{where}.noun_phrase", path)
             plural = _text(entry.get("plural_noun_phrase", singular), f"{where}.plural_noun_phrase", path)
             templated = "{noun}" in singular
