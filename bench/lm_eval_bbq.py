@@ -83,7 +83,7 @@ def evenly_spaced(items, n: int):
 
 def task_dir(items, where: Path) -> Path:
     """The questions as the released jsonl and bbq_local.yaml pointing at it and at lm-eval's own bbq task file."""
-    from lmbias.parsers.bbq import write_jsonl
+    from lmbias.parsers.bbq_jsonl import write_jsonl
 
     out = where / "task"
     out.mkdir(parents=True)

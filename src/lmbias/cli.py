@@ -272,19 +272,22 @@ def register_fit_sd(subparsers) -> None:
 # ------------------------------------------------------------------------------------------- bbq-items
 
 BBQ_ITEMS_HELP = """\
-Build BBQ's gender-identity items (Parrish et al. 2022) from the authors' templates and vocabularies, as the
-authors' generator does but with a seed (lmbias.parsers.bbq): DIR holds "new_templates - Gender_identity.csv",
-vocabulary.csv and vocabulary_proper_names.csv (nyu-mll/BBQ templates/). Writes OUT as the released
-Gender_identity.jsonl's fields, one item a line (atomically: no partial file on failure), and prints the count.
+Build BBQ's gender-identity items (Parrish et al. 2022; --subset race_x_gender: the Race_x_gender items) from the
+authors' templates and vocabularies, as the authors' generators do but with a seed (lmbias.parsers.bbq): DIR holds
+"new_templates - Gender_identity.csv" (or "new_templates - Race_x_gender.csv"), vocabulary.csv and
+vocabulary_proper_names.csv (nyu-mll/BBQ templates/). Writes OUT as the released Gender_identity.jsonl's (or
+Race_x_gender.jsonl's) fields, one item a line (atomically: no partial file on failure), and prints the count.
 """
 
 
 def run_bbq_items(args) -> int:
     from pathlib import Path
 
-    from lmbias.parsers.bbq import FILES, parse_bbq, write_jsonl
+    from lmbias.parsers.bbq import NAMES, SUBSET_BUILDS, SUBSET_FILES, VOCABULARY
+    from lmbias.parsers.bbq_jsonl import write_jsonl
 
-    items = parse_bbq(*(Path(args.data_dir) / name for name in FILES), seed=args.seed)
+    files = (SUBSET_FILES[args.subset], VOCABULARY, NAMES)
+    items = SUBSET_BUILDS[args.subset](*(Path(args.data_dir) / name for name in files), seed=args.seed)
     write_jsonl(items, args.out)
     print(f"{items.num_rows} items written to {args.out}")
     return 0
@@ -299,6 +302,9 @@ def register_bbq_items(subparsers) -> None:
     )
     p.add_argument("--data-dir", required=True, metavar="DIR", help="folder with the three csv files")
     p.add_argument("--seed", type=int, default=0, metavar="N", help="seed of the draws (default 0)")
+    p.add_argument(
+        "--subset", choices=("gender", "race_x_gender"), default="gender", help="which template file (default gender)"
+    )
     p.add_argument("out", metavar="OUT.jsonl", help="jsonl file to write")
     p.set_defaults(func=run_bbq_items, _parser=p)
 

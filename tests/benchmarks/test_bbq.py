@@ -18,7 +18,7 @@ from lmbias.engine.models import load_model
 from lmbias.engine.tiny import build_tiny_model
 from lmbias.errors import ConfigError
 from lmbias.metrics.bbq import BBQOptions, bbq_metric_rows
-from lmbias.parsers.bbq import FILES, parse_bbq
+from lmbias.parsers.bbq import FILES, RACE_X_GENDER_FILES, parse, parse_bbq
 
 BBQ = definition("bbq", "bbq")
 TEMPLATE = (
@@ -232,3 +232,22 @@ def test_options_and_families_are_checked(items, gpt2, bert):
         )
     with pytest.raises(ConfigError, match="generat"):
         BBQ.score(items, bert, {"reading": "generated"})
+
+
+def test_race_x_gender_items_are_scored_and_reported_apart(shared_data, gpt2):
+    """A [gender, race_x_gender] table through the reading and the metrics: the race x gender items keep their
+    comparison (the subcategory) in the scores and come out as their own subsets, the gender headline untouched."""
+    data = shared_data / "bbq"
+    table = parse({f: data / f for f in {*FILES, *RACE_X_GENDER_FILES}},
+                  {"subsets": ["gender", "race_x_gender"], "max_templates": 1}, "benchmarks.bbq")  # fmt: skip
+    picked = table.take(list(range(8)) + list(range(8, 8 + 24)))  # a gender template's 8, one race target's 6 pairs
+    scores = BBQ.score(picked, gpt2, {})
+    assert scores.column("subcategory").to_pylist() == (
+        ["adult"] * 8 + [s for s in ("intersectional_a", "intersectional_b", "intersectional_c") for _ in range(4)] * 2
+    )
+    rows = bbq_metric_rows(scores, BBQOptions(bootstrap=0))
+    n = {r["subset"]: r["n"] for r in rows if r["metric"] == "acc"}
+    assert n["all"] == 8 and n["race_x_gender"] == 24
+    assert all(n[f"race_x_gender:{c}"] == 8 for c in ("gender_differs", "race_differs", "both_differ"))
+    alone = bbq_metric_rows(BBQ.score(picked.slice(0, 8), gpt2, {}), BBQOptions(bootstrap=0))
+    assert [r for r in rows if not r["subset"].startswith("race_x_gender")] == alone

@@ -175,3 +175,62 @@ def test_options_are_checked_and_readings_not_mixed():
     rows[0]["reading"] = "lm_eval"
     with pytest.raises(ConfigError, match="mix readings"):
         bbq_metric_rows(_scores(rows, lambda r: 0), BBQOptions(bootstrap=0))
+
+
+def _race_x_gender_items(templates: int = 6) -> list[dict]:
+    """_items' pairs as race x gender items (lmbias.parsers.bbq_intersectional): templates numbered after the
+    gender ones, the comparison (the generator's subcategory) by template: intersectional_a, _b, _c, _a, ..."""
+    subcategories = ["intersectional_a", "intersectional_b", "intersectional_c"]
+    return [
+        {**r, "template": 100 + r["template"], "subcategory": subcategories[r["template"] % 3], "stereotyped": "Black"}
+        for r in _items(templates)
+    ]
+
+
+def _by(rows: list[dict]) -> dict[tuple[str, str], dict]:
+    return {(r["metric"], r["subset"]): r for r in rows}
+
+
+def test_race_x_gender_rows_are_their_own_subsets_per_comparison():
+    def predict(r):  # gender: always the biased answer; race x gender by comparison
+        return {"intersectional_a": 1 - r["target_loc"], "intersectional_c": r["label"]}.get(
+            r["subcategory"], r["target_loc"]
+        )
+
+    gender, race = _items(), _race_x_gender_items()
+    options = BBQOptions(bootstrap=100, seed=2)
+    mixed = bbq_metric_rows(_scores(gender + race, predict), options)
+    subsets = [r["subset"] for r in mixed if r["metric"] == "acc"]
+    assert subsets == [
+        "all",
+        "subcategory:adult",
+        "subcategory:child",
+        "label_type:label",
+        "label_type:name",
+        "stereotyped:F",
+        "stereotyped:trans",
+        "race_x_gender",
+        "race_x_gender:gender_differs",
+        "race_x_gender:race_differs",
+        "race_x_gender:both_differ",
+        "race_x_gender:label_type:label",
+        "race_x_gender:label_type:name",
+    ]
+    # the headline and every gender row are a gender-only entry's, intervals included (not pooled with race x gender)
+    alone = bbq_metric_rows(_scores(gender, predict), options)
+    assert [r for r in mixed if not r["subset"].startswith("race_x_gender")] == alone
+    by = _by(mixed)
+    assert by[("disamb_bias_score", "all")]["value"] == 100 and by[("disamb_bias_score", "all")]["n"] == 24
+    assert by[("disamb_bias_score", "race_x_gender:gender_differs")]["value"] == -100
+    assert by[("disamb_bias_score", "race_x_gender:race_differs")]["value"] == 100
+    assert by[("accuracy_disamb", "race_x_gender:both_differ")]["value"] == 100
+    assert by[("disamb_bias_score", "race_x_gender")]["n"] == 24 and by[("acc", "race_x_gender")]["n"] == 48
+    assert by[("disamb_bias_score", "race_x_gender:gender_differs")]["n"] == 8  # templates 0 and 3: two of six
+    whole = by[("disamb_bias_score", "race_x_gender")]
+    assert whole["interval"] == "bootstrap_templates" and whole["ci_low"] < whole["value"] < whole["ci_high"]
+    # a race x gender entry alone: its headline is its own items
+    only = _by(bbq_metric_rows(_scores(race, predict), options))
+    for metric in ("acc", "amb_bias_score", "disamb_bias_score"):
+        assert only[(metric, "all")] | {"subset": "race_x_gender"} == only[(metric, "race_x_gender")]
+        assert only[(metric, "race_x_gender")] == by[(metric, "race_x_gender")]
+    assert not any(subset.startswith(("subcategory:", "stereotyped:")) for _, subset in only)

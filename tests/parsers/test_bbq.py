@@ -27,10 +27,9 @@ from lmbias.parsers.bbq import (
     VOCABULARY,
     parse,
     parse_bbq,
-    read_jsonl,
     required_files,
-    write_jsonl,
 )
+from lmbias.parsers.bbq_jsonl import read_jsonl, write_jsonl
 
 RELEASED_COUNT = 5672  # data/Gender_identity.jsonl of nyu-mll/BBQ
 #: the Names rows: (Q_id, version) -> items (the product of their two lists, 4 items a pair)
@@ -357,8 +356,8 @@ def test_write_jsonl_leaves_nothing_on_failure(items, tmp_path):
 
 def test_options_files_and_parse_benchmark(paths):
     assert required_files({}, list(FILES), "benchmarks.bbq") == list(FILES)
-    with pytest.raises(ConfigError, match=r"benchmarks\.bbq\.subsets"):
-        required_files({"subsets": ["race_x_gender"]}, list(FILES), "benchmarks.bbq")
+    with pytest.raises(ConfigError, match=r"benchmarks\.bbq\.subsets: 'race_x_ses' is not a subset"):
+        required_files({"subsets": ["race_x_ses"]}, list(FILES), "benchmarks.bbq")  # race_x_gender: its own tests
     with pytest.raises(ConfigError, match=r"benchmarks\.b\.seed"):
         parse(dict(zip(FILES, paths)), {"seed": -1}, "benchmarks.b")
     table = parse_benchmark({"dataset": "bbq", "seed": 2}, dict(zip(FILES, paths)), "bbq")

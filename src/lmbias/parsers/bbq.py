@@ -1,7 +1,8 @@
 """BBQ (Parrish et al., Findings of ACL 2022, "BBQ: A Hand-Built Bias Benchmark for Question Answering"): the
 gender-identity items, built from the authors' templates because the released data/Gender_identity.jsonl is not
 at hand. The rules are those of the authors' generator (generate_from_template_all_categories.py and utils.py of
-nyu-mll/BBQ, category Gender_identity); the code is ours.
+nyu-mll/BBQ, category Gender_identity); the code is ours. The optional second subset, Race_x_gender (option
+`subsets: [race_x_gender]` or `[gender, race_x_gender]`), has its rules in lmbias.parsers.bbq_intersectional.
 
 Templates (`new_templates - Gender_identity.csv`): every row whose Ambiguous_Context is not empty, numbered 0, 1,
 ... in file order (`template`, the unit the metrics bootstrap over). Each row gives pairs of fillers for its slots
@@ -33,11 +34,11 @@ for ambig items and the negative/non-negative answer for disambig items.
 
 answer_info {"ans0": [text, info], ...}: the unknown answer has [its string, "unknown"]; a person has [the filler,
 its info]: for proper names the name's gender (F/M), "<NAMEk_info>_<gender>" where the template has an info for
-the slot; otherwise the slot's NAMEk_info, or the filler itself where the template has none. additional_metadata:
-subcategory (the row's Subcategory, "None" when empty), stereotyped_groups (Known_stereotyped_groups, a JSON
-list), version (the version column, "" when the row leaves it empty as in the released file; "None" only when the
-file has no version column) and source (Notes). category is "Gender_identity" (the generator's `cat`, not the
-csv's "GenderIdentity").
+the slot; otherwise the slot's NAMEk_info, or the filler itself where the template has none (Race_x_gender items:
+"<gender>-<race>", "F-Black"). additional_metadata: subcategory (the row's Subcategory, "None" when empty),
+stereotyped_groups (Known_stereotyped_groups, a JSON list), version (the version column, "" when the row leaves it
+empty as in the released file; "None" only when the file has no version column) and source (Notes). category is
+"Gender_identity" (the generator's `cat`, not the csv's "GenderIdentity").
 
 lmbias's own columns: `label_type` ("name" for proper-name rows, "label" otherwise, as the BBQ repository's
 supplemental metadata), `unknown_loc` (0-2) and `target_loc`, the biased answer: for a neg question the answer of
@@ -45,8 +46,10 @@ a stereotyped group, for a nonneg question the person who is not of one; -1 when
 (the 4-word row's same-gender pairs: "a man or a boy", stereotyped F, has no biased answer to the neg question
 and two to the nonneg one; `biased_locs` lists every answer the rule finds, as lm-eval counts them: both people
 of those nonneg questions). An answer's groups are the lowercased "_"-separated parts of its info, plus "f" for
-the words woman/girl and "m" for man/boy in its text or info; this is lm-evaluation-harness's bbq `process_docs`
-rule, and bench/lm_eval_bbq_items.py checks that both give the same biased answers for every item.
+the words woman/girl and "m" for man/boy in its text or info, an intersectional info's gender and race taken apart
+("F-Black": f, black); this is lm-evaluation-harness's bbq `process_docs` rule, and bench/lm_eval_bbq_items.py checks
+that both give the same biased answers for every item. `comparison` is null for the gender items (Race_x_gender:
+which of race and gender the pair's two people differ in).
 
 Randomness: the generator draws with Python's `random` without a seed; here `random.Random(seed)` (option
 `seed`, default 0) draws in the generator's order (per row: the vocabulary samples; the 5 female names; per
@@ -83,14 +86,17 @@ the real templates):
    answer that does not name exactly one of the two slots, a pair whose two fillers are the same word, a row
    without a pair. A whitespace-only Ambiguous_Context counts as empty.
 6. The generator's fixes for other categories ("lesbian man", "Latino woman") are not applied (no gender template
-   can produce them), nor its GEN/OCC slots (intersectional templates only).
+   can produce them), nor its GEN/OCC slots (intersectional templates only: the Race_x_gender build applies both).
 
-Reading and checking the csv files: lmbias.parsers.bbq_templates. Subsets: only `gender`. Race_x_gender needs the
-authors' intersectional generator, which we do not have.
+Reading and checking the csv files: lmbias.parsers.bbq_templates. Subsets (option `subsets`, default [gender]):
+`gender` (this build) and `race_x_gender` (`new_templates - Race_x_gender.csv`, 15,960 items, the released count;
+lmbias.parsers.bbq_intersectional). Several subsets are concatenated in the order given, each built with its own
+random.Random(seed) (so its items do not depend on the others), example_id counting from 0 in each (as in the
+released per-category files: (category, example_id) is the key of a table of several) and `template` counting on
+across them (parse), so the metrics' bootstrap units never collide; the metrics report race_x_gender apart
+(lmbias.metrics.bbq).
 
-write_jsonl writes the released file's fields in its key order, question_index as a string as the released file
-has it (the generator's numpy integer went through json's `default=str`); read_jsonl reads such a file (ours or the
-released one) and recomputes lmbias's columns (see its docstring for `template` and `label_type`).
+The released jsonl format (write_jsonl, read_jsonl): lmbias.parsers.bbq_jsonl.
 """
 
 from __future__ import annotations
@@ -100,34 +106,34 @@ import os
 import random
 import re
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from lmbias.errors import ConfigError, DataError
-from lmbias.io import write_text_atomic
-from lmbias.parsers.bbq_templates import CATEGORY, NAMES_PER_SLOT, Pools, Template, read_pools, read_templates
-from lmbias.parsers.common import iter_json_objects, table
+from lmbias.parsers import bbq_intersectional
+from lmbias.parsers.bbq_templates import (
+    CATEGORY,
+    NAMES_PER_SLOT,
+    UNKNOWN_ANSWERS,
+    VARIANTS,
+    Pools,
+    Template,
+    a_to_an,
+    read_pools,
+    read_templates,
+)
+from lmbias.parsers.common import table
 
 TEMPLATES = "new_templates - Gender_identity.csv"
 VOCABULARY = "vocabulary.csv"
 NAMES = "vocabulary_proper_names.csv"
 FILES = (TEMPLATES, VOCABULARY, NAMES)
+RACE_X_GENDER_TEMPLATES = bbq_intersectional.TEMPLATES
+#: the race_x_gender subset's files (lmbias.parsers.bbq_intersectional)
+RACE_X_GENDER_FILES = (RACE_X_GENDER_TEMPLATES, VOCABULARY, NAMES)
 #: subset (option `subsets`) -> its template file
-SUBSET_FILES = {"gender": TEMPLATES}
-#: the generator's "unknown" answers, in its order (random.choice draws from this list)
-UNKNOWN_ANSWERS = (
-    "Unknown",
-    "Cannot be determined",
-    "Can't be determined",
-    "Not answerable",
-    "Not known",
-    "Not enough info",
-    "Not enough information",
-    "Cannot answer",
-    "Can't answer",
-    "Undetermined",
-)
+SUBSET_FILES = {"gender": TEMPLATES, "race_x_gender": RACE_X_GENDER_TEMPLATES}
 #: the released file's fields, in its key order (write_jsonl)
 RELEASED_FIELDS = (
     "example_id",
@@ -145,8 +151,6 @@ RELEASED_FIELDS = (
     "label",
 )
 METADATA_KEYS = ("subcategory", "stereotyped_groups", "version", "source")
-#: the four items of a pair, in the generator's order
-VARIANTS = (("neg", "ambig"), ("neg", "disambig"), ("nonneg", "ambig"), ("nonneg", "disambig"))
 
 _ANSWER = pa.list_(pa.string())
 
@@ -182,14 +186,17 @@ SCHEMA = pa.schema(
         ("unknown_loc", pa.int32()),  # the unknown answer (0-2)
         ("target_loc", pa.int32()),  # the biased answer (0-2), -1: none
         ("biased_locs", pa.list_(pa.int32())),  # every answer lm-eval counts as biased (biased_answers)
+        # race_x_gender: gender_differs | race_differs | both_differ (the pair's comparison); null for gender items
+        ("comparison", pa.string()),
     ]
 )
 OPTIONS = ("seed", "subsets", "max_templates")
 #: the template reader's source: an input of rule parse_benchmark like this module (editing it re-parses)
-RESOURCE_FILES = ["src/lmbias/parsers/bbq_templates.py"]
+RESOURCE_FILES = ["src/lmbias/parsers/bbq_templates.py", "src/lmbias/parsers/bbq_intersectional.py"]
 
-_A_AN = re.compile(r"(\s[aA])(\s[aAeEiIoOuU])")
 _GENDER_WORDS = {"woman": "f", "girl": "f", "man": "m", "boy": "m"}
+#: lm-eval's separators of intersectional infos ("F-Black" -> "F_Black")
+_INTERSECTIONAL_INFO = re.compile(r"(M|F|lowSES|highSES)-")
 
 
 # ---------------------------------------------------------------------------------------------------- building
@@ -199,9 +206,7 @@ def _fill(text: str, name1: str, name2: str, word1: str, word2: str, vowel: bool
     """do_slotting for one text: the slots, then the a -> an rule when a NAME filler starts with a vowel."""
     text = text.replace("{{NAME1}}", name1).replace("{{NAME2}}", name2)
     text = text.replace("{{WORD1}}", word1).replace("{{WORD2}}", word2)
-    if vowel:
-        text = _A_AN.sub(r"\1n\2", text).replace(" an European", " a European")
-    return text
+    return a_to_an(text) if vowel else text
 
 
 def _vocabulary_words(template: Template, pools: Pools, rng: random.Random) -> list[str]:
@@ -221,9 +226,10 @@ def _vocabulary_words(template: Template, pools: Pools, rng: random.Random) -> l
 
 
 def answer_groups(text: str, info: str) -> set[str]:
-    """An answer's group labels: the lowercased "_"-separated parts of its info, plus "f" for the words woman/girl
-    and "m" for man/boy in its text or info (lm-eval's bbq process_docs rule)."""
-    groups = {part.lower() for part in info.split("_")}
+    """An answer's group labels: the lowercased "_"-separated parts of its info, an intersectional info's gender and
+    race apart ("F-Black": f, black), plus "f" for the words woman/girl and "m" for man/boy in its text or info
+    (lm-eval's bbq process_docs rule)."""
+    groups = {part.lower() for part in _INTERSECTIONAL_INFO.sub(r"\1_", info).split("_")}
     for word in re.findall(r"[a-z]+", f"{text} {info}".lower()):
         if word in _GENDER_WORDS:
             groups.add(_GENDER_WORDS[word])
@@ -315,6 +321,7 @@ def _pair_items(template, pools, rng, fillers, words, first_id, path) -> list[di
                 "unknown_loc": unknown_loc,
                 "target_loc": target_loc(answer_info, template.groups, polarity, unknown_loc),
                 "biased_locs": biased_answers(answer_info, template.groups, polarity, unknown_loc),
+                "comparison": None,
             }
         )
     return items
@@ -378,6 +385,27 @@ def parse_bbq(templates_path, vocabulary_path, names_path, seed: int = 0, max_te
     return table(records, SCHEMA).replace_schema_metadata(_metadata(seed, ["gender"], max_templates))
 
 
+def _with_biased_locs(records: list[dict]) -> list[dict]:
+    for r in records:
+        groups = r["additional_metadata"]["stereotyped_groups"]
+        r["biased_locs"] = biased_answers(r["answer_info"], groups, r["question_polarity"], r["unknown_loc"])
+    return records
+
+
+def parse_race_x_gender(
+    templates_path, vocabulary_path, names_path, seed: int = 0, max_templates: int | None = None
+) -> pa.Table:
+    """The Race_x_gender items built from the three csv files with random.Random(seed) (the rules:
+    lmbias.parsers.bbq_intersectional); `max_templates` as parse_bbq's."""
+    records = bbq_intersectional.build_items(templates_path, vocabulary_path, names_path, seed, max_templates)
+    metadata = _metadata(seed, ["race_x_gender"], max_templates)
+    return table(_with_biased_locs(records), SCHEMA).replace_schema_metadata(metadata)
+
+
+#: subset -> its build (templates, vocabulary, names, seed, max_templates)
+SUBSET_BUILDS = {"gender": parse_bbq, "race_x_gender": parse_race_x_gender}
+
+
 # ---------------------------------------------------------------------------------------------------- options
 
 
@@ -390,10 +418,7 @@ def _options(options: Mapping, key: str) -> tuple[int, list[str], int | None]:
         raise ConfigError(f"{key}.subsets must be a non-empty list of subsets without repeats, got {subsets!r}")
     for subset in subsets:
         if subset not in SUBSET_FILES:
-            raise ConfigError(
-                f"{key}.subsets: {subset!r} is not supported (only {sorted(SUBSET_FILES)}; Race_x_gender needs the "
-                "authors' intersectional generator, which lmbias does not have)"
-            )
+            raise ConfigError(f"{key}.subsets: {subset!r} is not a subset (one of {sorted(SUBSET_FILES)})")
     max_templates = options.get("max_templates")
     if max_templates is not None and (
         isinstance(max_templates, bool) or not isinstance(max_templates, int) or max_templates < 1
@@ -408,130 +433,17 @@ def required_files(options: Mapping, available: Sequence[str], key: str) -> list
 
 
 def parse(files: Mapping[str, str | os.PathLike], options: Mapping, key: str) -> pa.Table:
+    """The items of every subset in the order of `subsets`, each built with its own random.Random(seed) (a subset's
+    items are the same with or without the others). example_id counts from 0 in each subset, as in the released
+    per-category files; `template` counts on across the subsets (the second subset's first template row is the
+    number after the first subset's last), so template numbers never collide."""
     seed, subsets, max_templates = _options(options, key)
-    parsed = [parse_bbq(files[SUBSET_FILES[s]], files[VOCABULARY], files[NAMES], seed, max_templates) for s in subsets]
+    parsed, offset = [], 0
+    for subset in subsets:
+        built = SUBSET_BUILDS[subset](files[SUBSET_FILES[subset]], files[VOCABULARY], files[NAMES], seed, max_templates)
+        templates = built.column("template")
+        at = built.schema.get_field_index("template")
+        built = built.set_column(at, SCHEMA.field("template"), pc.add(templates, pa.scalar(offset, pa.int32())))
+        offset += pc.max(templates).as_py() + 1
+        parsed.append(built)
     return pa.concat_tables(parsed).replace_schema_metadata(_metadata(seed, subsets, max_templates))
-
-
-# ---------------------------------------------------------------------------------------------------- jsonl
-
-
-def released_record(row: Mapping) -> dict:
-    """One item as the released file writes it: its fields in its key order, question_index a string."""
-    record = {field: row[field] for field in RELEASED_FIELDS}
-    record["question_index"] = str(row["question_index"])
-    record["answer_info"] = {f"ans{k}": list(row["answer_info"][f"ans{k}"]) for k in range(3)}
-    record["additional_metadata"] = {k: row["additional_metadata"][k] for k in METADATA_KEYS}
-    return record
-
-
-def write_jsonl(items: pa.Table, path: str | os.PathLike) -> Path:
-    """The items as the released jsonl (released_record, one JSON object a line), written to a temp file in the
-    same folder and renamed: a failed write leaves no partial file."""
-    lines = [json.dumps(released_record(row)) + "\n" for row in items.to_pylist()]
-    return write_text_atomic(path, "".join(lines))
-
-
-def _field(record: dict, name: str, kind, path, line: int):
-    value = record.get(name)
-    if isinstance(value, bool) or not isinstance(value, kind):
-        raise DataError(f"{name} must be {getattr(kind, '__name__', kind)}, got {value!r}", path, line)
-    return value
-
-
-def _released_row(record: dict, path, line: int) -> dict:
-    """A released-format record checked, with question_index an integer and the four metadata keys kept."""
-    index = record.get("question_index")
-    if isinstance(index, str) and re.fullmatch(r"-?\d+", index.strip()):
-        index = int(index)
-    if isinstance(index, bool) or not isinstance(index, int):
-        raise DataError(f"question_index must be an integer (or its string), got {index!r}", path, line)
-    row = {"example_id": _field(record, "example_id", int, path, line), "question_index": index}
-    for name, allowed in (("question_polarity", ("neg", "nonneg")), ("context_condition", ("ambig", "disambig"))):
-        if record.get(name) not in allowed:
-            raise DataError(f"{name} must be one of {list(allowed)}, got {record.get(name)!r}", path, line)
-        row[name] = record[name]
-    info = record.get("answer_info")
-    if not isinstance(info, dict) or not all(
-        isinstance(info.get(f"ans{k}"), list)
-        and len(info[f"ans{k}"]) == 2
-        and all(isinstance(v, str) for v in info[f"ans{k}"])
-        for k in range(3)
-    ):
-        raise DataError(f"answer_info must map ans0, ans1, ans2 to [text, info], got {info!r}", path, line)
-    meta = record.get("additional_metadata")
-    groups = meta.get("stereotyped_groups") if isinstance(meta, dict) else None
-    if not isinstance(groups, list) or not all(isinstance(g, str) for g in groups):
-        raise DataError("additional_metadata.stereotyped_groups must be a list of strings", path, line)
-    row["category"] = _field(record, "category", str, path, line)
-    row["answer_info"] = {f"ans{k}": list(info[f"ans{k}"]) for k in range(3)}
-    row["additional_metadata"] = {k: str(meta.get(k, "None")) for k in METADATA_KEYS if k != "stereotyped_groups"}
-    row["additional_metadata"]["stereotyped_groups"] = groups
-    for name in ("context", "question", "ans0", "ans1", "ans2"):
-        row[name] = _field(record, name, str, path, line)
-    label = _field(record, "label", int, path, line)
-    if label not in (0, 1, 2):
-        raise DataError(f"label must be 0, 1 or 2, got {label}", path, line)
-    row["label"] = label
-    return row
-
-
-def _unknown_loc(row: dict, path, line: int) -> int:
-    """The answer whose info is "unknown" (else the one whose text is an unknown string): exactly one."""
-    for found in (
-        [k for k in range(3) if row["answer_info"][f"ans{k}"][1] == "unknown"],
-        [k for k in range(3) if row[f"ans{k}"] in UNKNOWN_ANSWERS],
-    ):
-        if len(found) == 1:
-            return found[0]
-    raise DataError("no single answer is the unknown one", path, line)
-
-
-def _label_type(row: dict, unknown_loc: int) -> str:
-    """ "name" when both people are bare proper names: the answer is answer_info's text and the info's last part
-    is F or M; otherwise "label" (answers such as "The man", "The female teacher")."""
-    for k in range(3):
-        text, info = row["answer_info"][f"ans{k}"]
-        if k != unknown_loc and not (row[f"ans{k}"] == text and info.split("_")[-1] in ("F", "M")):
-            return "label"
-    return "name"
-
-
-def read_jsonl(path: str | os.PathLike) -> pa.Table:
-    """Items of a released-format BBQ jsonl (write_jsonl's or the authors' released file; other keys of
-    additional_metadata are dropped) with lmbias's columns recomputed: unknown_loc, target_loc and label_type
-    (_label_type) from answer_info, and `template` numbered in order of first appearance (by example_id) of
-    (question_index, version, subcategory, label_type, the negative answer's template info). The last tells apart
-    rows that share Q_id and version (Q_id 7's two rows: the male or the female teacher is the negative answer):
-    it is the info of the negative/disambiguated item's right answer, taken for the four items of its pair
-    (example_id // 4, the generator's numbering), and only where the info is not the filler itself (labels with a
-    NAMEk_info column). So `template` is the build's for a complete file in the generator's numbering; in a file
-    without the neg/disambig items, rows sharing Q_id and version share a number."""
-    rows = []
-    for line, record in iter_json_objects(path):
-        row = _released_row(record, path, line)
-        row["unknown_loc"] = _unknown_loc(row, path, line)
-        groups, polarity = row["additional_metadata"]["stereotyped_groups"], row["question_polarity"]
-        row["target_loc"] = target_loc(row["answer_info"], groups, polarity, row["unknown_loc"])
-        row["biased_locs"] = biased_answers(row["answer_info"], groups, polarity, row["unknown_loc"])
-        row["label_type"] = _label_type(row, row["unknown_loc"])
-        rows.append(row)
-    if not rows:
-        raise DataError("no items", path)
-    negative_info = {}
-    for row in rows:
-        if (row["question_polarity"], row["context_condition"]) == ("neg", "disambig") and row["label_type"] == "label":
-            text, info = row["answer_info"][f"ans{row['label']}"]
-            negative_info[row["example_id"] // 4] = "" if info == text else info
-    numbers: dict[tuple, int] = {}
-    for row in sorted(rows, key=lambda r: r["example_id"]):
-        meta = row["additional_metadata"]
-        key = (
-            row["question_index"],
-            meta["version"],
-            meta["subcategory"],
-            row["label_type"],
-            negative_info.get(row["example_id"] // 4, ""),
-        )
-        row["template"] = numbers.setdefault(key, len(numbers))
-    return table(rows, SCHEMA)

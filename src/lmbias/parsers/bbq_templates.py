@@ -1,7 +1,11 @@
 """BBQ's template files read and checked (lmbias.parsers.bbq builds the items from them): the kept template rows
 of `new_templates - <category>.csv` with their slot lists parsed, and the fillers the rows draw from (the category's
 words of vocabulary.csv, the first_only names of vocabulary_proper_names.csv). Every malformed value is a DataError
-naming the file and the row's first line; the rules themselves are in lmbias.parsers.bbq's docstring.
+naming the file and the row's first line; the rules themselves are in lmbias.parsers.bbq's docstring (the
+Race_x_gender file's reader and rules: lmbias.parsers.bbq_intersectional).
+
+Also here, shared by both builds: the generator's ten "unknown" answers, the order of a pair's four items and its
+a -> an rule.
 """
 
 from __future__ import annotations
@@ -33,7 +37,7 @@ _TEMPLATE_COLUMNS = (
     "Notes",
 )
 #: the texts that get the slots filled
-_TEXT_COLUMNS = (
+TEXT_COLUMNS = (
     "Ambiguous_Context",
     "Disambiguating_Context",
     "Question_negative_stereotype",
@@ -42,9 +46,31 @@ _TEXT_COLUMNS = (
     "Answer_non_negative",
 )
 _VOCABULARY_COLUMNS = ("Category", "Pilot_include", "SubCat", "Name")
+#: the generator's "unknown" answers, in its order (random.choice draws from this list)
+UNKNOWN_ANSWERS = (
+    "Unknown",
+    "Cannot be determined",
+    "Can't be determined",
+    "Not answerable",
+    "Not known",
+    "Not enough info",
+    "Not enough information",
+    "Cannot answer",
+    "Can't answer",
+    "Undetermined",
+)
+#: the four items of a pair, in the generator's order
+VARIANTS = (("neg", "ambig"), ("neg", "disambig"), ("nonneg", "ambig"), ("nonneg", "disambig"))
+_A_AN = re.compile(r"(\s[aA])(\s[aAeEiIoOuU])")
 _NAMES_COLUMNS = ("Name", "First_last", "gender")
 _SLOT = re.compile(r"\{\{([^{}]*)\}\}")
 _LIST_PART = re.compile(r"\s*(?:\{\{(\w+)\}\}|(\w+))\s*:\s*\[([^\[\]]*)\]\s*")
+
+
+def a_to_an(text: str) -> str:
+    """The generator's a -> an rule (applied when a filler starts with a vowel): " a " before any word that starts
+    with a vowel becomes " an ", then " an European" is put back to " a European"."""
+    return _A_AN.sub(r"\1n\2", text).replace(" an European", " a European")
 
 
 @dataclass(frozen=True)
@@ -54,7 +80,7 @@ class Template:
     line: int
     number: int
     q_id: int
-    texts: dict[str, str]  # _TEXT_COLUMNS -> raw template text
+    texts: dict[str, str]  # TEXT_COLUMNS -> raw template text
     subcategory: str  # "" when none
     version: str
     source: str
@@ -76,7 +102,7 @@ class Pools:
     gender: dict[str, str]  # first_only name -> its gender (first listing)
 
 
-def _read_csv(path, required: Sequence[str]) -> tuple[list[str], list[tuple[int, dict[str, str]]]]:
+def read_csv(path, required: Sequence[str]) -> tuple[list[str], list[tuple[int, dict[str, str]]]]:
     """(header, [(first physical line of the row, {column: value})]) of a csv file with a header line; a missing
     column, a bad quote or a row with another number of fields names the file and line."""
     rows, header = [], None
@@ -97,7 +123,7 @@ def _read_csv(path, required: Sequence[str]) -> tuple[list[str], list[tuple[int,
     return header, rows
 
 
-def _slot_lists(value: str, keys: tuple[str, str], column: str, path, line: int) -> dict[str, list[str]]:
+def slot_lists(value: str, keys: tuple[str, str], column: str, path, line: int) -> dict[str, list[str]]:
     """{key: words} of a "KEY1: [a, b]; KEY2: [c]" string (keys also written {{KEY1}}); at least keys[0]."""
     found: dict[str, list[str]] = {}
     for part in value.split(";"):
@@ -126,7 +152,7 @@ def _stereotyped_groups(value: str, path, line: int) -> list[str]:
     return groups
 
 
-def _slots_of(text: str) -> set[str]:
+def slots_of(text: str) -> set[str]:
     return set(_SLOT.findall(text))
 
 
@@ -139,25 +165,25 @@ def _template(row: dict[str, str], number: int, path, line: int) -> Template:
         raise DataError(f"Proper_nouns_only must be TRUE, FALSE or empty, got {proper!r}", path, line)
     names = None
     if row.get("Names", "").strip():
-        lists = _slot_lists(row["Names"], ("NAME1", "NAME2"), "Names", path, line)
+        lists = slot_lists(row["Names"], ("NAME1", "NAME2"), "Names", path, line)
         if "NAME2" not in lists:
             raise DataError(f"Names has no NAME2 list: {row['Names']!r}", path, line)
         names = (lists["NAME1"], lists["NAME2"])
     words = None
     if row["Lexical_diversity"].strip():
-        lists = _slot_lists(row["Lexical_diversity"], ("WORD1", "WORD2"), "Lexical_diversity", path, line)
+        lists = slot_lists(row["Lexical_diversity"], ("WORD1", "WORD2"), "Lexical_diversity", path, line)
         words = (lists["WORD1"], lists.get("WORD2", []))
-    texts = {column: row[column] for column in _TEXT_COLUMNS}
+    texts = {column: row[column] for column in TEXT_COLUMNS}
     allowed = {"NAME1", "NAME2"} | ({"WORD1"} if words else set()) | ({"WORD2"} if words and words[1] else set())
     for column, text in texts.items():
-        unknown = sorted(_slots_of(text) - allowed)
+        unknown = sorted(slots_of(text) - allowed)
         if unknown:
             raise DataError(
                 f"{column}: slot {{{{{unknown[0]}}}}} would be left unfilled (this row fills {sorted(allowed)})",
                 path,
                 line,
             )
-    held = [_slots_of(texts[c]) & {"NAME1", "NAME2"} for c in ("Answer_negative", "Answer_non_negative")]
+    held = [slots_of(texts[c]) & {"NAME1", "NAME2"} for c in ("Answer_negative", "Answer_non_negative")]
     if not (len(held[0]) == len(held[1]) == 1 and held[0] != held[1]):
         raise DataError(
             "Answer_negative and Answer_non_negative must each name one of {{NAME1}} and {{NAME2}}, a different "
@@ -184,7 +210,7 @@ def _template(row: dict[str, str], number: int, path, line: int) -> Template:
 
 def read_templates(path) -> list[Template]:
     """The kept template rows (non-empty Ambiguous_Context), checked, numbered in file order."""
-    _, rows = _read_csv(path, _TEMPLATE_COLUMNS)
+    _, rows = read_csv(path, _TEMPLATE_COLUMNS)
     kept = [(line, row) for line, row in rows if row["Ambiguous_Context"].strip()]
     if not kept:
         raise DataError("no template row has an Ambiguous_Context", path)
@@ -197,14 +223,14 @@ def _unique(items) -> list[str]:
 
 def read_pools(vocabulary_path, names_path) -> Pools:
     """The Gender_identity words of vocabulary.csv and the first_only names of vocabulary_proper_names.csv."""
-    _, rows = _read_csv(vocabulary_path, _VOCABULARY_COLUMNS)
+    _, rows = read_csv(vocabulary_path, _VOCABULARY_COLUMNS)
     vocabulary = [r for _, r in rows if r["Category"] == CATEGORY and r["Pilot_include"] != "No"]
     subcategories: dict[str, list[str]] = {}
     for r in vocabulary:
         subcategories.setdefault(r["SubCat"], [])
         if r["Name"] not in subcategories[r["SubCat"]]:
             subcategories[r["SubCat"]].append(r["Name"])
-    _, rows = _read_csv(names_path, _NAMES_COLUMNS)
+    _, rows = read_csv(names_path, _NAMES_COLUMNS)
     first_only = [(r["Name"], r["gender"]) for _, r in rows if r["First_last"] == "first_only"]
     gender: dict[str, str] = {}
     for name, g in first_only:
