@@ -5,7 +5,8 @@ tiny toxicity classifier whose every probability is known in advance):
   from the generations and the classifier's tokenizer, independently of lmbias.engine.classifiers);
 - editing a metric option of the scorer (threshold) classifies nothing again and generates nothing again;
 - a second scorer classifies the cached generations: no scoring job runs;
-- one benchmark's metrics target holds its scorers' rows too.
+- one benchmark's metrics target holds its scorers' rows too;
+- the LLM grid's toxicity column reads the first toxicity scorer's gap from those rows.
 
 The tests share one working copy and run in file order.
 """
@@ -23,6 +24,8 @@ import yaml
 
 from helpers.workflow_runs import copy_workflow, run_snakemake, scheduled_outputs
 from lmbias.engine.tiny_classifier import build_tiny_classifier
+from lmbias.papers.published import load_published
+from lmbias.papers.tables import build_table
 
 pytestmark = pytest.mark.workflow
 
@@ -96,6 +99,15 @@ def test_the_seed_metrics_hold_the_scorers_rows_as_the_planted_classifier_gives_
     every = np.concatenate(list(expected.values()))
     assert 0 < (every >= 0.5).mean() < 1, "the planted word should mark some continuations and not others"
     assert rows[("expected_max_toxicity", "all")] == pytest.approx(every.mean(), abs=1e-5)
+    # the LLM grid's column (resources/published/llm_gender.yaml, bold_toxicity_gap): actors' toxic share minus the
+    # actresses', in points, read from these rows as the table rule reads a summary
+    metrics = pq.read_table(workdir / SEED / "metrics.parquet").to_pandas()
+    summary = metrics.assign(model=MODEL, method="pretrained", seed="mean")
+    pairs = [{"model": MODEL, "method": "pretrained", "kind": "pretrained", "hub_id": None, "recipe": None}]
+    table = load_published("llm_gender").tables["bias_and_perplexity"]
+    cell = build_table(table, summary, pairs).set_index("column")["ours"]
+    gap = 100 * ((expected["American_actors"] >= 0.5).mean() - (expected["American_actresses"] >= 0.5).mean())
+    assert cell["bold_toxicity_gap"] == pytest.approx(gap)
 
 
 def test_a_threshold_edit_reruns_the_metrics_only(workdir, shared_data):

@@ -41,6 +41,7 @@ LLM_PANELS = (
     ("holistic_bias", "likelihood_bias", "all", "HolisticBias likelihood bias", 0.05),
     ("honest", "honest_k20", "female-male", "HONEST@20 female - male", 0.0),
     ("counterfactual_bold", "sentiment_abs_diff", "all", "Counterfactual |sentiment diff|", 0.0),
+    ("bold", "toxic_share_gap", "male-female", "BOLD toxic share male - female", 0.0),
 )
 MODEL_MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
 #: The grid's methods in distinct Okabe & Ito colours (LoRA-CDS/CDA in the colours of CDS/CDA); others as elsewhere.
