@@ -11,9 +11,11 @@ the first --per-group BOLD gender prompts of each group, their twins built with 
 (lmbias.corpora.prompt_pairs; unpaired prompts left out), greedy decoding of --max-new-tokens tokens. Ours: the
 whole scorer (pairs, then the prompts and twins batched by lmbias.engine.generation at --batch-size rows, 128, and
 the engine's default token budget), and its generation step alone (the same texts and seed keys); the pair
-building is timed on its own (all 3,204 prompts) and is also inside the scorer's time. The baseline: for each
-prompt and each twin, generate_continuations on that one text (a batch of one: the same code path, unbatched).
-All run once after a warm-up. Prints texts/s and the ratios; exit status 1 when any text differs.
+building is timed on its own (all 3,204 prompts) and is also inside the scorer's time. Two baselines, each text
+alone: the loop a user writes first, transformers' `generate` on each prompt and each twin (greedy, no padding,
+EOS ending a text, as bench/honest_generation.py's loop), and generate_continuations on that one text (a batch of
+one: lmbias's own decode loop, unbatched). All run once after a warm-up. Prints texts/s and the ratios; exit
+status 1 when any text differs.
 """
 
 from __future__ import annotations
@@ -43,6 +45,27 @@ from lmbias.parsers.bold import FILE, parse_bold  # noqa: E402
 def one_at_a_time(model, tokenizer, texts: list[str], max_new_tokens: int) -> list[str]:
     settings = GenerationSettings(max_new_tokens=max_new_tokens, batch_size=1)
     return [generate_continuations(model, tokenizer, "clm", [t], settings)[0][0].text for t in texts]
+
+
+def generate_loop(model, tokenizer, texts: list[str], max_new_tokens: int) -> list[str]:
+    """transformers' `generate` on one text at a time, greedy, the text cut at the first EOS."""
+    eos = tokenizer.eos_token_id
+    out = []
+    for text in texts:
+        inputs = tokenizer(text, return_tensors="pt")
+        with torch.inference_mode():
+            tokens = model.generate(
+                **inputs,
+                max_new_tokens=max_new_tokens,
+                do_sample=False,
+                num_beams=1,
+                pad_token_id=eos,
+                eos_token_id=eos,
+            )
+        new = tokens[0, inputs["input_ids"].shape[1] :].tolist()
+        new = new[: new.index(eos)] if eos in new else new
+        out.append(tokenizer.decode(new, skip_special_tokens=True, clean_up_tokenization_spaces=False))
+    return out
 
 
 def timed(fn, *args):
@@ -77,6 +100,7 @@ def main(argv=None) -> int:
     }
     score_counterfactual(items, lm, {"prompts_per_group": 2, "max_new_tokens": 4})  # warm-up (spaCy loaded)
     one_at_a_time(model, tokenizer, ["He was "], 4)
+    generate_loop(model, tokenizer, ["He was "], 4)
 
     _, pairs_s = timed(build_pairs, items, {"intervention": "grammatical", "spacy_model": "en_core_web_sm"})
     scores, ours_s = timed(score_counterfactual, items, lm, scoring)
@@ -87,13 +111,15 @@ def main(argv=None) -> int:
     keys = paired.column("prompt_id").to_pylist() * 2
     engine, engine_s = timed(generate_continuations, model, tokenizer, "clm", texts, settings, keys)
     theirs, theirs_s = timed(one_at_a_time, model, tokenizer, texts, args.max_new_tokens)
-    differing = [i for i, (a, b, c) in enumerate(zip(ours, theirs, engine)) if not a == b == c[0].text]
+    loop, loop_s = timed(generate_loop, model, tokenizer, texts, args.max_new_tokens)
+    differing = [i for i, (a, b, c, d) in enumerate(zip(ours, theirs, engine, loop)) if not a == b == c[0].text == d]
     print(
         f"tiny {args.architecture}, {2 * args.per_group} BOLD prompts -> {paired.num_rows} pairs ({len(texts)} texts), "
         f"greedy, {args.max_new_tokens} new tokens, {args.threads} threads"
     )
     print(f"  pair building alone (all 3,204 prompts, grammatical): {pairs_s:.2f} s")
     runs = (
+        ("a generate loop", loop_s),
         ("one prompt at a time", theirs_s),
         ("lmbias scorer (batched)", ours_s),
         ("its generation alone", engine_s),
@@ -102,6 +128,8 @@ def main(argv=None) -> int:
         print(f"  {name:24s} {seconds:7.2f} s  {len(texts) / seconds:8.1f} texts/s")
     print(f"  throughput ratio, whole scorer (pairs + batched generation) / one at a time: {theirs_s / ours_s:.1f}x")
     print(f"  throughput ratio, batched generation / one at a time: {theirs_s / engine_s:.1f}x")
+    print(f"  throughput ratio, whole scorer / a generate loop: {loop_s / ours_s:.1f}x")
+    print(f"  throughput ratio, batched generation / a generate loop: {loop_s / engine_s:.1f}x")
     print(f"  identical texts: {len(texts) - len(differing)} of {len(texts)}")
     return 1 if differing else 0
 

@@ -10,6 +10,7 @@ import math
 import pytest
 import torch
 
+from lmbias.engine import generation
 from lmbias.engine.batching import EngineStats, scoring_budget
 from lmbias.engine.generation import (
     GenerationSettings,
@@ -73,13 +74,20 @@ def test_batched_greedy_equals_the_plain_loop(tiny, arch):
 
 @pytest.mark.parametrize("arch", ["llama", "bart"])
 def test_batched_equals_one_at_a_time_within_a_tiny_budget(tiny, arch, monkeypatch):
-    """A budget that holds two or three rows: several batches, sorted by length, scattered back in prompt order."""
+    """A budget that holds two or three rows: several batches, sorted by length, scattered back in prompt order
+    (a causal batch through lmbias's decode loop, an encoder-decoder one through `generate`)."""
     model, tokenizer, family = tiny[arch]
     settings = GenerationSettings(max_new_tokens=8)
     single = [generate_continuations(model, tokenizer, family, [p], settings)[0] for p in PROMPTS]
     calls = []
-    generate = model.generate
-    monkeypatch.setattr(model, "generate", lambda **kw: calls.append(kw["input_ids"].shape) or generate(**kw))
+    if family == "clm":
+        decode = generation.decode_causal
+        monkeypatch.setattr(
+            generation, "decode_causal", lambda m, ids, *a: calls.append(ids.shape) or decode(m, ids, *a)
+        )
+    else:
+        generate = model.generate
+        monkeypatch.setattr(model, "generate", lambda **kw: calls.append(kw["input_ids"].shape) or generate(**kw))
     with scoring_budget(60):
         batched = generate_continuations(model, tokenizer, family, PROMPTS, settings)
     assert batched == single
@@ -108,6 +116,54 @@ def test_seeded_sampling_reruns_and_does_not_depend_on_the_batch(tiny):
     keys = list(range(len(PROMPTS)))[::-1]
     small = GenerationSettings(**{**vars(settings), "batch_size": 2})
     assert generate_continuations(exact, tokenizer, family, PROMPTS[::-1], small, prompt_keys=keys)[::-1] == first
+
+
+def _generate_loop_tokens(model, tokenizer, prompts, max_new_tokens, eos, seeds=None):
+    """transformers' `generate` on each prompt alone (no padding), greedy or with the seeded sampler as its logits
+    processor: the new token ids, cut after the first EOS."""
+    out = []
+    for i, prompt in enumerate(prompts):
+        ids = tokenizer(prompt, return_tensors="pt")
+        processors = [] if seeds is None else [SeededSampler([seeds[i]], 1.0, 1.0)]
+        with torch.inference_mode():
+            tokens = model.generate(
+                **ids,
+                max_new_tokens=max_new_tokens,
+                do_sample=False,
+                pad_token_id=tokenizer.pad_token_id,
+                eos_token_id=eos,
+                logits_processor=processors,
+            )
+        new = tokens[0, ids["input_ids"].shape[1] :].tolist()
+        out.append(new[: new.index(eos) + 1] if eos in new else new)
+    return out
+
+
+@pytest.mark.parametrize("arch", ["llama", "gpt2"])
+@pytest.mark.parametrize("sampled", [False, True])
+def test_decode_loop_gives_generates_tokens_and_stops_at_an_eos(tiny, arch, sampled):
+    """lmbias's causal decode loop on a left-padded batch against `generate` on each prompt alone: the same new
+    tokens, greedy and sampled (float64, where padding changes no draw). The EOS is planted: a token one prompt's
+    continuation writes from its third token on and not before, so that row must stop right there and get the pad
+    id after it, and the others stop wherever they write it too."""
+    model, tokenizer, _ = tiny[arch]
+    model = copy.deepcopy(model).double()
+    seeds = [request_seed(3, k, 0) for k in range(len(PROMPTS))] if sampled else None
+    free = _generate_loop_tokens(model, tokenizer, PROMPTS, 10, eos=None, seeds=seeds)
+    # a row and a token it writes from its third on and not before: that row must stop right there
+    row, stop = next((r, k) for r, toks in enumerate(free) for k in range(2, len(toks)) if toks[k] not in toks[:k])
+    eos = free[row][stop]
+    expected = _generate_loop_tokens(model, tokenizer, PROMPTS, 10, eos=eos, seeds=seeds)
+    ids, attention = generation._padded([tokenizer(p)["input_ids"] for p in PROMPTS], -1, True, "cpu")
+    ids = ids.masked_fill(attention == 0, tokenizer.pad_token_id)
+    sampler = SeededSampler(seeds, 1.0, 1.0) if sampled else None
+    with torch.inference_mode():
+        got = generation.decode_causal(model, ids, attention, 10, [eos], tokenizer.pad_token_id, sampler).tolist()
+    assert len(expected[row]) == stop + 1 and got[row][: stop + 1] == expected[row]
+    assert all(t == tokenizer.pad_token_id for t in got[row][stop + 1 :])  # after its EOS a row gets the pad id
+    for tokens, want in zip(got, expected):
+        assert tokens[: len(want)] == want
+    assert len(got[0]) == max(len(w) for w in expected)  # the loop ends when every row is done (or at 10)
 
 
 def test_sampler_draws_per_row_whatever_the_batch():

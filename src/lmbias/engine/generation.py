@@ -1,4 +1,4 @@
-"""Open-ended generation (BOLD): many prompts continued through transformers' `generate`, batched.
+"""Open-ended generation, batched: BOLD, HONEST, BBQ's generated answers, the counterfactual pairs.
 
 How a call runs (``generate_continuations``):
 
@@ -6,8 +6,11 @@ How a call runs (``generate_continuations``):
   the job's token budget (``max_tokens``, lmbias.engine.batching: a causal batch holds rows x (longest prompt +
   max_new_tokens) tokens, the KV cache's size at the last step; an encoder-decoder batch rows x (longest prompt +
   max_new_tokens + 1)), at most ``batch_size`` rows; out of CUDA memory a batch is halved as for scoring;
-* causal prompts are left-padded (the new tokens then line up at the right edge), encoder-decoder prompts are
-  right-padded into the encoder; `generate` runs with the KV cache under the job's autocast;
+* causal prompts are left-padded (the new tokens then line up at the right edge) and decoded by lmbias's own
+  loop (``decode_causal``): one forward pass per new token with the KV cache, the logits of the last position
+  only, the next token chosen from them directly; encoder-decoder prompts are right-padded into the encoder and
+  decoded by transformers' `generate` (BART's forced BOS/EOS and decoder start are its own); both under the
+  job's autocast;
 * results are scattered back to request order. A continuation is the text of the new tokens up to the first
   EOS (the model's generation config's EOS ids, e.g. an instruct model's end-of-turn token), special tokens
   skipped; `finished` says whether an EOS ended it before max_new_tokens.
@@ -16,9 +19,17 @@ Decoding is the benchmark config's, never the checkpoint's generation_config sam
 (argmax), or `sampling` with `temperature` and nucleus `top_p`. Only what belongs to the model is carried over
 from its generation config: EOS ids, BOS, the decoder start token and BART's forced BOS/EOS.
 
+Why a loop of our own for causal models: at a batch of 64 rows on a small model, transformers' `generate` spends a
+fifth of each step on work the engine does not need (a float32 copy of every row's vocabulary-sized logits, and
+with sampling the one-hot score and its argmax), bench/honest_generation.py. ``decode_causal`` feeds the model
+what `generate` feeds it (the position ids of left-padded rows counted from each row's first real token, the
+attention mask grown by one column per step, ``logits_to_keep=1``), so its texts are `generate`'s: the benches
+check every text against a `generate` loop.
+
 Reproducible sampling: each request draws from its own torch.Generator, seeded from (seed, prompt key, sample
-index) (``request_seed``), through a logits processor (``SeededSampler``) that samples the token itself and hands
-`generate` a one-hot score, so `generate` runs greedy over it. A request's draws therefore do not depend on
+index) (``request_seed``), through ``SeededSampler``, which draws the token itself (``SeededSampler.draw``; as a
+transformers logits processor it hands `generate` a one-hot score, so a greedy `generate` emits the drawn token:
+the encoder-decoder path and a user's own `generate` loop). A request's draws therefore do not depend on
 which other requests share its batch, on their order or on the batch size: sampling is batch-invariant, as far
 as the logits are (padding a row changes its logits by float rounding only, which can flip a draw that lands
 within rounding of a boundary, as it can flip a greedy near-tie). A rerun with the same seed generates the same
@@ -100,6 +111,13 @@ class SeededSampler:
         self.top_p = top_p
 
     def __call__(self, input_ids, scores):
+        """The logits processor: a one-hot score of each row's drawn token (0 there, -inf elsewhere)."""
+        chosen = self.draw(scores).unsqueeze(1)
+        return torch.full_like(scores, -math.inf).scatter_(1, chosen, 0.0)
+
+    def draw(self, scores):
+        """Each row's next token (a LongTensor of the batch size), drawn from softmax(scores / temperature) under
+        the nucleus; one uniform number per row and step from the row's own generator."""
         probs = torch.softmax(scores.float() / self.temperature, dim=-1)
         draws = torch.stack([torch.rand((), generator=g, dtype=torch.float64) for g in self.generators])
         if self.top_p >= 1.0:
@@ -109,8 +127,7 @@ class SeededSampler:
             cumulative = probs.double().cumsum(dim=-1)
             target = (draws.to(cumulative.device) * cumulative[:, -1]).unsqueeze(1)
             chosen = torch.searchsorted(cumulative.contiguous(), target, right=True).clamp(max=probs.shape[-1] - 1)
-            out = torch.full_like(scores, -math.inf)
-            return out.scatter_(1, chosen, 0.0)
+            return chosen.squeeze(1)
         ordered, index = torch.sort(probs, dim=-1, descending=True, stable=True)
         before = ordered.cumsum(dim=-1) - ordered  # mass of the tokens ranked above each one
         ordered = ordered.masked_fill(before >= self.top_p, 0.0)  # the top token always stays (before = 0)
@@ -118,9 +135,7 @@ class SeededSampler:
         target = (draws.to(cumulative.device) * cumulative[:, -1].double()).unsqueeze(1)
         rank = torch.searchsorted(cumulative.double().contiguous(), target, right=True)
         rank = rank.clamp(max=ordered.shape[-1] - 1)
-        chosen = index.gather(1, rank)
-        out = torch.full_like(scores, -math.inf)
-        return out.scatter_(1, chosen, 0.0)
+        return index.gather(1, rank).squeeze(1)
 
 
 def _eos_ids(model, tokenizer) -> list[int]:
@@ -164,6 +179,47 @@ def _padded(seqs: list[list[int]], pad_id: int, left: bool, device):
     return ids.to(device), mask.to(device)
 
 
+def _underlying(model):
+    """The transformers model under a peft wrapper (whose forward takes **kwargs and hands them on)."""
+    get_base = getattr(model, "get_base_model", None)
+    return get_base() if callable(get_base) else model
+
+
+def _forward_takes(model, name: str) -> bool:
+    import inspect
+
+    return name in inspect.signature(_underlying(model).forward).parameters
+
+
+def decode_causal(model, ids, attention, max_new_tokens: int, eos: list[int], pad_id: int, sampler=None):
+    """The new tokens (batch x steps, steps <= max_new_tokens) of a left-padded causal batch: greedy (argmax of
+    the last position's logits) or `sampler.draw`, one forward pass per token with the KV cache. A row that has
+    emitted an EOS gets `pad_id` from then on, and the loop stops when every row has (as `generate` does). The
+    model sees what `generate` gives it: position ids counted from each row's first real token (padding at 0),
+    the attention mask grown by a column of ones per step, and only the last position's logits."""
+    positions = (attention.long().cumsum(-1) - 1).masked_fill(attention == 0, 0)
+    use_positions = _forward_takes(model, "position_ids")
+    keep = {"logits_to_keep": 1} if _forward_takes(model, "logits_to_keep") else {}
+    eos_ids = torch.tensor(eos, dtype=torch.long, device=ids.device) if eos else None
+    done = torch.zeros(ids.shape[0], dtype=torch.bool, device=ids.device)
+    step_ids, mask, past, new = ids, attention, None, []
+    for _ in range(max_new_tokens):
+        inputs = {"position_ids": positions} if use_positions else {}
+        out = model(input_ids=step_ids, attention_mask=mask, past_key_values=past, use_cache=True, **inputs, **keep)
+        logits, past = out.logits[:, -1, :], out.past_key_values
+        chosen = sampler.draw(logits) if sampler is not None else torch.argmax(logits, dim=-1)
+        chosen = chosen.masked_fill(done, pad_id)
+        new.append(chosen)
+        if eos_ids is not None:
+            done = done | torch.isin(chosen, eos_ids)
+            if bool(done.all()):
+                break
+        step_ids = chosen.unsqueeze(1)
+        mask = torch.cat([mask, mask.new_ones((mask.shape[0], 1))], dim=1)
+        positions = positions[:, -1:] + 1
+    return torch.stack(new, dim=1) if new else ids.new_zeros((ids.shape[0], 0))
+
+
 def check_generative(family: str, what: str = "generation") -> None:
     if family not in GENERATIVE_FAMILIES:
         raise ConfigError(
@@ -195,7 +251,7 @@ def generate_continuations(
     causal = family == "clm"
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else (_eos_ids(model, tokenizer) or [0])[0]
     eos = _eos_ids(model, tokenizer)
-    config = _generation_config(model, tokenizer, settings, pad_id, eos)
+    config = None if causal else _generation_config(model, tokenizer, settings, pad_id, eos)
     encoded = [tokenizer(p, add_special_tokens=add_special_tokens)["input_ids"] for p in prompts]
     requests = [(i, k) for i in range(len(prompts)) for k in range(settings.samples_per_prompt)]
     stats.requests += len(requests)
@@ -207,20 +263,23 @@ def generate_continuations(
 
     def run(batch: list[int]) -> None:
         ids, attention = _padded([encoded[requests[r][0]] for r in batch], pad_id, causal, device)
-        processors = []
+        sampler = None
         if settings.decoding == "sampling":
             seeds = [request_seed(settings.seed, keys[requests[r][0]], requests[r][1]) for r in batch]
-            processors.append(SeededSampler(seeds, settings.temperature, settings.top_p))
-        from transformers import LogitsProcessorList
-
+            sampler = SeededSampler(seeds, settings.temperature, settings.top_p)
         with torch.inference_mode(), autocast(device):
-            out = model.generate(
-                input_ids=ids,
-                attention_mask=attention,
-                generation_config=config,
-                logits_processor=LogitsProcessorList(processors),
-            )
-        generated = out[:, ids.shape[1] :] if causal else out[:, 1:]  # seq2seq: after the decoder start token
+            if causal:
+                generated = decode_causal(model, ids, attention, new, eos, pad_id, sampler)
+            else:
+                from transformers import LogitsProcessorList
+
+                out = model.generate(
+                    input_ids=ids,
+                    attention_mask=attention,
+                    generation_config=config,
+                    logits_processor=LogitsProcessorList([sampler] if sampler is not None else []),
+                )
+                generated = out[:, 1:]  # after the decoder start token
         stats.forward_passes += int(generated.shape[1])
         stats.sequences_run += len(batch)
         for row, r in enumerate(batch):
