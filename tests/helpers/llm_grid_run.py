@@ -7,6 +7,7 @@ from pathlib import Path
 
 import yaml
 
+from helpers.shipped_config import keep_benchmarks
 from helpers.workflow_runs import copy_workflow
 
 METHODS = ["pretrained", "cda-lora", "cds-lora", "self_debias", "sd", "inlp"]
@@ -22,7 +23,7 @@ CHAT_TEMPLATE = (
 def tiny_grid_config(config: dict, shared_data) -> dict:
     """The shipped config cut to tiny-llama standing in for the decoders and a few items per benchmark."""
     config["data_dir"] = str(shared_data)
-    config["benchmarks"] = {k: v for k, v in config["benchmarks"].items() if k in KEEP}
+    keep_benchmarks(config, KEEP)
     config["optional_benchmarks"] = []
     config["benchmarks"]["crows_pairs"]["bias_types"] = ["gender"]
     config["benchmarks"]["perplexity_gap"]["scoring"]["limit_texts"] = 5

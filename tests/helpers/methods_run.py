@@ -11,6 +11,7 @@ import yaml
 
 from helpers.data_heads import write_data_heads
 from helpers.paths import FIXTURES
+from helpers.shipped_config import keep_benchmarks
 from helpers.workflow_runs import copy_workflow
 from lmbias.methods.kinds import TRAINED_METHOD_KINDS
 
@@ -72,7 +73,7 @@ READING = "stereoset-biasbench"
 def _cheap(config: dict, shared_data) -> dict:
     config["data_dir"] = str(shared_data)
     keep = {"gap", "winobias", "bec_pro_en", "seat_v1", "stereoset", "stereoset-biasbench"}
-    config["benchmarks"] = {k: v for k, v in config["benchmarks"].items() if k in keep}
+    keep_benchmarks(config, keep)
     # none: StereoSet's data is in ../shared/data (a missing file must fail here); the shipped list also
     # names perplexity_wikitext2, which this grid drops
     config["optional_benchmarks"] = []

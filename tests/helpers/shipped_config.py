@@ -27,3 +27,15 @@ def _shipped() -> dict:
 
 def shipped_config() -> dict:
     return copy.deepcopy(_shipped())
+
+
+def keep_benchmarks(config: dict, keep) -> dict:
+    """`config` cut to the benchmark entries named in `keep`; a model's stand-in whose entry is cut while its
+    benchmark is kept is dropped, so that model reads the whole benchmark (as the test grids did before the
+    stand-in existed) rather than stop at models.<model>.stand_ins naming an unknown entry."""
+    config["benchmarks"] = {k: v for k, v in config["benchmarks"].items() if k in keep}
+    for model in config["models"].values():
+        pairs = model.get("stand_ins")
+        if pairs:
+            model["stand_ins"] = {b: e for b, e in pairs.items() if not (b in keep and e not in keep)}
+    return config

@@ -31,26 +31,17 @@ MASKED = [
     "winogenerated",
 ]
 EMBEDDING = {"seat", "seat_v1", "seat_v2"}
-#: The shipped tiny models read subsets of BBQ and HolisticBias in their place (models.<tiny>.stand_ins).
-TINY_MASKED = [
-    {"bbq": "bbq-subset", "holistic_bias": "holistic_bias-subset", "honest": "honest-subset"}.get(b, b) for b in MASKED
-]
+#: The shipped tiny models read subsets of BBQ, HolisticBias, HONEST and of CrowS-Pairs' and StereoSet's gender parts
+#: in their place (models.<tiny>.stand_ins; the counterfactual pairs do not apply to a masked model).
+TINY_SUBSETS = {b: f"{b}-subset" for b in ("bbq", "holistic_bias", "honest", "crows_pairs", "stereoset")}
+TINY_MASKED = [TINY_SUBSETS.get(b, b) for b in MASKED]
 STOOD_IN = [
     {
-        "benchmark": "bbq",
-        "reason": "read through its stand-in 'bbq-subset', a subset of it",
-        "config_key": "models.tiny-bert.stand_ins.bbq",
-    },
-    {
-        "benchmark": "holistic_bias",
-        "reason": "read through its stand-in 'holistic_bias-subset', a subset of it",
-        "config_key": "models.tiny-bert.stand_ins.holistic_bias",
-    },
-    {
-        "benchmark": "honest",
-        "reason": "read through its stand-in 'honest-subset', a subset of it",
-        "config_key": "models.tiny-bert.stand_ins.honest",
-    },
+        "benchmark": benchmark,
+        "reason": f"read through its stand-in '{entry}', a subset of it",
+        "config_key": f"models.tiny-bert.stand_ins.{benchmark}",
+    }
+    for benchmark, entry in TINY_SUBSETS.items()
 ]
 
 
@@ -119,7 +110,7 @@ def test_only_benchmarks_and_method_lists():
     assert chosen.summary_benchmarks("tiny-bert", "pretrained") == ["seat", "winobias"]
     assert chosen.summary_benchmarks("tiny-bert", "cds") == ["winobias"]
     left = {r["benchmark"]: r for r in chosen.left_out("tiny-bert", "cds")}
-    assert left["crows_pairs"]["config_key"] == "only_benchmarks"
+    assert left["winogender"]["config_key"] == "only_benchmarks"
     assert left["seat"]["config_key"] == "methods.cds.benchmarks"
     config["only_benchmarks"] = ["logprob"]
     with pytest.raises(ConfigError, match=r"^model 'tiny-gpt2': no configured benchmark applies to family 'clm'"):
