@@ -32,6 +32,7 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
+from lmbias.engine.host_memory import keep_freed_host_memory
 from lmbias.engine.hub import recorded_commit, warn_unpinned
 from lmbias.engine.model_spec import DTYPES, FAMILIES, ModelSpec
 from lmbias.errors import ConfigError, DiskOffloadError
@@ -378,6 +379,7 @@ def load_model(spec: ModelSpec, device: str = "cpu", torch_dtype=None, strict: b
     A missing folder, a checkpoint that does not fit the family or (with `strict`) one whose
     weights lack part of the family's head is a ConfigError naming the model.
     """
+    keep_freed_host_memory()  # vocabulary-sized temporaries reuse freed blocks (lmbias.engine.host_memory)
     config = _load_config(spec)
     kwargs = _source_kwargs(spec)
     load_kwargs = dict(kwargs, config=config, trust_remote_code=False, output_loading_info=True)
