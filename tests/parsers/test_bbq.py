@@ -22,14 +22,13 @@ from lmbias.parsers.bbq import (
     RELEASED_FIELDS,
     SCHEMA,
     TEMPLATES,
-    UNKNOWN_ANSWERS,
-    VARIANTS,
     VOCABULARY,
     parse,
     parse_bbq,
     required_files,
 )
 from lmbias.parsers.bbq_jsonl import read_jsonl, write_jsonl
+from lmbias.parsers.bbq_templates import UNKNOWN_ANSWERS, VARIANTS
 
 RELEASED_COUNT = 5672  # data/Gender_identity.jsonl of nyu-mll/BBQ
 #: the Names rows: (Q_id, version) -> items (the product of their two lists, 4 items a pair)

@@ -21,8 +21,6 @@ from lmbias.parsers.bbq import (
     RACE_X_GENDER_TEMPLATES,
     RELEASED_FIELDS,
     SCHEMA,
-    UNKNOWN_ANSWERS,
-    VARIANTS,
     VOCABULARY,
     parse,
     parse_race_x_gender,
@@ -30,6 +28,7 @@ from lmbias.parsers.bbq import (
 )
 from lmbias.parsers.bbq_intersectional import COMPARISONS
 from lmbias.parsers.bbq_jsonl import read_jsonl, write_jsonl
+from lmbias.parsers.bbq_templates import UNKNOWN_ANSWERS, VARIANTS
 
 RELEASED_COUNT = 15960  # data/Race_x_gender.jsonl of nyu-mll/BBQ (the hub copies' Race_x_gender config)
 GENDER_COUNT = 5672

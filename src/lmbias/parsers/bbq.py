@@ -115,11 +115,10 @@ from lmbias.parsers import bbq_intersectional
 from lmbias.parsers.bbq_templates import (
     CATEGORY,
     NAMES_PER_SLOT,
-    UNKNOWN_ANSWERS,
-    VARIANTS,
     Pools,
     Template,
     a_to_an,
+    pair_items,
     read_pools,
     read_templates,
 )
@@ -272,58 +271,12 @@ def _pair_items(template, pools, rng, fillers, words, first_id, path) -> list[di
         raise DataError(
             f"NAME1 and NAME2 are both {fillers[0]!r}: two people who cannot be told apart", path, template.line
         )
-    unknown = rng.choice(UNKNOWN_ANSWERS)
-    order = [0, 1, 2]  # Answer_negative, Answer_non_negative, unknown; shuffled as the generator shuffles the texts
-    rng.shuffle(order)
-    answers = [(filled["Answer_negative"], filled["Answer_non_negative"], unknown)[k] for k in order]
-    negative, non_negative, unknown_loc = order.index(0), order.index(1), order.index(2)
-    slots = {negative: template.negative_slot, non_negative: 1 - template.negative_slot}
-    answer_info = {
-        f"ans{k}": (
-            [unknown, "unknown"]
-            if k == unknown_loc
-            else [fillers[slots[k]], _info(template, slots[k], fillers[slots[k]], pools)]
-        )
-        for k in range(3)
-    }
-    ambiguous = filled["Ambiguous_Context"].strip()
-    contexts = {"ambig": ambiguous, "disambig": f"{ambiguous} {filled['Disambiguating_Context']}".strip()}
-    questions = {
-        "neg": filled["Question_negative_stereotype"].strip(),
-        "nonneg": filled["Question_non_negative"].strip(),
-    }
-    metadata = {
-        "subcategory": template.subcategory or "None",
-        "stereotyped_groups": list(template.groups),
-        "version": template.version,
-        "source": template.source,
-    }
-    items = []
-    for offset, (polarity, condition) in enumerate(VARIANTS):
-        label = unknown_loc if condition == "ambig" else negative if polarity == "neg" else non_negative
-        items.append(
-            {
-                "example_id": first_id + offset,
-                "question_index": template.q_id,
-                "question_polarity": polarity,
-                "context_condition": condition,
-                "category": CATEGORY,
-                "answer_info": answer_info,
-                "additional_metadata": metadata,
-                "context": contexts[condition],
-                "question": questions[polarity],
-                "ans0": answers[0],
-                "ans1": answers[1],
-                "ans2": answers[2],
-                "label": label,
-                "template": template.number,
-                "label_type": "name" if template.proper else "label",
-                "unknown_loc": unknown_loc,
-                "target_loc": target_loc(answer_info, template.groups, polarity, unknown_loc),
-                "biased_locs": biased_answers(answer_info, template.groups, polarity, unknown_loc),
-                "comparison": None,
-            }
-        )
+    people = [(fillers[k], _info(template, k, fillers[k], pools)) for k in range(2)]
+    subcategory = template.subcategory or "None"
+    items = pair_items(template, filled, people, rng, first_id, CATEGORY, subcategory, template.groups)
+    for item in items:
+        where = (item["answer_info"], template.groups, item["question_polarity"], item["unknown_loc"])
+        item.update(target_loc=target_loc(*where), biased_locs=biased_answers(*where), comparison=None)
     return items
 
 

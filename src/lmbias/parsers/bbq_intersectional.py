@@ -112,9 +112,8 @@ from lmbias.errors import DataError
 from lmbias.parsers.bbq_templates import (
     NAMES_PER_SLOT,
     TEXT_COLUMNS,
-    UNKNOWN_ANSWERS,
-    VARIANTS,
     a_to_an,
+    pair_items,
     read_csv,
     slot_lists,
     slots_of,
@@ -377,54 +376,11 @@ def _pair_items(template, rng, people, subcategory, words, first_id, path) -> li
     fillers = [p.name for p in people] + [p.gen or "" for p in people]
     vowel = any(re.match(r"[aeiou]", f.lower()) for f in fillers)
     filled = {c: _fill(t, people, words, vowel) for c, t in template.texts.items()}
-    unknown = rng.choice(UNKNOWN_ANSWERS)
-    order = [0, 1, 2]  # Answer_negative, Answer_non_negative, unknown; shuffled as the generator shuffles the texts
-    rng.shuffle(order)
-    answers = [(filled["Answer_negative"], filled["Answer_non_negative"], unknown)[k] for k in order]
-    negative, non_negative, unknown_loc = order.index(0), order.index(1), order.index(2)
-    slots = {negative: template.negative_slot, non_negative: 1 - template.negative_slot}
-    answer_info = {
-        f"ans{k}": [unknown, "unknown"] if k == unknown_loc else [people[slots[k]].text, people[slots[k]].info]
-        for k in range(3)
-    }
-    ambiguous = filled["Ambiguous_Context"].strip()
-    contexts = {"ambig": ambiguous, "disambig": f"{ambiguous} {filled['Disambiguating_Context']}".strip()}
-    questions = {
-        "neg": filled["Question_negative_stereotype"].strip(),
-        "nonneg": filled["Question_non_negative"].strip(),
-    }
-    metadata = {
-        "subcategory": subcategory,
-        "stereotyped_groups": list(template.races),
-        "version": template.version,
-        "source": template.source,
-    }
-    items = []
-    for offset, (polarity, condition) in enumerate(VARIANTS):
-        label = unknown_loc if condition == "ambig" else negative if polarity == "neg" else non_negative
-        target = intersectional_target_loc(answer_info, template.races, template.var2, polarity, unknown_loc)
-        items.append(
-            {
-                "example_id": first_id + offset,
-                "question_index": template.q_id,
-                "question_polarity": polarity,
-                "context_condition": condition,
-                "category": CATEGORY,
-                "answer_info": answer_info,
-                "additional_metadata": metadata,
-                "context": contexts[condition],
-                "question": questions[polarity],
-                "ans0": answers[0],
-                "ans1": answers[1],
-                "ans2": answers[2],
-                "label": label,
-                "template": template.number,
-                "label_type": "name" if template.proper else "label",
-                "unknown_loc": unknown_loc,
-                "target_loc": target,
-                "comparison": COMPARISONS[subcategory],
-            }
-        )
+    texts = [(p.text, p.info) for p in people]
+    items = pair_items(template, filled, texts, rng, first_id, CATEGORY, subcategory, template.races)
+    for item in items:
+        where = (item["answer_info"], template.races, template.var2, item["question_polarity"], item["unknown_loc"])
+        item.update(target_loc=intersectional_target_loc(*where), comparison=COMPARISONS[subcategory])
     return items
 
 

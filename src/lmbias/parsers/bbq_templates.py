@@ -242,3 +242,54 @@ def read_pools(vocabulary_path, names_path) -> Pools:
                 f"needs at least {NAMES_PER_SLOT} {what} first_only names, found {len(_unique(names))}", names_path
             )
     return Pools(_unique(r["Name"] for r in vocabulary), subcategories, female, gender)
+
+
+def pair_items(template, filled: dict[str, str], people, rng, first_id: int, category: str, subcategory: str, groups):
+    """The four items of one pair, in VARIANTS order with example_id counting up from `first_id`, as both builds
+    (gender, race x gender) write them: one of the generator's unknown strings drawn from `rng`, then the answer
+    order shuffled (the generator's draws, in its order), answer_info ([text, info] of each person: `people` holds
+    NAME1's and NAME2's (text, info)), the stripped contexts and questions, the released fields, `template`,
+    `label_type` and `unknown_loc`. `template` needs q_id, version, source, number, proper and negative_slot; the
+    caller adds its own target columns (target_loc, biased_locs, comparison)."""
+    unknown = rng.choice(UNKNOWN_ANSWERS)
+    order = [0, 1, 2]  # Answer_negative, Answer_non_negative, unknown; shuffled as the generator shuffles the texts
+    rng.shuffle(order)
+    answers = [(filled["Answer_negative"], filled["Answer_non_negative"], unknown)[k] for k in order]
+    negative, non_negative, unknown_loc = order.index(0), order.index(1), order.index(2)
+    slots = {negative: template.negative_slot, non_negative: 1 - template.negative_slot}
+    answer_info = {f"ans{k}": [unknown, "unknown"] if k == unknown_loc else list(people[slots[k]]) for k in range(3)}
+    ambiguous = filled["Ambiguous_Context"].strip()
+    contexts = {"ambig": ambiguous, "disambig": f"{ambiguous} {filled['Disambiguating_Context']}".strip()}
+    questions = {
+        "neg": filled["Question_negative_stereotype"].strip(),
+        "nonneg": filled["Question_non_negative"].strip(),
+    }
+    metadata = {
+        "subcategory": subcategory,
+        "stereotyped_groups": list(groups),
+        "version": template.version,
+        "source": template.source,
+    }
+    items = []
+    for offset, (polarity, condition) in enumerate(VARIANTS):
+        items.append(
+            {
+                "example_id": first_id + offset,
+                "question_index": template.q_id,
+                "question_polarity": polarity,
+                "context_condition": condition,
+                "category": category,
+                "answer_info": answer_info,
+                "additional_metadata": metadata,
+                "context": contexts[condition],
+                "question": questions[polarity],
+                "ans0": answers[0],
+                "ans1": answers[1],
+                "ans2": answers[2],
+                "label": unknown_loc if condition == "ambig" else negative if polarity == "neg" else non_negative,
+                "template": template.number,
+                "label_type": "name" if template.proper else "label",
+                "unknown_loc": unknown_loc,
+            }
+        )
+    return items
