@@ -29,9 +29,11 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
+sys.path.insert(0, str(REPO / "bench"))
 
 import pyarrow.compute as pc  # noqa: E402
 import torch  # noqa: E402
+from honest_generation import plain_loop  # noqa: E402
 
 from lmbias.benchmarks.counterfactual import build_pairs, score_counterfactual  # noqa: E402
 from lmbias.engine.generation import GenerationSettings, generate_continuations  # noqa: E402
@@ -48,24 +50,9 @@ def one_at_a_time(model, tokenizer, texts: list[str], max_new_tokens: int) -> li
 
 
 def generate_loop(model, tokenizer, texts: list[str], max_new_tokens: int) -> list[str]:
-    """transformers' `generate` on one text at a time, greedy, the text cut at the first EOS."""
-    eos = tokenizer.eos_token_id
-    out = []
-    for text in texts:
-        inputs = tokenizer(text, return_tensors="pt")
-        with torch.inference_mode():
-            tokens = model.generate(
-                **inputs,
-                max_new_tokens=max_new_tokens,
-                do_sample=False,
-                num_beams=1,
-                pad_token_id=eos,
-                eos_token_id=eos,
-            )
-        new = tokens[0, inputs["input_ids"].shape[1] :].tolist()
-        new = new[: new.index(eos)] if eos in new else new
-        out.append(tokenizer.decode(new, skip_special_tokens=True, clean_up_tokenization_spaces=False))
-    return out
+    """transformers' `generate` on one text at a time, greedy, the text cut at the first EOS: the HONEST bench's
+    loop (bench/honest_generation.plain_loop) with one greedy sample a text."""
+    return plain_loop(model, tokenizer, texts, list(range(len(texts))), 1, max_new_tokens, greedy=True)
 
 
 def timed(fn, *args):
