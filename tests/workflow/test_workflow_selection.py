@@ -74,14 +74,16 @@ def test_summary_benchmarks_by_family_and_kind():
 
 def test_a_stand_in_replaces_its_benchmark_for_its_model_only():
     config = shipped_config()
-    config["models"]["tiny-bert"]["stand_ins"] = {"bbq": "bbq-subset"}  # holistic_bias read whole again
+    # holistic_bias and honest read whole again (crows_pairs-subset and stereoset-subset stay tiny-bert's: an entry
+    # no model names as a stand-in is an ordinary benchmark of every model)
+    config["models"]["tiny-bert"]["stand_ins"] = {b: TINY_SUBSETS[b] for b in ("bbq", "crows_pairs", "stereoset")}
     config["models"]["tiny-bert-he"]["stand_ins"] = {}
     chosen = selection.BenchmarkSelection(config)
     held = chosen.summary_benchmarks("tiny-bert", "pretrained")
     assert held.index("bbq-subset") == MASKED.index("bbq") and "bbq" not in held
     # another tiny model still names holistic_bias-subset: only its summaries hold it
     assert "holistic_bias" in held and "holistic_bias-subset" not in held
-    assert chosen.left_out("tiny-bert", "pretrained") == STOOD_IN[:1]
+    assert chosen.left_out("tiny-bert", "pretrained") == [STOOD_IN[k] for k in (0, 3, 4)]
     assert chosen.summary_benchmarks("tiny-bert-he", "pretrained") == MASKED
     assert "holistic_bias-subset" in chosen.summary_benchmarks("tiny-roberta", "pretrained")
     # only_benchmarks naming the benchmark keeps its stand-in
