@@ -60,5 +60,7 @@ def test_kept_blocks_stop_the_page_faults_of_repeated_temporaries():
 
 
 def test_the_switch_turns_it_off():
-    off = _rounds("keep", LMBIAS_KEEP_FREED_HOST_MEMORY="0")
-    assert off["applied"] is False and off["again"] is None
+    code = "from lmbias.engine.host_memory import keep_freed_host_memory as k; print(k(), k())"
+    env = {**os.environ, "LMBIAS_KEEP_FREED_HOST_MEMORY": "0"}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True, timeout=60)
+    assert out.stdout.split() == ["False", "False"]
