@@ -11,7 +11,7 @@ was written (only its abstract). What could be read, and what these rules follow
   "BBQ_Full" package importing the authors' utils.py, read for its rules and not copied; its repository could not be
   identified, so it is not certain to be the authors' own). Two facts make it the generator of the
   released data/Race_x_gender.jsonl: its rules give 15,960 items from these files, the released count as far as it
-  can be checked from here (the paper's table of counts could not be read; the model hub's viewer of the released
+  can be checked (the paper's table of counts was not at hand; the model hub's viewer of the released
   data shows Race_x_gender with "16k rows"), and they put a Latino target first in template Q_id 13 at example_id
   4,320, the very item lm-evaluation-harness's bbq utils.py names as one whose answer_info is empty ("Some rows have
   missing data, e.g., example id 4,320 for Race_x_gender": the generator's "Latino woman" -> "Latina woman" fix
