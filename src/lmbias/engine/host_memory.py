@@ -5,8 +5,9 @@ A forward pass on the CPU makes tensors of megabytes and frees them at once: a b
 cumulative sums. glibc's malloc hands such blocks back to the kernel when they are freed (a block over its
 mmap threshold is unmapped; a heap top over its trim threshold is trimmed), so the next batch's block of the same
 size is new memory again, and touching it costs one page fault per 4 KiB page. Measured on the development
-machine (docs/development/performance.md, "Own decode loop and kept host memory"): the seeded sampler's draw over 64 x 16,076 logits took
-15.5 ms a step with glibc's defaults and 2.7 ms with freed blocks kept; the sampled HONEST bench ran 1.9x faster.
+machine (docs/development/performance.md, "Own decode loop and kept host memory"): the seeded sampler's draw over
+64 x 16,076 logits took 15.5 ms a step with glibc's defaults and 2.7 ms with freed blocks kept; the sampled HONEST
+bench ran 1.9x faster.
 Keeping them changes no number, only where memory comes from: the process's resident memory stays at its peak
 instead of shrinking after it (the peak itself is the same).
 
