@@ -113,6 +113,7 @@ from lmbias.parsers.bbq_templates import (
     NAMES_PER_SLOT,
     TEXT_COLUMNS,
     a_to_an,
+    kept_rows,
     pair_items,
     read_csv,
     slot_lists,
@@ -269,10 +270,7 @@ def _template(row: dict[str, str], number: int, path, line: int) -> RaceGenderTe
 
 def read_race_gender_templates(path) -> list[RaceGenderTemplate]:
     """The kept template rows (non-empty Ambiguous_Context), checked, numbered in file order."""
-    _, rows = read_csv(path, _TEMPLATE_COLUMNS)
-    kept = [(line, row) for line, row in rows if row["Ambiguous_Context"].strip()]
-    if not kept:
-        raise DataError("no template row has an Ambiguous_Context", path)
+    kept = kept_rows(path, _TEMPLATE_COLUMNS)
     return [_template(row, number, path, line) for number, (line, row) in enumerate(kept)]
 
 

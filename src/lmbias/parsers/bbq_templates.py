@@ -208,12 +208,19 @@ def _template(row: dict[str, str], number: int, path, line: int) -> Template:
     )
 
 
-def read_templates(path) -> list[Template]:
-    """The kept template rows (non-empty Ambiguous_Context), checked, numbered in file order."""
-    _, rows = read_csv(path, _TEMPLATE_COLUMNS)
+def kept_rows(path, required: Sequence[str]) -> list[tuple[int, dict[str, str]]]:
+    """(line, row) of a template file's rows whose Ambiguous_Context is not blank (the generator's kept rows), in
+    file order; DataError naming the file when there is none."""
+    _, rows = read_csv(path, required)
     kept = [(line, row) for line, row in rows if row["Ambiguous_Context"].strip()]
     if not kept:
         raise DataError("no template row has an Ambiguous_Context", path)
+    return kept
+
+
+def read_templates(path) -> list[Template]:
+    """The kept template rows (non-empty Ambiguous_Context), checked, numbered in file order."""
+    kept = kept_rows(path, _TEMPLATE_COLUMNS)
     return [_template(row, number, path, line) for number, (line, row) in enumerate(kept)]
 
 
