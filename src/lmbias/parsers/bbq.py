@@ -118,6 +118,7 @@ from lmbias.parsers.bbq_templates import (
     Pools,
     Template,
     a_to_an,
+    draw_words,
     pair_items,
     read_pools,
     read_templates,
@@ -300,17 +301,11 @@ def _row_items(template: Template, pools: Pools, rng: random.Random, first_id: i
     items: list[dict] = []
     for name1, seconds in plan:
         for name2 in seconds():  # drawn here: after the previous NAME1's pairs, as the generator draws
-            word1 = word2 = ""
-            if template.words:
-                word1 = rng.choice(template.words[0])
-                if len(template.words[1]) > 1:
-                    word2 = rng.choice(template.words[1])
-                elif template.words[1]:
-                    word2 = template.words[1][0]  # the generator draws nothing here and fills "" (docstring, 3)
-            items += _pair_items(template, pools, rng, (name1, name2), (word1, word2), first_id + len(items), path)
+            words = draw_words(template.words, rng)  # a one-word WORD2 list fills its slot (docstring, 3)
+            items += _pair_items(template, pools, rng, (name1, name2), words, first_id + len(items), path)
             if template.proper:
                 flipped = (name2, name1)
-                items += _pair_items(template, pools, rng, flipped, (word1, word2), first_id + len(items), path)
+                items += _pair_items(template, pools, rng, flipped, words, first_id + len(items), path)
     if not items:
         raise DataError("this row gives no pair of people", path, template.line)
     return items

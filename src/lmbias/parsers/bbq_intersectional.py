@@ -113,6 +113,8 @@ from lmbias.parsers.bbq_templates import (
     NAMES_PER_SLOT,
     TEXT_COLUMNS,
     a_to_an,
+    check_slots,
+    draw_words,
     kept_rows,
     pair_items,
     read_csv,
@@ -230,14 +232,7 @@ def _template(row: dict[str, str], number: int, path, line: int) -> RaceGenderTe
     texts = {column: row[column] for column in TEXT_COLUMNS}
     allowed = {"NAME1", "NAME2"} | (set() if proper else {"GEN1", "GEN2"})
     allowed |= ({"WORD1"} if words else set()) | ({"WORD2"} if words and words[1] else set())
-    for column, text in texts.items():
-        unknown = sorted(slots_of(text) - allowed)
-        if unknown:
-            raise DataError(
-                f"{column}: slot {{{{{unknown[0]}}}}} would be left unfilled (this row fills {sorted(allowed)})",
-                path,
-                line,
-            )
+    check_slots(texts, allowed, path, line)
     held = [slots_of(texts[c]) for c in ("Answer_negative", "Answer_non_negative")]
     people = [h & {"NAME1", "NAME2"} for h in held]
     ok = len(people[0]) == len(people[1]) == 1 and people[0] != people[1]
@@ -457,13 +452,7 @@ def _row_items(template, pools, rng, first_id, path) -> list[dict]:
                 for word in drawn
             ]
         for trio in trios:
-            word1 = word2 = ""
-            if template.words:
-                word1 = rng.choice(template.words[0])
-                if len(template.words[1]) > 1:
-                    word2 = rng.choice(template.words[1])
-                elif template.words[1]:
-                    word2 = template.words[1][0]  # the generator draws nothing here and fills "" (difference 2)
+            word1, word2 = draw_words(template.words, rng)  # a one-word WORD2 list fills its slot (difference 2)
             for swapped in (False, True):
                 for subcategory, second in zip(COMPARISONS, trio):
                     people = (second, person) if swapped else (person, second)

@@ -152,6 +152,29 @@ def _stereotyped_groups(value: str, path, line: int) -> list[str]:
     return groups
 
 
+def check_slots(texts: dict[str, str], allowed: set[str], path, line: int) -> None:
+    """DataError naming the column, file and line where a text holds a slot the row does not fill (the generator
+    would write "{{WORD1}}" or "" into the question)."""
+    for column, text in texts.items():
+        unknown = sorted(slots_of(text) - allowed)
+        if unknown:
+            raise DataError(
+                f"{column}: slot {{{{{unknown[0]}}}}} would be left unfilled (this row fills {sorted(allowed)})",
+                path,
+                line,
+            )
+
+
+def draw_words(words: tuple[list[str], list[str]] | None, rng) -> tuple[str, str]:
+    """A pair's {{WORD1}} and {{WORD2}} fillers (Lexical_diversity): one choice from each list, WORD1's first; a
+    WORD2 list of one word fills its slot with it (the generator draws only from two or more and fills "")."""
+    if not words:
+        return "", ""
+    word1 = rng.choice(words[0])
+    word2 = rng.choice(words[1]) if len(words[1]) > 1 else (words[1][0] if words[1] else "")
+    return word1, word2
+
+
 def slots_of(text: str) -> set[str]:
     return set(_SLOT.findall(text))
 
@@ -175,14 +198,7 @@ def _template(row: dict[str, str], number: int, path, line: int) -> Template:
         words = (lists["WORD1"], lists.get("WORD2", []))
     texts = {column: row[column] for column in TEXT_COLUMNS}
     allowed = {"NAME1", "NAME2"} | ({"WORD1"} if words else set()) | ({"WORD2"} if words and words[1] else set())
-    for column, text in texts.items():
-        unknown = sorted(slots_of(text) - allowed)
-        if unknown:
-            raise DataError(
-                f"{column}: slot {{{{{unknown[0]}}}}} would be left unfilled (this row fills {sorted(allowed)})",
-                path,
-                line,
-            )
+    check_slots(texts, allowed, path, line)
     held = [slots_of(texts[c]) & {"NAME1", "NAME2"} for c in ("Answer_negative", "Answer_non_negative")]
     if not (len(held[0]) == len(held[1]) == 1 and held[0] != held[1]):
         raise DataError(
