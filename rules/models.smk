@@ -6,6 +6,9 @@
 from lmbias.config import hub_model_folder as _models_hub_folder
 from lmbias.config import hub_model_pattern as _hub_model_pattern
 from lmbias.config import tiny_model_pattern as _tiny_model_pattern
+from lmbias.config import gguf_file_folder as _gguf_file_folder
+from lmbias.config import gguf_model_pattern as _gguf_model_pattern
+from lmbias.workflow import inputs as _models_inputs
 
 
 rule build_tiny_model:
@@ -52,3 +55,47 @@ rule fetch_hub_model:
         },
     script:
         "../scripts/fetch_hub_model.py"
+
+
+# GGUF entries (models.<name>.gguf; lmbias.engine.gguf): the file is checked (sha256, GGUF magic, an architecture
+# transformers reads) and dequantized once into resources/models/{model}, the folder every job of the model loads.
+# A file on the hub is fetched first, by fetch_gguf_file (a localrule, as fetch_hub_model).
+rule dequantize_gguf:
+    input:
+        unpack(lambda wildcards: _models_inputs.gguf_inputs(config, wildcards.model)),
+    output:
+        directory("resources/models/{model}"),
+    log:
+        "logs/models/{model}.log",
+    benchmark:
+        "benchmarks/models/{model}.tsv"
+    wildcard_constraints:
+        model=_gguf_model_pattern(config.get("models", {})),
+    conda:
+        "../envs/lmbias.yaml"
+    threads: 2
+    resources:
+        # the float32 weights twice (read, then copied into a savable model): about 8 x 2 bytes per 4-bit weight
+        mem_mb=lambda wildcards, input: max(2000, int(20 * input.size_mb)),
+        runtime=60,
+    params:
+        # Only what dequantizing reads: editing the model's scoring keys, or another model, rebuilds nothing.
+        entry=lambda wildcards: {k: config["models"][wildcards.model][k] for k in ("gguf", "family")},
+    script:
+        "../scripts/dequantize_gguf.py"
+
+
+rule fetch_gguf_file:
+    output:
+        directory(_gguf_file_folder("{model}")),
+    log:
+        "logs/models/{model}.gguf.log",
+    wildcard_constraints:
+        model=_gguf_model_pattern(config.get("models", {}), hub=True),
+    localrule: True
+    conda:
+        "../envs/lmbias.yaml"
+    params:
+        gguf=lambda wildcards: config["models"][wildcards.model]["gguf"],
+    script:
+        "../scripts/dequantize_gguf.py"

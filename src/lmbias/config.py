@@ -91,6 +91,24 @@ def tiny_model_pattern(models: dict) -> str:
     return "|".join(re.escape(n) for n in names) if names else "(?!)"
 
 
+def gguf_model_pattern(models: dict, hub: bool | None = None) -> str:
+    """Regex of the configured models with a `gguf` block (rules/models.smk's dequantize_gguf); hub=True: only
+    those whose file is on the hub (fetch_gguf_file)."""
+    names = sorted(
+        name
+        for name, entry in models.items()
+        if isinstance(entry, dict)
+        and isinstance(entry.get("gguf"), dict)
+        and (hub is None or ("hub_id" in entry["gguf"]) == hub)
+    )
+    return "|".join(re.escape(n) for n in names) if names else "(?!)"
+
+
+def gguf_file_folder(name: str) -> str:
+    """Where fetch_gguf_file puts a GGUF entry's hub file: resources/gguf/<name>."""
+    return f"resources/gguf/{name}"
+
+
 def hub_model_pattern(models: dict) -> str:
     """Regex of the configured models with a `hub_id`: the values rules/models.smk's fetch_hub_model takes."""
     names = sorted(name for name, entry in models.items() if isinstance(entry, dict) and "hub_id" in entry)

@@ -286,3 +286,34 @@ def _download(key: str, repo: str, commit: str, files: list[str], folder: Path) 
                 f"{type(exc).__name__}: {exc}; nothing was kept, run again to retry"
             ) from exc
         raise
+
+
+def fetch_hub_file(key: str, repo: str, revision: str, filename: str, sha256: str, out_dir: str | os.PathLike) -> Path:
+    """Download one file of a hub repository at `revision` into `out_dir` (atomically), with its sha256 checked
+    against `sha256` before the folder is kept (a GGUF entry's file: lmbias.engine.gguf, rule fetch_gguf_file).
+    `key` is the config key errors name (models.<name>.gguf). The folder records where the file came from."""
+    commit, repo_files = _resolve(key, repo, revision, key)
+    if filename not in repo_files:
+        raise ConfigError(
+            f"{key}.file: {filename} is not a file of {repo}@{commit} (it has: "
+            + ", ".join(sorted(f for f in repo_files if f.endswith(".gguf")) or sorted(repo_files)[:10])
+            + ")"
+        )
+    out = Path(out_dir)
+    log.info("%s: fetching %s of %s@%s (revision %s) from %s into %s", key, filename, repo, commit, revision,
+             _endpoint(), out)  # fmt: skip
+    with atomic_folder(out) as tmp:
+        _download(key, repo, commit, [filename], tmp)
+        shutil.rmtree(tmp / ".cache", ignore_errors=True)
+        if not (tmp / filename).is_file():
+            raise HubDownloadError(f"{key}: {repo}@{commit}: {filename} did not arrive")
+        found = file_sha256(tmp / filename)
+        if found != sha256:
+            raise HubDownloadError(
+                f"{key}.sha256: {repo}@{commit}'s {filename} has sha256 {found}, but the entry pins {sha256}; "
+                "nothing was kept (another file under that name: fix the entry's revision or sha256)"
+            )
+        record = {"hub_id": repo, "revision": revision, "commit": commit, "endpoint": _endpoint(),
+                  "files": {filename: {"size": (tmp / filename).stat().st_size, "sha256": found}}}  # fmt: skip
+        (tmp / SOURCE_FILE).write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
+    return out

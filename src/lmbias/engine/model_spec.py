@@ -35,6 +35,8 @@ _KNOWN_KEYS = (
     "family",
     "revision",
     "tiny",
+    # a GGUF file dequantized into `path` by the workflow (lmbias.engine.gguf)
+    "gguf",
     "precision",
     "dtype",
     "attn_implementation",
@@ -79,6 +81,7 @@ class ModelSpec:
     revision: str | None
     is_local: bool
     tiny: bool = False  # built by the workflow's build_tiny_model rule
+    gguf: bool = False  # dequantized from a GGUF file by the workflow's dequantize_gguf rule
     allow_pickle: bool = False  # hub ids: also accept pickled (.bin) weights
     snapshot: str | None = None  # hub ids: the folder fetch_hub_model downloaded them into, read offline
     dtype: str = "auto"  # the weights' dtype at load (DTYPES); see weights_dtype
@@ -91,8 +94,13 @@ class ModelSpec:
 
     @property
     def build_target(self) -> str | None:
-        """The snakemake target that builds this model's folder (tiny models only)."""
-        return f"resources/models/{self.name}" if self.tiny else None
+        """The snakemake target that builds this model's folder (tiny models and GGUF entries only)."""
+        return f"resources/models/{self.name}" if self.tiny or self.gguf else None
+
+    @property
+    def build_rule(self) -> str | None:
+        """The rule that builds build_target."""
+        return "build_tiny_model" if self.tiny else "dequantize_gguf" if self.gguf else None
 
 
 def model_spec(name: str, entry: Mapping, root: str | os.PathLike | None = None) -> ModelSpec:
@@ -161,6 +169,20 @@ def model_spec(name: str, entry: Mapping, root: str | os.PathLike | None = None)
             raise ConfigError(f"{key}.tiny: expected a mapping with architecture, seed, planted_bias")
         if not has_path:
             raise ConfigError(f"{key}.tiny: a tiny model is built locally and needs {key}.path, not hub_id")
+    gguf = entry.get("gguf")
+    if gguf is not None:
+        from lmbias.engine.gguf import gguf_source
+
+        if tiny is not None:
+            raise ConfigError(f"{key}.gguf: a model is either tiny (built here) or read from a GGUF file, not both")
+        if not has_path:
+            raise ConfigError(
+                f"{key}.gguf: a GGUF file is dequantized into a folder of its own; set {key}.path to "
+                f"resources/models/{name} (a hub repository of the file goes in {key}.gguf.hub_id)"
+            )
+        if family != "clm":
+            raise ConfigError(f"{key}.family: a GGUF entry is a decoder read as a causal model; set family: clm")
+        gguf_source(name, entry, root)
 
     if has_path:
         path = entry["path"]
@@ -190,6 +212,7 @@ def model_spec(name: str, entry: Mapping, root: str | os.PathLike | None = None)
         revision=revision,
         is_local=has_path,
         tiny=tiny is not None,
+        gguf=gguf is not None,
         allow_pickle=allow_pickle,
         snapshot=snapshot,
         dtype=dtype,

@@ -114,8 +114,8 @@ def _check_local(spec: ModelSpec) -> None:
     if folder.is_dir():
         return
     message = f"models.{spec.name}.path: model folder {folder} does not exist"
-    if spec.tiny:
-        message += f"; build it with `snakemake --cores 1 {spec.build_target}` (rule build_tiny_model)"
+    if spec.build_target:
+        message += f"; build it with `snakemake --cores 1 {spec.build_target}` (rule {spec.build_rule})"
     raise ConfigError(message)
 
 
@@ -417,7 +417,7 @@ def load_model(spec: ModelSpec, device: str = "cpu", torch_dtype=None, strict: b
             f"models.{spec.name}: {where} is truncated or corrupt and cannot be read ({type(exc).__name__}: {exc}); "
             + (
                 f"rebuild it with `snakemake --cores 1 {spec.build_target}`"
-                if spec.tiny
+                if spec.build_target
                 else "download or copy it again"
             )
         ) from exc

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from lmbias.benchmarks import catalog
-from lmbias.config import hub_model_folder
+from lmbias.config import gguf_file_folder, hub_model_folder
 from lmbias.corpora.jobs import LEXICON_INPUTS, NAMES_INPUT
 from lmbias.errors import ConfigError
 from lmbias.methods import resolution
@@ -70,7 +70,7 @@ def model_weights_input(config: dict, model: str) -> str:
     """The weights a job reads: a locally built or local model dir, or a hub id's fetched folder (rule
     fetch_hub_model). A local `path` must exist (relative to the working directory)."""
     entry = config["models"][model]
-    if "tiny" in entry:
+    if "tiny" in entry or "gguf" in entry:  # built by build_tiny_model / dequantize_gguf
         return f"resources/models/{model}"
     if "path" in entry:
         if not Path(entry["path"]).exists():
@@ -80,6 +80,22 @@ def model_weights_input(config: dict, model: str) -> str:
             )
         return entry["path"]
     return hub_model_folder(config, model)
+
+
+def gguf_inputs(config: dict, model: str) -> dict:
+    """What dequantize_gguf reads: the GGUF file's local pieces (a path, or members of installed distributions:
+    ConfigError naming the key and the install command when one is not installed), or the folder fetch_gguf_file
+    downloads a hub file into; and the library that reads it."""
+    from lmbias.engine.gguf import gguf_source, local_files
+
+    source = gguf_source(model, config["models"][model])
+    files = [gguf_file_folder(model)] if source.hub_id else local_files(source)
+    base = Path(__file__).resolve().parents[3]
+    return {
+        "gguf": files,
+        "script": str(base / "scripts/dequantize_gguf.py"),
+        "library": [str(base / "src/lmbias/engine/gguf.py")],
+    }
 
 
 def checked_seed(config: dict, model: str, method: str, seed: str) -> int:

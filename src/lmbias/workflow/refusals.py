@@ -83,8 +83,8 @@ def reject_unknown_seed_metrics(
 
 
 def reject_unknown_model_folder(config: dict, model: str) -> NoReturn:
-    tiny = sorted(n for n, e in config["models"].items() if "tiny" in e)
+    built = sorted(n for n, e in config["models"].items() if "tiny" in e or "gguf" in e)
     raise ConfigError(
         f"resources/models/{model}: unknown model {model!r}; only models with a "
-        f"`tiny:` entry are built here (configured: {', '.join(tiny) or 'none'})"
+        f"`tiny:` or `gguf:` entry are built here (configured: {', '.join(built) or 'none'})"
     )

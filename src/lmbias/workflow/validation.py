@@ -29,10 +29,9 @@ def check_config(config: dict) -> None:
         if name in RESERVED_MODEL_NAMES:
             raise ConfigError(f"models.{name}: this name is reserved for a results/ folder; choose another")
     for name, entry in models.items():
-        if "tiny" in entry and entry.get("path") != f"resources/models/{name}":
-            raise ConfigError(
-                f"models.{name}.path: a tiny model is built into resources/models/{name}; set path to that"
-            )
+        for built, what in (("tiny", "a tiny model is built"), ("gguf", "a GGUF file is dequantized")):
+            if built in entry and entry.get("path") != f"resources/models/{name}":
+                raise ConfigError(f"models.{name}.path: {what} into resources/models/{name}; set path to that")
     for i, name in enumerate(config["targets"]["models"]):
         if name not in models:
             raise ConfigError(f"targets.models[{i}]: unknown model {name!r}; configured: {_configured(models)}")
