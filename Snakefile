@@ -33,6 +33,10 @@ validate(config, "schemas/config.schema.yaml")
 # <name>@* (and papers.<paper>.methods') their instances, here and only here: every rule, wildcard and message below sees the instances.
 try:
     config["targets"]["methods"] = expand_method_targets(config["targets"]["methods"], config["methods"])
+    for _model, _methods in (config["targets"].get("methods_of") or {}).items():
+        config["targets"]["methods_of"][_model] = expand_method_targets(
+            _methods, config["methods"], f"targets.methods_of.{_model}"
+        )
     for _paper, _entry in (config.get("papers") or {}).items():
         if isinstance(_entry, dict) and isinstance(_entry.get("methods"), list):
             _entry["methods"] = expand_method_targets(_entry["methods"], config["methods"], f"papers.{_paper}.methods")

@@ -56,6 +56,23 @@ def models(tmp_path_factory):
     return out
 
 
+def test_max_occupations_keeps_the_first_occupations_sentences(table, shared_data):
+    """The stand-in of the real-model target (winogenerated-subset): the first N occupations of the occupations
+    file, all 10 sentences of each, rows as in the whole table."""
+    from lmbias.parsers.winogenerated import parse, read_occupations
+
+    folder = shared_data / "winogenerated"
+    files = {EXAMPLES: folder / EXAMPLES, OCCUPATIONS: folder / OCCUPATIONS}
+    first = list(read_occupations(folder / OCCUPATIONS))[:30]
+    subset = parse(files, {"max_occupations": 30}, "benchmarks.winogenerated-subset")
+    assert subset.num_rows == 300 and set(subset.column("occupation").to_pylist()) == set(first)
+    whole = table.to_pylist()
+    assert subset.to_pylist() == [r for r in whole if r["occupation"] in set(first)]
+    for bad in (0, True, "30"):
+        with pytest.raises(ConfigError, match=r"benchmarks\.w\.max_occupations: .* is not a positive integer"):
+            parse(files, {"max_occupations": bad}, "benchmarks.w")
+
+
 def test_the_released_file_parses_whole(table):
     assert table.num_rows == 2990
     occupations = table.column("occupation").to_pylist()

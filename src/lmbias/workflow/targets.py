@@ -6,12 +6,18 @@ from lmbias.corpora import jobs as corpus_jobs
 from lmbias.workflow import corpora
 
 
+def target_methods(config: dict, model: str) -> list[str]:
+    """The methods of `model`'s row of the default target: targets.methods_of.<model> where set (e.g. a base model
+    measured before mitigation only), else targets.methods."""
+    return list((config["targets"].get("methods_of") or {}).get(model) or config["targets"]["methods"])
+
+
 def default_target_summaries(config: dict) -> list[str]:
     """The summaries of `targets:`, models outer, methods in the order written (pretrained first = before)."""
     return [
         f"results/{model}/{method}/summary.parquet"
         for model in config["targets"]["models"]
-        for method in config["targets"]["methods"]
+        for method in target_methods(config, model)
     ]
 
 

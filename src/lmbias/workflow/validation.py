@@ -38,6 +38,16 @@ def check_config(config: dict) -> None:
     for i, name in enumerate(config["targets"]["methods"]):
         if name not in methods:
             raise ConfigError(f"targets.methods[{i}]: unknown method {name!r}; configured: {_configured(methods)}")
+    for model, names in (config["targets"].get("methods_of") or {}).items():
+        if model not in config["targets"]["models"]:
+            raise ConfigError(
+                f"targets.methods_of.{model}: not one of targets.models ({_configured(config['targets']['models'])})"
+            )
+        for i, name in enumerate(names):
+            if name not in methods:
+                raise ConfigError(
+                    f"targets.methods_of.{model}[{i}]: unknown method {name!r}; configured: {_configured(methods)}"
+                )
     for name, bench in benchmarks.items():
         if bench["dataset"] not in config["data"] and not is_generated_dataset(bench["dataset"]):
             raise ConfigError(f"benchmarks.{name}.dataset: {bench['dataset']!r} is not a key of `data`")
