@@ -4,6 +4,8 @@ generated answers' matching rule, and the sign and size of the readings on model
 
 from __future__ import annotations
 
+import logging
+
 import numpy as np
 import pyarrow as pa
 import pytest
@@ -12,6 +14,8 @@ import torch
 from helpers.lm_eval_reference import lm_eval_loglikelihood
 from lmbias.benchmarks.bbq import UNKNOWN_RESPONSES, match_answer, prompt_of, reading_choices
 from lmbias.benchmarks.catalog import definition
+from lmbias.benchmarks.definition import score_items
+from lmbias.engine.batching import EngineStats
 from lmbias.engine.lm import LanguageModel
 from lmbias.engine.model_spec import model_spec
 from lmbias.engine.models import load_model
@@ -219,6 +223,28 @@ def test_generated_answers_of_a_model_that_only_says_unknown(items, tmp_path_fac
 )
 def test_the_matching_rule_of_generated_answers(text, expected):
     assert match_answer(text, ["The woman", "The man", "Not enough info"], 2) == expected
+
+
+def test_an_instruct_tokenizer_asked_raw_prompts_warns_once_per_job(items, tmp_path_factory, caplog):
+    """A tiny Llama whose tokenizer has a chat template of its own, an entry without `chat_template`: two scorings
+    with the one loaded model (the generated and the three-answer readings, as a job scoring two entries) log one
+    warning, naming models.<name>.chat_template; with `chat_template: true` none."""
+    folder = build_tiny_model("llama", tmp_path_factory.mktemp("instruct"), seed=0)
+    model, tok = load_model(model_spec("tiny-instruct", {"path": str(folder), "family": "clm", "revision": "local"}))
+    tok.chat_template = TEMPLATE
+    few = items.slice(0, 4)
+    readings = ({"reading": "generated", "generation": {"max_new_tokens": 2}}, {"reading": "three_answers"})
+
+    def warnings(entry: dict) -> list[str]:
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger="lmbias.engine.chat"):
+            for scoring in readings:
+                score_items(BBQ, few, model, tok, "tiny-instruct", entry, scoring, EngineStats())
+        return [r.getMessage() for r in caplog.records if r.name == "lmbias.engine.chat"]
+
+    (message,) = warnings({"family": "clm"})
+    assert "models.tiny-instruct.chat_template is unset" in message
+    assert warnings({"family": "clm", "chat_template": True}) == []
 
 
 def test_options_and_families_are_checked(items, gpt2, bert):

@@ -1,7 +1,10 @@
 """lmbias.engine.chat: a prompt wrapped in a chat template (the tokenizer's, a string or a file), its provenance,
-and named errors for a template that does not render or a tokenizer without one."""
+named errors for a template that does not render or a tokenizer without one, and one warning when the tokenizer's
+own template goes unused."""
 
 from __future__ import annotations
+
+import logging
 
 import pytest
 from transformers import AutoTokenizer
@@ -17,10 +20,15 @@ TEMPLATE = (
 
 
 @pytest.fixture(scope="module")
-def tokenizer(tmp_path_factory):
+def llama_dir(tmp_path_factory):
     out = tmp_path_factory.mktemp("chat") / "llama"
     build_tiny_model("llama", out, seed=0)
-    return AutoTokenizer.from_pretrained(out)
+    return out
+
+
+@pytest.fixture(scope="module")
+def tokenizer(llama_dir):
+    return AutoTokenizer.from_pretrained(llama_dir)
 
 
 def test_no_template_leaves_the_prompt(tokenizer):
@@ -77,3 +85,41 @@ def test_true_uses_the_tokenizers_own_template(tokenizer):
 def test_bad_setting_is_named(tokenizer, setting):
     with pytest.raises(ConfigError, match=r"models\.m\.chat_template: expected true"):
         wrap_prompt("Q", tokenizer, {"chat_template": setting}, "m")
+
+
+def _fresh(llama_dir, template):
+    """A tokenizer object of its own (the warning is once per tokenizer), with `template` as its own."""
+    tok = AutoTokenizer.from_pretrained(llama_dir)
+    tok.chat_template = template
+    return tok
+
+
+def _warnings(caplog) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING and r.name == "lmbias.engine.chat"]
+
+
+def test_an_unused_template_of_the_tokenizer_is_warned_once(llama_dir, caplog):
+    tok = _fresh(llama_dir, TEMPLATE)
+    with caplog.at_level(logging.WARNING, logger="lmbias.engine.chat"):
+        assert [wrap_prompt(f"Q{k}", tok, {"family": "clm"}, "instruct") for k in range(3)] == ["Q0", "Q1", "Q2"]
+    (message,) = _warnings(caplog)
+    assert "models.instruct.chat_template is unset" in message and "models.instruct.chat_template: true" in message
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="lmbias.engine.chat"):  # another model's tokenizer: its own warning
+        wrap_prompt("Q", _fresh(llama_dir, TEMPLATE), {}, "other")
+    assert len(_warnings(caplog)) == 1 and "models.other.chat_template" in caplog.text
+
+
+@pytest.mark.parametrize(
+    ("template", "entry"),
+    [
+        (TEMPLATE, {"chat_template": True}),  # the entry uses it
+        (TEMPLATE, {"chat_template": TEMPLATE}),  # a template of the entry's own
+        (TEMPLATE, {"chat_template": False}),  # raw prompts on purpose
+        (None, {}),  # the tokenizer has none
+    ],
+)
+def test_no_warning_when_the_template_is_used_refused_or_absent(llama_dir, caplog, template, entry):
+    with caplog.at_level(logging.WARNING, logger="lmbias.engine.chat"):
+        wrap_prompt("Q", _fresh(llama_dir, template), entry, "m")
+    assert _warnings(caplog) == []

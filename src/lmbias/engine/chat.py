@@ -7,16 +7,28 @@ assistant's turn. Sentence-likelihood benchmarks (CrowS-Pairs, StereoSet, WinoBi
 this: they score raw text whatever the entry says (docs/llms.md says why).
 
 `chat_template` is true (the tokenizer's own template), a Jinja template string, or the path of a template
-file (`*.jinja`, or any existing file); false or unset: the raw prompt.
+file (`*.jinja`, or any existing file); false or unset: the raw prompt. Unset, with a tokenizer that has a template
+of its own (an instruct model), the first prompt wrapped logs one warning per tokenizer loaded (so per model and
+job) naming models.<name>.chat_template: such a model asked a raw prompt often ends its turn at once (BBQ's
+generated answers of SmolLM2-135M-Instruct: most of them empty). `false` says the raw prompt is meant, and is quiet.
 """
 
 from __future__ import annotations
 
 import hashlib
+import logging
+import weakref
 from collections.abc import Mapping
 from pathlib import Path
 
 from lmbias.errors import ConfigError
+
+log = logging.getLogger(__name__)
+
+#: Tokenizers already warned about (warn_unused_template): one warning per loaded tokenizer.
+_WARNED: weakref.WeakSet = weakref.WeakSet()
+#: The same for a tokenizer that takes no weak reference: (model name, id).
+_WARNED_KEYS: set[tuple[str, int]] = set()
 
 
 def _template_text(model_name: str, setting) -> str | None:
@@ -40,11 +52,38 @@ def uses_chat_template(model_entry: Mapping) -> bool:
     return model_entry.get("chat_template") not in (None, False)
 
 
+def warn_unused_template(tokenizer, model_entry: Mapping, model_name: str) -> bool:
+    """Log one warning (per tokenizer object) when the entry leaves `chat_template` unset and the tokenizer has a
+    template of its own; whether it warned now."""
+    if model_entry.get("chat_template") is not None or not getattr(tokenizer, "chat_template", None):
+        return False
+    try:
+        if tokenizer in _WARNED:
+            return False
+        _WARNED.add(tokenizer)
+    except TypeError:  # no weak reference to it
+        if (model_name, id(tokenizer)) in _WARNED_KEYS:
+            return False
+        _WARNED_KEYS.add((model_name, id(tokenizer)))
+    key = f"models.{model_name}.chat_template"
+    log.warning(
+        "%s is unset, but the tokenizer of %r has a chat template: prompted benchmarks ask it raw prompts, which an "
+        "instruct model may answer with nothing at all; set %s: true to ask it through its template (false: raw "
+        "prompts on purpose, no warning)",
+        key,
+        model_name,
+        key,
+    )
+    return True
+
+
 def wrap_prompt(prompt: str, tokenizer, model_entry: Mapping, model_name: str) -> str:
     """`prompt` as the model reads it: unchanged without a chat template, else a user turn (after the system
     prompt, when set) rendered with the generation prompt, so what is scored or generated next is the
-    assistant's answer. ConfigError naming models.<name>.chat_template when the template does not render."""
+    assistant's answer. ConfigError naming models.<name>.chat_template when the template does not render; one
+    warning when the entry leaves the tokenizer's own template unused (warn_unused_template)."""
     if not uses_chat_template(model_entry):
+        warn_unused_template(tokenizer, model_entry, model_name)
         return prompt
     key = f"models.{model_name}.chat_template"
     template = _template_text(model_name, model_entry["chat_template"])
