@@ -52,7 +52,7 @@ def corpora_targets():
 
 
 # Snakemake inspects the signature of an input function on every call; a precomputed __signature__ makes that a
-# lookup (as in rules/common.smk).
+# lookup (as lmbias.workflow.adapters.of_wildcards gives rules/common.smk's).
 for _corpora_function in (
     _corpora_intervention_inputs,
     _corpora_intervention_entry,

@@ -1,6 +1,7 @@
 """One reason per module (docs/development/index.md): no module under src/ over MAX_LINES lines unless its opening
 docstring says why it must stay whole (a line starting with KEPT_WHOLE), and no module imports a name starting
-with `_` from another module (what several modules use is public in the lower one)."""
+with `_` from another module (what several modules use is public in the lower one). No rule file (the Snakefile,
+rules/*.smk) over MAX_RULE_FILE_LINES lines: the workflow's decisions are lmbias.workflow's."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from pathlib import Path
 from helpers.paths import REPO_ROOT
 
 MAX_LINES = 600
+MAX_RULE_FILE_LINES = 250
 KEPT_WHOLE = "Kept whole:"
 SRC = REPO_ROOT / "src"
 
@@ -46,6 +48,18 @@ def private_imports(paths: list[Path], root: Path = REPO_ROOT) -> list[str]:
     return found
 
 
+def long_rule_files(paths: list[Path], root: Path = REPO_ROOT) -> list[str]:
+    """`path (N lines)` for each rule file over MAX_RULE_FILE_LINES lines."""
+    counts = {path: len(path.read_text().splitlines()) for path in paths}
+    return [f"{path.relative_to(root)} ({n} lines)" for path, n in counts.items() if n > MAX_RULE_FILE_LINES]
+
+
+def test_no_rule_file_over_250_lines():
+    paths = [REPO_ROOT / "Snakefile", *sorted((REPO_ROOT / "rules").glob("*.smk"))]
+    assert len(paths) > 5
+    assert long_rule_files(paths) == []
+
+
 def test_no_module_over_600_lines_without_a_stated_reason():
     assert long_modules_without_a_reason(_modules()) == []
 
@@ -65,3 +79,6 @@ def test_the_checks_see_a_long_module_and_a_private_import(tmp_path):
     assert private_imports([private], tmp_path) == ["private.py:1: from lmbias.engine.batching import _pad"]
     long.write_text(f'"""A module.\n\n{KEPT_WHOLE} one loop.\n"""\n' + "x = 1\n" * MAX_LINES)
     assert long_modules_without_a_reason([long], tmp_path) == []
+    rules = tmp_path / "long.smk"
+    rules.write_text("x = 1\n" * (MAX_RULE_FILE_LINES + 1))
+    assert long_rule_files([rules], tmp_path) == [f"long.smk ({MAX_RULE_FILE_LINES + 1} lines)"]

@@ -11,5 +11,6 @@ the device, library fingerprints and the failed jobs' errors, is `lmbias.job_run
 - `corpora`: the corpus files the config builds and what their jobs read;
 - `targets`: what a target expands to;
 - `inputs`: which inputs a job reads; `params`: the config slice it gets;
-- `refusals`: the errors naming what in a requested path is not configured.
+- `refusals`: the errors naming what in a requested path is not configured;
+- `adapters`: each of these decisions as an input or params function of a job's wildcards (rules/common.smk).
 """

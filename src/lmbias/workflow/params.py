@@ -96,9 +96,19 @@ def aggregate_settings(config: dict) -> dict:
     return AggregateSettings.from_config(config.get("aggregate")).to_dict()
 
 
+def comparison_entry(config: dict, comparison: str) -> dict:
+    return config["comparisons"][comparison]
+
+
 def comparison_benchmark_slice(config: dict, comparison: str) -> dict:
     """The compared benchmark's entry: its metric options (drop_artefacts) shape the test."""
     return config["benchmarks"][config["comparisons"][comparison]["benchmark"]]
+
+
+def method_part(config: dict, part: str, model: str, method: str) -> dict:
+    """One part of the method resolved for the model (`settings`, `sd_settings`, `inlp_settings`): what its
+    fine-tuning or fitting job reads."""
+    return resolved_method(config, model, method)[part]
 
 
 def training_model_entry(config: dict, model: str, method: str) -> dict:
