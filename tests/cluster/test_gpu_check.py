@@ -5,13 +5,19 @@ runs nothing and exits 0."""
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import subprocess
 import sys
+from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
+import yaml
 
 BLOCKER = 'import sys\nsys.modules["snakemake"] = None\nsys.modules["spacy"] = None\n'
+REPO = Path(__file__).resolve().parents[2]
+CONFIG = yaml.safe_load((REPO / "config.yaml").read_text())
 
 
 def _env(tmp_path, repo_root) -> dict:
@@ -75,3 +81,50 @@ def test_without_a_gpu_nothing_runs(tmp_path, repo_root, shared_data):
         timeout=120,
     )
     assert proc.returncode == 0 and proc.stdout.startswith("No CUDA GPU on this machine: nothing run"), proc.stdout
+
+
+@pytest.fixture(scope="module")
+def gpu_check():
+    """bench/gpu_check.py as a module (it is a script, not part of the package)."""
+    spec = importlib.util.spec_from_file_location("gpu_check", REPO / "bench" / "gpu_check.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("name", list(CONFIG["benchmarks"]))
+def test_item_builder_builds_every_shipped_benchmark(name, gpu_check, shared_data, tmp_path, monkeypatch):
+    """gpu_check's item builder reads the files rule parse_benchmark reads (another dataset's too: HONEST's
+    lexicon) and parses them without snakemake or spaCy: a few items of every benchmark of config.yaml. An
+    optional benchmark whose data the folder lacks (WikiText-2) is the one exception, as in the offline run."""
+    from lmbias.workflow.selection import missing_benchmark_data
+
+    missing = missing_benchmark_data({**CONFIG, "data_dir": str(shared_data)}, name)
+    if missing and name in CONFIG["optional_benchmarks"]:
+        pytest.skip(f"optional benchmark {name}: {missing[0]} is not in the data folder")
+    for blocked in ("snakemake", "spacy"):
+        monkeypatch.setitem(sys.modules, blocked, None)
+    path = gpu_check.benchmark_items(CONFIG, name, shared_data, 2, tmp_path)
+    table = pq.read_table(path)
+    assert 0 < table.num_rows, name
+    assert table.schema.metadata[b"lmbias.benchmark"] == name.encode()
+
+
+def test_scoring_rows_of_every_shipped_benchmark_without_models(gpu_check, shared_data, tmp_path, monkeypatch):
+    """The scoring step over every benchmark of config.yaml with no model to score: each gets its items built and
+    one skipped row that says why. counterfactual_bold's scorer swaps words with spaCy, which the GPU machine lacks
+    (its items are still built); WikiText-2 is not in the data folder; the rest have no model here."""
+    monkeypatch.setattr(gpu_check, "ROWS", [])
+    for blocked in ("snakemake", "spacy"):
+        monkeypatch.setitem(sys.modules, blocked, None)
+    gpu_check.check_scoring(CONFIG, shared_data, {}, tmp_path, "cpu", 2, None)
+    rows = {r[1]: r for r in gpu_check.ROWS}
+    assert list(rows) == list(CONFIG["benchmarks"]) and len(gpu_check.ROWS) == len(rows), gpu_check.ROWS
+    assert {r[2] for r in rows.values()} == {"skipped"}, rows
+    spacy = {name for name, r in rows.items() if "spaCy" in r[3]}
+    assert "counterfactual_bold" in spacy, rows
+    assert {CONFIG["benchmarks"][name].get("measure") for name in spacy} == {"counterfactual_pairs"}, rows
+    assert (tmp_path / "scores" / "counterfactual_bold" / "counterfactual_bold.parquet").is_file()
+    unreadable = {name for name, r in rows.items() if r[3].startswith("items not readable")}
+    assert unreadable <= {"perplexity_wikitext2"}, rows
+    assert all("no tiny model" in r[3] for name, r in rows.items() if name not in spacy | unreadable), rows
