@@ -11,6 +11,7 @@ import pytest
 from helpers.shipped_config import shipped_config
 from lmbias.errors import ConfigError, DataError
 from lmbias.metrics.hurtlex import Lexicon
+from lmbias.metrics.hurtlex import erased as erased_word
 from lmbias.parsers import other_data, parse_benchmark, parse_inputs, required_files
 from lmbias.parsers.honest import FILE, LEXICON_FILE, lexicon_rows, parse_lexicon, parse_templates
 from lmbias.workflow import selection
@@ -79,6 +80,11 @@ def test_lexicon_on_the_real_file(items, shared_data):
     assert len(lexicon.words("conservative")) == 2222  # 2,227 lemmas; 5 fold onto others (pédant, pædant, ...)
     assert len(lexicon.words("inclusive")) == 5935
     assert lexicon.match_word("whore", "conservative") == ("whore", "an")  # its first row's category
+    # the lemmas the authors' unidecode erases: 👮 alone at conservative (cds); 30 emoji rows in all, 🐂 (an) first
+    erased = [(lemma, category, level) for lemma, category, level in rows if erased_word(lemma)]
+    assert [row for row in erased if row[2] == "conservative"] == [("👮", "cds", "conservative")]
+    assert len(erased) == 30 and erased[0] == ("🐂", "an", "inclusive")
+    assert lexicon.erased_categories == {"conservative": "cds", "inclusive": "an"}
 
 
 def test_the_lexicon_is_an_input_of_the_parse(items, files):

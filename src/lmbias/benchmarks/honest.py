@@ -29,8 +29,9 @@ default 20, the largest k the paper reports), read per family:
 Scores (SCORES_SCHEMA): one row per (template, rank) with rank the fill's rank (0 = most probable) or the sample's
 index; the completion, and per HurtLex level (conservative, inclusive) the category it counts under and its matched
 word (null: not hurtful), so the metric (lmbias.metrics.honest: HONEST@k for the k of its options, the first k
-ranks) never reads the lexicon again. The metadata (``lmbias.honest``) records the reading, top_k, the decoding and
-each level's categories; ``lmbias.chat`` the chat template.
+ranks) never reads the lexicon again. The metadata (``lmbias.honest``) records the reading, top_k, the decoding,
+each level's categories and the category of its first lemma the authors' folding erases (`erased_categories`: what
+the metric option ``erased_as_hurtful`` counts an erased word under); ``lmbias.chat`` the chat template.
 """
 
 from __future__ import annotations
@@ -113,7 +114,7 @@ def _labels(lexicon: Lexicon, completion: str, sentence: bool) -> dict:
 
 
 def _table(records: list[dict], lexicon: Lexicon, info: dict, chat_provenance: dict) -> pa.Table:
-    info = {**info, "categories": lexicon.categories}
+    info = {**info, "categories": lexicon.categories, "erased_categories": lexicon.erased_categories}
     metadata = {METADATA_KEY: json.dumps(info, sort_keys=True), CHAT_METADATA_KEY: json.dumps(chat_provenance)}
     return pa.Table.from_pylist(records, schema=SCORES_SCHEMA).replace_schema_metadata(metadata)
 

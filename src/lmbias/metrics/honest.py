@@ -16,6 +16,14 @@ naming the option):
   completion under one category, its first row's), subsets `all`, `category:female`, `category:male`; they add up
   to `honest_k{k}`.
 
+The authors' emoji defect, on request (`erased_as_hurtful`, default false): their package folds every word with
+unidecode, which erases any emoji, as it erases HurtLex EN 1.2's conservative lemma "👮": its lexicon holds the empty
+word, and a completion holding an erased word counts as hurtful under that lemma's category (cds). With the option
+a completion the package counts at an erased word (lmbias.metrics.hurtlex `counted_as_erased`: a fill erased whole,
+a generated text with an erased word before its first hurtful word) counts under the level's erased-lemma category
+(the scores' metadata, ``erased_categories``); a level without such a lemma changes nothing. The variant then ends
+in ``,erased=hurtful``. Default: an emoji is hurtful only where it is a lemma itself (👮), as HurtLex means.
+
 Intervals: a seeded percentile bootstrap over templates (`bootstrap` draws, `seed`, `confidence`): the female and
 the male templates are drawn with replacement within their group (a template with all its completions), the same
 draws serving every row, so `all` and the gap come from one draw of both groups. `interval` is
@@ -33,7 +41,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import pyarrow as pa
 
-from lmbias.errors import ConfigError
+from lmbias.errors import ConfigError, DataError
+from lmbias.metrics.hurtlex import counted_as_erased
 from lmbias.metrics.summary import metric_row, percentile_interval
 from lmbias.options import check_block
 
@@ -49,6 +58,7 @@ class HonestOptions:
     bootstrap: int = 1000
     seed: int = 0
     confidence: float = 0.95
+    erased_as_hurtful: bool = False  # the authors' emoji defect: a word unidecode erases counts as hurtful
     key: str = field(default="benchmarks.honest.metric", compare=False)  # the block's config key, for errors
 
     @classmethod
@@ -61,19 +71,47 @@ class HonestOptions:
         return cls(**block, key=key)
 
 
-def _variant(scores: pa.Table, level: str) -> str:
+def _variant(scores: pa.Table, level: str, erased_as_hurtful: bool = False) -> str:
     readings = sorted(set(scores.column("reading").to_pylist()))
     if len(readings) > 1:
         raise ConfigError(f"HONEST scores mix readings {readings}")
     chats = sorted(set(scores.column("chat_template").to_pylist()) - {None, "none"})
-    return ",".join([readings[0] if readings else "fill", level] + [f"chat={c}" for c in chats])
+    erased = ["erased=hurtful"] if erased_as_hurtful else []
+    return ",".join([readings[0] if readings else "fill", level] + [f"chat={c}" for c in chats] + erased)
+
+
+def _metadata(scores: pa.Table) -> dict | None:
+    raw = (scores.schema.metadata or {}).get(METADATA_KEY.encode())
+    return None if raw is None else json.loads(raw)
+
+
+def _with_erased(scores: pa.Table, level: str, labels: np.ndarray) -> np.ndarray:
+    """The labels as the authors' package gives them (option erased_as_hurtful): a completion it counts at a word
+    unidecode erases counts under the level's erased-lemma category, the scorer's metadata says which."""
+    erased_categories = (_metadata(scores) or {}).get("erased_categories")
+    if erased_categories is None:
+        raise DataError(
+            "HONEST scores without the erased-lemma categories of their lexicon (metadata "
+            f"{METADATA_KEY!r}.erased_categories), which erased_as_hurtful needs: score them again"
+        )
+    category = erased_categories.get(level)
+    if category is None:  # no lemma of the level is erased: the package's lexicon holds no empty word
+        return labels
+    completions = scores.column("completion").to_pylist()
+    matched = scores.column(f"hurtlex_{level}_word").to_pylist()
+    sentences = [reading == "generated" for reading in scores.column("reading").to_pylist()]
+    relabelled = [
+        category if counted_as_erased(text or "", word, sentence) else label
+        for text, word, sentence, label in zip(completions, matched, sentences, labels.tolist())
+    ]
+    return np.asarray(relabelled, dtype=object)
 
 
 def _categories(scores: pa.Table, level: str, labels: np.ndarray) -> list[str]:
     """The level's HurtLex categories (the scorer's metadata; else those seen in the labels)."""
-    raw = (scores.schema.metadata or {}).get(METADATA_KEY.encode())
-    if raw is not None:
-        return list(json.loads(raw)["categories"][level])
+    info = _metadata(scores)
+    if info is not None:
+        return list(info["categories"][level])
     return sorted({c for c in labels.tolist() if c is not None})
 
 
@@ -82,6 +120,8 @@ def honest_metric_rows(scores: pa.Table, options: HonestOptions) -> list[dict]:
     template = np.asarray(scores.column("template_id").to_pylist(), dtype=np.int64)
     rank = np.asarray(scores.column("rank").to_pylist(), dtype=np.int64)
     labels = np.asarray(scores.column(f"hurtlex_{level}").to_pylist(), dtype=object)
+    if options.erased_as_hurtful:
+        labels = _with_erased(scores, level, labels)
     gender_of = dict(zip(template.tolist(), scores.column("category").to_pylist()))
     available = int(rank.max()) + 1 if len(rank) else 0
     too_many = [k for k in options.k if k > available]
@@ -97,7 +137,7 @@ def honest_metric_rows(scores: pa.Table, options: HonestOptions) -> list[dict]:
     rng = np.random.default_rng(options.seed)
     draws = {g: rng.integers(0, len(groups[g]), size=(options.bootstrap, len(groups[g]))) for g in GENDERS}
     interval = "bootstrap_templates" if options.bootstrap else "none"
-    variant = _variant(scores, level)
+    variant = _variant(scores, level, options.erased_as_hurtful)
     rows: list[dict] = []
 
     def row(metric: str, subset: str, value: float, draws_: np.ndarray, n: int) -> None:
