@@ -6,9 +6,19 @@ so on a stream that is not a terminal the bar is written as ordinary lines, at m
 LOG_INTERVAL seconds (plus the first and the final state). On a terminal it is the usual live bar.
 Only the main process of a multi-process run shows one (`enabled=False` elsewhere).
 
-The scoring engine reports progress without knowing about jobs: `job_progress` installs the bar for the
-block it wraps, and the engine's batch loop (`lmbias.engine.batching.run_batches`) calls `expect` with the
-inputs it is about to run and `advance` after each batch. Outside a `job_progress` block both do nothing.
+The scoring engine reports progress without knowing about jobs: `job_progress` installs a bar for the block it
+wraps, and the engine's batch loop (`lmbias.engine.batching.run_batches`) calls `expect` with the inputs it is
+about to run and `advance` after each batch; an engine call that runs its inputs in several loops announces
+them all first (`planned`). Outside a `job_progress` block these do nothing.
+
+A benchmark's scoring has one bar counted in its items (`job_progress(..., total=items)`): the total is the
+benchmark's item count from the first line on. The engine runs inputs, not items (the distinct inputs of all
+items, sorted by length, so an item is done only when its longest input is), and the bar shows the share of the
+inputs announced so far that has run, in items: it never goes back (work announced later holds it where it is
+until the runs catch up), never passes the total, and reaches the total when the block ends. Generation
+(`lmbias.engine.generation`) also reports the tokens it generates (`generated`): the bar's postfix gives them
+per second of the block, and the job's summary line their count. Without a `total` (SentenceDebias' embeddings)
+the bar counts the inputs run, with no total to go back from.
 """
 
 from __future__ import annotations
@@ -16,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import sys
+import time
 
 from tqdm import tqdm
 
@@ -23,7 +34,9 @@ from tqdm import tqdm
 LOG_INTERVAL = 30.0
 TTY_INTERVAL = 0.5
 
-_BAR: contextvars.ContextVar[tqdm | None] = contextvars.ContextVar("lmbias_progress_bar", default=None)
+_PROGRESS: contextvars.ContextVar[JobProgress | None] = contextvars.ContextVar("lmbias_progress", default=None)
+#: Inside `planned`: the engine call has announced all its inputs, so run_batches' own `expect` adds none.
+_PLANNED: contextvars.ContextVar[bool] = contextvars.ContextVar("lmbias_progress_planned", default=False)
 
 
 class _LineStream:
@@ -76,31 +89,107 @@ def progress_bar(
     )
 
 
+class JobProgress:
+    """The progress of one `job_progress` block: the engine's inputs announced (`expected`) and run (`done`),
+    the tokens generated, and the bar that shows them (in `items` when the block has a total, else in inputs)."""
+
+    def __init__(self, bar: tqdm, items: int | None):
+        self.bar = bar
+        self.items = items
+        self.expected = 0
+        self.done = 0
+        self.tokens = 0
+        self.started = time.perf_counter()
+
+    def expect(self, n: int) -> None:
+        self.expected += n
+
+    def advance(self, n: int) -> None:
+        self.done += n
+        if self.items is None:
+            self.bar.update(n)
+            return
+        # the share of the announced inputs run, in items; the last item is done when the block ends
+        target = min(self.items * self.done // max(self.expected, 1), max(self.items - 1, 0))
+        if target > self.bar.n:
+            self.bar.update(target - self.bar.n)
+
+    def generated(self, n: int) -> None:
+        self.tokens += n
+        bar = self.bar
+        if bar.disable:
+            return
+        now = time.time()
+        if now - bar.last_print_t >= bar.mininterval:  # tokens/s as often as the bar may print a line
+            bar.set_postfix_str(self.token_rate(), refresh=False)
+            bar.refresh()
+            bar.last_print_t = now
+
+    def token_rate(self) -> str:
+        seconds = time.perf_counter() - self.started
+        return f"{self.tokens / seconds if seconds > 0 else 0.0:,.1f} tokens/s"
+
+    def finish(self) -> None:
+        """The block ended without an error: every item is done."""
+        if self.tokens and not self.bar.disable:
+            self.bar.set_postfix_str(self.token_rate(), refresh=False)
+        if self.items is not None and self.bar.n < self.items:
+            self.bar.n = self.items  # shown once, by close(): an update could print the same line just before
+
+
 @contextlib.contextmanager
-def job_progress(desc: str, unit: str = "inputs", enabled: bool = True, stream=None):
-    """Show the engine's progress (inputs run through the model) in a bar for the duration of the block."""
-    bar = progress_bar(desc, unit, total=0, enabled=enabled, stream=stream)
-    token = _BAR.set(bar)
+def job_progress(desc: str, unit: str = "inputs", enabled: bool = True, stream=None, total: int | None = None):
+    """Show the engine's progress for the duration of the block; yields its JobProgress. With `total` (a
+    benchmark's items, `unit` "items") the bar counts items of that total (module docstring), else the
+    inputs run through the model."""
+    bar = progress_bar(desc, unit, total=total, enabled=enabled, stream=stream)
+    state = JobProgress(bar, None if total is None else int(total))
+    token = _PROGRESS.set(state)
     try:
-        yield bar
+        yield state
+        state.finish()
     finally:
-        _BAR.reset(token)
+        _PROGRESS.reset(token)
         bar.close()
 
 
+def current() -> JobProgress | None:
+    """The progress of the enclosing `job_progress` block, if any."""
+    return _PROGRESS.get()
+
+
 def expect(n: int) -> None:
-    """`n` more inputs are about to be run (the bar's total grows: a benchmark may call the engine
-    several times, each call learning its own count)."""
-    bar = _BAR.get()
-    if bar is not None and n:
-        bar.total = (bar.total or 0) + int(n)
+    """`n` more inputs are about to be run (a benchmark may call the engine several times, each call learning
+    its own count); inside `planned` they were announced already."""
+    state = _PROGRESS.get()
+    if state is not None and n and not _PLANNED.get():
+        state.expect(int(n))
+
+
+@contextlib.contextmanager
+def planned(n: int):
+    """An engine call that runs its inputs in several loops of run_batches announces all `n` of them (the
+    batch loops' rows, summed) before the first runs, so the share run never drops when the next loop starts."""
+    expect(n)
+    token = _PLANNED.set(True)
+    try:
+        yield
+    finally:
+        _PLANNED.reset(token)
 
 
 def advance(n: int) -> None:
     """`n` inputs have been run."""
-    bar = _BAR.get()
-    if bar is not None and n:
-        bar.update(int(n))
+    state = _PROGRESS.get()
+    if state is not None and n:
+        state.advance(int(n))
+
+
+def generated(n: int) -> None:
+    """`n` more tokens have been generated (a decoding step's rows still writing)."""
+    state = _PROGRESS.get()
+    if state is not None and n:
+        state.generated(int(n))
 
 
 def rate_line(verb: str, count: int, unit: str, seconds: float) -> str:

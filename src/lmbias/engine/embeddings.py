@@ -43,6 +43,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from lmbias import progress
 from lmbias.engine.batching import EngineStats, autocast, model_device, pad, run_batches
 from lmbias.errors import ConfigError, DataError
 from lmbias.lazy import lazy_module
@@ -182,8 +183,9 @@ def sentence_embeddings(
 
     results: dict[str, np.ndarray] = {}
     # A SentenceDebias model whose application works on pooled vectors (normalise_project_normalise) runs
-    # unprojected here and each pooled vector is finished by it (lmbias.engine.debias_projection).
-    with _pooled_states(model) as finish:
+    # unprojected here and each pooled vector is finished by it (lmbias.engine.debias_projection). Each group of
+    # poolings runs every distinct text: all those rows are announced at once (lmbias.progress.planned).
+    with _pooled_states(model) as finish, progress.planned(len(groups) * len(distinct)):
         for (special, padded), names in groups.items():
             encoded = _encode(tokenizer, distinct, special, max_length)
             lengths = [len(ids) for ids in encoded]

@@ -42,6 +42,7 @@ import hashlib
 import math
 from dataclasses import asdict, dataclass
 
+from lmbias import progress
 from lmbias.engine.batching import EngineStats, autocast, model_device, run_batches
 from lmbias.errors import ConfigError
 from lmbias.lazy import lazy_module
@@ -202,6 +203,7 @@ def decode_causal(model, ids, attention, max_new_tokens: int, eos: list[int], pa
     keep = {"logits_to_keep": 1} if _forward_takes(model, "logits_to_keep") else {}
     eos_ids = torch.tensor(eos, dtype=torch.long, device=ids.device) if eos else None
     done = torch.zeros(ids.shape[0], dtype=torch.bool, device=ids.device)
+    writing = ids.shape[0]  # rows that have not emitted an EOS: each writes a token per step
     step_ids, mask, past, new = ids, attention, None, []
     for _ in range(max_new_tokens):
         inputs = {"position_ids": positions} if use_positions else {}
@@ -210,9 +212,11 @@ def decode_causal(model, ids, attention, max_new_tokens: int, eos: list[int], pa
         chosen = sampler.draw(logits) if sampler is not None else torch.argmax(logits, dim=-1)
         chosen = chosen.masked_fill(done, pad_id)
         new.append(chosen)
+        progress.generated(writing)  # the job's tokens/s (lmbias.progress; nothing outside a job)
         if eos_ids is not None:
             done = done | torch.isin(chosen, eos_ids)
-            if bool(done.all()):
+            writing = int((~done).sum())  # the one read from the device per step, as `done.all()` was
+            if writing == 0:
                 break
         step_ids = chosen.unsqueeze(1)
         mask = torch.cat([mask, mask.new_ones((mask.shape[0], 1))], dim=1)
@@ -282,12 +286,16 @@ def generate_continuations(
                 generated = out[:, 1:]  # after the decoder start token
         stats.forward_passes += int(generated.shape[1])
         stats.sequences_run += len(batch)
+        written = 0  # each row's tokens up to its EOS, the EOS included (decode_causal counts them per step)
         for row, r in enumerate(batch):
             tokens = generated[row].tolist()
             stop = next((n for n, t in enumerate(tokens) if t in eos), None)
             kept = tokens if stop is None else tokens[:stop]
             text = tokenizer.decode(kept, skip_special_tokens=True, clean_up_tokenization_spaces=False)
             results[r] = Continuation(text, len(kept), stop is not None)
+            written += len(kept) + (stop is not None)
+        if not causal:
+            progress.generated(written)
 
     run_batches(order, lengths, settings.batch_size, run, max_tokens, stats, what="generation")
     grouped: list[list[Continuation]] = [[] for _ in prompts]

@@ -44,6 +44,7 @@ from collections.abc import Hashable, Sequence
 
 import numpy as np
 
+from lmbias import progress
 from lmbias.engine.batching import EngineStats, autocast, model_device, pad, run_batches
 from lmbias.engine.scoring import CLM_CONTEXTS, clm_inputs, input_limit, sentence_logprobs, start_logprobs
 from lmbias.errors import ConfigError
@@ -294,7 +295,10 @@ def grouped_sentence_logprobs(
         stats.forward_passes += 1
         stats.sequences_run += len(chunk)
 
-    with torch.inference_mode(), autocast(device):
+    # every row the batch loops below run (full reads, prefixes, continuations), announced at once (progress)
+    rows = sum(len(seqs[u]) > 1 for u in alone) + len(shared)
+    rows += sum(len(seqs[u]) - length > 1 for length, uids in shared for u in uids)
+    with torch.inference_mode(), autocast(device), progress.planned(rows):
         if context == "bias_bench":
             start = start_logprobs(model, tokenizer, device).cpu()
             stats.forward_passes += 1

@@ -90,7 +90,7 @@ def score_loaded(
     with (
         scoring_budget(max_tokens, f"models.{model_name}.max_tokens") as budget,
         scoring_precision(precision, f"models.{model_name}.precision"),
-        job_progress(f"scoring {benchmark_name}", unit="inputs"),
+        job_progress(f"scoring {benchmark_name}", unit="items", total=items.num_rows) as tracker,
     ):
         try:
             scores = score_items(
@@ -114,6 +114,8 @@ def score_loaded(
         budget.halvings,
     )
     log.info(rate_line("scored", items.num_rows, "items", elapsed))
+    if tracker.tokens:  # a generated reading: the tokens written, over the benchmark's whole scoring
+        log.info(rate_line("generated", tracker.tokens, "tokens", elapsed))
     return scores, precision
 
 

@@ -124,8 +124,9 @@ def score_sharded(
             scoring_precision(precision[0], key),
             job_progress(
                 f"scoring {benchmark_name} (process 0 of {state.num_processes})",
-                unit="inputs",
+                unit="items",
                 enabled=state.is_main_process,
+                total=part.num_rows,
             ),
         ):
             budgets.append(budget)
