@@ -269,6 +269,24 @@ def test_fetch_records_commit_and_loads_offline(hub, tiny_files, tmp_path, monke
     assert len(hub.downloads()) == downloads  # loading read the folder, not the hub
 
 
+def test_a_gguf_entrys_hub_file_is_fetched_alone_with_its_sha256_checked(hub, tiny_files, tmp_path):
+    """fetch_gguf_file's download (lmbias.engine.hub.fetch_hub_file): the one file, its sha256 checked before the
+    folder is kept; a wrong pin or a file the repository lacks is refused naming the key, keeping nothing."""
+    from lmbias.engine.hub import HubDownloadError, fetch_hub_file
+
+    name, data = "model.safetensors", tiny_files["model.safetensors"]
+    dest = tmp_path / "resources/gguf/m"
+    fetch_hub_file("models.m.gguf", REPO_ID, "v1", name, hashlib.sha256(data).hexdigest(), dest)
+    assert sorted(p.name for p in dest.iterdir()) == sorted([name, SOURCE_FILE]) and (dest / name).read_bytes() == data
+    assert json.loads((dest / SOURCE_FILE).read_text())["commit"] == COMMIT and len(hub.downloads()) == 1
+    other = tmp_path / "resources/gguf/n"
+    with pytest.raises(HubDownloadError, match=rf"models\.n\.gguf\.sha256: {REPO_ID}@{COMMIT}'s {name} has sha256"):
+        fetch_hub_file("models.n.gguf", REPO_ID, "main", name, "0" * 64, other)
+    with pytest.raises(ConfigError, match=rf"models\.n\.gguf\.file: x\.gguf is not a file of {REPO_ID}@{COMMIT}"):
+        fetch_hub_file("models.n.gguf", REPO_ID, "main", "x.gguf", "0" * 64, other)
+    assert not other.exists() and not list(tmp_path.glob("resources/gguf/.*"))
+
+
 def test_unfetched_snapshot_is_named(tmp_path):
     spec = model_spec("hub-bert", _entry(snapshot=str(tmp_path / "missing")))
     with pytest.raises(ConfigError, match=r"models\.hub-bert: .*has not been fetched.*fetch_hub_model"):
