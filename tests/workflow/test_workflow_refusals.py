@@ -36,7 +36,9 @@ def test_result_path_names_benchmark_and_seed():
 
 def test_model_folder_and_comparison():
     config = shipped_config()
-    with pytest.raises(ConfigError, match=r"only models with a `tiny:` or `gguf:` entry are built here \(configured: .*tiny-bert"):
+    with pytest.raises(
+        ConfigError, match=r"only models with a `tiny:` or `gguf:` entry are built here \(configured: .*tiny-bert"
+    ):
         refusals.reject_unknown_model_folder(config, "bert-base")
     with pytest.raises(ConfigError, match=r"unknown comparison 'c'.*configured in config\.yaml: tiny-bert-cds"):
         refusals.reject_unknown_comparison(config, "c")
