@@ -38,10 +38,12 @@ reads each question's prompt once per continuation, about 9 s per question and b
 4 s on 4 layers, 1 s on GPT-2's size; the defaults (1,000 questions checked, 16 timed, one run) take about 20
 minutes.
 
-Exit status 1 when a choice's log-likelihood differs by more than 1e-4 or a metric by more than 1e-9. The check also
-prints the questions whose chosen answer differs and those where lm-eval's process_docs finds two biased answers (8
-of the 5,672, same-gender pairs: lmbias's target_loc is -1 there, and `metric.biased: lm_eval` counts both, as
-lm-eval does) and the model named a person.
+Exit status 1 when a choice's log-likelihood differs by more than 1e-4 (--tol) or a metric by more than 1e-9. The
+check also prints the questions whose chosen answer differs and those where lm-eval's process_docs finds two biased
+answers (8 of the 5,672, same-gender pairs: lmbias's target_loc is -1 there, and `metric.biased: lm_eval` counts
+both, as lm-eval does) and the model named a person.
+Real model folders (SmolLM2 behind its chat template or not, Gemma 3): bench/lm_eval_real_models.py, which reuses
+these functions.
 """
 
 from __future__ import annotations
@@ -63,6 +65,7 @@ from lm_eval_crows_pairs import (  # noqa: E402
     VENV,
     build_models,
     ensure_venv,
+    local_entry,
     run_driver,
     seconds_since_process_start,
     touch_weights,
@@ -96,22 +99,27 @@ def task_dir(items, where: Path) -> Path:
     return out
 
 
-def run_theirs(python: Path, model: Path, tasks: Path, where: Path, batch_size: int, repeats: int = 1) -> dict:
-    out = where / f"lm_eval-{model.name}-bs{batch_size}.json"
-    run_driver(python, "bbq_driver.py", [model, tasks, out, batch_size, repeats], where, model.name)
+def run_theirs(
+    python: Path, model: Path, tasks: Path, where: Path, batch_size: int, repeats: int = 1, chat: bool = False
+) -> dict:
+    """lm-eval's bbq task on the questions of `tasks`; `chat`: --apply_chat_template (the tokenizer's template)."""
+    out = where / f"lm_eval-{model.name}-bs{batch_size}{'-chat' if chat else ''}.json"
+    args = [model, tasks, out, batch_size, repeats, int(chat)]
+    run_driver(python, "bbq_driver.py", args, where, model.name)
     result = json.loads(out.read_text())
     result["questions"] = {int(k): v for k, v in result["questions"].items()}
     return result
 
 
-def run_ours(model_dir: Path, items, repeats: int = 1) -> dict:
+def run_ours(model_dir: Path, items, repeats: int = 1, entry: dict | None = None) -> dict:
     from lmbias.benchmarks.bbq import score_bbq
     from lmbias.engine.lm import LanguageModel
     from lmbias.engine.model_spec import model_spec
     from lmbias.engine.models import load_model
 
     t0 = time.perf_counter()
-    model, tok = load_model(model_spec(model_dir.name, {"path": str(model_dir), "family": "clm", "revision": "local"}))
+    entry = entry or local_entry(model_dir)
+    model, tok = load_model(model_spec(model_dir.name, entry))
     touch_weights(model)
     load_s = time.perf_counter() - t0
     read = {"passes": 0, "rows": 0, "tokens": 0}
@@ -127,7 +135,9 @@ def run_ours(model_dir: Path, items, repeats: int = 1) -> dict:
     hook = model.register_forward_pre_hook(count_input, with_kwargs=True)
     for _ in range(repeats):
         t0 = time.perf_counter()
-        scores = score_bbq(items, LanguageModel(model, tok, "clm"), SCORING)
+        scores = score_bbq(
+            items, LanguageModel(model, tok, "clm", model_entry=entry, model_name=model_dir.name), SCORING
+        )
         runs.append(time.perf_counter() - t0)
     hook.remove()
     del model
@@ -156,7 +166,7 @@ def metrics_of(scores) -> dict[str, float]:
     return {r["metric"]: r["value"] / 100 for r in rows if r["subset"] == "all" and r["metric"] in METRICS}
 
 
-def compare(ours: dict, theirs: dict) -> dict:
+def compare(ours: dict, theirs: dict, tol: float = TOL) -> dict:
     """Max |difference| over every choice's log-likelihood, each metric's |difference|, and the questions whose
     argmax differs (a near tie) or where lm-eval counts two biased answers and the model named a person."""
     if set(ours["questions"]) != set(theirs["questions"]):
@@ -168,7 +178,7 @@ def compare(ours: dict, theirs: dict) -> dict:
         argmax_differs += mine["chosen"] != max(range(12), key=lambda k: (other["ll"][k], -k))
         two_biased_named += len(other["biased"]) == 2 and mine["person"]
     diffs = {m: abs(ours["metrics"][m] - theirs["metrics"][m]) for m in METRICS}
-    ok = worst <= TOL and all(d <= METRIC_TOL for d in diffs.values())
+    ok = worst <= tol and all(d <= METRIC_TOL for d in diffs.values())
     return {
         "worst": worst,
         "metric_diffs": diffs,
@@ -188,7 +198,7 @@ def numbers(items, models, python, where, args) -> bool:
     for name in ("tiny-gpt2", "tiny-llama"):
         theirs = run_theirs(python, models[name], tasks, where, 64)
         ours = run_ours(models[name], subset)
-        result = compare(ours, theirs)
+        result = compare(ours, theirs, args.tol)
         ok &= result["ok"]
         cells = " | ".join(f"{theirs['metrics'][m]:.6f} / {ours['metrics'][m]:.6f}" for m in METRICS)
         print(f"| {name} | {result['worst']:.2e} | {cells} | {'equal' if result['ok'] else 'DIFFERENT'} |")
@@ -230,7 +240,7 @@ def timing(items, models, python, where, args, ours_start: float) -> bool:
         rates = {}
         for bs in batch_sizes:
             theirs = run_theirs(python, models[name], tasks, where, bs, args.repeats)
-            result = compare(ours, theirs)
+            result = compare(ours, theirs, args.tol)
             ok &= result["ok"]
             rates[bs] = n / theirs["loglikelihood_s"]
             read = f"{theirs['read']['passes']} / {theirs['read']['tokens']:,}"
@@ -261,6 +271,7 @@ def main(argv=None) -> int:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--skip-numbers", action="store_true")
     ap.add_argument("--skip-timing", action="store_true")
+    ap.add_argument("--tol", type=float, default=TOL, help="largest |difference| of a log-likelihood, nats")
     args = ap.parse_args(argv)
     import torch
 

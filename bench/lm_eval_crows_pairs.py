@@ -26,7 +26,8 @@ Reported per side: process start (interpreter + imports), model load (weights re
 scoring itself (lm-eval: its loglikelihood requests; lmbias: the score_crows_pairs call; the fastest of --repeats
 runs on the same pairs), as pairs/s of the scoring.
 
-Exit status 1 when a sentence's log-likelihood differs by more than 1e-4 or a metric differs.
+Exit status 1 when a sentence's log-likelihood differs by more than 1e-4 (--tol) or a metric differs.
+Real model folders (SmolLM2, Gemma 3): bench/lm_eval_real_models.py, which reuses these functions.
 """
 
 from __future__ import annotations
@@ -158,7 +159,17 @@ def run_theirs(
     return result
 
 
-def run_ours(model_dir: Path, items, repeats: int = 1) -> dict:
+def local_entry(model_dir: Path, chat_template: bool | None = None) -> dict:
+    """The lmbias model entry of a local causal model folder: the tiny models' (chat_template None), or, for a real
+    model, float32 weights and scoring (`dtype`, `precision`: fp32, as lm-eval's `dtype=float32`) with the chat
+    template on or off."""
+    entry = {"path": str(model_dir), "family": "clm", "revision": "local"}
+    if chat_template is not None:
+        entry.update(dtype="fp32", precision="fp32", chat_template=chat_template)
+    return entry
+
+
+def run_ours(model_dir: Path, items, repeats: int = 1, entry: dict | None = None) -> dict:
     from lmbias.benchmarks.crows_pairs import score_crows_pairs
     from lmbias.engine.lm import LanguageModel
     from lmbias.engine.model_spec import model_spec
@@ -166,7 +177,7 @@ def run_ours(model_dir: Path, items, repeats: int = 1) -> dict:
     from lmbias.metrics.crows_pairs import CrowsPairsOptions, crows_pairs_metric_rows
 
     t0 = time.perf_counter()
-    model, tok = load_model(model_spec(model_dir.name, {"path": str(model_dir), "family": "clm", "revision": "local"}))
+    model, tok = load_model(model_spec(model_dir.name, entry or local_entry(model_dir)))
     touch_weights(model)
     load_s = time.perf_counter() - t0
     runs = []
@@ -208,8 +219,8 @@ def touch_weights(model) -> None:
             p.sum()
 
 
-def compare(ours: dict, theirs: dict) -> tuple[float, bool]:
-    """(max |difference| over sentences, metrics equal)."""
+def compare(ours: dict, theirs: dict, tol: float = TOL) -> tuple[float, bool]:
+    """(max |difference| over sentences, metrics equal: the same pct_stereotype, likelihood_diff within `tol`)."""
     if len(ours["pairs"]) != len(theirs["pairs"]):
         raise SystemExit(f"pair counts differ: lmbias {len(ours['pairs'])}, lm-eval {len(theirs['pairs'])}")
     worst = 0.0
@@ -219,7 +230,7 @@ def compare(ours: dict, theirs: dict) -> tuple[float, bool]:
         worst = max(worst, abs(a["ll_more"] - b["ll_more"]), abs(a["ll_less"] - b["ll_less"]))
     same = (
         abs(ours["metrics"]["pct_stereotype"] - theirs["metrics"]["pct_stereotype"]) < 1e-12
-        and abs(ours["metrics"]["likelihood_diff"] - theirs["metrics"]["likelihood_diff"]) < TOL
+        and abs(ours["metrics"]["likelihood_diff"] - theirs["metrics"]["likelihood_diff"]) < tol
     )
     return worst, same
 
@@ -234,6 +245,7 @@ def main(argv=None) -> int:
     ap.add_argument("--skip-timing", action="store_true")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--repeats", type=int, default=3, help="timed scoring runs per side (the fastest is reported)")
+    ap.add_argument("--tol", type=float, default=TOL, help="largest |difference| of a log-likelihood, nats")
     args = ap.parse_args(argv)
     import torch
 
@@ -266,8 +278,8 @@ def main(argv=None) -> int:
         for name in ("tiny-gpt2", "tiny-llama"):
             theirs = run_theirs(python, models[name], tasks, where, 1, 0)
             ours = run_ours(models[name], gender)
-            worst, same = compare(ours, theirs)
-            failed |= worst > TOL or not same
+            worst, same = compare(ours, theirs, args.tol)
+            failed |= worst > args.tol or not same
             print(
                 f"| {name} | {worst:.2e} | {theirs['metrics']['pct_stereotype']:.4f} | "
                 f"{ours['metrics']['pct_stereotype']:.4f} | {theirs['metrics']['likelihood_diff']:.6f} | "
@@ -292,8 +304,8 @@ def main(argv=None) -> int:
                 )
                 for bs in (1, 64):
                     theirs = run_theirs(python, models[name], tasks, where, bs, n, args.repeats)
-                    worst, same = compare(ours, theirs)
-                    failed |= worst > TOL or not same
+                    worst, same = compare(ours, theirs, args.tol)
+                    failed |= worst > args.tol or not same
                     rate = n / theirs["loglikelihood_s"]
                     print(
                         f"| {name} | lm-eval (batch {bs}) | {theirs['process_start_s']:.1f} | "

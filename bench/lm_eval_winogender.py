@@ -24,7 +24,8 @@ each (lm-eval then reads both with one forward pass: its Collator groups request
 models/huggingface.py _lookup_one_token_cont, and scores each from the one logits row) and the first where a choice
 spans several tokens (lm-eval reads the prompt once per choice). Both compared as above.
 
-Exit status 1 when a log-likelihood differs by more than 1e-4 or an accuracy differs.
+Exit status 1 when a log-likelihood differs by more than 1e-4 (--tol) or an accuracy differs.
+Real model folders (SmolLM2, Gemma 3): bench/lm_eval_real_models.py, which reuses these functions.
 """
 
 from __future__ import annotations
@@ -32,15 +33,13 @@ from __future__ import annotations
 import argparse
 import csv
 import json
-import os
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from lm_eval_crows_pairs import ROOT, TASK_SRC, build_models, ensure_venv  # noqa: E402
+from lm_eval_crows_pairs import ROOT, TASK_SRC, build_models, ensure_venv, run_driver  # noqa: E402
 
 TOL = 1e-4
 SUBSETS = {  # local task -> (data file, gender filter)
@@ -98,44 +97,45 @@ def task_dir(data: dict[str, Path], where: Path) -> Path:
 
 def run_lm_eval(python, model_dir, tasks_dir, where, batch_size, tasks, chat=False, system="") -> dict:
     out = where / f"lm_eval_{Path(model_dir).name}_{batch_size}_{int(chat)}.json"
-    cmd = [
-        str(python),
-        str(TASK_SRC / "winogender_driver.py"),
-        str(model_dir),
-        str(tasks_dir),
-        str(out),
-        str(batch_size),
-        ",".join(tasks),
-        "1" if chat else "0",
-        system,
-    ]
-    subprocess.run(cmd, check=True, env={**os.environ, "TOKENIZERS_PARALLELISM": "false"})
+    args = [model_dir, tasks_dir, out, batch_size, ",".join(tasks), "1" if chat else "0", system]
+    run_driver(python, "winogender_driver.py", args, where, Path(model_dir).name)  # offline, output kept on failure
     return json.loads(out.read_text())
 
 
-def ours(items, model_dir, chat_entry=None, batch_size=64):
+def ours(items, model_dir, chat_entry=None, batch_size=64, entry=None):
+    """score_winogender's scores and the seconds of the scoring. `entry`: a whole lmbias model entry (a real model,
+    bench/lm_eval_crows_pairs.py local_entry), loaded as the workflow loads it; else the folder in float32 with
+    `chat_entry`'s chat options."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from lmbias.benchmarks.winogender import score_winogender
     from lmbias.engine.lm import LanguageModel
 
-    tok = AutoTokenizer.from_pretrained(model_dir)
-    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).eval()
+    if entry is not None:
+        from lmbias.engine.model_spec import model_spec
+        from lmbias.engine.models import load_model
+
+        model, tok = load_model(model_spec(Path(model_dir).name, entry))
+    else:
+        tok = AutoTokenizer.from_pretrained(model_dir)
+        model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).eval()
     start = time.perf_counter()
-    lm = LanguageModel(model, tok, "clm", model_entry=chat_entry or {}, model_name=Path(model_dir).name)
+    lm = LanguageModel(model, tok, "clm", model_entry=entry or chat_entry or {}, model_name=Path(model_dir).name)
     scores = score_winogender(items, lm, {"batch_size": batch_size})
     return scores, time.perf_counter() - start
 
 
-def compare(name, items, scores, theirs, tasks=None) -> bool:
+def compare(name, items, scores, theirs, tasks=None, tol=TOL) -> dict:
+    """Prints each task's accuracy on both sides; {"ok": every accuracy equal and every choice's log-likelihood
+    within `tol`, "worst": the largest |difference|, "acc": {task: [lm-eval's, ours]}}."""
     from lmbias.metrics.winogender import predictions
 
     _, correct = predictions(scores)
     by_id = {s: i for i, s in enumerate(scores.column("sentid").to_pylist())}
     occ, par = scores.column("score_occupation").to_pylist(), scores.column("score_participant").to_pylist()
     rows = items.to_pylist()
-    ok, worst = True, 0.0
+    ok, worst, accs = True, 0.0, {}
     for task, (file, gender) in SUBSETS.items():
         if tasks is not None and task not in tasks:
             continue
@@ -148,16 +148,17 @@ def compare(name, items, scores, theirs, tasks=None) -> bool:
             worst = max(worst, abs(occ[i] - samples[sid]["ll"][0]), abs(par[i] - samples[sid]["ll"][1]))
         acc_ours = sum(bool(correct[by_id[s]]) for s in keep) / len(keep)
         same = abs(acc_ours - theirs["acc"][task]) < 1e-12
+        accs[task] = [theirs["acc"][task], acc_ours]
         ok &= same and len(samples) == len(keep)
         print(
             f"  {name:28s} {task:32s} n={len(keep):3d} acc lm-eval {theirs['acc'][task]:.4f} ours {acc_ours:.4f}"
             f" {'equal' if same else 'DIFFERENT'}"
         )
     print(
-        f"  {name}: max |ll ours - ll lm-eval| over every choice = {worst:.2e} (tolerance {TOL:g}); "
+        f"  {name}: max |ll ours - ll lm-eval| over every choice = {worst:.2e} (tolerance {tol:g}); "
         f"{one_token_items(scores)} of {scores.num_rows} sentences have two one-token choices"
     )
-    return ok and worst <= TOL
+    return {"ok": ok and worst <= tol, "worst": worst, "acc": accs}
 
 
 def one_token_items(scores) -> int:
@@ -188,6 +189,7 @@ def main() -> int:
     parser.add_argument("--batch-sizes", default="1,8,32")
     parser.add_argument("--skip-chat", action="store_true")
     parser.add_argument("--skip-numbers", action="store_true", help="only the timing (--timing-items)")
+    parser.add_argument("--tol", type=float, default=TOL, help="largest |difference| of a log-likelihood, nats")
     args = parser.parse_args()
     from lmbias.parsers.winogender import parse_winogender
 
@@ -202,13 +204,13 @@ def main() -> int:
         for name in () if args.skip_numbers else ("tiny-gpt2", "tiny-llama"):
             theirs = run_lm_eval(python, models[name], tasks_dir, where, 8, list(SUBSETS))
             scores, _ = ours(items, models[name])
-            ok &= compare(name, items, scores, theirs)
+            ok &= compare(name, items, scores, theirs, tol=args.tol)["ok"]
         if not args.skip_chat and not args.skip_numbers:
             chat_dir = with_chat_template(models["tiny-llama"], where)
             theirs = run_lm_eval(python, chat_dir, tasks_dir, where, 8, list(SUBSETS), True, SYSTEM_PROMPT)
             entry = {"chat_template": True, "system_prompt": SYSTEM_PROMPT}
             scores, _ = ours(items, chat_dir, entry)
-            ok &= compare("tiny-llama + chat template", items, scores, theirs)
+            ok &= compare("tiny-llama + chat template", items, scores, theirs, tol=args.tol)["ok"]
             print(f"  chat provenance: {scores.schema.metadata}")
         if args.timing_items > 0:
             ok &= timing(items, models, python, where, args)
@@ -258,7 +260,7 @@ def timing(items, models, python, where, args) -> bool:
             f"  {label}: lmbias (prompt read once, batch 64): {seconds:.2f} s, {rate:.2f} items/s; lm-eval's best "
             f"(batch {best[1]}): {best[0]:.2f} items/s; lmbias / lm-eval {rate / best[0]:.2f}x"
         )
-        ok &= compare(f"{big.name} ({label})", subset, scores, best[2], tasks=["winogender_all_local"])
+        ok &= compare(f"{big.name} ({label})", subset, scores, best[2], ["winogender_all_local"], args.tol)["ok"]
     return ok
 
 

@@ -1,13 +1,13 @@
 """Runs inside bench/.venv-lm-eval: lm-eval's `bbq` task (multiple choice) on a local jsonl, timed in phases.
 
-Usage: bbq_driver.py MODEL_DIR TASK_DIR OUT_JSON BATCH_SIZE [REPEATS]
+Usage: bbq_driver.py MODEL_DIR TASK_DIR OUT_JSON BATCH_SIZE [REPEATS] [CHAT]
 bench/lm_eval/driver.py (CrowS-Pairs) for the task `bbq_local` of TASK_DIR (bench/lm_eval/bbq_local.yaml filled
 in). The loglikelihood requests are timed in the evaluate call and then REPEATS - 1 more times on the same requests
 (loglikelihood_s: the fastest). Writes the phases' seconds (process start from the parent's LMBIAS_BENCH_T0, model
 load, task load, loglikelihood requests, the whole evaluate call), what the model read in the evaluate call
 (forward passes, rows and tokens, padding included, counted by a forward pre-hook), lm-eval's five overall metrics
 and, per question (by example_id), the twelve choices' log-likelihoods and lm-eval's biased answers (indices of its
-choices, doc_to_biased_answer).
+choices, doc_to_biased_answer). CHAT: 1 = --apply_chat_template (the tokenizer's own template).
 """
 
 import json
@@ -30,6 +30,7 @@ TASK = "bbq_local"
 METRICS = ("acc", "accuracy_amb", "accuracy_disamb", "amb_bias_score", "disamb_bias_score")
 model_dir, task_dir, out_json, batch_size = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
 repeats = int(sys.argv[5]) if len(sys.argv) > 5 else 1
+chat = len(sys.argv) > 6 and sys.argv[6] == "1"
 torch.manual_seed(0)
 t0 = time.perf_counter()
 lm = HFLM(pretrained=model_dir, backend="causal", device="cpu", batch_size=batch_size, dtype="float32")
@@ -56,7 +57,7 @@ def count_input(module, args, kwargs):
 lm.model.register_forward_pre_hook(count_input, with_kwargs=True)
 timer = LoglikelihoodTimer(lm)
 t0 = time.perf_counter()
-results = evaluate(lm=lm, task_dict=tasks, log_samples=True, bootstrap_iters=0)
+results = evaluate(lm=lm, task_dict=tasks, log_samples=True, bootstrap_iters=0, apply_chat_template=chat)
 t_eval = time.perf_counter() - t0
 read["counting"] = False
 runs = timer.runs(repeats)
