@@ -18,11 +18,11 @@ OVERLAY = REPO / "resources" / "configs" / "real-models.yaml"
 
 
 def _merged(base: dict, overlay: dict) -> dict:
-    """Snakemake's --configfile merge: mappings merged key by key, everything else replaced."""
-    out = dict(base)
-    for key, value in overlay.items():
-        out[key] = _merged(base[key], value) if isinstance(value, dict) and isinstance(base.get(key), dict) else value
-    return out
+    """Snakemake's own --configfile merge (mappings merged key by key, everything else replaced)."""
+    from snakemake.utils import update_config
+
+    update_config(base, overlay)
+    return base
 
 
 @pytest.fixture()
