@@ -8,7 +8,7 @@ import pyarrow.compute as pc
 import pytest
 
 from lmbias.benchmarks.stereoset import score_stereoset
-from lmbias.engine import prefix_cache
+from lmbias.engine import scored_logits
 from lmbias.engine.batching import EngineStats
 from lmbias.engine.lm import LanguageModel
 from lmbias.engine.model_spec import model_spec
@@ -102,7 +102,7 @@ def test_a_model_without_logits_to_keep_gives_the_same_numbers(tiny_clm, monkeyp
     _, model, tok = tiny_clm
     groups, texts = zip(*TEXTS)
     kept = grouped_sentence_logprobs(model, tok, texts, groups, batch_size=4)
-    monkeypatch.setattr(prefix_cache, "_keeps_logits", lambda model: False)
+    monkeypatch.setattr(scored_logits, "keeps_logits", lambda model: False)
     every = grouped_sentence_logprobs(model, tok, texts, groups, batch_size=4)
     np.testing.assert_allclose(every, kept, rtol=0, atol=1e-5)
     np.testing.assert_allclose(every, sentence_logprobs(model, tok, texts), rtol=0, atol=1e-5)

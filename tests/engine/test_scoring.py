@@ -121,3 +121,49 @@ def test_mask_index_out_of_range_is_a_clear_error(tmp_path):
     )
     with pytest.raises(DataError, match="1 mask token"):
         masked_logprobs(model, tok, [MaskedRequest(text=f"He is a {tok.mask_token}.", candidates=(5,), mask_index=1)])
+
+
+@pytest.fixture(scope="module")
+def tiny_llama(tmp_path_factory):
+    out = tmp_path_factory.mktemp("tiny-llama") / "llama"
+    build_tiny_model("llama", out, seed=0)
+    return load_model(model_spec("tiny-llama", {"path": str(out), "family": "clm", "revision": "local"}))
+
+
+def test_causal_head_runs_at_scored_positions_only(tiny_llama, monkeypatch):
+    """sentence_logprobs asks the model for the logits of each row's real positions but its last (padding and the
+    last token predict nothing scored), and a model that cannot be asked gives the same numbers from its full
+    logits; both equal the one-sentence loop. Texts of very different lengths pad the shorter rows of a batch."""
+    from lmbias.engine import scored_logits
+
+    model, tok = tiny_llama
+    texts = [s.format(w) for s in SENTENCES for w in ("he", "she")] + ["He left.", "She"]
+    kept_counts = []
+    forward = model.forward
+
+    def counting(*args, logits_to_keep=0, **kwargs):
+        kept_counts.append(int(logits_to_keep.sum()))
+        return forward(*args, logits_to_keep=logits_to_keep, **kwargs)
+
+    monkeypatch.setattr(model, "forward", counting)
+    kept = sentence_logprobs(model, tok, texts, batch_size=16)
+    monkeypatch.undo()
+    unique = list(dict.fromkeys(texts))
+    assert sum(kept_counts) == sum(len(tok(t)["input_ids"]) - 1 for t in unique)  # BOS first, no last token
+    monkeypatch.setattr(scored_logits, "keeps_logits", lambda model: False)
+    every = sentence_logprobs(model, tok, texts, batch_size=16)
+    np.testing.assert_allclose(every, kept, rtol=0, atol=1e-5)
+    np.testing.assert_allclose(kept, naive_sentence_logprobs(model, tok, texts), rtol=0, atol=1e-5)
+
+
+def test_bias_bench_context_scores_a_one_token_text_by_its_start_term(tiny_llama):
+    """With context bias_bench a one-token text has no position to score in its own pass: its log-likelihood is
+    the start token's term alone, and the other rows of its batch keep theirs."""
+    model, tok = tiny_llama
+    one = "he"
+    assert len(tok(one, add_special_tokens=False)["input_ids"]) == 1
+    texts = [one, "The nurse said that she was tired."]
+    together = sentence_logprobs(model, tok, texts, batch_size=8, context="bias_bench")
+    alone = [sentence_logprobs(model, tok, [t], context="bias_bench")[0] for t in texts]
+    np.testing.assert_allclose(together, alone, rtol=0, atol=1e-5)
+    assert together[0] < 0

@@ -20,7 +20,7 @@ shared prefix once:
 * every pass applies the LM head (the vocabulary projection: 128,256 x 2,048 on Llama 3.2 1B, as much work
   per token as four of its layers) only at the positions whose next token is scored (transformers'
   ``logits_to_keep`` with a boolean mask), not at padding or at a row's last token, and takes the float64
-  log-normalisers of those rows only, a few at a time (``_picked_logprobs``);
+  log-normalisers of those rows only, a few at a time (``lmbias.engine.scored_logits``);
 * sorted inputs are cut where a long tail would pad a batch by more than ``PADDING_SLACK`` of its tokens
   (``low_padding_runs``).
 
@@ -39,13 +39,13 @@ its output distribution) go through the full path (``supports_prefix_cache``).
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Hashable, Sequence
 
 import numpy as np
 
 from lmbias import progress
 from lmbias.engine.batching import EngineStats, autocast, model_device, pad, run_batches
+from lmbias.engine.scored_logits import forward_scored, picked_logprobs
 from lmbias.engine.scoring import CLM_CONTEXTS, clm_inputs, input_limit, sentence_logprobs, start_logprobs
 from lmbias.errors import ConfigError
 from lmbias.lazy import lazy_module
@@ -59,13 +59,6 @@ MIN_PREFIX_TOKENS = 2
 #: Groups whose prefixes run before their continuations do, in prefix batches: the continuations of that many
 #: groups sort into passes of similar lengths; only their cached keys and values are held at a time.
 WINDOW_BATCHES = 8
-
-#: Kept positions whose float64 log-normalisers are taken at a time on an accelerator (bounds the float64 copy).
-LOGSUMEXP_ROWS = 256
-
-#: On a CPU, the float64 copy of the logits' rows taken at a time is kept about this small (1.5 MiB), so it stays
-#: in a core's cache: a few vocabulary rows at a time are three to four times faster than a whole pass's rows.
-LOGSUMEXP_CPU_BYTES = 3 << 19
 
 #: A pass of the shared-prefix path is padded by at most this share of its own tokens: inputs sorted by length
 #: are cut where a longer one would pad the batch more (a sample's long tail otherwise pads a whole batch).
@@ -120,45 +113,6 @@ def _continuation_cache(model, prefix_kv: list[list[tuple[torch.Tensor, torch.Te
 
     layers = [(stacked(layer, 0), stacked(layer, 1)) for layer in range(len(prefix_kv[0]))]
     return DynamicCache(ddp_cache_data=layers, config=model.config)
-
-
-def _keeps_logits(model) -> bool:
-    """Whether the model's forward takes ``logits_to_keep`` (transformers' causal LMs: a boolean (rows x width)
-    mask applies the LM head at the true positions only, logits flattened to (kept, vocabulary)). Not for a
-    model dispatched over several devices (models.<name>.device_map): its last hidden states are not on the
-    device of the mask, which the model would index them with."""
-    if len(set(map(str, (getattr(model, "hf_device_map", None) or {}).values()))) > 1:
-        return False
-    try:
-        return "logits_to_keep" in inspect.signature(model.forward).parameters
-    except (TypeError, ValueError):
-        return False
-
-
-def _forward_scored(model, keep: torch.Tensor, **inputs):
-    """The model's forward pass with the LM head (vocabulary projection) applied only where `keep` (rows x
-    width, bool) is true: (logits of the kept positions in row-major order, (kept, vocabulary); the output).
-    A model without ``logits_to_keep`` computes every position's logits and the kept ones are taken."""
-    if _keeps_logits(model):
-        out = model(**inputs, logits_to_keep=keep)
-        return out.logits, out
-    out = model(**inputs)
-    return out.logits[keep.to(out.logits.device)], out
-
-
-def _picked_logprobs(logits: torch.Tensor, positions: list[int], tokens: list[int]) -> np.ndarray:
-    """log_softmax(logits[p])[t] for each (p, t) of `positions` x `tokens`, in float64 (as the full path: a
-    difference of float32 log-probabilities near -10 moves in steps of 1e-6), a few rows at a time: a whole
-    pass's float64 vocabulary rows would double the logits' memory (LOGSUMEXP_ROWS, LOGSUMEXP_CPU_BYTES)."""
-    if not positions:
-        return np.zeros(0, dtype=np.float64)
-    rows = max(1, LOGSUMEXP_CPU_BYTES // (8 * logits.shape[-1])) if logits.device.type == "cpu" else LOGSUMEXP_ROWS
-    normalisers = torch.cat(
-        [torch.logsumexp(logits[i : i + rows].double(), dim=-1) for i in range(0, len(logits), rows)]
-    )
-    at = torch.tensor(positions, dtype=torch.long, device=logits.device)
-    token = torch.tensor(tokens, dtype=torch.long, device=logits.device)
-    return (logits[at, token].double() - normalisers[at]).cpu().numpy()
 
 
 def grouped_sentence_logprobs(
@@ -220,8 +174,8 @@ def grouped_sentence_logprobs(
         keep = attn.bool()
         # a row's last token predicts nothing scored
         keep[torch.arange(len(batch), device=device), attn.sum(1) - 1] = False
-        logits, _ = _forward_scored(model, keep, input_ids=ids, attention_mask=attn)
-        values = _picked_logprobs(logits, list(range(len(logits))), [t for u in batch for t in seqs[u][1:]])
+        logits, _ = forward_scored(model, keep, input_ids=ids, attention_mask=attn)
+        values = picked_logprobs(logits, list(range(len(logits))), [t for u in batch for t in seqs[u][1:]])
         sums = np.add.reduceat(values, np.cumsum([0] + [len(seqs[u]) - 1 for u in batch[:-1]]))
         totals[batch] = head[batch] + sums  # stored once the whole batch went through
         stats.forward_passes += 1
@@ -248,8 +202,8 @@ def grouped_sentence_logprobs(
             positions += list(range(offset, offset + own)) + [offset + own] * len(uids)
             tokens += prefix[1 : 1 + own] + [seqs[u][length] for u in uids]
             offset += own + 1
-        logits, out = _forward_scored(model, keep, input_ids=prefix_ids, attention_mask=prefix_attn, use_cache=True)
-        values = _picked_logprobs(logits, positions, tokens)
+        logits, out = forward_scored(model, keep, input_ids=prefix_ids, attention_mask=prefix_attn, use_cache=True)
+        values = picked_logprobs(logits, positions, tokens)
         runs, start = {}, 0
         for row, g in enumerate(batch):
             length, uids = shared[g]
@@ -275,7 +229,7 @@ def grouped_sentence_logprobs(
         keep = cont_attn.bool()
         # a row's last token predicts nothing scored
         keep[torch.arange(len(chunk), device=device), cont_attn.sum(1) - 1] = False
-        logits, _ = _forward_scored(
+        logits, _ = forward_scored(
             model,
             keep,
             input_ids=cont_ids,
@@ -285,7 +239,7 @@ def grouped_sentence_logprobs(
             use_cache=True,
         )
         tokens = [t for c in chunk for t in conts[c][2][1:]]
-        values = _picked_logprobs(logits, list(range(len(logits))), tokens)
+        values = picked_logprobs(logits, list(range(len(logits))), tokens)
         sums = np.add.reduceat(values, np.cumsum([0] + [len(conts[c][2]) - 1 for c in chunk[:-1]]))
         for c, value in zip(chunk, sums):
             g, k, _ = conts[c]

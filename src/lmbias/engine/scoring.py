@@ -12,7 +12,8 @@ Every such request goes through here, so speed and correctness live in one place
   (lmbias.engine.batching.scoring_precision: a model's ``precision`` in config.yaml),
 * log-softmax in float64 over the gathered rows only: a difference of two float32 log-probabilities near
   -10 moves in steps of about 1e-6, which turns near-ties into exact ties (DA-Gender margins of 0.0),
-* for masked LMs the LM head is applied only at the positions asked for, not to every token,
+* the LM head is applied only at the positions asked for, not to every token: for masked LMs at the masks,
+  for causal LMs at every real position but a row's last (lmbias.engine.scored_logits),
 * results are scattered back to the caller's order.
 
 The ``naive_*`` functions of lmbias.engine.oracles do the same computation one sentence at a time with the
@@ -29,6 +30,7 @@ import numpy as np
 
 from lmbias.engine.batching import EngineStats, autocast, model_device, pad, run_batches
 from lmbias.engine.context_window import context_window
+from lmbias.engine.scored_logits import forward_scored, picked_logprobs
 from lmbias.errors import ConfigError, DataError
 from lmbias.lazy import lazy_module
 
@@ -248,16 +250,13 @@ def sentence_logprobs(
 
     def run(batch):
         ids, attn = pad([seqs[i] for i in batch], pad_id, device)
-        logits = scorer(input_ids=ids, attention_mask=attn).logits
-        target = ids[:, 1:]
-        values = []
-        for row in range(len(batch)):
-            # float64 one sequence at a time: a whole batch of (tokens x vocab) float64 rows would
-            # double the memory of the logits themselves.
-            logprobs = torch.log_softmax(logits[row, :-1].double(), dim=-1)
-            token_lp = logprobs.gather(-1, target[row].unsqueeze(-1)).squeeze(-1) * attn[row, 1:]
-            values.append(float(token_lp.sum().cpu()))
-        totals[batch] = head[batch] + np.array(values)  # stored once the whole batch went through
+        keep = attn.bool()
+        # a row's last token predicts nothing scored; the head runs at the other real positions only
+        keep[torch.arange(len(batch), device=device), attn.sum(1) - 1] = False
+        logits, _ = forward_scored(scorer, keep, input_ids=ids, attention_mask=attn)
+        values = picked_logprobs(logits, list(range(len(logits))), [t for i in batch for t in seqs[i][1:]])
+        rows = np.repeat(np.arange(len(batch)), [len(seqs[i]) - 1 for i in batch])
+        totals[batch] = head[batch] + np.bincount(rows, weights=values, minlength=len(batch))
         stats.forward_passes += 1
         stats.sequences_run += len(batch)
 
