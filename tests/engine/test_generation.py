@@ -228,3 +228,26 @@ def test_bad_settings_name_their_key(block, message):
     with pytest.raises(ConfigError, match=message) as error:
         GenerationSettings.from_config(block, "benchmarks.bold.scoring")
     assert str(error.value).startswith("benchmarks.bold.scoring")
+
+
+def test_the_samples_of_a_prompt_read_it_once(tiny, monkeypatch):
+    """A batch of several samples of each prompt reads each prompt once (its first pass has a row per prompt,
+    then one per sample), and gives the texts of one request per batch, where nothing is shared (float64)."""
+    model, tokenizer, family = tiny["llama"]
+    exact = copy.deepcopy(model).double()
+    settings = GenerationSettings(decoding="sampling", samples_per_prompt=4, seed=5, max_new_tokens=6)
+    alone = generate_continuations(
+        exact, tokenizer, family, PROMPTS, GenerationSettings(**{**vars(settings), "batch_size": 1})
+    )
+    rows_read = []
+    forward = exact.forward
+
+    def counting(*args, **kwargs):
+        rows_read.append(kwargs["input_ids"].shape[0])
+        return forward(*args, **kwargs)
+
+    monkeypatch.setattr(exact, "forward", counting)
+    shared = generate_continuations(exact, tokenizer, family, PROMPTS, settings)
+    assert rows_read[0] == len(PROMPTS) and rows_read[1] == 4 * len(PROMPTS)
+    assert shared == alone
+    assert all(len({s.text for s in samples}) > 1 for samples in shared)

@@ -192,23 +192,33 @@ def _forward_takes(model, name: str) -> bool:
     return name in inspect.signature(_underlying(model).forward).parameters
 
 
-def decode_causal(model, ids, attention, max_new_tokens: int, eos: list[int], pad_id: int, sampler=None):
+def decode_causal(model, ids, attention, max_new_tokens: int, eos: list[int], pad_id: int, sampler=None, rows=None):
     """The new tokens (batch x steps, steps <= max_new_tokens) of a left-padded causal batch: greedy (argmax of
     the last position's logits) or `sampler.draw`, one forward pass per token with the KV cache. A row that has
     emitted an EOS gets `pad_id` from then on, and the loop stops when every row has (as `generate` does). The
     model sees what `generate` gives it: position ids counted from each row's first real token (padding at 0),
-    the attention mask grown by a column of ones per step, and only the last position's logits."""
+    the attention mask grown by a column of ones per step, and only the last position's logits.
+
+    `rows` (a LongTensor): the batch's rows are continuations of the prompts `ids` holds, row j of prompt
+    `rows[j]` (the samples of one prompt): each prompt is read once, and its keys and values, its last logits,
+    its mask and positions are copied to its rows before the first token is drawn (the cache's own
+    `reorder_cache`, as beam search copies a beam)."""
     positions = (attention.long().cumsum(-1) - 1).masked_fill(attention == 0, 0)
     use_positions = _forward_takes(model, "position_ids")
     keep = {"logits_to_keep": 1} if _forward_takes(model, "logits_to_keep") else {}
     eos_ids = torch.tensor(eos, dtype=torch.long, device=ids.device) if eos else None
-    done = torch.zeros(ids.shape[0], dtype=torch.bool, device=ids.device)
-    writing = ids.shape[0]  # rows that have not emitted an EOS: each writes a token per step
+    batch = ids.shape[0] if rows is None else len(rows)
+    done = torch.zeros(batch, dtype=torch.bool, device=ids.device)
+    writing = batch  # rows that have not emitted an EOS: each writes a token per step
     step_ids, mask, past, new = ids, attention, None, []
-    for _ in range(max_new_tokens):
+    for step in range(max_new_tokens):
         inputs = {"position_ids": positions} if use_positions else {}
         out = model(input_ids=step_ids, attention_mask=mask, past_key_values=past, use_cache=True, **inputs, **keep)
         logits, past = out.logits[:, -1, :], out.past_key_values
+        if step == 0 and rows is not None:  # each prompt read once: its state copied to its rows
+            rows = rows.to(ids.device)
+            past.reorder_cache(rows)
+            logits, mask, positions = logits[rows], mask[rows], positions[rows]
         chosen = sampler.draw(logits) if sampler is not None else torch.argmax(logits, dim=-1)
         chosen = chosen.masked_fill(done, pad_id)
         new.append(chosen)
@@ -266,14 +276,20 @@ def generate_continuations(
     results: list[Continuation | None] = [None] * len(requests)
 
     def run(batch: list[int]) -> None:
-        ids, attention = _padded([encoded[requests[r][0]] for r in batch], pad_id, causal, device)
+        prompts_of = [requests[r][0] for r in batch]
+        read = list(dict.fromkeys(prompts_of)) if causal else prompts_of  # a causal prompt read once per batch
+        rows = None
+        if len(read) < len(batch):
+            where = {i: j for j, i in enumerate(read)}
+            rows = torch.tensor([where[i] for i in prompts_of], dtype=torch.long)
+        ids, attention = _padded([encoded[i] for i in read], pad_id, causal, device)
         sampler = None
         if settings.decoding == "sampling":
             seeds = [request_seed(settings.seed, keys[requests[r][0]], requests[r][1]) for r in batch]
             sampler = SeededSampler(seeds, settings.temperature, settings.top_p)
         with torch.inference_mode(), autocast(device):
             if causal:
-                generated = decode_causal(model, ids, attention, new, eos, pad_id, sampler)
+                generated = decode_causal(model, ids, attention, new, eos, pad_id, sampler, rows)
             else:
                 from transformers import LogitsProcessorList
 
