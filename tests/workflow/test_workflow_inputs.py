@@ -86,6 +86,10 @@ def test_method_job_inputs_and_library_sets():
     assert inputs.sd_pair_files(config, "tiny-bert", "sd") == {}
     sets = inputs.library_sets(config, REPO)
     assert str(REPO / "src/lmbias/engine/scoring.py") in sets["winobias"]
+    # the module the causal scoring paths take their log-probabilities from: editing it reruns every benchmark
+    assert all(
+        str(REPO / "src/lmbias/engine/scored_logits.py") in files for files in (sets["winobias"], sets["crows_pairs"])
+    )
     assert sets["self_debias"] == [str(REPO / "src/lmbias/engine/self_debias.py")]
     assert str(REPO / "src/lmbias/training/inlp.py") not in sets["finetune"]
     comparison = inputs.comparison_inputs(config, selection.BenchmarkSelection(config), "tiny-bert-cds", Path("/base"))

@@ -27,6 +27,7 @@ REPOSITORY = Path(__file__).resolve().parents[3]
 SCORING_ENGINE_MODULES = (
     "lmbias.engine.lm",
     "lmbias.engine.scoring",
+    "lmbias.engine.scored_logits",
     "lmbias.engine.batching",
     "lmbias.engine.context_window",
 )

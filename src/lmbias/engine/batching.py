@@ -19,7 +19,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from lmbias import progress
@@ -115,6 +115,31 @@ def _budget(max_tokens: int | None) -> TokenBudget:
     if max_tokens is not None:
         return TokenBudget(max_tokens)
     return _BUDGET.get() or TokenBudget(DEFAULT_MAX_TOKENS)
+
+
+#: A pass of a causal scoring path (whole sentences, shared prefixes, continuations) is padded by at most this
+#: share of its own tokens: inputs sorted by length are cut where a longer one would pad the batch more (a
+#: sample's long tail otherwise pads a whole batch; CrowS-Pairs' 524 sentences in passes of 64: 11 % padding
+#: uncut, 6 % cut).
+PADDING_SLACK = 0.125
+
+
+def low_padding_runs(order: list[int], lengths: Sequence[int], batch_size: int) -> list[list[int]]:
+    """`order` (sorted by `lengths`) cut into runs that ``run_batches`` batches (at most `batch_size` rows) with
+    at most PADDING_SLACK padding: a run ends where the next input would pad its batch (rows x longest) beyond
+    (1 + PADDING_SLACK) x the batch's own tokens."""
+    runs: list[list[int]] = [[]]
+    rows = longest = tokens = 0
+    for i in order:
+        n = lengths[i]
+        if rows == batch_size:  # run_batches starts a new batch here anyway
+            rows = longest = tokens = 0
+        elif rows and max(longest, n) * (rows + 1) > (1 + PADDING_SLACK) * (tokens + n):
+            runs.append([])
+            rows = longest = tokens = 0
+        runs[-1].append(i)
+        rows, longest, tokens = rows + 1, max(longest, n), tokens + n
+    return [run for run in runs if run]
 
 
 def _width(batch: list[int], lengths: list) -> int:

@@ -22,7 +22,7 @@ shared prefix once:
   ``logits_to_keep`` with a boolean mask), not at padding or at a row's last token, and takes the float64
   log-normalisers of those rows only, a few at a time (``lmbias.engine.scored_logits``);
 * sorted inputs are cut where a long tail would pad a batch by more than ``PADDING_SLACK`` of its tokens
-  (``low_padding_runs``).
+  (``lmbias.engine.batching.low_padding_runs``).
 
 Numbers equal the full recomputation to about 1e-7 per token (tests hold them to 1e-5 per sentence). They
 are not bit-identical because different kernels sum in a different order: attention of a continuation token
@@ -44,7 +44,7 @@ from collections.abc import Hashable, Sequence
 import numpy as np
 
 from lmbias import progress
-from lmbias.engine.batching import EngineStats, autocast, model_device, pad, run_batches
+from lmbias.engine.batching import EngineStats, autocast, low_padding_runs, model_device, pad, run_batches
 from lmbias.engine.scored_logits import forward_scored, picked_logprobs
 from lmbias.engine.scoring import CLM_CONTEXTS, clm_inputs, input_limit, sentence_logprobs, start_logprobs
 from lmbias.errors import ConfigError
@@ -59,10 +59,6 @@ MIN_PREFIX_TOKENS = 2
 #: Groups whose prefixes run before their continuations do, in prefix batches: the continuations of that many
 #: groups sort into passes of similar lengths; only their cached keys and values are held at a time.
 WINDOW_BATCHES = 8
-
-#: A pass of the shared-prefix path is padded by at most this share of its own tokens: inputs sorted by length
-#: are cut where a longer one would pad the batch more (a sample's long tail otherwise pads a whole batch).
-PADDING_SLACK = 0.125
 
 
 def supports_prefix_cache(model) -> bool:
@@ -82,24 +78,6 @@ def common_prefix_length(seqs: Sequence[Sequence[int]]) -> int:
     while length < shortest - 1 and all(s[length] == seqs[0][length] for s in seqs):
         length += 1
     return length
-
-
-def low_padding_runs(order: list[int], lengths: Sequence[int], batch_size: int) -> list[list[int]]:
-    """`order` (sorted by `lengths`) cut into runs that ``run_batches`` batches (at most `batch_size` rows) with
-    at most PADDING_SLACK padding: a run ends where the next input would pad its batch (rows x longest) beyond
-    (1 + PADDING_SLACK) x the batch's own tokens."""
-    runs: list[list[int]] = [[]]
-    rows = longest = tokens = 0
-    for i in order:
-        n = lengths[i]
-        if rows == batch_size:  # run_batches starts a new batch here anyway
-            rows = longest = tokens = 0
-        elif rows and max(longest, n) * (rows + 1) > (1 + PADDING_SLACK) * (tokens + n):
-            runs.append([])
-            rows = longest = tokens = 0
-        runs[-1].append(i)
-        rows, longest, tokens = rows + 1, max(longest, n), tokens + n
-    return [run for run in runs if run]
 
 
 def _continuation_cache(model, prefix_kv: list[list[tuple[torch.Tensor, torch.Tensor]]]):

@@ -28,7 +28,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from lmbias.engine.batching import EngineStats, autocast, model_device, pad, run_batches
+from lmbias import progress
+from lmbias.engine.batching import EngineStats, autocast, low_padding_runs, model_device, pad, run_batches
 from lmbias.engine.context_window import context_window
 from lmbias.engine.scored_logits import forward_scored, picked_logprobs
 from lmbias.errors import ConfigError, DataError
@@ -269,7 +270,9 @@ def sentence_logprobs(
             for uid, seq in enumerate(seqs):
                 head[uid] = float(first[seq[0]])
             scorer = sentence_alone(model)
-        run_batches(order, lengths, batch_size, run, max_tokens, stats, "sentence scoring")
+        with progress.planned(len(order)):  # several batch loops, one announcement (lmbias.progress)
+            for run_of_lengths in low_padding_runs(order, lengths, batch_size):
+                run_batches(run_of_lengths, lengths, batch_size, run, max_tokens, stats, "sentence scoring")
     stats.requests += len(texts)
     stats.unique_inputs += len(seqs)
     return np.array([totals[unique[t]] for t in texts], dtype=np.float64)
