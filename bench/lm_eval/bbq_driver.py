@@ -82,6 +82,7 @@ with open(out_json, "w") as handle:
             "loglikelihood_s": min(runs),
             "loglikelihood_runs_s": runs,
             "requests": timer.requests,
+            "tokens": timer.tokens(),
             "read": {k: v for k, v in read.items() if k != "counting"},
             "evaluate_s": t_eval,
             "metrics": metrics,

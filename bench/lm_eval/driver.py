@@ -79,6 +79,7 @@ with open(out_json, "w") as handle:
             "loglikelihood_s": min(runs),
             "loglikelihood_runs_s": runs,
             "requests": timer.requests,
+            "tokens": timer.tokens(),
             "evaluate_s": t_eval,
             "metrics": metrics,
             "pairs": pairs,

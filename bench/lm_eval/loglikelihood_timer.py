@@ -9,6 +9,7 @@ class LoglikelihoodTimer:
     requests so `rerun` can time the same requests again (the best of several runs, as lmbias's side is timed)."""
 
     def __init__(self, lm):
+        self.lm = lm
         self.inner = lm.loglikelihood
         self.seconds = 0.0
         self.requests = 0
@@ -32,3 +33,18 @@ class LoglikelihoodTimer:
                 self.inner(requests, disable_tqdm=True)
             runs.append(time.perf_counter() - start)
         return runs
+
+    def tokens(self) -> int:
+        """The tokens of the requests as lm-eval encodes them (context + continuation, an empty context being its
+        end-of-text token): the benchmark's workload, counted after the timing (bench/real_model_speed.py's
+        tokens per second)."""
+        total = 0
+        for requests in self.calls:
+            for request in requests:
+                context, continuation = request.args
+                if context:
+                    context_ids, continuation_ids = self.lm._encode_pair(context, continuation)
+                    total += len(context_ids) + len(continuation_ids)
+                else:
+                    total += 1 + len(self.lm.tok_encode(continuation))
+        return total

@@ -35,6 +35,7 @@ results = evaluate(
     system_instruction=system,
 )
 out = {"lm_eval_version": version("lm-eval"), "batch_size": int(batch_size), "loglikelihood_s": timer.seconds}
+out["requests"], out["tokens"] = timer.requests, timer.tokens()
 out["acc"] = {t: results["results"][t]["acc,none"] for t in tasks.split(",")}
 out["samples"] = {
     t: {
