@@ -19,10 +19,11 @@ one after the other in this run:
   questions with 12 choices each (`reading: lm_eval`); the prompted two behind the tokenizer's chat template with
   --chat-template (lm-eval's --apply_chat_template), as the workflow reads an instruct model. lm-eval's best batch
   size is found first: each of --batch-sizes on the first --sweep-items items, the fastest per item wins, and lm-eval
-  then runs every item at it. Timed per side: the scoring only (lm-eval: its loglikelihood requests, the drivers'
-  LoglikelihoodTimer; lmbias: the score_* call on a loaded model, at the workflow's default token budget); model
-  load and process start are printed, not counted. Identical numbers: every per-item log-likelihood within --tol
-  (1e-3 nats, float32 sums over a sentence) and every metric equal, else exit status 1.
+  then runs every item at it (CrowS-Pairs and BBQ: the fastest of --repeats runs of the same requests on each side,
+  as a virtual machine's noise only ever adds time). Timed per side: the scoring only (lm-eval: its loglikelihood
+  requests, the drivers' LoglikelihoodTimer; lmbias: the score_* call on a loaded model, at the workflow's default
+  token budget); model load and process start are printed, not counted. Identical numbers: every per-item
+  log-likelihood within --tol (1e-3 nats, float32 sums over a sentence) and every metric equal, else exit status 1.
 * Generation (bench/bold_generation.py, bench/honest_generation.py: the same two sides): BOLD prompts (evenly spaced
   over both groups, greedy, 50 new tokens as config.yaml's bold) and HONEST templates (evenly spaced, --honest-samples
   seeded samples each, 10 new tokens, HONEST's sampling), lmbias's `generate_continuations` against a loop of one
@@ -111,8 +112,8 @@ def likelihood_crows_pairs(folder, entry, python, where: Path, args) -> dict:
     best, per_item = sweep(
         lambda size, n: crows.run_theirs(python, folder, tasks, where, size, n), args.batch_sizes, args.sweep_items
     )
-    theirs = crows.run_theirs(python, folder, tasks, where, best, 0)
-    ours = crows.run_ours(folder, items, 1, {**entry, "chat_template": False})
+    theirs = crows.run_theirs(python, folder, tasks, where, best, 0, args.repeats)
+    ours = crows.run_ours(folder, items, args.repeats, {**entry, "chat_template": False})
     worst, same = crows.compare(ours, theirs, args.tol)
     return {
         "items": f"{items.num_rows} pairs",
@@ -169,15 +170,15 @@ def likelihood_bbq(folder, entry, python, where: Path, args) -> dict:
     items = parse_bbq(*(data / f for f in FILES), seed=0, max_templates=args.bbq_max_templates or None)
     chat = args.chat_template
 
-    def run_on(subset, size: int, place: Path) -> dict:
+    def run_on(subset, size: int, place: Path, repeats: int = 1) -> dict:
         tasks = bbq.task_dir(subset, place)
-        return bbq.run_theirs(python, folder, tasks, place, size, 1, chat)
+        return bbq.run_theirs(python, folder, tasks, place, size, repeats, chat)
 
     best, per_item = sweep(
         lambda size, n: run_on(items.slice(0, n), size, where / f"sweep-{size}"), args.batch_sizes, args.sweep_items
     )
-    theirs = run_on(items, best, where / "all")
-    ours = bbq.run_ours(folder, items, 1, {**entry, "chat_template": chat})
+    theirs = run_on(items, best, where / "all", args.repeats)
+    ours = bbq.run_ours(folder, items, args.repeats, {**entry, "chat_template": chat})
     result = bbq.compare(ours, theirs, args.tol)
     return {
         "items": f"{items.num_rows} questions",
@@ -262,6 +263,13 @@ def main(argv=None) -> int:
     ap.add_argument("--threads", type=int, default=2, help="torch threads of both sides")
     ap.add_argument("--batch-sizes", default="1,4,16,64", help="lm-eval's batch sizes tried")
     ap.add_argument("--sweep-items", type=int, default=32, help="items of each batch size's trial")
+    ap.add_argument(
+        "--repeats",
+        type=int,
+        default=3,
+        help="CrowS-Pairs and BBQ: each side's fastest of this many runs of the same requests (a busy machine only "
+        "ever adds time); WinoGender and generation run once",
+    )
     ap.add_argument("--tol", type=float, default=TOL, help="largest |difference| of a log-likelihood, nats")
     ap.add_argument("--bbq-max-templates", type=int, default=10, help="BBQ's first N template rows (10: bbq-subset)")
     ap.add_argument("--bold-prompts", type=int, default=64)
