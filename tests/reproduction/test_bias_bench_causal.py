@@ -24,6 +24,7 @@ import yaml
 
 from lmbias.benchmarks.crows_pairs import score_crows_pairs
 from lmbias.benchmarks.stereoset import score_stereoset
+from lmbias.engine import batching
 from lmbias.engine.batching import EngineStats
 from lmbias.engine.lm import LanguageModel
 from lmbias.engine.model_spec import model_spec
@@ -134,8 +135,10 @@ def _metric(rows, metric, subset):
 # Engine
 
 
-def test_bias_bench_context_engine_equals_naive_and_runs_the_start_token_once(tiny_gpt2):
+def test_bias_bench_context_engine_equals_naive_and_runs_the_start_token_once(tiny_gpt2, monkeypatch):
     model, tok = tiny_gpt2
+    # batches of two by row count alone: the texts' unlike lengths would otherwise cut them into runs of low padding
+    monkeypatch.setattr(batching, "PADDING_SLACK", float("inf"))
     texts = ["He is a nurse.", "The woman was strong and brave.", "She", "He is a nurse."]
     stats = EngineStats()
     got = sentence_logprobs(model, tok, texts, batch_size=2, stats=stats, context="bias_bench")
