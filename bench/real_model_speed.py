@@ -22,7 +22,7 @@ one after the other in this run:
   then runs every item at it (CrowS-Pairs and BBQ: the fastest of --repeats runs of the same requests on each side,
   as a virtual machine's noise only ever adds time). Timed per side: the scoring only (lm-eval: its loglikelihood
   requests, the drivers' LoglikelihoodTimer; lmbias: the score_* call on a loaded model, at the workflow's default
-  token budget); model load and process start are printed, not counted. Identical numbers: every per-item
+  token budget); model load and process start are not counted. Identical numbers: every per-item
   log-likelihood within --tol (1e-3 nats, float32 sums over a sentence) and every metric equal, else exit status 1.
 * Generation (bench/bold_generation.py, bench/honest_generation.py: the same two sides): BOLD prompts (evenly spaced
   over both groups, greedy, 50 new tokens as config.yaml's bold) and HONEST templates (evenly spaced, --honest-samples
@@ -102,6 +102,20 @@ def sweep(run_on_first, batch_sizes: list[int], items: int) -> tuple[int, dict[i
     return min(per_item, key=per_item.get), per_item
 
 
+def likelihood_row(what: str, best: int, per_item: dict, theirs: dict, ours_s: float, worst: float, equal: bool):
+    """One likelihood benchmark's result: lm-eval's scoring seconds at its best batch size against lmbias's."""
+    return {
+        "items": what,
+        "best": best,
+        "sweep": per_item,
+        "theirs": theirs,
+        "theirs_s": theirs["loglikelihood_s"],
+        "ours_s": ours_s,
+        "worst": worst,
+        "equal": equal,
+    }
+
+
 def likelihood_crows_pairs(folder, entry, python, where: Path, args) -> dict:
     from lmbias.parsers import parse_crows_pairs
 
@@ -115,18 +129,7 @@ def likelihood_crows_pairs(folder, entry, python, where: Path, args) -> dict:
     theirs = crows.run_theirs(python, folder, tasks, where, best, 0, args.repeats)
     ours = crows.run_ours(folder, items, args.repeats, {**entry, "chat_template": False})
     worst, same = crows.compare(ours, theirs, args.tol)
-    return {
-        "items": f"{items.num_rows} pairs",
-        "n": items.num_rows,
-        "best": best,
-        "sweep": per_item,
-        "theirs": theirs,
-        "theirs_s": theirs["loglikelihood_s"],
-        "ours_s": ours["score_s"],
-        "ours_load_s": ours["model_load_s"],
-        "worst": worst,
-        "equal": same,
-    }
+    return likelihood_row(f"{items.num_rows} pairs", best, per_item, theirs, ours["score_s"], worst, same)
 
 
 def likelihood_winogender(folder, entry, python, where: Path, args) -> dict:
@@ -145,22 +148,10 @@ def likelihood_winogender(folder, entry, python, where: Path, args) -> dict:
         lambda size, n: run_on(items.slice(0, n), size, where / f"sweep-{size}"), args.batch_sizes, args.sweep_items
     )
     theirs = run_on(items, best, where / "all")
-    t0 = time.perf_counter()
-    (scores, ours_s) = wino.ours(items, folder, entry={**entry, "chat_template": chat})
-    load_s = time.perf_counter() - t0 - ours_s
+    scores, ours_s = wino.ours(items, folder, entry={**entry, "chat_template": chat})
     result = wino.compare(f"{args.model_name} winogender", items, scores, theirs, [WINOGENDER_TASK], args.tol)
-    return {
-        "items": f"{items.num_rows} sentences",
-        "n": items.num_rows,
-        "best": best,
-        "sweep": per_item,
-        "theirs": theirs,
-        "theirs_s": theirs["loglikelihood_s"],
-        "ours_s": ours_s,
-        "ours_load_s": load_s,
-        "worst": result["worst"],
-        "equal": all(abs(a - b) < 1e-12 for a, b in result["acc"].values()),
-    }
+    equal = all(abs(a - b) < 1e-12 for a, b in result["acc"].values())
+    return likelihood_row(f"{items.num_rows} sentences", best, per_item, theirs, ours_s, result["worst"], equal)
 
 
 def likelihood_bbq(folder, entry, python, where: Path, args) -> dict:
@@ -180,18 +171,9 @@ def likelihood_bbq(folder, entry, python, where: Path, args) -> dict:
     theirs = run_on(items, best, where / "all", args.repeats)
     ours = bbq.run_ours(folder, items, args.repeats, {**entry, "chat_template": chat})
     result = bbq.compare(ours, theirs, args.tol)
-    return {
-        "items": f"{items.num_rows} questions",
-        "n": items.num_rows,
-        "best": best,
-        "sweep": per_item,
-        "theirs": theirs,
-        "theirs_s": theirs["loglikelihood_s"],
-        "ours_s": ours["score_s"],
-        "ours_load_s": ours["model_load_s"],
-        "worst": result["worst"],
-        "equal": all(d <= bbq.METRIC_TOL for d in result["metric_diffs"].values()) and not result["argmax_differs"],
-    }
+    equal = all(d <= bbq.METRIC_TOL for d in result["metric_diffs"].values()) and not result["argmax_differs"]
+    what = f"{items.num_rows} questions"
+    return likelihood_row(what, best, per_item, theirs, ours["score_s"], result["worst"], equal)
 
 
 def generation(name: str, folder: Path, entry: dict, args) -> dict:
@@ -245,7 +227,6 @@ def generation(name: str, folder: Path, entry: dict, args) -> dict:
     same64 = sum(a == b for a, b in zip(exact, loop))
     return {
         "items": what,
-        "n": len(ours),
         "tokens": tokens,
         "theirs_s": theirs_s,
         "ours_s": ours_s,
