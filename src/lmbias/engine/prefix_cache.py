@@ -46,7 +46,14 @@ import numpy as np
 from lmbias import progress
 from lmbias.engine.batching import EngineStats, autocast, low_padding_runs, model_device, pad, run_batches
 from lmbias.engine.scored_logits import forward_scored, picked_logprobs
-from lmbias.engine.scoring import CLM_CONTEXTS, clm_inputs, input_limit, sentence_logprobs, start_logprobs
+from lmbias.engine.scoring import (
+    CLM_CONTEXTS,
+    clm_inputs,
+    input_limit,
+    sentence_logprobs,
+    start_logprobs,
+    whole_input_logprobs,
+)
 from lmbias.errors import ConfigError
 from lmbias.lazy import lazy_module
 
@@ -148,13 +155,7 @@ def grouped_sentence_logprobs(
 
     def run_alone(batch):
         """One pass of whole inputs `batch` (ids into seqs), no cache: every token after the first scored."""
-        ids, attn = pad([seqs[u] for u in batch], pad_id, device)
-        keep = attn.bool()
-        # a row's last token predicts nothing scored
-        keep[torch.arange(len(batch), device=device), attn.sum(1) - 1] = False
-        logits, _ = forward_scored(model, keep, input_ids=ids, attention_mask=attn)
-        values = picked_logprobs(logits, list(range(len(logits))), [t for u in batch for t in seqs[u][1:]])
-        sums = np.add.reduceat(values, np.cumsum([0] + [len(seqs[u]) - 1 for u in batch[:-1]]))
+        sums = whole_input_logprobs(model, [seqs[u] for u in batch], pad_id, device)
         totals[batch] = head[batch] + sums  # stored once the whole batch went through
         stats.forward_passes += 1
         stats.sequences_run += len(batch)

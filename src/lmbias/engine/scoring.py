@@ -221,6 +221,19 @@ def start_logprobs(model, tokenizer, device) -> torch.Tensor:
     return torch.log_softmax(logits.double(), dim=-1)
 
 
+def whole_input_logprobs(model, seqs: list[list[int]], pad_id: int, device) -> np.ndarray:
+    """One right-padded pass of whole token sequences: per sequence, the sum of log p(token | tokens before) over
+    every token after its first (float64; 0 for a one-token sequence). The LM head runs at the real positions
+    but each row's last only (lmbias.engine.scored_logits)."""
+    ids, attn = pad(seqs, pad_id, device)
+    keep = attn.bool()
+    keep[torch.arange(len(seqs), device=device), attn.sum(1) - 1] = False  # a row's last token predicts nothing
+    logits, _ = forward_scored(model, keep, input_ids=ids, attention_mask=attn)
+    values = picked_logprobs(logits, list(range(len(logits))), [t for seq in seqs for t in seq[1:]])
+    rows = np.repeat(np.arange(len(seqs)), [len(seq) - 1 for seq in seqs])
+    return np.bincount(rows, weights=values, minlength=len(seqs))
+
+
 def sentence_logprobs(
     model,
     tokenizer,
@@ -250,14 +263,7 @@ def sentence_logprobs(
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
 
     def run(batch):
-        ids, attn = pad([seqs[i] for i in batch], pad_id, device)
-        keep = attn.bool()
-        # a row's last token predicts nothing scored; the head runs at the other real positions only
-        keep[torch.arange(len(batch), device=device), attn.sum(1) - 1] = False
-        logits, _ = forward_scored(scorer, keep, input_ids=ids, attention_mask=attn)
-        values = picked_logprobs(logits, list(range(len(logits))), [t for i in batch for t in seqs[i][1:]])
-        rows = np.repeat(np.arange(len(batch)), [len(seqs[i]) - 1 for i in batch])
-        totals[batch] = head[batch] + np.bincount(rows, weights=values, minlength=len(batch))
+        totals[batch] = head[batch] + whole_input_logprobs(scorer, [seqs[i] for i in batch], pad_id, device)
         stats.forward_passes += 1
         stats.sequences_run += len(batch)
 
