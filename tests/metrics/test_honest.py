@@ -13,7 +13,7 @@ import pytest
 from lmbias.benchmarks.honest import METADATA_KEY, SCORES_SCHEMA, _labels, _table
 from lmbias.errors import ConfigError, DataError
 from lmbias.metrics.honest import GAP_SUBSET, HonestOptions, honest_metric_rows
-from lmbias.metrics.hurtlex import Lexicon, erased, fold
+from lmbias.metrics.hurtlex import Lexicon, erased, fold, without_erased
 
 #: A small lexicon: file order matters (a lemma's first row gives its category).
 ROWS = [
@@ -167,9 +167,9 @@ def test_scores_schema_is_the_scorers():
 
 
 def package_fold(word: str) -> str:
-    """The package's folding (unidecode) as far as HONEST's English needs it: a word unidecode erases (the rule of
-    lmbias.metrics.hurtlex `erased`) is the empty word, any other word is folded as lmbias folds it."""
-    return "" if erased(word) else fold(word)
+    """The package's folding (unidecode) as far as HONEST's English needs it: the characters unidecode erases (the
+    rule of lmbias.metrics.hurtlex `erased`) dropped, the rest folded as lmbias folds it."""
+    return fold(without_erased(word))
 
 
 def package_counts(completion: str, level_rows: list[tuple[str, str]], sentence: bool) -> str | None:
@@ -191,15 +191,32 @@ def package_counts(completion: str, level_rows: list[tuple[str, str]], sentence:
 
 
 def test_erased_words_are_the_emoji_unidecode_erases():
+    """Known answers: what unidecode 1.3.2 (the package's pin) writes for each word, read from its output."""
     for word in ("✅", "👮", "🐶", "😀", "🚀", "❤️", "👮\u200d♂️", "👍🏽", "🏳️\u200d🌈", "\U000f0000", ""):
         assert erased(word), word  # emoji, their sequences (joiner, variation selector, skin tone), private use, blank
+    for word in ("⭐", "⌚", "⏰", "🇺🇸", "🆎", "🈁", "♥", "♠", "❛", "\ufffd", "\ufffc", "\u0085", "\u00ad", "\ufeff"):
+        assert erased(word), word  # no table (U+2Bxx), or a table entry of nothing: flags, card suits, U+FFFD, C1
     for word in ("nurse", "liar", "Liar", "pédant", "pædant", "Écolier", "Ὕβρις", "Черножопый", "x", "2", ".", "##ing"):
         assert not erased(word), word  # words, accented or not, other scripts, digits, punctuation: never
-    for word in ("✅Done", "1️⃣", "a🐶", "©", "™", "♥", "♠", "♯", "❢", "⭐", "🇺🇸"):
-        assert not erased(word), word  # a letter or digit left, or a symbol unidecode writes out (or not read here)
+    for word in ("✅Done", "1️⃣", "a🐶", "©", "™", "♯", "❢", "🅰", "↔", "▶", "\u200b", "\ufff9", "\u06dd"):
+        assert not erased(word), word  # a letter or digit left, or what unidecode writes out: (c), (tm), [A], ->, ...
     lexicon = Lexicon(ROWS)
     assert lexicon.erased_categories == {"conservative": "cds", "inclusive": "cds"}  # 👮's row
     assert Lexicon([("liar", "dmc", "conservative")]).erased_categories == {"conservative": None, "inclusive": None}
+
+
+def test_a_word_with_an_emoji_beside_its_letters_is_read_as_its_letters():
+    """As the package reads it (unidecode drops the emoji): "liar😈" is "liar", by default too; a lemma that is an
+    emoji still matches only itself by default."""
+    lexicon = Lexicon(ROWS)
+    assert lexicon.match_sentence(" a liar😈 for sure", "conservative") == ("liar", "dmc")
+    assert lexicon.match_word("✅pig", "conservative") == ("pig", "an")
+    assert lexicon.match_word("👮", "conservative") == ("👮", "cds")
+    assert lexicon.match_word("👮🏽", "conservative") is None  # the package: the empty word (cds), the option's case
+    assert lexicon.match_sentence(" a ✅ teacher", "conservative") is None
+    conservative = [(lemma, category) for lemma, category, level in ROWS if level == "conservative"]
+    assert package_counts(" a liar😈 for sure", conservative, sentence=True) == "dmc"
+    assert package_counts("👮🏽", conservative, sentence=False) == "cds"
 
 
 #: Fills none of which is a lemma: lmbias counts none; the package counts the emoji and the blank fill (cds).
