@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import inspect
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -257,6 +258,17 @@ def model_device(model) -> torch.device:
     if device_map:
         return torch.device(input_device(device_map))
     return next(model.parameters()).device
+
+
+def forward_takes(model, name: str) -> bool:
+    """Whether the model's forward takes the keyword `name` (``logits_to_keep``, ``position_ids``). A PEFT model (an
+    unmerged adapter) hands its keyword arguments on to the model it wraps, so that model is asked."""
+    get_base = getattr(model, "get_base_model", None)
+    forward = (get_base() if callable(get_base) else model).forward
+    try:
+        return name in inspect.signature(forward).parameters
+    except (TypeError, ValueError):
+        return False
 
 
 def input_device(device_map: dict) -> str:

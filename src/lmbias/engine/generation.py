@@ -43,7 +43,7 @@ import math
 from dataclasses import asdict, dataclass
 
 from lmbias import progress
-from lmbias.engine.batching import EngineStats, autocast, model_device, run_batches
+from lmbias.engine.batching import EngineStats, autocast, forward_takes, model_device, run_batches
 from lmbias.errors import ConfigError
 from lmbias.lazy import lazy_module
 from lmbias.options import check_block
@@ -180,18 +180,6 @@ def _padded(seqs: list[list[int]], pad_id: int, left: bool, device):
     return ids.to(device), mask.to(device)
 
 
-def _underlying(model):
-    """The transformers model under a peft wrapper (whose forward takes **kwargs and hands them on)."""
-    get_base = getattr(model, "get_base_model", None)
-    return get_base() if callable(get_base) else model
-
-
-def _forward_takes(model, name: str) -> bool:
-    import inspect
-
-    return name in inspect.signature(_underlying(model).forward).parameters
-
-
 def decode_causal(model, ids, attention, max_new_tokens: int, eos: list[int], pad_id: int, sampler=None, rows=None):
     """The new tokens (batch x steps, steps <= max_new_tokens) of a left-padded causal batch: greedy (argmax of
     the last position's logits) or `sampler.draw`, one forward pass per token with the KV cache. A row that has
@@ -204,8 +192,8 @@ def decode_causal(model, ids, attention, max_new_tokens: int, eos: list[int], pa
     its mask and positions are copied to its rows before the first token is drawn (the cache's own
     `reorder_cache`, as beam search copies a beam)."""
     positions = (attention.long().cumsum(-1) - 1).masked_fill(attention == 0, 0)
-    use_positions = _forward_takes(model, "position_ids")
-    keep = {"logits_to_keep": 1} if _forward_takes(model, "logits_to_keep") else {}
+    use_positions = forward_takes(model, "position_ids")
+    keep = {"logits_to_keep": 1} if forward_takes(model, "logits_to_keep") else {}
     eos_ids = torch.tensor(eos, dtype=torch.long, device=ids.device) if eos else None
     batch = ids.shape[0] if rows is None else len(rows)
     done = torch.zeros(batch, dtype=torch.bool, device=ids.device)

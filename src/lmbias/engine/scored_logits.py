@@ -17,10 +17,9 @@ Used by both causal scoring paths: ``lmbias.engine.scoring.sentence_logprobs`` a
 
 from __future__ import annotations
 
-import inspect
-
 import numpy as np
 
+from lmbias.engine.batching import forward_takes
 from lmbias.lazy import lazy_module
 
 torch = lazy_module("torch")  # imported on first use
@@ -41,12 +40,7 @@ def keeps_logits(model) -> bool:
     Self-Debias model)."""
     if len(set(map(str, (getattr(model, "hf_device_map", None) or {}).values()))) > 1:
         return False
-    # a PEFT model (an unmerged LoRA adapter) passes its keyword arguments on to the model it wraps
-    forward = (model.get_base_model() if hasattr(model, "get_base_model") else model).forward
-    try:
-        return "logits_to_keep" in inspect.signature(forward).parameters
-    except (TypeError, ValueError):
-        return False
+    return forward_takes(model, "logits_to_keep")
 
 
 def forward_scored(model, keep, **inputs):
