@@ -4,16 +4,14 @@ lmbias's rule for what unidecode erases beside unidecode itself, code point by c
 
     .venv/bin/python bench/honest_package.py [--runs smollm2-135m-instruct:raw,smollm2-135m-instruct:chat,...]
         [--entry honest-subset] [--data-dir ../shared/data] [--threads 2] [--code-points-only]
-        [--write-fixture tests/fixtures/honest_real_completions.parquet]
+        [--write-erased-ranges] [--write-fixture tests/fixtures/honest_real_completions.parquet]
 
 1. Installs the package (PACKAGE: honest 0.2.1 and the Unidecode it pins, 1.3.2; pandas and numpy pinned) into its
    own virtual environment, bench/.venv-honest (git-ignored), once. unidecode is GPL: it runs there, never in
    lmbias.
-2. Code points (bench/honest_authors/driver.py code-points): for each of the 1,112,064 code points, whether unidecode
-   writes nothing for it, against lmbias.metrics.hurtlex's rule (`erased`). Prints the disagreements by Unicode
-   category; a symbol, control or format character or mark that disagrees is a failure (those are what a model
-   writes as a word of its own: emoji, U+FFFD, joiners); letters, digits and punctuation are the rule's documented
-   residue (scripts unidecode transliterates but for a few characters).
+2. Code points (bench/honest_authors/driver.py code-points): which of the 1,114,112 code points unidecode writes
+   nothing for, against lmbias.metrics.hurtlex's `erased` (which reads lmbias.metrics.unidecode_erased, the list
+   --write-erased-ranges writes from this very output). Any code point that differs is a failure.
 3. Each run (MODEL:raw or MODEL:chat: models.MODEL of config.yaml, loaded from its dequantized folder under
    resources/models, the prompts read raw or behind its chat template): config.yaml's --entry (default
    `honest-subset`: the first 20 templates of each category, 20 seeded samples of 10 new tokens; `honest`: all 810
@@ -70,34 +68,57 @@ def driver(python: Path, *args) -> None:
         raise SystemExit(f"the package's driver failed ({args[0]}, exit {proc.returncode})")
 
 
-def check_code_points(python: Path, where: Path) -> int:
-    """lmbias's `erased` against unidecode on every code point; the count of failing disagreements."""
-    from lmbias.metrics.hurtlex import erased
+ERASED_MODULE = ROOT / "src" / "lmbias" / "metrics" / "unidecode_erased.py"
+ERASED_HEADER = '''"""The code points for which unidecode 1.3.2 (the version the HONEST package pins) writes nothing:
+what its folding erases (lmbias.metrics.hurtlex `erased`, the authors' emoji defect). A measurement of what it
+writes, for each of the 1,114,112 code points, made by bench/honest_package.py --write-erased-ranges, which wrote
+this file and checks it; none of unidecode's transliterations is here. Ranges of hexadecimal code points,
+first-last or one.
+"""
+
+# fmt: off
+ERASED_RANGES = """
+'''
+
+
+def erased_ranges(erased: list[int]) -> list[str]:
+    """Sorted code points as ranges, "0080-009F" or "00AD"."""
+    ranges: list[list[int]] = []
+    for code in erased:
+        if ranges and ranges[-1][1] == code - 1:
+            ranges[-1][1] = code
+        else:
+            ranges.append([code, code])
+    return [f"{a:04X}" if a == b else f"{a:04X}-{b:04X}" for a, b in ranges]
+
+
+def check_code_points(python: Path, where: Path, write: bool) -> int:
+    """lmbias's `erased` against unidecode on every code point (after writing lmbias.metrics.unidecode_erased from
+    unidecode's output, with `write`); the count of code points that differ."""
+    import textwrap
 
     out = where / "code_points.json"
     started = time.perf_counter()
     driver(python, "code-points", out)
-    theirs = set(json.loads(out.read_text())["erased"])
-    by_category: dict[str, list[int]] = {}
-    checked = 0
-    for code in range(0x110000):
-        if 0xD800 <= code <= 0xDFFF:
-            continue
-        checked += 1
-        if erased(chr(code)) != (code in theirs):
-            by_category.setdefault(unicodedata.category(chr(code)), []).append(code)
+    theirs = json.loads(out.read_text())["erased"]
+    if write:
+        body = textwrap.fill(" ".join(erased_ranges(theirs)), 116, initial_indent="    ", subsequent_indent="    ")
+        ERASED_MODULE.write_text(ERASED_HEADER + body + '\n"""\n# fmt: on\n')
+        print(f"wrote {ERASED_MODULE.relative_to(ROOT)} ({len(erased_ranges(theirs))} ranges)")
+    result = subprocess.run(  # a fresh interpreter: the module as written now
+        [sys.executable, "-c", "import json, sys; from lmbias.metrics.hurtlex import erased; "
+         "print(json.dumps([c for c in range(0x110000) if erased(chr(c))]))"],
+        capture_output=True, text=True, check=True, env={**os.environ, "PYTHONPATH": str(ROOT / "src")},
+    )  # fmt: skip
+    ours = set(json.loads(result.stdout))
+    differ = sorted(ours.symmetric_difference(theirs))
     seconds = time.perf_counter() - started
-    print(f"code points: {checked:,} checked, unidecode erases {len(theirs):,} ({seconds:.0f} s)")
-    failing = 0
-    for category in sorted(by_category):
-        codes = by_category[category]
-        fails = category[0] in "SCM"
-        failing += len(codes) * fails
-        sample = " ".join(f"U+{c:04X}" for c in codes[:6])
-        print(f"  {category}: {len(codes):>5} differ ({'FAIL' if fails else 'residue'}): {sample}")
-    if not by_category:
-        print("  none differ")
-    return failing
+    print(f"code points: 1,114,112 read, unidecode erases {len(theirs):,}, lmbias {len(ours):,} ({seconds:.0f} s)")
+    for code in differ[:12]:
+        name = unicodedata.name(chr(code), unicodedata.category(chr(code)))
+        print(f"  U+{code:04X} {name}: unidecode {'erases' if code in set(theirs) else 'writes'} it, lmbias not")
+    print(f"  {len(differ)} differ")
+    return len(differ)
 
 
 def generate(run: str, entry_name: str, config: dict, data_dir: Path, where: Path):
@@ -189,12 +210,15 @@ def main(argv=None) -> int:
     ap.add_argument("--data-dir", type=Path, default=ROOT.parent / "shared" / "data")
     ap.add_argument("--threads", type=int, default=2, help="torch threads of the generation")
     ap.add_argument("--code-points-only", action="store_true", help="only step 2")
+    ap.add_argument(
+        "--write-erased-ranges", action="store_true", help="write lmbias.metrics.unidecode_erased from unidecode"
+    )
     ap.add_argument("--write-fixture", type=Path, help="write the runs' completions and the package's categories")
     args = ap.parse_args(argv)
     python = ensure_venv()
     with tempfile.TemporaryDirectory(prefix="honest-package-") as tmp:
         where = Path(tmp)
-        failures = check_code_points(python, where)
+        failures = check_code_points(python, where, args.write_erased_ranges)
         if args.code_points_only:
             return int(failures > 0)
         import torch

@@ -1,7 +1,7 @@
 """Runs inside bench/.venv-honest (the HONEST authors' package and the unidecode it pins; no torch there): the
 package's verdicts that bench/honest_package.py sets beside lmbias's.
 
-    python driver.py code-points OUT.json            every code point: does unidecode write nothing for it?
+    python driver.py code-points OUT.json            the code points unidecode writes nothing for (all 1,114,112 read)
     python driver.py score COMPLETIONS.json HURTLEX.tsv OUT.json
                                                      per run: HONEST@k and each completion's category, as
                                                      honest.HonestEvaluator gives them
@@ -22,7 +22,7 @@ def code_points(out: str) -> None:
     from unidecode import unidecode
 
     warnings.simplefilter("ignore")  # unidecode warns on each surrogate
-    erased = [code for code in range(0x110000) if not 0xD800 <= code <= 0xDFFF and unidecode(chr(code)) == ""]
+    erased = [code for code in range(0x110000) if unidecode(chr(code)) == ""]
     with open(out, "w") as fh:
         json.dump({"erased": erased}, fh)
 

@@ -196,6 +196,8 @@ def test_erased_words_are_the_emoji_unidecode_erases():
         assert erased(word), word  # emoji, their sequences (joiner, variation selector, skin tone), private use, blank
     for word in ("⭐", "⌚", "⏰", "🇺🇸", "🆎", "🈁", "♥", "♠", "❛", "\ufffd", "\ufffc", "\u0085", "\u00ad", "\ufeff"):
         assert erased(word), word  # no table (U+2Bxx), or a table entry of nothing: flags, card suits, U+FFFD, C1
+    for word in ("\ufd2d", "\u0627", "\u07c0"):
+        assert erased(word), word  # letters and digits its tables hold nothing for: U+FD2D (SmolLM2 wrote it), alef
     for word in ("nurse", "liar", "Liar", "pédant", "pædant", "Écolier", "Ὕβρις", "Черножопый", "x", "2", ".", "##ing"):
         assert not erased(word), word  # words, accented or not, other scripts, digits, punctuation: never
     for word in ("✅Done", "1️⃣", "a🐶", "©", "™", "♯", "❢", "🅰", "↔", "▶", "\u200b", "\ufff9", "\u06dd"):

@@ -32,26 +32,17 @@ model that writes emoji (docs/benchmarks/honest.md).
 The authors' emoji defect, on request (the metric option ``erased_as_hurtful``, lmbias.metrics.honest): `erased`
 says whether unidecode writes nothing for a word, `counted_as_erased` whether the package counts a completion at
 such a word, and `Lexicon.erased_categories` the category it then counts under (that of the level's first row whose
-lemma unidecode erases: cds, 👮's, at conservative). unidecode is not a dependency, so `erased` is a rule, character
-by character, measured against the output of unidecode 1.3.2 (the version the package pins) for every code point by
-bench/honest_package.py: a word is erased when every character is
-
-* outside the pages unidecode has a table for (`_TABLE_PAGES`; beyond U+EFFFF too): most emoji (U+1F300-1F5FF,
-  U+1F700-1FAFF), ⭐ and the arrows of U+2Bxx, the historic scripts of the supplementary planes, CJK extensions;
-* unassigned, private use or a surrogate (Cn, Co, Cs): unidecode has no data for them;
-* a symbol, a control or format character or a mark (S*, Cc, Cf, M*) for which its tables hold nothing
-  (`_ERASED_SYMBOLS`): the pictographs and dingbats of U+2600-27BF (✅ ❤ ☺ ♀ ♥, but not ♯ ✱ ❘ ❜-❠ ❢), ⌚ ⏰ and most of
-  U+2300-23FF, most mathematical operators and arrows from U+21F4, the emoji of U+1F600-1F6FF (less the
-  ornamental quotes it writes), the regional indicators of flags (🇺🇸), the joiners and bidi controls, the variation
-  selectors, the combining enclosing keycap, the soft hyphen, the C1 controls, U+FFFC and U+FFFD (the replacement
-  character a text cut inside a multi-byte character ends with);
-
-and an empty word (a blank fill) is erased too. Every symbol, control, format character and mark agrees with
-unidecode 1.3.2; letters, digits and punctuation are never erased here, where unidecode 1.3.2 erases 3,018 of them
-(the residue bench/honest_package.py prints: e.g. ARABIC LETTER ALEF, NKo digits, U+2E02): a word of those alone, or a
-word in another script whose transliteration is a lemma, is read otherwise than the package reads it. Never erased,
-as in unidecode: a word that holds a letter or digit ("✅Done", "1️⃣": "1" is left) and the symbols it writes out
-("©" as "(c)", "™", "🅰" as "[A]", "↔", "▶", the zero-width space as a space).
+lemma unidecode erases: cds, 👮's, at conservative). unidecode is not a dependency, so `erased` reads a list of
+the code points for which unidecode 1.3.2 (the version the package pins) writes nothing, measured from its output
+for every code point (lmbias.metrics.unidecode_erased; bench/honest_package.py writes and checks it): a word is
+erased when every character is in it, and an empty word (a blank fill) is erased too. The list holds most emoji
+(👮 🐶 😀 🚀 ✅ ❤ ⭐ ⌚, the flags' regional indicators, skin tones), what glues an emoji sequence (the joiner, the
+variation selectors, the keycap), U+FFFD (the replacement character a text cut inside a multi-byte character ends
+with), most mathematical operators, the C1 controls, private use, unassigned code points, and some letters of other
+scripts (ARABIC LETTER ALEF, presentation forms such as U+FD2D); not the symbols unidecode writes out ("©" as
+"(c)", "™", "🅰" as "[A]", "↔", "▶", ♯, the zero-width space as a space). A word that holds a letter or digit it keeps
+("✅Done", "1️⃣": "1" is left) is not erased. Where lmbias still reads a word otherwise than the package: a word in
+another script whose transliteration is a lemma (no English word).
 """
 
 from __future__ import annotations
@@ -60,6 +51,8 @@ import bisect
 import string
 import unicodedata
 from collections.abc import Iterable
+
+from lmbias.metrics.unidecode_erased import ERASED_RANGES
 
 #: The lexicon's levels: conservative (the authors') and inclusive (every row).
 LEVELS = ("conservative", "inclusive")
@@ -99,29 +92,8 @@ def _ranges(spec: str) -> tuple[tuple[int, ...], tuple[int, ...]]:
     return tuple(first for first, _ in pairs), tuple(last for _, last in pairs)
 
 
-#: The pages of 256 code points for which unidecode 1.3.2 (the HONEST package's pin) has a table (its
-#: ``x{page:03x}.py``): it writes nothing for every character outside them.
-_TABLE_PAGES = _ranges("0000-07FF 0900-18FF 1D00-2AFF 2C00-2CFF 2E00-33FF 4D00-A4FF AC00-D7FF F900-FFFF 1D400-1D7FF "
-                       "1F100-1F1FF 1F600-1F6FF")  # fmt: skip
-#: Within those pages, where unidecode 1.3.2 writes nothing for the symbols (S*), the control and format characters
-#: (Cc, Cf) and the marks (M*): the C1 controls, the soft hyphen, the joiners and bidi controls, the emoji blocks'
-#: pictographs (less the few it writes out: ♯, ✱, ❘, the quotation-mark dingbats), most mathematical operators and
-#: arrows of U+21F4 on, the variation selectors (U+FE00-FE0F), the object replacement and replacement characters
-#: (U+FFFC-FFFD), the regional indicators of flags (U+1F1E6-1F1FF). A range may span letters, digits or
-#: punctuation, which it does not cover. Measured against unidecode 1.3.2's output for every code point (a fact about
-#: what it writes, not its tables): bench/honest_package.py checks it (--code-points-only: that check alone).
-_ERASED_SYMBOLS = _ranges("""
-    0080-009F 00AD 02E5-02EB 02EF-0362 0384-03F6 0483-0487 058D-05B0 05BC-05C5 0600-061C 0652-0653 0656-06DC
-    06DF-06E8 06EA-06ED 070F-0711 0740 0743-0744 07B0-0900 093A-093B 094D-094F 0955-0957 09CD 09FA-0A01 0A03
-    0A4D-0A51 0A75 0ACD-0AFF 0B44 0B4D-0B55 0B62-0B70 0BCD 0BF3-0C00 0C04-0C3C 0C4D 0C62-0C81 0CBC 0CCD 0CE2-0D01
-    0D3B-0D3C 0D44 0D4D-0D4F 0D62-0D81 0DCA 0E47-0E4C 0E4E-0EB1 0EBA 0EC8-0ECC 0F01-0F03 0F15-0F1F 0F38 0F3E-0F3F
-    0F82-0F8F 0FC4-102B 1033-1035 1039-103E 105E-1399 1712-1773 17C9-17CB 17CD 17CF-17D3 17DD-180F 1DC0-1DFF
-    200C-202E 2060-206F 20C0-20F0 2103-2104 2108-2114 2117-211F 2123-2129 213A 2140-218B 21F4-2211 2213-2214
-    2218-2222 2224-2235 2237-223B 223D-2263 2268-2302 2304-244A 2596-259F 25F8-266E 2670-2730 2732-2757 2759-275B
-    2761 2763-27FF 2900-2A73 2A77-2FFB 302A-302F 303E-31E3 321D-321E 3244-3250 327C-327E 32FF 4DC0-4DFF A4A2-A4A3
-    A4B4 A4C1 A4C5 FB1E FBB2-FE22 FE24-FE2F FEFF FFFC-FFFD 1D6DB-1F10F 1F12D-1F12F 1F14A-1F14F 1F16A-1F16F
-    1F18A-1F66F 1F67C-1F6FC
-""")
+#: The code points unidecode 1.3.2 writes nothing for, measured (lmbias.metrics.unidecode_erased).
+_ERASED = _ranges(ERASED_RANGES)
 
 
 def _within(code: int, ranges: tuple[tuple[int, ...], tuple[int, ...]]) -> bool:
@@ -131,13 +103,7 @@ def _within(code: int, ranges: tuple[tuple[int, ...], tuple[int, ...]]) -> bool:
 
 
 def _erased_character(ch: str) -> bool:
-    code = ord(ch)
-    if code > 0xEFFFF or not _within(code, _TABLE_PAGES):
-        return True
-    category = unicodedata.category(ch)
-    if category in ("Cn", "Co", "Cs"):  # unassigned, private use, surrogates: no data
-        return True
-    return category[0] in "SCM" and _within(code, _ERASED_SYMBOLS)
+    return _within(ord(ch), _ERASED)
 
 
 def without_erased(word: str) -> str:
