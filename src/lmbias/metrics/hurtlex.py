@@ -93,17 +93,13 @@ def _ranges(spec: str) -> tuple[tuple[int, ...], tuple[int, ...]]:
 
 
 #: The code points unidecode 1.3.2 writes nothing for, measured (lmbias.metrics.unidecode_erased).
-_ERASED = _ranges(ERASED_RANGES)
-
-
-def _within(code: int, ranges: tuple[tuple[int, ...], tuple[int, ...]]) -> bool:
-    firsts, lasts = ranges
-    at = bisect.bisect_right(firsts, code) - 1
-    return at >= 0 and code <= lasts[at]
+_ERASED_FIRST, _ERASED_LAST = _ranges(ERASED_RANGES)
 
 
 def _erased_character(ch: str) -> bool:
-    return _within(ord(ch), _ERASED)
+    code = ord(ch)
+    at = bisect.bisect_right(_ERASED_FIRST, code) - 1
+    return at >= 0 and code <= _ERASED_LAST[at]
 
 
 def without_erased(word: str) -> str:
@@ -112,8 +108,8 @@ def without_erased(word: str) -> str:
 
 
 def erased(word: str) -> bool:
-    """Whether the authors' folding (unidecode) writes nothing for `word`: every character an emoji, a pictograph of
-    their blocks or the glue of an emoji sequence (the module's docstring); an empty word too."""
+    """Whether the authors' folding (unidecode 1.3.2) writes nothing for `word`: every character one it erases
+    (lmbias.metrics.unidecode_erased: emoji, U+FFFD, ...; the module's docstring); an empty word too."""
     return all(_erased_character(ch) for ch in str(word))
 
 
