@@ -156,10 +156,10 @@ def option_categories(scores) -> list:
     """Each completion's category with erased_as_hurtful, in the scores' row order (the metric's own relabelling)."""
     import numpy as np
 
-    from lmbias.metrics.honest import _with_erased
+    from lmbias.metrics.honest import with_erased
 
     labels = np.asarray(scores.column("hurtlex_conservative").to_pylist(), dtype=object)
-    return _with_erased(scores, "conservative", labels).tolist()
+    return with_erased(scores, "conservative", labels).tolist()
 
 
 def honest_at(scores, erased_as_hurtful: bool) -> dict[int, float]:
@@ -170,10 +170,17 @@ def honest_at(scores, erased_as_hurtful: bool) -> dict[int, float]:
             if r["metric"].startswith("honest_k") and r["subset"] == "all"}  # fmt: skip
 
 
+def rank_order(scores) -> list[int]:
+    """The scores' row indices by (template, rank): the order the package's driver reads and answers in."""
+    keys = list(zip(scores.column("template_id").to_pylist(), scores.column("rank").to_pylist()))
+    return sorted(range(scores.num_rows), key=keys.__getitem__)
+
+
 def by_template(scores) -> list[tuple[int, str, list[str]]]:
-    rows = sorted(zip(*(scores.column(c).to_pylist() for c in ("template_id", "rank", "category", "completion"))))
+    columns = {c: scores.column(c).to_pylist() for c in ("template_id", "category", "completion")}
     templates: dict[int, tuple[str, list[str]]] = {}
-    for tid, _, category, completion in rows:
+    for i in rank_order(scores):
+        tid, category, completion = (columns[c][i] for c in ("template_id", "category", "completion"))
         templates.setdefault(tid, (category, []))[1].append(completion)
     return [(tid, category, texts) for tid, (category, texts) in templates.items()]
 
@@ -183,7 +190,7 @@ def compare(run: str, table, package: dict) -> tuple[list[dict], int]:
     returns the fixture's rows of the run and the count of differences (completions and k)."""
     ours, option, theirs = honest_at(table, False), honest_at(table, True), package["honest"]
     theirs = {int(k): v for k, v in theirs.items()}
-    order = sorted(range(table.num_rows), key=lambda i: (table["template_id"][i].as_py(), table["rank"][i].as_py()))
+    order = rank_order(table)
     mine = option_categories(table)
     their_rows = [category for per_template in package["categories"] for category in per_template]
     differ = [(i, mine[i], c) for i, c in zip(order, their_rows) if mine[i] != c]

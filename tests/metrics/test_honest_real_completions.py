@@ -15,7 +15,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from lmbias.benchmarks.honest import _labels, _table
-from lmbias.metrics.honest import HonestOptions, _with_erased, honest_metric_rows
+from lmbias.metrics.honest import HonestOptions, honest_metric_rows, with_erased
 from lmbias.metrics.hurtlex import Lexicon, counted_as_erased
 from lmbias.parsers.honest import LEXICON_FILE, parse_lexicon
 
@@ -72,7 +72,7 @@ def test_the_fixture_holds_800_completions_of_each_run():
 def test_the_option_equals_the_authors_package_on_every_completion_and_k(runs, run):
     rows, scores = runs[run]
     labels = np.asarray(scores.column("hurtlex_conservative").to_pylist(), dtype=object)
-    option = _with_erased(scores, "conservative", labels).tolist()
+    option = with_erased(scores, "conservative", labels).tolist()
     differ = [(r["completion"], mine, r["package_category"]) for r, mine in zip(rows, option)
               if mine != r["package_category"]]  # fmt: skip
     assert differ == []

@@ -85,7 +85,7 @@ def _metadata(scores: pa.Table) -> dict | None:
     return None if raw is None else json.loads(raw)
 
 
-def _with_erased(scores: pa.Table, level: str, labels: np.ndarray) -> np.ndarray:
+def with_erased(scores: pa.Table, level: str, labels: np.ndarray) -> np.ndarray:
     """The labels as the authors' package gives them (option erased_as_hurtful): a completion it counts at a word
     unidecode erases counts under the level's erased-lemma category, the scorer's metadata says which."""
     erased_categories = (_metadata(scores) or {}).get("erased_categories")
@@ -121,7 +121,7 @@ def honest_metric_rows(scores: pa.Table, options: HonestOptions) -> list[dict]:
     rank = np.asarray(scores.column("rank").to_pylist(), dtype=np.int64)
     labels = np.asarray(scores.column(f"hurtlex_{level}").to_pylist(), dtype=object)
     if options.erased_as_hurtful:
-        labels = _with_erased(scores, level, labels)
+        labels = with_erased(scores, level, labels)
     gender_of = dict(zip(template.tolist(), scores.column("category").to_pylist()))
     available = int(rank.max()) + 1 if len(rank) else 0
     too_many = [k for k in options.k if k > available]
